@@ -1,0 +1,707 @@
+"""The `fwd` dialect: the decode step of a transformer as the seed's stages.
+
+One op per seed `TensorOpSpec` variant (the seed's `FusedRow` is three ops: `fwd.rms_norm`,
+`fwd.softmax`, `fwd.layer_norm`), plus `fwd.weight`, `fwd.quantize`, `fwd.view`, `fwd.fused` and
+`fwd.yield`. Activations are builtin `tensor<...xf32>` values; weights are `!fwd.weights` values.
+
+Every stage may carry `access` (one `#fwd.access` per operand, default whole) and `into` (the name of
+a buffer it writes rows of, so it does not own its destination).
+
+Verifiers check structure only (operand shapes against each other and the properties). A limit of the
+forward's kernels (`h % kv`, a partial rotary, f64, the 48 KiB score row, ...) is not a verify error:
+such IR parses and verifies and the legality pass refuses it with the seed's reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    I64,
+    ArrayAttr,
+    DenseArrayBase,
+    FloatAttr,
+    Float32Type,
+    IntegerAttr,
+    StringAttr,
+    TensorType,
+    UnitAttr,
+    f32,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.irdl.declarative_assembly_format import (
+    AttributeVariable,
+    CustomDirective,
+    ParsingState,
+    PrintingState,
+    irdl_custom_directive,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure
+from xdsl.utils.exceptions import VerifyException
+
+from fwdshim.classes import ClassId, class_named
+from fwdshim.dialects.attributes import (
+    AccessAttr,
+    ElementwiseKindAttr,
+    GateActAttr,
+    GgmlTypeAttr,
+    MoeActAttr,
+    MoeScoringAttr,
+    QActType,
+    QuantFormat,
+    QuantFormatAttr,
+    WeightsType,
+)
+
+
+@irdl_custom_directive
+class Kw(CustomDirective):
+    """An enum (or a string) property written as a bare keyword: `fwd.elementwise add %a, %b`."""
+
+    attribute: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> bool:
+        name = self.attribute.name
+        kind = _KEYWORD_PROPS[name]
+        word = parser.parse_identifier(f"expected a `{name}` keyword")
+        if kind is StringAttr:
+            self.attribute.set(state, StringAttr(word))
+            return True
+        try:
+            self.attribute.set(state, kind(kind.enum_type(word)))
+        except ValueError:
+            allowed = ", ".join(m.value for m in kind.enum_type)
+            parser.raise_error(f"unknown {name} `{word}` (expected one of: {allowed})")
+        return True
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        attr = self.attribute.get(op)
+        state.print_whitespace(printer)
+        if isinstance(attr, StringAttr):
+            printer.print_identifier_or_string_literal(attr.data)
+        else:
+            printer.print_string(attr.data.value)  # type: ignore[union-attr]
+
+    def is_present(self, op: IRDLOperation) -> bool:
+        return self.attribute.get(op) is not None
+
+
+_KEYWORD_PROPS: dict[str, type] = {
+    "kind": ElementwiseKindAttr,
+    "gate": GateActAttr,
+    "act": MoeActAttr,
+    "scoring": MoeScoringAttr,
+    "format": QuantFormatAttr,
+    "class": StringAttr,
+}
+
+_STAGE_SUFFIX = "(`access` $access^)? (`into` $into^)? attr-dict"
+
+
+# ---------------------------------------------------------------------------------------------
+# shape helpers
+
+
+def dims_of(t: Attribute) -> tuple[int, ...] | None:
+    """The static shape of a tensor or weights type, or None for other types."""
+    if isinstance(t, TensorType):
+        return tuple(t.get_shape())
+    if isinstance(t, WeightsType):
+        return t.dims
+    if isinstance(t, QActType):
+        return (t.size.data,)
+    return None
+
+
+def numel(t: Attribute) -> int | None:
+    d = dims_of(t)
+    if d is None:
+        return None
+    n = 1
+    for x in d:
+        n *= x
+    return n
+
+
+def _int(op: Operation, name: str) -> int | None:
+    a = op.properties.get(name)
+    return a.value.data if isinstance(a, IntegerAttr) else None
+
+
+def _float(op: Operation, name: str) -> float | None:
+    a = op.properties.get(name)
+    return a.value.data if isinstance(a, FloatAttr) else None
+
+
+def _want(cond: bool, message: str) -> None:
+    if not cond:
+        raise VerifyException(message)
+
+
+# ---------------------------------------------------------------------------------------------
+# base classes
+
+
+class StageOp(IRDLOperation):
+    """A stage of the decode step: an op that computes (not `fwd.weight`, not `fwd.yield`)."""
+
+    access = opt_prop_def(ArrayAttr[AccessAttr])
+    into = opt_prop_def(StringAttr)
+
+    def accesses(self) -> list[str]:
+        """One access per operand (`whole` where none is given)."""
+        if self.access is None:
+            return ["whole"] * len(self.operands)
+        return [a.data.value for a in self.access.data]
+
+    def verify_stage(self) -> None:
+        if self.access is not None:
+            _want(
+                len(self.access.data) == len(self.operands),
+                f"`access` gives {len(self.access.data)} entries for {len(self.operands)} operands",
+            )
+
+    def verify_(self) -> None:
+        self.verify_stage()
+        self.verify_shapes()
+
+    def verify_shapes(self) -> None:
+        pass
+
+
+class UnaryOp(StageOp):
+    x = operand_def()
+    result = result_def()
+    traits = traits_def(Pure())
+    assembly_format = "$x " + _STAGE_SUFFIX + " `:` type($x) `->` type($result)"
+
+    def verify_shapes(self) -> None:
+        _want(
+            numel(self.x.type) == numel(self.result.type),
+            f"{self.name} result has {numel(self.result.type)} values for {numel(self.x.type)} inputs",
+        )
+
+
+class GenericStageOp(StageOp):
+    """An op the forward never computes: it parses, verifies and is refused by legality."""
+
+    ins = var_operand_def()
+    res = var_result_def()
+    assembly_format = "$ins " + _STAGE_SUFFIX + " `:` functional-type($ins, $res)"
+
+
+# ---------------------------------------------------------------------------------------------
+# declarations
+
+
+@irdl_op_definition
+class WeightOp(IRDLOperation):
+    """`%w = fwd.weight "blk.0.attn_q.weight" : !fwd.weights<576x576, q8_0>` — a GGUF tensor by name.
+
+    Not a stage. The result type gives the shape and GGML type (or a builtin tensor for f32 data)."""
+
+    name = "fwd.weight"
+    tensor_name = prop_def(StringAttr, prop_name="name")
+    result = result_def()
+    traits = traits_def(Pure())
+    assembly_format = "$name attr-dict `:` type($result)"
+
+    def verify_(self) -> None:
+        _want(
+            isinstance(self.result.type, WeightsType | TensorType),
+            "fwd.weight result is !fwd.weights or a tensor",
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# the primitives the forward computes
+
+
+@irdl_op_definition
+class MatmulOp(StageOp):
+    """`y = x · wᵀ`: x `[K]` (or `[R, K]`), w `[N, K]` rows, y `[N]` (or `[R, N]`)."""
+
+    name = "fwd.matmul"
+    x = operand_def()
+    w = operand_def()
+    result = result_def()
+    traits = traits_def(Pure())
+    assembly_format = "$x `,` $w " + _STAGE_SUFFIX + " `:` type($x) `,` type($w) `->` type($result)"
+
+    def verify_shapes(self) -> None:
+        xd, wd, yd = dims_of(self.x.type), dims_of(self.w.type), dims_of(self.result.type)
+        _want(wd is not None and len(wd) == 2, "matmul w is a rank-2 weight [N, K]")
+        _want(bool(xd) and bool(yd), "matmul x and result are ranked tensors")
+        n, k = wd  # type: ignore[misc]
+        _want(xd[-1] == k, f"matmul x rows have {xd[-1]} values, w rows have {k}")  # type: ignore[index]
+        _want(yd[-1] == n, f"matmul result rows have {yd[-1]} values, w has {n} rows")  # type: ignore[index]
+
+
+@irdl_op_definition
+class SiluOp(UnaryOp):
+    name = "fwd.silu"
+
+
+@irdl_op_definition
+class TransposeOp(UnaryOp):
+    name = "fwd.transpose"
+
+
+@irdl_op_definition
+class ElementwiseOp(StageOp):
+    """`fwd.elementwise add %a, %b`: a op b at each index; with `row`, a row combined with every row."""
+
+    name = "fwd.elementwise"
+    kind = prop_def(ElementwiseKindAttr)
+    row = opt_prop_def(UnitAttr)
+    a = operand_def()
+    b = operand_def()
+    result = result_def()
+    traits = traits_def(Pure())
+    custom_directives = (Kw,)
+    assembly_format = (
+        "custom<Kw>($kind) $a `,` $b (`row` $row^)? "
+        + _STAGE_SUFFIX
+        + " `:` type($a) `,` type($b) `->` type($result)"
+    )
+
+    def verify_shapes(self) -> None:
+        if self.row is not None:
+            return
+        _want(
+            dims_of(self.a.type) == dims_of(self.b.type) == dims_of(self.result.type),
+            "elementwise operands and result agree in shape unless `row`",
+        )
+
+
+class RowReduceOp(StageOp):
+    """The seed's `FusedRow`: a row reduction with optional `weight`, `residual` and `bias`."""
+
+    x = operand_def()
+    weight = opt_operand_def()
+    residual = opt_operand_def()
+    bias = opt_operand_def()
+    eps = opt_prop_def(FloatAttr[Float32Type])
+    result = result_def()
+    traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    assembly_format = (
+        "$x (`weight` `(` $weight^ `:` type($weight) `)`)? (`residual` `(` $residual^ `:` type($residual) `)`)? (`bias` `(` $bias^ `:` type($bias) `)`)? (`eps` $eps^)? "
+        + _STAGE_SUFFIX
+        + " `:` type($x) `->` type($result)"
+    )
+
+    def verify_shapes(self) -> None:
+        xd = dims_of(self.x.type)
+        _want(bool(xd), f"{self.name} x is a ranked tensor")
+        row = xd[-1]  # type: ignore[index]
+        for name, v in (("weight", self.weight), ("bias", self.bias)):
+            if v is not None:
+                _want(numel(v.type) == row, f"{self.name} {name} has {numel(v.type)} values for rows of {row}")
+        if self.residual is not None:
+            _want(dims_of(self.residual.type) == xd, f"{self.name} residual has the shape of x")
+        _want(dims_of(self.result.type) == xd, f"{self.name} result has the shape of x")
+
+
+@irdl_op_definition
+class RmsNormOp(RowReduceOp):
+    name = "fwd.rms_norm"
+
+
+@irdl_op_definition
+class SoftmaxOp(RowReduceOp):
+    name = "fwd.softmax"
+
+
+@irdl_op_definition
+class LayerNormOp(RowReduceOp):
+    name = "fwd.layer_norm"
+
+
+@irdl_op_definition
+class RopeOp(StageOp):
+    """Turn pairs `(i, i + half)` of every `hd`-wide head of x by one row of angles (cos, sin).
+
+    `angles` holds `[2, half]` (cos then sin) per row; `from` reads them at a position of a cache."""
+
+    name = "fwd.rope"
+    x = operand_def()
+    angles = operand_def()
+    hd = prop_def(IntegerAttr[I64])
+    half = prop_def(IntegerAttr[I64])
+    rows = prop_def(IntegerAttr[I64])
+    from_ = opt_prop_def(IntegerAttr[I64], prop_name="from")
+    result = result_def()
+    traits = traits_def(Pure())
+    assembly_format = (
+        "$x `,` $angles `hd` $hd `half` $half `rows` $rows (`from` $from^)? "
+        + _STAGE_SUFFIX
+        + " `:` type($x) `,` type($angles) `->` type($result)"
+    )
+
+    def verify_shapes(self) -> None:
+        hd, half, rows = _int(self, "hd"), _int(self, "half"), _int(self, "rows")
+        _want(hd > 0 and half > 0 and rows > 0, "rope hd, half and rows are positive")  # type: ignore[operator]
+        n = numel(self.x.type)
+        _want(n is not None and n % hd == 0, f"rope x of {n} values is not made of {hd}-wide heads")  # type: ignore[operator]
+        _want(dims_of(self.result.type) == dims_of(self.x.type), "rope result has the shape of x")
+
+
+@irdl_op_definition
+class AttentionOp(StageOp):
+    """Single-query GQA attention over a cache of `l - 1` rows plus the current position.
+
+    q `[rows*h*hd]`, k `[rows*kv*hd]`, v `[rows*kv*vd]`, k_cache `[l-1, kv*hd]`,
+    v_cache `[l-1, kv*vd]`, result `[rows*h*vd]`. Optional: `sinks` operand, `scale`, `softcap`,
+    `pos` (attend up to P), `window` (W positions)."""
+
+    name = "fwd.attention"
+    q = operand_def()
+    k = operand_def()
+    v = operand_def()
+    k_cache = operand_def()
+    v_cache = operand_def()
+    sinks = opt_operand_def()
+    h = prop_def(IntegerAttr[I64])
+    kv = prop_def(IntegerAttr[I64])
+    hd = prop_def(IntegerAttr[I64])
+    vd = prop_def(IntegerAttr[I64])
+    l = prop_def(IntegerAttr[I64])  # noqa: E741 - the seed's name
+    rows = prop_def(IntegerAttr[I64])
+    scale = opt_prop_def(FloatAttr[Float32Type])
+    softcap = opt_prop_def(FloatAttr[Float32Type])
+    pos = opt_prop_def(IntegerAttr[I64])
+    window = opt_prop_def(IntegerAttr[I64])
+    result = result_def()
+    traits = traits_def(Pure())
+    assembly_format = (
+        "$q `,` $k `,` $v `,` $k_cache `,` $v_cache (`sinks` `(` $sinks^ `:` type($sinks) `)`)? "
+        "`h` $h `kv` $kv `hd` $hd `vd` $vd `l` $l `rows` $rows "
+        "(`scale` $scale^)? (`softcap` $softcap^)? (`pos` $pos^)? (`window` $window^)? "
+        + _STAGE_SUFFIX
+        + " `:` type($q) `,` type($k) `,` type($v) `,` type($k_cache) `,` type($v_cache) `->` type($result)"
+    )
+
+    def verify_shapes(self) -> None:
+        h, kv, hd, vd, l, rows = (_int(self, n) for n in ("h", "kv", "hd", "vd", "l", "rows"))
+        _want(min(h, kv, hd, vd, rows) >= 0 and l >= 1, "attention sizes are non-negative and l >= 1")  # type: ignore[type-var,operator]
+        _want(numel(self.q.type) == rows * h * hd, f"attention q has {numel(self.q.type)} values, not rows*h*hd = {rows * h * hd}")  # type: ignore[operator]
+        _want(numel(self.k.type) == rows * kv * hd, f"attention k has {numel(self.k.type)} values, not rows*kv*hd = {rows * kv * hd}")  # type: ignore[operator]
+        _want(numel(self.v.type) == rows * kv * vd, f"attention v has {numel(self.v.type)} values, not rows*kv*vd = {rows * kv * vd}")  # type: ignore[operator]
+        _want(dims_of(self.k_cache.type) == (l - 1, kv * hd), f"attention k_cache is not (l-1) x kv*hd = {l - 1}x{kv * hd}")  # type: ignore[operator]
+        _want(dims_of(self.v_cache.type) == (l - 1, kv * vd), f"attention v_cache is not (l-1) x kv*vd = {l - 1}x{kv * vd}")  # type: ignore[operator]
+        _want(numel(self.result.type) == rows * h * vd, f"attention result has {numel(self.result.type)} values, not rows*h*vd = {rows * h * vd}")  # type: ignore[operator]
+
+
+@irdl_op_definition
+class MoeOp(StageOp):
+    """A sparse mixture of experts: router `[E, d]`, gate/up `[E, ff, d]`, down `[E, d, ff]`.
+
+    `renormalize`: the kept experts' weights are renormalized; `weight_inputs`: the router weights the
+    experts' inputs (not outputs). Optional `router_bias`, `selection_bias` and expert biases."""
+
+    name = "fwd.moe"
+    x = operand_def()
+    router = operand_def()
+    gate_exps = operand_def()
+    up_exps = operand_def()
+    down_exps = operand_def()
+    router_bias = opt_operand_def()
+    selection_bias = opt_operand_def()
+    gate_bias = opt_operand_def()
+    up_bias = opt_operand_def()
+    down_bias = opt_operand_def()
+    n_expert = prop_def(IntegerAttr[I64])
+    top_k = prop_def(IntegerAttr[I64])
+    renormalize = opt_prop_def(UnitAttr)
+    act = prop_def(MoeActAttr)
+    scoring = prop_def(MoeScoringAttr)
+    groups = opt_prop_def(IntegerAttr[I64])
+    scale = opt_prop_def(FloatAttr[Float32Type])
+    weight_inputs = opt_prop_def(UnitAttr)
+    result = result_def()
+    traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    custom_directives = (Kw,)
+    assembly_format = (
+        "$x `,` $router `,` $gate_exps `,` $up_exps `,` $down_exps "
+        "(`router_bias` `(` $router_bias^ `:` type($router_bias) `)`)? (`selection_bias` `(` $selection_bias^ `:` type($selection_bias) `)`)? "
+        "(`gate_bias` `(` $gate_bias^ `:` type($gate_bias) `)`)? (`up_bias` `(` $up_bias^ `:` type($up_bias) `)`)? (`down_bias` `(` $down_bias^ `:` type($down_bias) `)`)? "
+        "`n_expert` $n_expert `top_k` $top_k (`renormalize` $renormalize^)? "
+        "`act` custom<Kw>($act) `scoring` custom<Kw>($scoring) (`groups` $groups^)? (`scale` $scale^)? "
+        "(`weight_inputs` $weight_inputs^)? "
+        + _STAGE_SUFFIX
+        + " `:` type($x) `,` type($router) `,` type($gate_exps) `,` type($up_exps) `,` type($down_exps)"
+        " `->` type($result)"
+    )
+
+    @property
+    def biases(self) -> tuple[SSAValue | None, ...]:
+        return (self.gate_bias, self.up_bias, self.down_bias)
+
+    def weighs_outputs_by_softmax(self) -> bool:
+        """DESIGN.md §3: softmax scoring, no selection bias, one group, scale 1, outputs weighted."""
+        return (
+            self.scoring.data.value == "softmax"
+            and self.selection_bias is None
+            and (self.groups is None or self.groups.value.data == 1)
+            and (self.scale is None or self.scale.value.data == 1.0)
+            and self.weight_inputs is None
+        )
+
+    def verify_shapes(self) -> None:
+        e, k = _int(self, "n_expert"), _int(self, "top_k")
+        _want(e >= 1 and 1 <= k, "moe n_expert and top_k are positive")  # type: ignore[operator]
+        _want(k <= e, f"moe top_k = {k} exceeds n_expert = {e}")  # type: ignore[operator]
+        d = numel(self.x.type)
+        rd = dims_of(self.router.type)
+        _want(rd == (e, d), f"moe router is not n_expert x d = {e}x{d}")
+        gd, ud, dd = (dims_of(v.type) for v in (self.gate_exps, self.up_exps, self.down_exps))
+        _want(gd is not None and len(gd) == 3 and gd[0] == e and gd[2] == d, f"moe gate_exps is not {e} x ff x {d}")
+        ff = gd[1]  # type: ignore[index]
+        _want(ud == gd, f"moe up_exps is not {e}x{ff}x{d}, like gate_exps")
+        _want(dd == (e, d, ff), f"moe down_exps is not {e}x{d}x{ff}")
+        _want(numel(self.result.type) == d, "moe result has the size of x")
+
+
+@irdl_op_definition
+class GatedDeltaOp(StageOp):
+    name = "fwd.gated_delta"
+    gate = prop_def(GateActAttr)
+    ins = var_operand_def()
+    res = var_result_def()
+    custom_directives = (Kw,)
+    assembly_format = "custom<Kw>($gate) $ins " + _STAGE_SUFFIX + " `:` functional-type($ins, $res)"
+
+
+@irdl_op_definition
+class SoftcapOp(StageOp):
+    name = "fwd.softcap"
+    x = operand_def()
+    cap = prop_def(FloatAttr[Float32Type])
+    result = result_def()
+    traits = traits_def(Pure())
+    assembly_format = "$x `cap` $cap " + _STAGE_SUFFIX + " `:` type($x) `->` type($result)"
+
+
+# ---------------------------------------------------------------------------------------------
+# the primitives the forward never computes (the seed's last kernel_refusal arm)
+
+
+def _generic(op_name: str, class_name: str) -> type[GenericStageOp]:
+    cls = type(class_name, (GenericStageOp,), {"name": op_name, "__doc__": f"`{op_name}`: refused by the forward."})
+    return irdl_op_definition(cls)
+
+
+SwiGluOp = _generic("fwd.swiglu", "SwiGluOp")
+SigmoidOp = _generic("fwd.sigmoid", "SigmoidOp")
+GeluOp = _generic("fwd.gelu", "GeluOp")
+ScaleOp = _generic("fwd.scale", "ScaleOp")
+DecayOp = _generic("fwd.decay", "DecayOp")
+L2NormOp = _generic("fwd.l2_norm", "L2NormOp")
+HeadSliceOp = _generic("fwd.head_slice", "HeadSliceOp")
+JoinOp = _generic("fwd.join", "JoinOp")
+HeadMatmulOp = _generic("fwd.head_matmul", "HeadMatmulOp")
+CausalConvOp = _generic("fwd.causal_conv", "CausalConvOp")
+FullAttentionOp = _generic("fwd.full_attention", "FullAttentionOp")
+RowGatherOp = _generic("fwd.row_gather", "RowGatherOp")
+RowsGatherOp = _generic("fwd.rows_gather", "RowsGatherOp")
+ArgmaxOp = _generic("fwd.argmax", "ArgmaxOp")
+SetRowOp = _generic("fwd.set_row", "SetRowOp")
+IntRequantOp = _generic("fwd.int_requant", "IntRequantOp")
+IntClampOp = _generic("fwd.int_clamp", "IntClampOp")
+ReluOp = _generic("fwd.relu", "ReluOp")
+LutAttentionOp = _generic("fwd.lut_attention", "LutAttentionOp")
+
+REFUSED_PRIMITIVES: tuple[type[GenericStageOp], ...] = (
+    SwiGluOp, SigmoidOp, GeluOp, ScaleOp, DecayOp, L2NormOp, HeadSliceOp, JoinOp, HeadMatmulOp,
+    CausalConvOp, FullAttentionOp, RowGatherOp, RowsGatherOp, ArgmaxOp, SetRowOp, IntRequantOp,
+    IntClampOp, ReluOp, LutAttentionOp,
+)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# the shim's own stages
+
+
+@irdl_op_definition
+class QuantizeOp(StageOp):
+    """`%q = fwd.quantize %x one_word : tensor<576xf32> -> !fwd.qact<576, one_word>`.
+
+    Int8 blocks of 32: `d = amax/127`, `q = round half away from zero (x/d)`; `one_word` keeps `d`,
+    `two_words` keeps `d` and `d·Σq` (ggml's q8_1)."""
+
+    name = "fwd.quantize"
+    x = operand_def()
+    format = prop_def(QuantFormatAttr)
+    result = result_def(QActType)
+    traits = traits_def(Pure())
+    custom_directives = (Kw,)
+    assembly_format = "$x custom<Kw>($format) " + _STAGE_SUFFIX + " `:` type($x) `->` type($result)"
+
+    def verify_shapes(self) -> None:
+        t = self.result.type
+        assert isinstance(t, QActType)
+        _want(t.size.data == numel(self.x.type), f"quantize result holds {t.size.data} values, x has {numel(self.x.type)}")
+        _want(t.format == self.format, "quantize result format differs from `format`")
+
+
+@irdl_op_definition
+class ViewOp(StageOp):
+    """A view into another buffer at `offset` values (the forward refuses views)."""
+
+    name = "fwd.view"
+    x = operand_def()
+    offset = opt_prop_def(IntegerAttr[I64])
+    result = result_def()
+    traits = traits_def(Pure())
+    assembly_format = "$x (`offset` $offset^)? " + _STAGE_SUFFIX + " `:` type($x) `->` type($result)"
+
+
+@irdl_op_definition
+class FusedOp(StageOp):
+    """One fused kernel of class `class`: its parts in a region, in program order, ending in `fwd.yield`.
+
+    `covers` holds the stage numbers of the original stages, one per leaf part (a nested fused part
+    covers as many as its own leaves). The region's arguments are the op's operands."""
+
+    name = "fwd.fused"
+    class_ = prop_def(StringAttr, prop_name="class")
+    covers = prop_def(DenseArrayBase[I64])
+    ins = var_operand_def()
+    res = var_result_def()
+    body = region_def("single_block")
+    traits = traits_def(IsolatedFromAbove())
+    custom_directives = (Kw,)
+    assembly_format = (
+        "custom<Kw>($class) `covers` $covers (`ins` `(` $ins^ `)`)? "
+        + _STAGE_SUFFIX
+        + " `:` functional-type($ins, $res) $body"
+    )
+
+    def __init__(self, cls: ClassId, covers: Sequence[int], ins: Sequence[SSAValue], result_types: Sequence[Attribute], body: Region):
+        super().__init__(
+            operands=[ins],
+            result_types=[result_types],
+            properties={"class": StringAttr(cls.value), "covers": DenseArrayBase.from_list(i64, list(covers))},
+            regions=[body],
+        )
+
+    @property
+    def class_id(self) -> ClassId:
+        c = class_named(self.class_.data)
+        assert c is not None, "verified"
+        return c
+
+    @property
+    def cover_list(self) -> tuple[int, ...]:
+        return tuple(self.covers.get_values())
+
+    def parts(self) -> list[Operation]:
+        """The stages of the region, without the terminator."""
+        return [op for op in self.body.block.ops if not isinstance(op, YieldOp)]
+
+    def part_covers(self) -> list[tuple[int, ...]]:
+        """The stage numbers of each part (a primitive one, a nested fused part its own)."""
+        out: list[tuple[int, ...]] = []
+        it = iter(self.cover_list)
+        for p in self.parts():
+            n = len(p.cover_list) if isinstance(p, FusedOp) else 1
+            out.append(tuple(next(it, -1) for _ in range(n)))
+        return out
+
+    def verify_shapes(self) -> None:
+        _want(class_named(self.class_.data) is not None, f"unknown fused class `{self.class_.data}`")
+        covers = self.cover_list
+        _want(all(a < b for a, b in zip(covers, covers[1:])), "fused covers are not strictly increasing")
+        parts = self.parts()
+        _want(bool(parts), "fused op has no parts")
+        n_leaves = sum(len(p.cover_list) if isinstance(p, FusedOp) else 1 for p in parts)
+        _want(n_leaves == len(covers), f"fused covers list {len(covers)} stages for {n_leaves} parts")
+        block = self.body.block
+        _want(
+            [a.type for a in block.args] == [v.type for v in self.ins],
+            "fused region arguments do not match its operands",
+        )
+        last = block.last_op
+        _want(isinstance(last, YieldOp), "fused region ends in fwd.yield")
+        _want(
+            [v.type for v in last.operands] == [r.type for r in self.res],  # type: ignore[union-attr]
+            "fused yield does not match its results",
+        )
+        for p in parts:
+            _want(isinstance(p, StageOp), f"fused part {p.name} is not a stage")
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    name = "fwd.yield"
+    values = var_operand_def()
+    traits = traits_def(IsTerminator(), HasParent(FusedOp))
+    assembly_format = "($values^ `:` type($values))? attr-dict"
+
+
+# ---------------------------------------------------------------------------------------------
+# stages
+
+
+def is_stage(op: Operation) -> bool:
+    """Stages are primitives, `fwd.quantize`, `fwd.view` and `fwd.fused` (DESIGN.md §3)."""
+    return isinstance(op, StageOp)
+
+
+def stages(root: Operation) -> Iterator[StageOp]:
+    """The top-level stages under `root` in program order (parts of a fused op are not visited)."""
+    for op in root.walk():
+        if isinstance(op, StageOp) and not isinstance(op.parent_op(), FusedOp):
+            yield op
+
+
+def stage_numbers(root: Operation) -> dict[Operation, int]:
+    """Stage numbers in program order, from 0; a fused op is numbered by its first cover."""
+    return {op: i for i, op in enumerate(stages(root))}
+
+
+def leaves(op: Operation) -> list[Operation]:
+    """The primitive stages of an op (the seed's `leaves`): a fused op's parts, recursively."""
+    if isinstance(op, FusedOp):
+        return [leaf for p in op.parts() for leaf in leaves(p)]
+    return [op]
+
+
+def ggml_type_of(value: SSAValue) -> str | None:
+    """The GGML type name of a weight value (`q8_0`, `f32`, ...), or None for an activation."""
+    t = value.type
+    if isinstance(t, WeightsType):
+        return t.type.value
+    return None
+
+
+Fwd = Dialect(
+    "fwd",
+    [
+        WeightOp, MatmulOp, SiluOp, TransposeOp, ElementwiseOp, RmsNormOp, SoftmaxOp, LayerNormOp,
+        RopeOp, AttentionOp, GatedDeltaOp, SoftcapOp, MoeOp, *REFUSED_PRIMITIVES,
+        QuantizeOp, ViewOp, FusedOp, YieldOp,
+    ],
+    [GgmlTypeAttr, QuantFormatAttr, AccessAttr, ElementwiseKindAttr, GateActAttr, MoeActAttr,
+     MoeScoringAttr, WeightsType, QActType],
+)  # fmt: skip

@@ -1,0 +1,112 @@
+"""`fwdshim-opt`: xDSL's opt driver with the `fwd` dialect, fwdshim's passes and targets.
+
+Beyond `xdsl-opt`: every op records where it was parsed, so parse errors, verify errors and refusals
+name `file:line:col`; user errors print one located message and exit 1, never a traceback;
+`--explain` and `--report-json FILE` report the legality verdict of every stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import IO
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import DiagnosticException, ParseError
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from fwdshim.diagnostics import LocatingParser, parse_error_line, verify_located
+
+
+class FwdOptMain(xDSLOptMain):
+    def register_all_dialects(self):
+        super().register_all_dialects()
+        from fwdshim.dialects.fwd import Fwd
+
+        if "fwd" not in self.ctx.registered_dialect_names:
+            self.ctx.load_dialect(Fwd)
+
+    def register_all_passes(self):
+        super().register_all_passes()
+        from fwdshim.passes import available_passes
+
+        for name, factory in available_passes().items():
+            self.register_pass(name, factory)
+
+    def register_all_targets(self):
+        super().register_all_targets()
+        from fwdshim.targets import get_all_targets
+
+        for name, factory in get_all_targets().items():
+            self.available_targets[name] = factory
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser):
+        super().register_all_arguments(arg_parser)
+        arg_parser.add_argument(
+            "--explain",
+            action="store_true",
+            help="after the pipeline, print a table of every stage: op, location, verdict "
+            "(native kernel / decomposed / refused), class or reason",
+        )
+        arg_parser.add_argument(
+            "--report-json",
+            metavar="FILE",
+            help="write the same report as --explain as JSON to FILE",
+        )
+
+    def parse_chunk(self, chunk: IO[bytes], file_extension: str, start_offset: int = 0) -> ModuleOp | None:
+        if file_extension != "mlir":
+            return super().parse_chunk(chunk, file_extension, start_offset)
+        parser = LocatingParser(self.ctx, chunk.read(), self.get_input_name(), start_offset)
+        module = parser.parse_module(not self.args.no_implicit_module)
+        if not self.args.disable_verify:
+            verify_located(module)
+        return module
+
+    def apply_passes(self, prog: ModuleOp):
+        super().apply_passes(prog)
+        if self.args.explain or self.args.report_json:
+            from fwdshim.report import explain_module
+
+            explain_module(prog, self.args.explain, self.args.report_json)
+
+
+def _pass_help() -> str:
+    from fwdshim.passes import available_passes
+
+    lines = ["fwdshim passes (-p NAME{option=value ...}):"]
+    for name, factory in available_passes().items():
+        doc = (factory().__doc__ or "").strip().splitlines()
+        lines.append(f"  {name:<28} {doc[0] if doc else ''}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `fwdshim-opt`. Returns the exit status (0 ok, 1 a user error)."""
+    args = sys.argv[1:] if argv is None else argv
+    if any(a in ("-h", "--help") for a in args):
+        print(
+            "fwdshim-opt: parse, transform and print `fwd` IR (xDSL's opt driver with fwdshim's\n"
+            "dialect, passes and targets).\n\n" + _pass_help() + "\n\n"
+            "example: fwdshim-opt examples/llama_layer.mlir -p 'forward-shim{numerics=int8-act}'\n"
+        )
+    try:
+        tool = FwdOptMain(description="fwdshim-opt", args=args)
+        tool.run()
+    except ParseError as e:
+        print(parse_error_line(e), file=sys.stderr)
+        return 1
+    except DiagnosticException as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    except FileNotFoundError as e:
+        print(f"fwdshim-opt: error: {e.filename}: no such file", file=sys.stderr)
+        return 1
+    except ValueError as e:  # e.g. an unknown file extension or pass option
+        print(f"fwdshim-opt: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
