@@ -63,12 +63,14 @@ class FwdOptMain(xDSLOptMain):
             verify_located(module)
         return module
 
-    def apply_passes(self, prog: ModuleOp):
-        super().apply_passes(prog)
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        text = super().output_resulting_program(prog)
         if self.args.explain or self.args.report_json:
             from fwdshim.report import explain_module
 
-            explain_module(prog, self.args.explain, self.args.report_json)
+            # the table follows the IR as `//` comment lines
+            text += explain_module(prog, self.args.explain, self.args.report_json)
+        return text
 
 
 def _pass_help() -> str:

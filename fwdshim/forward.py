@@ -1,19 +1,261 @@
 """The forward shim: what the compiled forward (CUDA kernels in one graph) computes.
 
 Source: the seed `forward_shim.rs` — `ForwardShim::{name, supports, fits, rules, activation,
-numerics}` and `kernel_refusal`, with the same branches, order of checks and reasons.
+numerics}` and `kernel_refusal`, with the same branches, order of checks and reasons. A reason names
+this dialect's syntax where the seed names its own (`capped at C` → the attention's `softcap C`).
+
+Every refusing branch is a numbered `SeedBranch`: `KERNEL_REFUSAL` (K01–K23, `kernel_refusal`'s arms in
+seed order), `FITS` (F01–F08), `SUPPORTS` (S01–S13, the `Refuse` arms of `supports`) and, after the
+seed's, `BEYOND_SEED` (B01–B04: where fwdshim's kernels compute less than the seed's lane, or where
+the seed hides the wording).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import Float64Type, IntegerType, TensorType
+from xdsl.ir import Attribute, Operation
 
 from fwdshim.classes import ClassId, Q8MatKind, Support
-from fwdshim.dialects.attributes import QuantFormat
-from fwdshim.dialects.fwd import MatmulOp, MoeOp, ggml_type_of
+from fwdshim.dialects.attributes import GgmlType, QActType, QuantFormat, WeightsType
+from fwdshim.dialects.fwd import (
+    REFUSED_PRIMITIVES,
+    AttentionOp,
+    ElementwiseOp,
+    FusedOp,
+    GatedDeltaOp,
+    LayerNormOp,
+    MatmulOp,
+    MoeOp,
+    QuantizeOp,
+    RmsNormOp,
+    RopeOp,
+    RowReduceOp,
+    SiluOp,
+    SoftcapOp,
+    SoftmaxOp,
+    StageOp,
+    TransposeOp,
+    ViewOp,
+    dims_of,
+    ggml_type_of,
+    leaves,
+    numel,
+)
+from fwdshim.diagnostics import where
+from fwdshim.refusal import Refusal, SeedBranch
 from fwdshim.shim import Contract, Position, Scheme
+
+B = SeedBranch
+
+# ---------------------------------------------------------------------------------------------
+# the seed's refusing branches, in seed order
+
+ATTN_STATIC_SHARED_BYTES = 48 * 1024
+"""The static shared memory one attention block may declare (`sc[L]` scores plus the 32-float
+reduction row): the 48 KiB every CUDA architecture grants without an opt-in."""
+
+K01 = B("K01", "an elementwise op over a row combined with every row of a block — its kernel reads both at one index", 43)
+K02 = B("K02", "a bias on an RMSNorm — its kernel scales and never shifts", 47)
+K03 = B("K03", "a weight, residual or bias on a softmax", 49)
+K04 = B("K04", "a residual added before a layernorm", 51)
+K05 = B("K05", "a rope reading its angles from a position in a cache of angles", 54)
+K06 = B("K06", "a rope with a table row per row of the query — its kernel reads one row of angles", 55)
+K07 = B("K07", "a partial rotary — its kernel turns every dimension of the head", 56)
+K08 = B("K08", "a soft-capped attention (`softcap C`) — its kernel caps no score", 58)
+K09 = B("K09", "a gated delta gated by a sigmoid (`gate sigmoid`) — its kernel gates by SiLU", 59)
+K10 = B("K10", "a masked attention (`pos P`) — its kernel attends every cached position", 60)
+K11 = B("K11", "a soft-capped tensor (`cap C`) — no kernel caps one", 61)
+K12 = B("K12", "an attention with sinks (`sinks(S)`) — its kernel's softmax has no sink", 62)
+K13 = B("K13", "a windowed attention (`window W`) — its kernel attends every cached position", 64)
+K14 = B("K14", "an attention whose values are narrower than its keys — its kernel reads values as wide as keys", 67)
+K15 = B("K15", "an attention with a given scale (`scale S`) — its kernel scales the scores by 1/√HD", 70)
+K16 = B("K16", "a causal block of query rows — its kernel attends for one query", 72)
+K17 = B("K17", "query heads that do not group evenly over the key/value heads", 73)
+K18 = B("K18", "a cache longer than the score row its kernel holds in static shared memory", 75)
+K19 = B("K19", "an expert mixture with biases — its kernels add none", 78)
+K20 = B("K20", "an expert mixture without renormalizing — its router renormalizes the kept experts' weights", 80)
+K21 = B("K21", "an expert mixture with a clamped SwiGLU — its kernels gate with SwiGLU", 82)
+K22 = B("K22", "an expert mixture whose router is not a softmax weighting its experts' outputs — scored by sigmoids, biased in its choice, limited to groups, scaled, or weighting its inputs", 84)
+K23 = B("K23", "this lane has no kernel for the op", 106)
+KERNEL_REFUSAL: tuple[SeedBranch, ...] = (
+    K01, K02, K03, K04, K05, K06, K07, K08, K09, K10, K11, K12,
+    K13, K14, K15, K16, K17, K18, K19, K20, K21, K22, K23,
+)  # fmt: skip
+
+F01 = B("F01", "the forward's stages read and write whole buffers", 168)
+F02 = B("F02", "moe stage `{}` has no entry in the MoE weight manifest", 172)
+F03 = B("F03", "the forward reads no view into another buffer", 175)
+F04 = B("F04", "the forward's precise numerics read no activation quantized", 176)
+F05 = B("F05", "the forward adds into a norm only where the norm is the next stage", 190)
+F06 = B("F06", "the forward adds into the norm that follows, over the whole of the sum", 191)
+F07 = B("F07", "the forward carries a chain's result through each step, as exactly one operand", 202)
+F08 = B("F08", "the forward's attention quantizes its result only where each head's values are whole 32-value blocks", 207)
+FITS: tuple[SeedBranch, ...] = (F01, F02, F03, F04, F05, F06, F07, F08)
+
+S01 = B("S01", "the forward links no ReLU", 147)
+S02 = B("S02", "the forward attends one query over a cache held in one block's shared scores", 148)
+S03 = B("S03", "the forward's attention takes no mask, window, sink, soft cap or given scale", 150)
+S04 = B("S04", "the forward attends a cache in one block, never in chunks", 152)
+S05 = B("S05", "the forward routes by one top-k over every expert", 153)
+S06 = B("S06", "the forward computes logits and picks no token", 154)
+S07 = B("S07", "the forward links no delta rule", 155)
+S08 = B("S08", "the forward holds its caches in f32", 156)
+S09 = B("S09", "the forward sums its residual in f32, uncompensated", 157)
+S10 = B("S10", "the forward keeps every buffer on the device", 158)
+S11 = B("S11", "the forward runs one sequence's row through its kept experts", 159)
+S12 = B("S12", "the forward replays a graph of a kernel a stage", 160)
+S13 = B("S13", "the forward's stages read and write whole buffers", 161)
+SUPPORTS: tuple[SeedBranch, ...] = (S01, S02, S03, S04, S05, S06, S07, S08, S09, S10, S11, S12, S13)
+
+# ---------------------------------------------------------------------------------------------
+# branches beyond the seed (seed_line 0), worded in the seed's manner. Their places in the order:
+#   B01 first of all, where the seed calls `holds_accumulator(op, g, 32)` (the seed hides its words);
+#   B02, B03, B04 in the primitive arm, after `kernel_refusal` (which computes every matmul): the
+#   seed's lane dequantizes more GGML types than fwdshim's GEMV, and reads no int8 block elsewhere.
+
+B01 = B("B01", "an op over 64-bit values — the forward's kernels accumulate in 32 bits")
+B02 = B("B02", "a matmul over {} weights — its kernels dequantize F32, F16, BF16 and Q8_0 rows only")
+B03 = B("B03", "a matmul over a {} tensor — its dense kernel multiplies F32 and F16 rows only")
+B04 = B("B04", "`{}` reading a quantized activation — only a Q8_0 matmul's and a mixture's kernels read int8 blocks, as their input")
+BEYOND_SEED: tuple[SeedBranch, ...] = (B01, B02, B03, B04)
+
+ALL_BRANCHES: tuple[SeedBranch, ...] = KERNEL_REFUSAL + FITS + SUPPORTS + BEYOND_SEED
+
+_GEMV_TYPES = {GgmlType.F32, GgmlType.F16, GgmlType.BF16, GgmlType.Q8_0}
+_DENSE_DTYPES = {"f32", "f16"}
+
+# ---------------------------------------------------------------------------------------------
+# kernel_refusal: the seed's match, arm by arm (an arm with branch None computes the op)
+
+
+def _always(op: Operation) -> bool:
+    return True
+
+
+def _rope_partial(r: RopeOp) -> bool:
+    return r.hd.value.data != 2 * r.half.value.data
+
+
+def _attn_groups_unevenly(a: AttentionOp) -> bool:
+    h, kv = a.h.value.data, a.kv.value.data
+    return kv == 0 or h % kv != 0
+
+
+def _attn_too_long(a: AttentionOp) -> bool:
+    return a.l.value.data * 4 + 32 * 4 > ATTN_STATIC_SHARED_BYTES
+
+
+_Arm = tuple[tuple[type, ...], Callable[..., bool], SeedBranch | None]
+_KERNEL_ARMS: tuple[_Arm, ...] = (
+    ((MatmulOp, SiluOp, TransposeOp), _always, None),
+    ((ElementwiseOp,), lambda e: e.row is not None, K01),
+    ((ElementwiseOp,), _always, None),
+    ((RmsNormOp,), lambda r: r.bias is not None, K02),
+    ((SoftmaxOp,), lambda r: r.weight is not None or r.residual is not None or r.bias is not None, K03),
+    ((LayerNormOp,), lambda r: r.residual is not None, K04),
+    ((RowReduceOp,), _always, None),
+    ((RopeOp,), lambda r: r.from_ is not None, K05),
+    ((RopeOp,), lambda r: r.rows.value.data != 1, K06),
+    ((RopeOp,), _rope_partial, K07),
+    ((RopeOp,), _always, None),
+    ((AttentionOp,), lambda a: a.softcap is not None, K08),
+    ((GatedDeltaOp,), lambda g: g.gate.data.value == "sigmoid", K09),
+    ((AttentionOp,), lambda a: a.pos is not None, K10),
+    ((SoftcapOp,), _always, K11),
+    ((AttentionOp,), lambda a: a.sinks is not None, K12),
+    ((AttentionOp,), lambda a: a.window is not None, K13),
+    ((AttentionOp,), lambda a: a.vd.value.data != a.hd.value.data, K14),
+    ((AttentionOp,), lambda a: a.scale is not None, K15),
+    ((AttentionOp,), lambda a: a.rows.value.data != 1, K16),
+    ((AttentionOp,), _attn_groups_unevenly, K17),
+    ((AttentionOp,), _attn_too_long, K18),
+    ((AttentionOp,), _always, None),
+    ((MoeOp,), lambda m: m.router_bias is not None or any(b is not None for b in m.biases), K19),
+    ((MoeOp,), lambda m: m.renormalize is None, K20),
+    ((MoeOp,), lambda m: m.act.data.value != "swiglu", K21),
+    ((MoeOp,), lambda m: not m.weighs_outputs_by_softmax(), K22),
+    ((MoeOp,), _always, None),
+    ((*REFUSED_PRIMITIVES, GatedDeltaOp), _always, K23),
+)
+
+
+def is_primitive(op: Operation) -> bool:
+    """A primitive stage (the seed's `Sym::Prim`): a stage other than quantize, view and fused."""
+    return isinstance(op, StageOp) and not isinstance(op, QuantizeOp | ViewOp | FusedOp)
+
+
+def kernel_branch(op: Operation) -> SeedBranch | None:
+    """The `kernel_refusal` branch that refuses primitive `op`, or None when its kernels compute it
+    (and for anything that is not a primitive: `fits` judges those)."""
+    for types, guard, branch in _KERNEL_ARMS:
+        if isinstance(op, types) and guard(op):
+            return branch
+    return None
+
+
+def kernel_refusal(op: Operation) -> str | None:
+    """Why the forward's kernels do not compute the primitive `op`, or None when they do (seed
+    `kernel_refusal`). A property of the op the kernel does not implement is a refusal, never a
+    property the kernel ignores."""
+    branch = kernel_branch(op)
+    return None if branch is None else branch.reason
+
+
+# ---------------------------------------------------------------------------------------------
+# the seed's helpers
+
+
+def _is_64bit(t: Attribute) -> bool:
+    if isinstance(t, TensorType):
+        e = t.element_type
+        return isinstance(e, Float64Type) or (isinstance(e, IntegerType) and e.width.data == 64)
+    if isinstance(t, WeightsType):
+        return t.type in (GgmlType.F64, GgmlType.I64)
+    return isinstance(t, Float64Type) or (isinstance(t, IntegerType) and t.width.data == 64)
+
+
+def holds_accumulator(op: Operation) -> bool:
+    """Whether every value `op` reads or produces fits the forward's 32-bit accumulators."""
+    return not any(_is_64bit(v.type) for v in (*op.operands, *op.results))
+
+
+@dataclass(frozen=True)
+class Norm:
+    """The seed's `norm(op)`: `part` — the norm normalizes rows narrower than the sum (per head);
+    `pre` — the norm carries a residual operand of its own."""
+
+    part: bool
+    pre: bool
+
+
+def norm(op: Operation) -> Norm | None:
+    """The norm a fused op ends in (its first RMS/layer norm leaf), or None when it holds none."""
+    found = [p for p in leaves(op) if isinstance(p, RmsNormOp | LayerNormOp)]
+    if not found:
+        return None
+    n = found[0]
+    first = leaves(op)[0]
+    row = (dims_of(n.x.type) or (0,))[-1]
+    whole = numel(first.results[0].type) if first.results and first is not n else numel(n.x.type)
+    return Norm(part=whole is not None and row < whole, pre=n.residual is not None)
+
+
+def _q8_weights(value) -> bool:
+    return ggml_type_of(value) == "q8_0"
+
+
+def _stage_name(op: Operation) -> str:
+    hint = op.results[0].name_hint if op.results else None
+    return f"%{hint}" if hint else f"{op.name} at {where(op)}"
+
+
+
+
+# ---------------------------------------------------------------------------------------------
+# the supports table
 
 C = ClassId
 _N, _D = Support.NATIVE, Support.DECOMPOSE
@@ -22,30 +264,22 @@ _NATIVE = {C.NORM_WEIGHT, C.ADD_NORM, C.ELEMENTWISE_CHAINS, C.ELEMENTWISE_REGION
            C.GEMM_DEQUANT_INKERNEL, C.CUDA_GRAPHS, C.ROUTER_TOPK, C.MOE_GATE_UP_ACT,
            C.MOE_DOWN_COMBINE}  # fmt: skip
 _PRODUCER_QUANT = {C.NORM_QUANT, C.ADD_NORM_QUANT, C.ATTN_OUTPUT_QUANT}
-_REFUSE: dict[ClassId, str] = {
-    C.RELU_SQR: "the forward links no ReLU",
-    C.FLASH_DECODE: "the forward attends one query over a cache held in one block's shared scores",
-    C.FLASH_PREFILL: "the forward attends one query over a cache held in one block's shared scores",
-    **dict.fromkeys(
-        (C.ATTENTION_VARIANTS_INLINE, C.SOFTCAP, C.MIXED_BATCH_ATTENTION, C.SPARSE_ATTENTION),
-        "the forward's attention takes no mask, window, sink, soft cap or given scale",
-    ),
-    C.ATTN_GQA_ROW_PACKING: "the forward attends a cache in one block, never in chunks",
-    C.ATTN_LSE_MERGE: "the forward attends a cache in one block, never in chunks",
-    C.GROUPED_TOPK: "the forward routes by one top-k over every expert",
-    C.SAMPLING: "the forward computes logits and picks no token",
-    C.GDN_STEP: "the forward links no delta rule",
-    C.KV_CACHE_QUANT: "the forward holds its caches in f32",
-    C.HADAMARD_ROTATION: "the forward holds its caches in f32",
-    C.COMPENSATED_RESIDUAL: "the forward sums its residual in f32, uncompensated",
-    C.HOST_RESIDENT_KV: "the forward keeps every buffer on the device",
-    C.MOE_DIRECT_PAIRS: "the forward runs one sequence's row through its kept experts",
-    C.PERSISTENT_LAYER_MEGAKERNEL: "the forward replays a graph of a kernel a stage",
-    **dict.fromkeys(
-        (C.STRIDED_READ, C.ROW_WRITE, C.JOIN_IN_PLACE, C.STRIDED_VALUES),
-        "the forward's stages read and write whole buffers",
-    ),
-}
+REFUSED_CLASSES: dict[ClassId, SeedBranch] = {
+    C.RELU_SQR: S01,
+    C.FLASH_DECODE: S02, C.FLASH_PREFILL: S02,
+    C.ATTENTION_VARIANTS_INLINE: S03, C.SOFTCAP: S03, C.MIXED_BATCH_ATTENTION: S03, C.SPARSE_ATTENTION: S03,
+    C.ATTN_GQA_ROW_PACKING: S04, C.ATTN_LSE_MERGE: S04,
+    C.GROUPED_TOPK: S05,
+    C.SAMPLING: S06,
+    C.GDN_STEP: S07,
+    C.KV_CACHE_QUANT: S08, C.HADAMARD_ROTATION: S08,
+    C.COMPENSATED_RESIDUAL: S09,
+    C.HOST_RESIDENT_KV: S10,
+    C.MOE_DIRECT_PAIRS: S11,
+    C.PERSISTENT_LAYER_MEGAKERNEL: S12,
+    C.STRIDED_READ: S13, C.ROW_WRITE: S13, C.JOIN_IN_PLACE: S13, C.STRIDED_VALUES: S13,
+}  # fmt: skip
+"""The 22 classes the forward refuses, each with its `supports` branch (S01–S13)."""
 
 
 @dataclass(frozen=True)
@@ -59,15 +293,103 @@ class ForwardShim:
         return f"cuda-forward:{self.kind.seed_name}"
 
     def supports(self, cls: ClassId) -> Support:
-        """The seed's `supports` table: 9 native classes (12 under INT8_ACT), 19 refused, the rest
+        """The seed's `supports` table: 9 native classes (12 under INT8_ACT), 22 refused, the rest
         DECOMPOSE."""
         if cls in _NATIVE:
             return _N
         if cls in _PRODUCER_QUANT:
             return _N if self.kind is Q8MatKind.INT8_ACT else _D
-        if cls in _REFUSE:
-            return Support.REFUSE(_REFUSE[cls])
+        if cls in REFUSED_CLASSES:
+            return Support.REFUSE(REFUSED_CLASSES[cls].reason)
         return _D
+
+    def fits(self, op: Operation) -> str | None:
+        """None when the forward computes the stage `op`, else the reason it does not (seed `fits`)."""
+        r = self.refusal(op)
+        return None if r is None else r.reason
+
+    def refusal(self, op: Operation) -> Refusal | None:
+        """`fits` as data: the refusal of stage `op` with its branch, or None when it fits.
+
+        Order (the seed's): 64-bit values (B01); access and ownership (F01); then by kind — a MoE
+        outside the manifest (its kernel reason, else F02), a primitive (`kernel_refusal`, then
+        B02–B04), a view (F03), a quantize under DEQUANT (F04), a fused op (each leaf, then its
+        class: add_norm F05/F06, elementwise_chains F07, attn_output_quant F08). `supports` is not
+        consulted here: the legality pass asks it first."""
+        if not isinstance(op, StageOp):
+            return None
+        if not holds_accumulator(op):
+            return Refusal.of(op, B01)
+        if any(a != "whole" for a in op.accesses()) or op.into is not None:
+            return Refusal.of(op, F01)
+        if isinstance(op, MoeOp) and not all(_q8_weights(w) for w in op.operands[1:5]):
+            branch = kernel_branch(op)
+            if branch is not None:
+                return Refusal.of(op, branch)
+            return Refusal.of(op, F02, F02.why(_stage_name(op)))
+        if is_primitive(op):
+            branch = kernel_branch(op)
+            if branch is not None:
+                return Refusal.of(op, branch)
+            return self._beyond_seed(op)
+        if isinstance(op, ViewOp):
+            return Refusal.of(op, F03)
+        if isinstance(op, QuantizeOp):
+            return Refusal.of(op, F04) if self.kind is Q8MatKind.DEQUANT else None
+        assert isinstance(op, FusedOp)
+        return self._fused(op)
+
+    @staticmethod
+    def _beyond_seed(op: Operation) -> Refusal | None:
+        """B02–B04 for a primitive `kernel_refusal` passes."""
+        if isinstance(op, MatmulOp):
+            w = op.w.type
+            if isinstance(w, WeightsType) and w.type not in _GEMV_TYPES:
+                return Refusal.of(op, B02, B02.why(w.type.name))
+            if isinstance(w, TensorType) and str(w.element_type) not in _DENSE_DTYPES:
+                return Refusal.of(op, B03, B03.why(str(w.element_type).upper()))
+        for i, v in enumerate(op.operands):
+            if not isinstance(v.type, QActType):
+                continue
+            reads_blocks = i == 0 and (isinstance(op, MoeOp) or (isinstance(op, MatmulOp) and _q8_weights(op.w)))
+            if not reads_blocks:
+                return Refusal.of(op, B04, B04.why(op.name))
+        return None
+
+    def _fused(self, op: FusedOp) -> Refusal | None:
+        for leaf in leaves(op):
+            r = self.refusal(leaf)
+            if r is not None:
+                return Refusal(op.name, where(op), r.reason, r.branch)
+        cls = op.class_id
+        if cls is C.ADD_NORM:
+            return self._add_norm(op)
+        if cls is C.ELEMENTWISE_CHAINS:
+            return self._chain(op)
+        if cls is C.ATTN_OUTPUT_QUANT:
+            host = op.parts()[0]
+            ok = isinstance(host, AttentionOp) and host.hd.value.data % 32 == 0
+            return None if ok else Refusal.of(op, F08)
+        return None
+
+    @staticmethod
+    def _add_norm(op: FusedOp) -> Refusal | None:
+        covers = op.part_covers()
+        nxt = covers[0][-1] + 1 == covers[-1][0]
+        n = norm(op)
+        if n is None or n.part or n.pre:
+            return Refusal.of(op, F06)
+        return None if nxt else Refusal.of(op, F05)
+
+    @staticmethod
+    def _chain(op: FusedOp) -> Refusal | None:
+        parts = op.parts()
+        for prev, step in zip(parts, parts[1:]):
+            out = set(prev.results)
+            carried = isinstance(step, ElementwiseOp) and ((step.a in out) ^ (step.b in out))
+            if not (carried or isinstance(step, SiluOp)):
+                return Refusal.of(op, F07)
+        return None
 
     def rules(self) -> list[tuple[Position, str]]:
         """The forward takes its regions of elementwise ops, then its runs, before a norm takes a sum."""

@@ -1,0 +1,153 @@
+"""`fwd-legalize`: the forward's legality — refuse what its kernels do not compute, with the seed's reason.
+
+Source: DESIGN.md §1.3 and §4; the seed's `supports`, `fits` and `kernel_refusal` (`fwdshim.forward`).
+
+Per top-level stage, in program order:
+- a `fwd.fused` of a DECOMPOSE class is split back into its parts (block arguments become the
+  operands, yielded values the results; each part keeps its location and is marked
+  `fwd.decomposed_from = "<class>"`), and each part is then checked like any stage;
+- a `fwd.fused` of a REFUSE class, or holding a part of one, is refused with `supports`' reason;
+- a NATIVE `fwd.fused` first has its nested DECOMPOSE parts split in place, then goes to `fits`;
+- every other stage goes to `fits` (`kernel_refusal` for a primitive).
+
+`strict` reports every refused op of the module in one run, each as `file:line:col: error: <reason>`,
+and fails; `mark` leaves refused ops in place with `fwd.refused = "<reason>"` and succeeds. On success
+the module carries the numerics contract as `fwd.numerics` (the `Contract` plus `shim = name()`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.ir import Attribute, Operation
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import PassFailedException
+
+from fwdshim.classes import Q8MatKind
+from fwdshim.diagnostics import where
+from fwdshim.dialects.fwd import FusedOp, YieldOp, stages
+from fwdshim.forward import REFUSED_CLASSES, ForwardShim
+from fwdshim.refusal import Refusal
+
+REFUSED_ATTR = "fwd.refused"
+DECOMPOSED_ATTR = "fwd.decomposed_from"
+NUMERICS_ATTR = "fwd.numerics"
+MODES = ("strict", "mark")
+
+
+def check(shim: ForwardShim, op: Operation) -> Refusal | None:
+    """The refusal of one stage, or None when the forward runs it (a DECOMPOSE fused op is not
+    judged here: its parts are). Does not change the IR."""
+    if isinstance(op, FusedOp):
+        for f in (op, *(p for p in op.body.walk() if isinstance(p, FusedOp))):
+            branch = REFUSED_CLASSES.get(f.class_id)
+            if branch is not None:
+                return Refusal(op.name, where(op), branch.reason, branch.id)
+    return shim.refusal(op)
+
+
+def decompose(op: FusedOp) -> list[Operation]:
+    """Split `op` into its parts in place: returns the parts, now in `op`'s block."""
+    block = op.body.block
+    parts = op.parts()
+    for p in parts:
+        p.attributes[DECOMPOSED_ATTR] = StringAttr(op.class_.data)
+    Rewriter.inline_block(block, InsertPoint.before(op), op.operands)
+    yield_op = op.prev_op
+    assert isinstance(yield_op, YieldOp), "a verified fused region ends in fwd.yield"
+    for res, val in zip(op.results, yield_op.operands, strict=True):
+        res.replace_all_uses_with(val)
+    Rewriter.erase_op(yield_op)
+    Rewriter.erase_op(op)
+    return parts
+
+
+def _split_nested(shim: ForwardShim, op: FusedOp) -> None:
+    """Split the DECOMPOSE fused parts nested anywhere inside the NATIVE fused op `op`."""
+    while True:
+        nested = [p for p in op.body.walk() if isinstance(p, FusedOp) and shim.supports(p.class_id).is_decompose]
+        if not nested:
+            return
+        decompose(nested[0])
+
+
+def legalize(shim: ForwardShim, module: Operation) -> list[tuple[Operation, Refusal]]:
+    """Decompose and check every top-level stage of `module`; returns the refused ops with why."""
+    refused: list[tuple[Operation, Refusal]] = []
+    work = list(stages(module))
+    while work:
+        op = work.pop(0)
+        if isinstance(op, FusedOp):
+            support = shim.supports(op.class_id)
+            if support.is_decompose:
+                work[0:0] = decompose(op)
+                continue
+            if support.is_native:
+                _split_nested(shim, op)
+        r = check(shim, op)
+        if r is not None:
+            refused.append((op, r))
+    return refused
+
+
+def contract_attr(shim: ForwardShim) -> DictionaryAttr:
+    """The numerics contract as a module attribute: `Contract.as_dict()` plus `shim`; None prints `"none"`."""
+    entries: dict[str, Attribute] = {"shim": StringAttr(shim.name())}
+    for key, value in shim.numerics().as_dict().items():
+        if isinstance(value, int):
+            entries[key] = IntegerAttr(value, i64)
+        else:
+            entries[key] = StringAttr("none" if value is None else str(value))
+    return DictionaryAttr(entries)
+
+
+def shim_of(module: Operation) -> ForwardShim:
+    """The shim a legalized module names in `fwd.numerics` (DEQUANT where it names none)."""
+    numerics = module.attributes.get(NUMERICS_ATTR)
+    if isinstance(numerics, DictionaryAttr):
+        name = numerics.data.get("shim")
+        for kind in Q8MatKind:
+            if isinstance(name, StringAttr) and name.data == ForwardShim(kind).name():
+                return ForwardShim(kind)
+    return ForwardShim()
+
+
+@dataclass(frozen=True)
+class LegalizePass(ModulePass):
+    """Refuse the ops the forward's kernels do not compute (seed reasons); split DECOMPOSE fused ops."""
+
+    name = "fwd-legalize"
+
+    numerics: str = "dequant"
+    """The forward's numerics: `dequant` (f32 activations), `int8-act` (quantized in the producer's
+    epilogue) or `two-pass-int8` (a separate quantize stage)."""
+
+    mode: str = "strict"
+    """`strict`: report every refused op as an error at its location and fail; `mark`: put
+    `fwd.refused = "<reason>"` on each refused op and succeed."""
+
+    explain: bool | None = None
+    """Print the legality report (as `fwdshim-opt --explain`) when the pass has run."""
+
+    def __post_init__(self) -> None:
+        Q8MatKind.parse(self.numerics)
+        if self.mode not in MODES:
+            raise ValueError(f"unknown mode `{self.mode}` (expected strict or mark)")
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        shim = ForwardShim(Q8MatKind.parse(self.numerics))
+        refused = legalize(shim, op)
+        if self.mode == "mark":
+            for target, r in refused:
+                target.attributes[REFUSED_ATTR] = StringAttr(r.reason)
+        if not refused or self.mode == "mark":
+            op.attributes[NUMERICS_ATTR] = contract_attr(shim)
+        if self.explain:
+            from fwdshim.report import report_table
+
+            print(report_table(op, shim), end="")
+        if refused and self.mode == "strict":
+            raise PassFailedException("\n".join(r.error_line() for _, r in refused))

@@ -1,0 +1,117 @@
+"""The legality report: one row per stage — op, location, verdict, class or reason — and fusion remarks.
+
+`fwdshim-opt --explain` prints it after the IR as `//` comment lines (the output stays valid IR);
+`--report-json FILE` writes the same rows as JSON: `{"shim": ..., "rows": [{stage, op_name, location,
+verdict, detail, branch}, ...]}`. Verdicts come from `fwdshim.passes.legalize.check`, the function
+the pass itself refuses with, under the shim the module's `fwd.numerics` names (DEQUANT before
+legalization), so the table, the errors and the `fwd.refused` attributes agree.
+
+Rows: `native kernel` (detail: the fused class, or `primitive`), `decomposed` (a DECOMPOSE fused op
+not yet split, or a part split from one: detail `<class>` / `part of <class>`), `refused` (detail:
+the reason; JSON adds the seed branch id), `remark` (a rule of `fwd-fuse` matched but the shim
+refuses its class: the op's `fwd.remark`).
+"""
+
+from __future__ import annotations
+
+import json
+
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import Operation
+
+from fwdshim.diagnostics import where
+from fwdshim.dialects.fwd import FusedOp, stage_numbers
+from fwdshim.forward import ForwardShim
+from fwdshim.passes.legalize import DECOMPOSED_ATTR, check, shim_of
+from fwdshim.refusal import DECOMPOSED, NATIVE, REMARK, Verdict
+
+REMARK_ATTR = "fwd.remark"
+
+
+def _stage_rows(shim: ForwardShim, op: Operation, stage: int, part_of: str | None) -> list[Verdict]:
+    if isinstance(op, FusedOp) and shim.supports(op.class_id).is_decompose:
+        cls = op.class_.data
+        rows = [Verdict(stage, op.name, where(op), DECOMPOSED, cls if part_of is None else f"{cls}, part of {part_of}")]
+        for p in op.parts():
+            rows += _stage_rows(shim, p, stage, cls)
+        return rows
+    r = check(shim, op)
+    if r is not None:
+        return [Verdict.refused(stage, r)]
+    origin = op.attributes.get(DECOMPOSED_ATTR)
+    if part_of is None and isinstance(origin, StringAttr):
+        part_of = origin.data
+    if part_of is not None:
+        return [Verdict(stage, op.name, where(op), DECOMPOSED, f"part of {part_of}")]
+    return [Verdict(stage, op.name, where(op), NATIVE, op.class_.data if isinstance(op, FusedOp) else "primitive")]
+
+
+def verdicts(module: Operation, shim: ForwardShim | None = None) -> list[Verdict]:
+    """Every stage's verdict in program order, each fusion remark after its op's row."""
+    shim = shim_of(module) if shim is None else shim
+    numbers = stage_numbers(module)
+    rows: list[Verdict] = []
+    for op, stage in numbers.items():
+        rows += _stage_rows(shim, op, stage, None)
+        rows += _remarks(op, stage)
+    for op in module.walk():
+        remark = op.attributes.get(REMARK_ATTR)
+        if isinstance(remark, StringAttr) and op not in numbers and not _inside_stage(op, numbers):
+            rows.append(Verdict(-1, op.name, where(op), REMARK, remark.data))
+    return rows
+
+
+def _inside_stage(op: Operation, numbers: dict[Operation, int]) -> bool:
+    parent = op.parent_op()
+    while parent is not None:
+        if parent in numbers:
+            return True
+        parent = parent.parent_op()
+    return False
+
+
+def _remarks(op: Operation, stage: int) -> list[Verdict]:
+    rows = []
+    for o in op.walk():
+        remark = o.attributes.get(REMARK_ATTR)
+        if isinstance(remark, StringAttr):
+            rows.append(Verdict(stage, o.name, where(o), REMARK, remark.data))
+    return rows
+
+
+_HEAD = ("stage", "op", "location", "verdict", "class or reason")
+
+
+def format_table(shim: ForwardShim, rows: list[Verdict]) -> str:
+    """The rows as aligned `//` comment lines, headed by the shim's name."""
+    cells = [_HEAD] + [
+        ("" if v.stage < 0 else str(v.stage), v.op_name, v.location, v.verdict, v.detail) for v in rows
+    ]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(_HEAD) - 1)]
+    lines = [f"// legality report: {shim.name()}"]
+    for c in cells:
+        lines.append("// " + "  ".join(x.ljust(w) for x, w in zip(c, widths)) + "  " + c[-1])
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def report_table(module: Operation, shim: ForwardShim | None = None) -> str:
+    """The `--explain` table of `module`."""
+    shim = shim_of(module) if shim is None else shim
+    return format_table(shim, verdicts(module, shim))
+
+
+def report_json(module: Operation, shim: ForwardShim | None = None) -> dict[str, object]:
+    """The `--report-json` document of `module`."""
+    shim = shim_of(module) if shim is None else shim
+    return {"shim": shim.name(), "rows": [v.as_dict() for v in verdicts(module, shim)]}
+
+
+def explain_module(module: Operation, explain: bool, json_path: str | None) -> str:
+    """Write the JSON report to `json_path` (when given); return the table when `explain` ('' if not).
+
+    The driver appends the returned table to the printed IR."""
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(report_json(module), f, indent=2, ensure_ascii=False)
+            f.write("\n")
+    return report_table(module) if explain else ""
