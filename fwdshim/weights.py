@@ -1,0 +1,239 @@
+"""Weights by GGUF tensor name: the stores that `fwd.weight "name"` is resolved through.
+
+API (stable; the reference executor, the Numba runtime and the kernel tests use it):
+
+- `WeightData(name, ggml, shape, raw)`: one tensor as gguf stores it. `ggml` is the `GgmlType`
+  (`"q8_0"`, `"f32"`, ...); `shape` the logical shape in elements, outermost first (`[N, K]` rows of
+  K values, `[E, N, K]` for expert stacks; GGUF's `ne` order reversed); `raw` the numpy array gguf
+  holds: `float32`/`float16` of `shape` for F32/F16, `uint8` blocks `[..., N, K/32*34]` for Q8_0 (and
+  the byte shape of every other quantized type).
+  Cached views (computed once per `WeightData`, so a store that caches its `WeightData` caches these):
+  `wd.f32` (dequantized, `float32` of `shape`), `wd.f64` (the same values in `float64`: the executor's
+  GEMV operand; Q8_0/F16/BF16 values are exact in both), `wd.expert(e)` (`float64` `[N, K]` slice of an
+  expert stack, dequantized alone), `wd.q8_0` (`repack_q8_0(raw)`), `wd.rows(idx)` (`float32` rows of
+  the outermost axis, dequantized alone: an embedding lookup).
+- `WeightStore` protocol: `get(name) -> WeightData`; raises `MissingWeight` (a `KeyError`) naming the
+  tensor when the store has none of that name.
+- `DictWeights(mapping)`: from numpy arrays (`float32` -> F32, `float16` -> F16), `WeightData`, or
+  `(raw, qtype)` pairs such as `(gguf.quants.quantize(a, Q8_0), Q8_0)`; `quantize_weight(a, "q8_0")`
+  builds the same `WeightData` in one call.
+- `GGUFWeights(reader_or_path)`: the tensors of a `gguf.GGUFReader` by name (memory-mapped, read lazily).
+- `dequantize(wd) -> float32` through `gguf.quants.dequantize`; `repack_q8_0(raw) -> (qs, d)`: the
+  kernels' aligned layout, int8 quants `[..., N, K]` and float32 scales `[..., N, K/32]` (the f16
+  scale of each 34-byte block widened exactly).
+
+Memory: `wd.f64` of a whole model is 8 bytes per parameter (about 1.1 GB for a 135M model); it is what
+makes the CPU decode loop a float64 BLAS GEMV per projection instead of a dequantization per token.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from os import PathLike
+from typing import Protocol, runtime_checkable
+
+import gguf
+import numpy as np
+from gguf import GGMLQuantizationType as QT
+
+from fwdshim.dialects.attributes import GgmlType, ggml_of, gguf_of
+
+QK8_0 = 32
+"""Values per Q8_0 block."""
+Q8_0_BLOCK_BYTES = 34
+"""Bytes per Q8_0 block: one f16 scale and 32 int8 quants."""
+
+
+class MissingWeight(KeyError):
+    """A weight name the store does not hold."""
+
+    def __str__(self) -> str:
+        return self.args[0] if self.args else "missing weight"
+
+
+@dataclass(frozen=True, eq=False)
+class WeightData:
+    """One weight tensor as gguf stores it (see the module docstring for the fields and cached views)."""
+
+    name: str
+    ggml: GgmlType
+    shape: tuple[int, ...]
+    raw: np.ndarray = field(repr=False)
+
+    @property
+    def qtype(self) -> QT:
+        return gguf_of(self.ggml)
+
+    @cached_property
+    def f32(self) -> np.ndarray:
+        """Dequantized values, `float32` of `shape` (read-only)."""
+        out = dequantize(self)
+        out.flags.writeable = False
+        return out
+
+    @cached_property
+    def f64(self) -> np.ndarray:
+        """Dequantized values, `float64` of `shape` (read-only); exact widening of `f32`."""
+        out = np.ascontiguousarray(self.f32, dtype=np.float64)
+        out.flags.writeable = False
+        return out
+
+    @cached_property
+    def q8_0(self) -> tuple[np.ndarray, np.ndarray]:
+        """`repack_q8_0(raw)`: int8 quants `[..., N, K]`, float32 scales `[..., N, K/32]`."""
+        if self.ggml != GgmlType.Q8_0:
+            raise ValueError(f"weight `{self.name}` is {self.ggml.value}, not q8_0")
+        return repack_q8_0(self.raw)
+
+    @cached_property
+    def _experts(self) -> dict[int, np.ndarray]:
+        return {}
+
+    def expert(self, e: int) -> np.ndarray:
+        """Expert `e` of a rank-3 stack, dequantized alone: `float64` `[N, K]` (cached)."""
+        if len(self.shape) != 3:
+            raise ValueError(f"weight `{self.name}` of shape {list(self.shape)} is not an expert stack")
+        cache = self._experts
+        if e not in cache:
+            part = np.asarray(dequantize_raw(self.raw[e], self.qtype), dtype=np.float64)
+            part.flags.writeable = False
+            cache[e] = part
+        return cache[e]
+
+    def rows(self, idx) -> np.ndarray:
+        """Rows `idx` (int or index array) of the outermost axis, dequantized alone, `float32`."""
+        return np.asarray(dequantize_raw(self.raw[idx], self.qtype), dtype=np.float32)
+
+
+@runtime_checkable
+class WeightStore(Protocol):
+    """Weights by GGUF tensor name."""
+
+    def get(self, name: str) -> WeightData:
+        """The tensor `name`; raises `MissingWeight` when there is none."""
+        ...
+
+
+# ---------------------------------------------------------------------------------------------
+# conversions
+
+
+def dequantize_raw(raw: np.ndarray, qtype: QT) -> np.ndarray:
+    """`gguf.quants.dequantize` of raw data, as `float32` (F32 data is returned as is, not copied)."""
+    if qtype == QT.F32:
+        return np.asarray(raw, dtype=np.float32)
+    return np.asarray(gguf.quants.dequantize(raw, qtype), dtype=np.float32)
+
+
+def dequantize(wd: WeightData) -> np.ndarray:
+    """The weight's values, `float32` of `wd.shape`, through gguf's own dequantizers."""
+    return dequantize_raw(wd.raw, wd.qtype).reshape(wd.shape)
+
+
+def repack_q8_0(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """GGML Q8_0 blocks `uint8 [..., N, K/32*34]` -> (`qs int8 [..., N, K]`, `d float32 [..., N, K/32]`).
+
+    Each 34-byte block is a little-endian f16 scale then 32 int8 quants; value = d * q."""
+    raw = np.ascontiguousarray(raw, dtype=np.uint8)
+    if raw.shape[-1] % Q8_0_BLOCK_BYTES:
+        raise ValueError(f"q8_0 rows of {raw.shape[-1]} bytes are not whole 34-byte blocks")
+    nb = raw.shape[-1] // Q8_0_BLOCK_BYTES
+    blocks = raw.reshape(*raw.shape[:-1], nb, Q8_0_BLOCK_BYTES)
+    d = blocks[..., :2].copy().view("<f2")[..., 0].astype(np.float32)
+    qs = np.ascontiguousarray(blocks[..., 2:]).view(np.int8).reshape(*raw.shape[:-1], nb * QK8_0)
+    return qs, d
+
+
+def logical_shape(raw: np.ndarray, qtype: QT) -> tuple[int, ...]:
+    """The element shape of gguf data: the array's shape, or for block types its byte shape converted."""
+    if qtype in _PLAIN:
+        return tuple(raw.shape)
+    return tuple(gguf.quants.quant_shape_from_byte_shape(raw.shape, qtype))
+
+
+_PLAIN = {QT.F32: np.float32, QT.F16: np.float16, QT.F64: np.float64, QT.I8: np.int8,
+          QT.I16: np.int16, QT.I32: np.int32, QT.I64: np.int64}  # fmt: skip
+
+
+def quantize_weight(values: np.ndarray, ggml: GgmlType | str = GgmlType.Q8_0, name: str = "") -> WeightData:
+    """`values` (float, `[..., K]`, K a multiple of the block) stored as `ggml` by gguf's own quantizer."""
+    ggml = GgmlType(ggml)
+    qtype = gguf_of(ggml)
+    values = np.asarray(values, dtype=np.float32)
+    if qtype in _PLAIN:
+        raw = values.astype(_PLAIN[qtype])
+    else:
+        raw = gguf.quants.quantize(values, qtype)
+    return WeightData(name, ggml, tuple(values.shape), raw)
+
+
+def weight_data(name: str, value) -> WeightData:
+    """A `WeightData` from an array (`float32`/`float16`), a `(raw, qtype)` pair or a `WeightData`."""
+    if isinstance(value, WeightData):
+        return value if value.name == name else WeightData(name, value.ggml, value.shape, value.raw)
+    if isinstance(value, tuple):
+        raw, qtype = value
+        qtype = gguf_of(GgmlType(qtype)) if isinstance(qtype, str) else QT(qtype)
+        raw = np.asarray(raw)
+        return WeightData(name, ggml_of(qtype), logical_shape(raw, qtype), raw)
+    arr = np.asarray(value)
+    by_dtype = {np.dtype(np.float32): QT.F32, np.dtype(np.float16): QT.F16}
+    if arr.dtype not in by_dtype:
+        raise TypeError(
+            f"weight `{name}`: a bare array must be float32 or float16, not {arr.dtype} "
+            "(pass (raw, qtype) for quantized data)"
+        )
+    return WeightData(name, ggml_of(by_dtype[arr.dtype]), tuple(arr.shape), arr)
+
+
+# ---------------------------------------------------------------------------------------------
+# stores
+
+
+class DictWeights:
+    """Weights from a mapping of name -> array / `(raw, qtype)` / `WeightData` (see `weight_data`)."""
+
+    def __init__(self, mapping: Mapping[str, object] | None = None, **named: object):
+        items = {**(mapping or {}), **named}
+        self._data = {name: weight_data(name, v) for name, v in items.items()}
+
+    def get(self, name: str) -> WeightData:
+        wd = self._data.get(name)
+        if wd is None:
+            raise MissingWeight(f"weight `{name}` is not in the store")
+        return wd
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._data
+
+    def names(self) -> list[str]:
+        return list(self._data)
+
+
+class GGUFWeights:
+    """The tensors of a GGUF file by name: `GGUFWeights(gguf.GGUFReader(path))` or `GGUFWeights(path)`.
+
+    Shapes are logical (`[N, K]`: GGUF's `ne` order reversed); data stays memory-mapped until used."""
+
+    def __init__(self, reader: gguf.GGUFReader | str | PathLike):
+        if not isinstance(reader, gguf.GGUFReader):
+            reader = gguf.GGUFReader(reader)
+        self.reader = reader
+        self._tensors = {t.name: t for t in reader.tensors}
+
+    @functools.cache  # noqa: B019 - one store per model, kept for the model's life
+    def get(self, name: str) -> WeightData:
+        t = self._tensors.get(name)
+        if t is None:
+            raise MissingWeight(f"weight `{name}` is not in the GGUF file")
+        shape = tuple(int(n) for n in reversed(t.shape.tolist()))
+        return WeightData(name, ggml_of(t.tensor_type), shape, t.data)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tensors
+
+    def names(self) -> list[str]:
+        return list(self._tensors)
