@@ -1,0 +1,480 @@
+"""fwd-legalize and the forward shim's `fits`/`kernel_refusal`: one small module per seed branch, the
+order of checks, the 48 KiB bound, strict vs mark, decomposition and the contract attribute.
+
+Expected reasons are the seed's (`forward_shim.rs`), written out here, not read from fwdshim."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from xdsl.context import Context
+from xdsl.dialects.builtin import Builtin, DictionaryAttr, ModuleOp, StringAttr
+from xdsl.dialects.func import Func
+from xdsl.dialects.test import Test
+from xdsl.utils.exceptions import PassFailedException
+
+from fwdshim.classes import Q8MatKind
+from fwdshim.diagnostics import LocatingParser
+from fwdshim.dialects.fwd import REFUSED_PRIMITIVES, FusedOp, Fwd, stages
+from fwdshim.forward import ALL_BRANCHES, ForwardShim, kernel_refusal
+from fwdshim.passes.legalize import LegalizePass, legalize
+
+SEED = {
+    "K01": "an elementwise op over a row combined with every row of a block — its kernel reads both at one index",
+    "K02": "a bias on an RMSNorm — its kernel scales and never shifts",
+    "K03": "a weight, residual or bias on a softmax",
+    "K04": "a residual added before a layernorm",
+    "K05": "a rope reading its angles from a position in a cache of angles",
+    "K06": "a rope with a table row per row of the query — its kernel reads one row of angles",
+    "K07": "a partial rotary — its kernel turns every dimension of the head",
+    "K08": "a soft-capped attention (`softcap C`) — its kernel caps no score",
+    "K09": "a gated delta gated by a sigmoid (`gate sigmoid`) — its kernel gates by SiLU",
+    "K10": "a masked attention (`pos P`) — its kernel attends every cached position",
+    "K11": "a soft-capped tensor (`cap C`) — no kernel caps one",
+    "K12": "an attention with sinks (`sinks(S)`) — its kernel's softmax has no sink",
+    "K13": "a windowed attention (`window W`) — its kernel attends every cached position",
+    "K14": "an attention whose values are narrower than its keys — its kernel reads values as wide as keys",
+    "K15": "an attention with a given scale (`scale S`) — its kernel scales the scores by 1/√HD",
+    "K16": "a causal block of query rows — its kernel attends for one query",
+    "K17": "query heads that do not group evenly over the key/value heads",
+    "K18": "a cache longer than the score row its kernel holds in static shared memory",
+    "K19": "an expert mixture with biases — its kernels add none",
+    "K20": "an expert mixture without renormalizing — its router renormalizes the kept experts' weights",
+    "K21": "an expert mixture with a clamped SwiGLU — its kernels gate with SwiGLU",
+    "K22": "an expert mixture whose router is not a softmax weighting its experts' outputs — scored by sigmoids, biased in its choice, limited to groups, scaled, or weighting its inputs",
+    "K23": "this lane has no kernel for the op",
+    "F01": "the forward's stages read and write whole buffers",
+    "F02": "moe stage `%moe` has no entry in the MoE weight manifest",
+    "F03": "the forward reads no view into another buffer",
+    "F04": "the forward's precise numerics read no activation quantized",
+    "F05": "the forward adds into a norm only where the norm is the next stage",
+    "F06": "the forward adds into the norm that follows, over the whole of the sum",
+    "F07": "the forward carries a chain's result through each step, as exactly one operand",
+    "F08": "the forward's attention quantizes its result only where each head's values are whole 32-value blocks",
+    "S01": "the forward links no ReLU",
+    "S02": "the forward attends one query over a cache held in one block's shared scores",
+    "S03": "the forward's attention takes no mask, window, sink, soft cap or given scale",
+    "S04": "the forward attends a cache in one block, never in chunks",
+    "S05": "the forward routes by one top-k over every expert",
+    "S06": "the forward computes logits and picks no token",
+    "S07": "the forward links no delta rule",
+    "S08": "the forward holds its caches in f32",
+    "S09": "the forward sums its residual in f32, uncompensated",
+    "S10": "the forward keeps every buffer on the device",
+    "S11": "the forward runs one sequence's row through its kept experts",
+    "S12": "the forward replays a graph of a kernel a stage",
+    "S13": "the forward's stages read and write whole buffers",
+    "B01": "an op over 64-bit values — the forward's kernels accumulate in 32 bits",
+    "B02": "a matmul over Q4_1 weights — its kernels dequantize F32, F16, BF16 and Q8_0 rows only",
+    "B03": "a matmul over a BF16 tensor — its dense kernel multiplies F32 and F16 rows only",
+    "B04": "`fwd.rms_norm` reading a quantized activation — only a Q8_0 matmul's and a mixture's kernels read int8 blocks, as their input",
+}
+
+
+def T(*dims: int, ty: str = "f32") -> str:
+    return f"tensor<{'x'.join(map(str, dims))}x{ty}>"
+
+
+def val(name: str, ty: str) -> str:
+    return f'%{name} = "test.op"() : () -> {ty}\n'
+
+
+def parse(text: str) -> ModuleOp:
+    ctx = Context()
+    for d in (Builtin, Func, Test, Fwd):
+        ctx.load_dialect(d)
+    module = LocatingParser(ctx, text, "t.mlir").parse_module()
+    module.verify()
+    return module
+
+
+def regions(*texts: str) -> str:
+    """Each text in a region of its own, so they may reuse SSA names."""
+    return "".join(f"func.func @f{i}() {{\n{t}  func.return\n}}\n" for i, t in enumerate(texts))
+
+
+def refusals(text: str, kind: Q8MatKind = Q8MatKind.DEQUANT):
+    module = parse(text)
+    return [r for _, r in legalize(ForwardShim(kind), module)]
+
+
+# ---- IR builders --------------------------------------------------------------------------
+
+
+def attention(h=4, kv=2, hd=32, vd=None, l=8, rows=1, extra="", sinks=False) -> str:  # noqa: E741
+    vd = hd if vd is None else vd
+    q, k, v = T(rows * h * hd), T(rows * kv * hd), T(rows * kv * vd)
+    kc, vc, out = T(l - 1, kv * hd), T(l - 1, kv * vd), T(rows * h * vd)
+    s = val("q", q) + val("k", k) + val("v", v) + val("kc", kc) + val("vc", vc)
+    sk = ""
+    if sinks:
+        s += val("sk", T(h))
+        sk = f" sinks(%sk : {T(h)})"
+    return s + (
+        f"%att = fwd.attention %q, %k, %v, %kc, %vc{sk} h {h} kv {kv} hd {hd} vd {vd} l {l} rows {rows} {extra}"
+        f" : {q}, {k}, {v}, {kc}, {vc} -> {out}\n"
+    )
+
+
+def moe(extra="act swiglu scoring softmax", wtype="q8_0", router_ty=None, biases="") -> str:
+    e, d, ff = 4, 64, 32
+    r_ty = router_ty or f"!fwd.weights<{e}x{d}, {wtype}>"
+    gu, dn = f"!fwd.weights<{e}x{ff}x{d}, {wtype}>", f"!fwd.weights<{e}x{d}x{ff}, {wtype}>"
+    s = val("x", T(d))
+    s += f'%r = fwd.weight "r" : {r_ty}\n%g = fwd.weight "g" : {gu}\n%u = fwd.weight "u" : {gu}\n%dn = fwd.weight "d" : {dn}\n'
+    if biases:
+        s += val("rb", T(e))
+    return s + (
+        f"%moe = fwd.moe %x, %r, %g, %u, %dn {biases} n_expert {e} top_k 2 {extra}"
+        f" : {T(d)}, {r_ty}, {gu}, {gu}, {dn} -> {T(d)}\n"
+    )
+
+
+def rope(hd=32, half=16, rows=1, extra="") -> str:
+    return val("x", T(64)) + val("ang", T(2, half)) + (
+        f"%y = fwd.rope %x, %ang hd {hd} half {half} rows {rows} {extra} : {T(64)}, {T(2, half)} -> {T(64)}\n"
+    )
+
+
+def fused(cls: str, covers: str, body: str, ins=("a", "b"), outs=(T(64),), yields="%s") -> str:
+    t = T(64)
+    head = "".join(val(n, t) for n in ins)
+    args = ", ".join(f"%{n}_" for n in ins)
+    types = ", ".join(t for _ in ins)
+    bb = ", ".join(f"%{n}_: {t}" for n in ins)
+    res = ", ".join(outs)
+    return head + (
+        f"%f:{len(outs)} = fwd.fused {cls} covers [{covers}] ins({', '.join('%' + n for n in ins)}) : ({types}) -> ({res}) {{\n"
+        f"^bb0({bb}):\n{body}  fwd.yield {yields} : {res}\n}}\n"
+    ).replace("ins(" + args, "ins(" + args)
+
+
+def ew(out: str, kind: str, a: str, b: str, t: str = T(64)) -> str:
+    return f"  %{out} = fwd.elementwise {kind} %{a}, %{b} : {t}, {t} -> {t}\n"
+
+
+E = T(64)
+X = val("x", E) + val("y", E)
+
+CASES: dict[str, tuple[str, Q8MatKind]] = {
+    "K01": (X + f"%z = fwd.elementwise add %x, %y row : {E}, {E} -> {E}\n", Q8MatKind.DEQUANT),
+    "K02": (X + f"%z = fwd.rms_norm %x bias(%y : {E}) : {E} -> {E}\n", Q8MatKind.DEQUANT),
+    "K03": (X + f"%z = fwd.softmax %x residual(%y : {E}) : {E} -> {E}\n", Q8MatKind.DEQUANT),
+    "K04": (X + f"%z = fwd.layer_norm %x residual(%y : {E}) eps 1.0e-05 : {E} -> {E}\n", Q8MatKind.DEQUANT),
+    "K05": (rope(extra="from 3"), Q8MatKind.DEQUANT),
+    "K06": (rope(rows=2), Q8MatKind.DEQUANT),
+    "K07": (rope(hd=32, half=8), Q8MatKind.DEQUANT),
+    "K08": (attention(extra="softcap 3.0e+01"), Q8MatKind.DEQUANT),
+    "K09": (X + f"%z = fwd.gated_delta sigmoid %x, %y : ({E}, {E}) -> {E}\n", Q8MatKind.DEQUANT),
+    "K10": (attention(extra="pos 5"), Q8MatKind.DEQUANT),
+    "K11": (X + f"%z = fwd.softcap %x cap 3.0e+01 : {E} -> {E}\n", Q8MatKind.DEQUANT),
+    "K12": (attention(sinks=True), Q8MatKind.DEQUANT),
+    "K13": (attention(extra="window 4"), Q8MatKind.DEQUANT),
+    "K14": (attention(vd=16), Q8MatKind.DEQUANT),
+    "K15": (attention(extra="scale 1.25e-01"), Q8MatKind.DEQUANT),
+    "K16": (attention(rows=2), Q8MatKind.DEQUANT),
+    "K17": (attention(h=3, kv=2), Q8MatKind.DEQUANT),
+    "K18": (attention(l=12257, h=1, kv=1), Q8MatKind.DEQUANT),
+    "K19": (moe(biases="router_bias(%rb : tensor<4xf32>)", extra="renormalize act swiglu scoring softmax"), Q8MatKind.DEQUANT),
+    "K20": (moe(), Q8MatKind.DEQUANT),
+    "K21": (moe(extra="renormalize act swiglu_clamped scoring softmax"), Q8MatKind.DEQUANT),
+    "K22": (moe(extra="renormalize act swiglu scoring sigmoid"), Q8MatKind.DEQUANT),
+    "K23": (X + f"%z = fwd.relu %x : ({E}) -> {E}\n", Q8MatKind.DEQUANT),
+    "F01": (X + f"%z = fwd.elementwise add %x, %y access [#fwd.access<whole>, #fwd.access<strided>] : {E}, {E} -> {E}\n", Q8MatKind.DEQUANT),
+    "F02": (moe(extra="renormalize act swiglu scoring softmax", router_ty=T(4, 64)), Q8MatKind.DEQUANT),
+    "F03": (X + f"%z = fwd.view %x offset 8 : {E} -> {T(32)}\n", Q8MatKind.DEQUANT),
+    "F04": (X + f"%z = fwd.quantize %x one_word : {E} -> !fwd.qact<64, one_word>\n", Q8MatKind.DEQUANT),
+    "F05": (fused("add_norm", "0, 2", ew("s", "add", "a_", "b_") + f"  %n = fwd.rms_norm %s : {E} -> {E}\n", outs=(E, E), yields="%s, %n"), Q8MatKind.DEQUANT),
+    "F06": (fused("add_norm", "0, 1", ew("s", "add", "a_", "b_") + f"  %n = fwd.rms_norm %s residual(%b_ : {E}) : {E} -> {E}\n", outs=(E, E), yields="%s, %n"), Q8MatKind.DEQUANT),
+    "F07": (fused("elementwise_chains", "0, 1", ew("t", "add", "a_", "b_") + ew("s", "mul", "t", "t")), Q8MatKind.DEQUANT),
+    "F08": (
+        attention(h=2, kv=1, hd=48, l=4)
+        + "%f = fwd.fused attn_output_quant covers [0, 1] ins(%q, %k, %v, %kc, %vc) : (tensor<96xf32>, tensor<48xf32>, tensor<48xf32>, tensor<3x48xf32>, tensor<3x48xf32>) -> !fwd.qact<96, one_word> {\n"
+        "^bb0(%q_: tensor<96xf32>, %k_: tensor<48xf32>, %v_: tensor<48xf32>, %kc_: tensor<3x48xf32>, %vc_: tensor<3x48xf32>):\n"
+        "  %a = fwd.attention %q_, %k_, %v_, %kc_, %vc_ h 2 kv 1 hd 48 vd 48 l 4 rows 1 : tensor<96xf32>, tensor<48xf32>, tensor<48xf32>, tensor<3x48xf32>, tensor<3x48xf32> -> tensor<96xf32>\n"
+        "  %aq = fwd.quantize %a one_word : tensor<96xf32> -> !fwd.qact<96, one_word>\n"
+        "  fwd.yield %aq : !fwd.qact<96, one_word>\n}\n",
+        Q8MatKind.INT8_ACT,
+    ),
+    "B01": (val("x", T(64, ty="f64")) + f"%z = fwd.silu %x : {T(64, ty='f64')} -> {T(64, ty='f64')}\n", Q8MatKind.DEQUANT),
+    "B02": (X + f'%w = fwd.weight "w" : !fwd.weights<32x64, q4_1>\n%z = fwd.matmul %x, %w : {E}, !fwd.weights<32x64, q4_1> -> {T(32)}\n', Q8MatKind.DEQUANT),
+    "B03": (X + val("w", T(32, 64, ty="bf16")) + f"%z = fwd.matmul %x, %w : {E}, {T(32, 64, ty='bf16')} -> {T(32)}\n", Q8MatKind.DEQUANT),
+    "B04": (X + f"%q = fwd.quantize %x one_word : {E} -> !fwd.qact<64, one_word>\n%z = fwd.rms_norm %q : !fwd.qact<64, one_word> -> {E}\n", Q8MatKind.INT8_ACT),
+}
+for _i, (_sid, _cls) in enumerate(
+    [("S01", "relu_sqr"), ("S02", "flash_decode"), ("S03", "softcap"), ("S04", "attn_lse_merge"), ("S05", "grouped_topk"),
+     ("S06", "sampling"), ("S07", "gdn_step"), ("S08", "kv_cache_quant"), ("S09", "compensated_residual"),
+     ("S10", "host_resident_kv"), ("S11", "moe_direct_pairs"), ("S12", "persistent_layer_megakernel"), ("S13", "row_write")]
+):  # fmt: skip
+    CASES[_sid] = (fused(_cls, "0", f"  %s = fwd.silu %a_ : {E} -> {E}\n", ins=("a",)), Q8MatKind.DEQUANT)
+
+
+@pytest.mark.parametrize("branch", sorted(CASES))
+def test_each_branch_refuses_with_the_seed_reason(branch: str) -> None:
+    text, kind = CASES[branch]
+    got = refusals(text, kind)
+    assert [(r.branch, r.reason) for r in got] == [(branch, SEED[branch])]
+    assert got[0].location.startswith("t.mlir:")
+
+
+def test_every_seed_branch_has_a_case() -> None:
+    ids = {b.id for b in ALL_BRANCHES}
+    assert ids == set(CASES) == set(SEED)
+    assert len([i for i in ids if i.startswith("K")]) == 23
+
+
+@pytest.mark.parametrize("op", [*(c.name for c in REFUSED_PRIMITIVES), "fwd.gated_delta"])
+def test_no_kernel_ops(op: str) -> None:
+    """The seed's last arm: the 19 ops the forward never computes and a SiLU-gated delta."""
+    gate = "silu " if op == "fwd.gated_delta" else ""
+    text = X + f"%z = {op} {gate}%x, %y : ({E}, {E}) -> {E}\n"
+    got = refusals(text)
+    assert [(r.op_name, r.branch, r.reason) for r in got] == [(op, "K23", SEED["K23"])]
+
+
+NATIVE = (
+    X
+    + f'%w = fwd.weight "w" : !fwd.weights<32x64, q8_0>\n%w16 = fwd.weight "w16" : !fwd.weights<32x64, f16>\n'
+    + val("wt", T(32, 64, ty="f16"))
+    + f"%m = fwd.matmul %x, %w : {E}, !fwd.weights<32x64, q8_0> -> {T(32)}\n"
+    + f"%m2 = fwd.matmul %x, %w16 : {E}, !fwd.weights<32x64, f16> -> {T(32)}\n"
+    + f"%m3 = fwd.matmul %x, %wt : {E}, {T(32, 64, ty='f16')} -> {T(32)}\n"
+    + f"%s = fwd.silu %x : {E} -> {E}\n%t = fwd.transpose %x : {E} -> {E}\n"
+    + f"%e = fwd.elementwise max %x, %y : {E}, {E} -> {E}\n"
+    + f"%n = fwd.rms_norm %x weight(%y : {E}) residual(%y : {E}) eps 1.0e-06 : {E} -> {E}\n"
+    + f"%sm = fwd.softmax %x : {E} -> {E}\n"
+    + f"%ln = fwd.layer_norm %x weight(%y : {E}) bias(%y : {E}) : {E} -> {E}\n"
+)
+
+
+def test_computed_primitives_fit() -> None:
+    for kind in Q8MatKind:
+        assert refusals(regions(NATIVE, rope(), attention(l=12256, h=1, kv=1), moe(extra="renormalize act swiglu scoring softmax groups 1 scale 1.0")), kind) == []
+
+
+def test_attention_soft_capped_and_masked_reports_the_soft_cap() -> None:
+    got = refusals(attention(extra="scale 2.0 softcap 3.0e+01 pos 5 window 2"))
+    assert [r.branch for r in got] == ["K08"]
+    got = refusals(attention(h=3, kv=2, rows=2, extra="scale 2.0 pos 5"))
+    assert [r.branch for r in got] == ["K10"]
+    got = refusals(attention(h=3, kv=2, rows=2, vd=16, extra="scale 2.0"))
+    assert [r.branch for r in got] == ["K14"]
+
+
+def test_rope_with_from_and_rows_reports_from() -> None:
+    assert [r.branch for r in refusals(rope(rows=2, half=8, extra="from 3"))] == ["K05"]
+    assert [r.branch for r in refusals(rope(rows=2, half=8))] == ["K06"]
+
+
+def test_moe_order() -> None:
+    """Biases before renormalization before the act before the router; the manifest defers to them."""
+    text = moe(biases="router_bias(%rb : tensor<4xf32>)", extra="act swiglu_clamped scoring sigmoid", wtype="f16")
+    assert [r.branch for r in refusals(text)] == ["K19"]
+    assert [r.branch for r in refusals(moe(extra="act swiglu_clamped scoring sigmoid", wtype="f16"))] == ["K20"]
+    assert [r.branch for r in refusals(moe(extra="renormalize act swiglu scoring softmax", wtype="f16"))] == ["F02"]
+    text = moe(extra="renormalize act swiglu scoring softmax weight_inputs")
+    assert [r.branch for r in refusals(text)] == ["K22"]
+
+
+def test_fits_order_accumulator_then_access_then_kind() -> None:
+    t64 = T(64, ty="i64")
+    text = val("x", t64) + f"%z = fwd.relu %x access [#fwd.access<rows>] : ({t64}) -> {t64}\n"
+    assert [r.branch for r in refusals(text)] == ["B01"]
+    text = X + f'%z = fwd.relu %x into "buf" : ({E}) -> {E}\n'
+    assert [r.branch for r in refusals(text)] == ["F01"]
+    text = X + f'%z = fwd.view %x into "buf" : {E} -> {E}\n'
+    assert [r.branch for r in refusals(text)] == ["F01"]
+
+
+@pytest.mark.parametrize("l,ok", [(12255, True), (12256, True), (12257, False), (20000, False)])
+def test_attention_48_kib_boundary(l: int, ok: bool) -> None:
+    """`l*4 + 32*4 > 49152` refuses: the score row of l floats plus the 32-float reduction row."""
+    assert (l * 4 + 128 <= 48 * 1024) == ok
+    got = refusals(attention(l=l, h=1, kv=1, hd=32))
+    assert [r.branch for r in got] == ([] if ok else ["K18"])
+    op = next(iter(stages(parse(attention(l=l, h=1, kv=1)))))
+    assert kernel_refusal(op) == (None if ok else SEED["K18"])
+
+
+def test_fused_leaf_refusal_is_reported_at_the_fused_op() -> None:
+    body = ew("t", "add", "a_", "b_") + f"  %s = fwd.elementwise mul %t, %b_ row : {E}, {E} -> {E}\n"
+    got = refusals(fused("elementwise_chains", "0, 1", body))
+    assert [(r.op_name, r.branch, r.location) for r in got] == [("fwd.fused", "K01", "t.mlir:3:1")]
+
+
+@pytest.mark.parametrize(
+    "body,ok",
+    [
+        (ew("t", "add", "a_", "b_") + f"  %u = fwd.silu %t : {E} -> {E}\n" + ew("s", "mul", "b_", "u"), True),
+        (ew("t", "add", "a_", "b_") + ew("s", "mul", "t", "t"), False),  # both operands carry: not XOR
+        (ew("t", "add", "a_", "b_") + ew("s", "mul", "a_", "b_"), False),  # neither carries
+        (ew("t", "add", "a_", "b_") + f"  %s = fwd.silu %a_ : {E} -> {E}\n", True),  # a silu always steps
+    ],
+)
+def test_elementwise_chains_carry(body: str, ok: bool) -> None:
+    covers = ", ".join(str(i) for i in range(body.count(" = fwd.")))
+    assert [r.branch for r in refusals(fused("elementwise_chains", covers, body))] == ([] if ok else ["F07"])
+
+
+def add_norm(covers: str, norm: str, shape: str = E) -> str:
+    body = ew("s", "add", "a_", "b_", shape) + f"  %n = {norm} : {shape} -> {shape}\n"
+    return fused("add_norm", covers, body, outs=(shape, shape), yields="%s, %n").replace(E, shape)
+
+
+@pytest.mark.parametrize(
+    "text,branch",
+    [
+        (add_norm("4, 5", "fwd.rms_norm %s eps 1.0e-05"), None),
+        (add_norm("4, 6", "fwd.rms_norm %s eps 1.0e-05"), "F05"),
+        (add_norm("4, 6", f"fwd.rms_norm %s residual(%b_ : {E})"), "F06"),  # `pre` is reported before `next`
+        (add_norm("4, 5", "fwd.rms_norm %s", shape=T(2, 32)), "F06"),  # `part`: rows of 32 of a sum of 64
+        (add_norm("4, 5", "fwd.softmax %s"), "F06"),  # no norm at all
+    ],
+)
+def test_add_norm(text: str, branch: str | None) -> None:
+    assert [r.branch for r in refusals(text)] == ([] if branch is None else [branch])
+
+
+def test_attn_output_quant_hd_multiple_of_32() -> None:
+    text = CASES["F08"][0].replace("48", "64").replace("96", "128").replace("3x64", "3x64")
+    assert refusals(text, Q8MatKind.INT8_ACT) == []
+    assert [r.branch for r in refusals(CASES["F08"][0], Q8MatKind.INT8_ACT)] == ["F08"]
+    # Under the other numerics attn_output_quant is a DECOMPOSE class: its parts are judged instead.
+    assert [r.branch for r in refusals(CASES["F08"][0], Q8MatKind.DEQUANT)] == ["F04"]
+    assert refusals(CASES["F08"][0], Q8MatKind.TWO_PASS_INT8) == []
+
+
+def test_quantize_fits_under_int8_numerics() -> None:
+    assert [r.branch for r in refusals(CASES["F04"][0], Q8MatKind.DEQUANT)] == ["F04"]
+    assert refusals(CASES["F04"][0], Q8MatKind.INT8_ACT) == []
+    assert refusals(CASES["F04"][0], Q8MatKind.TWO_PASS_INT8) == []
+
+
+def test_matmul_weight_types() -> None:
+    """B02 for every GGML type but F32, F16, BF16, Q8_0 (64-bit types are B01)."""
+    for ggml, want in [("f32", []), ("f16", []), ("bf16", []), ("q8_0", []), ("q4_0", ["B02"]), ("q6_k", ["B02"]),
+                       ("iq2_xxs", ["B02"]), ("i32", ["B02"]), ("f64", ["B01"]), ("i64", ["B01"])]:  # fmt: skip
+        text = X + f'%w = fwd.weight "w" : !fwd.weights<32x64, {ggml}>\n%z = fwd.matmul %x, %w : {E}, !fwd.weights<32x64, {ggml}> -> {T(32)}\n'
+        got = refusals(text)
+        assert [r.branch for r in got] == want, ggml
+        if want == ["B02"]:
+            assert got[0].reason.startswith(f"a matmul over {ggml.upper()} weights — ")
+
+
+# ---- the pass -----------------------------------------------------------------------------
+
+MIXED = (
+    X
+    + f"%a = fwd.relu %x : ({E}) -> {E}\n"  # line 3
+    + f"%b = fwd.silu %a : {E} -> {E}\n"  # line 4: fits
+    + f"%c = fwd.softcap %b cap 5.0 : {E} -> {E}\n"  # line 5
+    + f"%d = fwd.view %c : {E} -> {E}\n"  # line 6
+)
+
+
+def test_strict_reports_every_refusal_in_one_run() -> None:
+    module = parse(MIXED)
+    with pytest.raises(PassFailedException) as e:
+        LegalizePass().apply(Context(), module)
+    assert str(e.value).splitlines() == [
+        f"t.mlir:3:1: error: {SEED['K23']}",
+        f"t.mlir:5:1: error: {SEED['K11']}",
+        f"t.mlir:6:1: error: {SEED['F03']}",
+    ]
+    assert "fwd.numerics" not in module.attributes
+
+
+def test_mark_puts_the_reason_on_each_refused_op() -> None:
+    module = parse(MIXED)
+    LegalizePass(mode="mark").apply(Context(), module)
+    marks = {op.name: op.attributes.get("fwd.refused") for op in stages(module)}
+    assert marks == {
+        "fwd.relu": StringAttr(SEED["K23"]),
+        "fwd.silu": None,
+        "fwd.softcap": StringAttr(SEED["K11"]),
+        "fwd.view": StringAttr(SEED["F03"]),
+    }
+    assert isinstance(module.attributes["fwd.numerics"], DictionaryAttr)
+
+
+@pytest.mark.parametrize("kind", list(Q8MatKind))
+def test_contract_attribute(kind: Q8MatKind) -> None:
+    module = parse(X + f"%b = fwd.silu %x : {E} -> {E}\n")
+    LegalizePass(numerics=kind.value).apply(Context(), module)
+    got = {k: getattr(v, "data", None) for k, v in module.attributes["fwd.numerics"].data.items()}
+    got["accumulator_bits"] = module.attributes["fwd.numerics"].data["accumulator_bits"].value.data
+    words = {"dequant": ("Dequant", "none"), "int8-act": ("Int8Act", "int8 blocks of 32, one_word"),
+             "two-pass-int8": ("TwoPassInt8", "int8 blocks of 32, two_words")}[kind.value]  # fmt: skip
+    assert got == {
+        "shim": f"cuda-forward:{words[0]}",
+        "point": f"the older forward: {words[0]} activations",
+        "activations": words[1],
+        "cache": "f32",
+        "state": "f32",
+        "attention": "none",
+        "fused": "exact",
+        "accumulator_bits": 32,
+    }
+
+
+def test_bad_options_are_value_errors() -> None:
+    with pytest.raises(ValueError, match="unknown mode `lax`"):
+        LegalizePass(mode="lax")
+    with pytest.raises(ValueError, match="unknown numerics `int4`"):
+        LegalizePass(numerics="int4")
+
+
+def test_decompose_inlines_parts_and_checks_them() -> None:
+    body = ew("t", "add", "a_", "b_") + f"  %s = fwd.relu %t : ({E}) -> {E}\n"
+    text = fused("qk_norm_rope", "0, 1", body) + f"%o = fwd.silu %f#0 : {E} -> {E}\n"
+    module = parse(text)
+    LegalizePass(mode="mark").apply(Context(), module)
+    ops = list(stages(module))
+    assert [o.name for o in ops] == ["fwd.elementwise", "fwd.relu", "fwd.silu"]
+    assert [o.attributes["fwd.decomposed_from"].data for o in ops[:2]] == ["qk_norm_rope"] * 2
+    assert ops[1].attributes["fwd.refused"].data == SEED["K23"]
+    assert ops[2].operands[0] is ops[1].results[0]
+    assert ops[0].operands[0].owner.attributes == {} and ops[0].operands[0].name_hint == "a"
+    assert str(ops[1].location) == 'loc("t.mlir":6:3)'
+    module.verify()
+
+
+def test_nested_fused_parts() -> None:
+    """A native add_norm over an add and a native norm_weight fits; a nested refused class refuses it;
+    a nested DECOMPOSE class is split inside, and the add_norm then ends in the weight's product, not
+    in the norm: the norm is no longer its last part (F05)."""
+    def nested(inner: str) -> str:
+        body = (
+            ew("s", "add", "a_", "b_")
+            + f"  %n = fwd.fused {inner} covers [5, 6] ins(%s, %b_) : ({E}, {E}) -> {E} {{\n"
+            + f"  ^bb1(%p: {E}, %w: {E}):\n    %r = fwd.rms_norm %p : {E} -> {E}\n"
+            + f"    %m = fwd.elementwise mul %r, %w : {E}, {E} -> {E}\n    fwd.yield %m : {E}\n  }}\n"
+        )
+        return fused("add_norm", "4, 5, 6", body, outs=(E, E), yields="%s, %n")
+
+    assert refusals(nested("norm_weight")) == []
+    assert [r.branch for r in refusals(nested("strided_read"))] == ["S13"]
+    module = parse(nested("norm_scale"))
+    assert [r.branch for _, r in legalize(ForwardShim(), module)] == ["F05"]
+    (f,) = [op for op in module.walk() if isinstance(op, FusedOp)]
+    assert f.class_.data == "add_norm"
+    assert [p.name for p in f.parts()] == ["fwd.elementwise", "fwd.rms_norm", "fwd.elementwise"]
+
+
+def test_random_modules_strict_and_mark_agree() -> None:
+    """Random mixes of branch cases: strict errors and mark attributes name the same ops and reasons."""
+    rng = random.Random()
+    ids = [b for b, (_, k) in CASES.items() if k is Q8MatKind.DEQUANT and not b.startswith("F0") and b[0] != "S"]
+    for _ in range(5):
+        picks = rng.sample(ids, 4)
+        texts = [CASES[b][0] for b in picks]
+        text = regions(*texts)
+        strict = parse(text)
+        with pytest.raises(PassFailedException) as e:
+            LegalizePass().apply(Context(), strict)
+        lines = str(e.value).splitlines()
+        marked = parse(text)
+        LegalizePass(mode="mark").apply(Context(), marked)
+        reasons = [op.attributes["fwd.refused"].data for op in marked.walk() if "fwd.refused" in op.attributes]
+        assert [ln.split(": error: ", 1)[1] for ln in lines] == reasons == [SEED[b] for b in picks]
