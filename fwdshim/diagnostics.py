@@ -24,13 +24,33 @@ class LocatingParser(Parser):
 
     def parse_operation(self) -> Operation:
         span = self._current_token.span
-        op = super().parse_operation()
+        try:
+            op = super().parse_operation()
+        except VerifyException as e:
+            # An attribute or type whose parameters do not verify (raised while it is built): a parse
+            # error at the op, not an unlocated message.
+            self.raise_error(str(e.args[0]) if e.args else str(e), span)
         if isinstance(op.location, UnknownLoc):
             loc = span.get_location()
             op.location = FileLineColLoc(
                 StringAttr(loc.file), IntAttr(loc.line + self._line_offset), IntAttr(loc.col)
             )
         return op
+
+
+    def _get_op_by_name(self, name: str) -> type[Operation]:
+        """As xDSL's, but an unknown op is reported at its name (xDSL points at the next token)."""
+        if op_type := self.ctx.get_optional_op(name, dialect_stack=self._parser_state.dialect_stack):
+            return op_type
+        content = self.lexer.input.content
+        needle = name.encode() if isinstance(content, bytes) else name
+        start = content.rfind(needle, 0, self._current_token.span.start)
+        if start < 0:
+            self.raise_error(f"Operation {name} is not registered")
+        end = start + len(needle)
+        if content[start - 1 : start] in ('"', b'"'):  # the generic form's quoted name
+            start, end = start - 1, end + 1
+        self.raise_error(f"Operation {name} is not registered", start, end)
 
 
 def where(op: Operation) -> str:

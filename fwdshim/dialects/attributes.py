@@ -132,8 +132,24 @@ class MoeScoringAttr(_AngleEnum, EnumAttribute[MoeScoring]):
     name = "fwd.scoring"
 
 
+def _dims_problem(dims: tuple[int, ...]) -> str | None:
+    """Why `dims` cannot shape a `!fwd.weights` (None when they can)."""
+    if not 2 <= len(dims) <= 3:
+        return "weights have rank 2 or 3"
+    if any(d <= 0 for d in dims):
+        return "weights have positive dimensions"
+    return None
+
+
 def _parse_dims(parser: AttrParser) -> list[int]:
-    return parser.parse_dimension_list()
+    """A `NxK` (or `ExNxK`) dimension list; a bad one is a parse error at the list."""
+    start = parser.pos
+    dims = parser.parse_dimension_list()
+    if not dims:
+        parser.raise_error("expected the weights' dimensions (`NxK` or `ExNxK`)")
+    if (problem := _dims_problem(tuple(dims))) is not None:
+        parser.raise_error(problem, start, parser.pos)
+    return dims
 
 
 @irdl_attr_definition
@@ -173,10 +189,8 @@ class WeightsType(ParametrizedAttribute, TypeAttribute):
         printer.print_string(f"<{'x'.join(map(str, self.dims))}, {self.type.value}>")
 
     def verify(self) -> None:
-        if not 2 <= len(self.dims) <= 3:
-            raise VerifyException("weights have rank 2 or 3")
-        if any(d <= 0 for d in self.dims):
-            raise VerifyException("weights have positive dimensions")
+        if (problem := _dims_problem(self.dims)) is not None:
+            raise VerifyException(problem)
 
 
 @irdl_attr_definition

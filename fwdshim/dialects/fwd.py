@@ -81,6 +81,7 @@ class Kw(CustomDirective):
     def parse(self, parser: Parser, state: ParsingState) -> bool:
         name = self.attribute.name
         kind = _KEYWORD_PROPS[name]
+        start = parser.pos
         word = parser.parse_identifier(f"expected a `{name}` keyword")
         if kind is StringAttr:
             self.attribute.set(state, StringAttr(word))
@@ -89,7 +90,7 @@ class Kw(CustomDirective):
             self.attribute.set(state, kind(kind.enum_type(word)))
         except ValueError:
             allowed = ", ".join(m.value for m in kind.enum_type)
-            parser.raise_error(f"unknown {name} `{word}` (expected one of: {allowed})")
+            parser.raise_error(f"unknown {name} `{word}` (expected one of: {allowed})", start, start + len(word))
         return True
 
     def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:

@@ -1,0 +1,426 @@
+// Invalid IR: one case per verifier message of the `fwd` dialect, each reported at the failing op's
+// `file:line:col` (LocatingParser records where every op was parsed).
+// RUN: fwdshim-opt %s --split-input-file --verify-diagnostics | filecheck %s
+
+func.func @access_count(%x: tensor<576xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: `access` gives 2 entries for 1 operands
+  %s = fwd.silu %x access [#fwd.access<whole>, #fwd.access<strided>] : tensor<576xf32> -> tensor<576xf32>
+  func.return %s : tensor<576xf32>
+}
+
+// -----
+
+func.func @unary_size(%x: tensor<576xf32>) -> tensor<64xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fwd.silu result has 64 values for 576 inputs
+  %s = fwd.silu %x : tensor<576xf32> -> tensor<64xf32>
+  func.return %s : tensor<64xf32>
+}
+
+// -----
+
+func.func @transpose_size(%x: tensor<4x8xf32>) -> tensor<8x8xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fwd.transpose result has 64 values for 32 inputs
+  %t = fwd.transpose %x : tensor<4x8xf32> -> tensor<8x8xf32>
+  func.return %t : tensor<8x8xf32>
+}
+
+// -----
+
+// CHECK: invalid_verify.mlir:[[# @LINE + 1]]:1: error: fwd.weight result is !fwd.weights or a tensor
+%w = fwd.weight "blk.0.attn_q.weight" : f32
+
+// -----
+
+func.func @matmul_rank(%x: tensor<576xf32>) -> tensor<1536xf32> {
+  %w = fwd.weight "blk.0.ffn_gate_exps.weight" : !fwd.weights<8x1536x576, q8_0>
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: matmul w is a rank-2 weight [N, K]
+  %y = fwd.matmul %x, %w : tensor<576xf32>, !fwd.weights<8x1536x576, q8_0> -> tensor<1536xf32>
+  func.return %y : tensor<1536xf32>
+}
+
+// -----
+
+func.func @matmul_unranked(%x: f32) -> tensor<192xf32> {
+  %w = fwd.weight "blk.0.attn_k.weight" : !fwd.weights<192x576, q8_0>
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: matmul x and result are ranked tensors
+  %y = fwd.matmul %x, %w : f32, !fwd.weights<192x576, q8_0> -> tensor<192xf32>
+  func.return %y : tensor<192xf32>
+}
+
+// -----
+
+func.func @matmul_k(%x: tensor<512xf32>) -> tensor<192xf32> {
+  %w = fwd.weight "blk.0.attn_k.weight" : !fwd.weights<192x576, q8_0>
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: matmul x rows have 512 values, w rows have 576
+  %y = fwd.matmul %x, %w : tensor<512xf32>, !fwd.weights<192x576, q8_0> -> tensor<192xf32>
+  func.return %y : tensor<192xf32>
+}
+
+// -----
+
+func.func @matmul_n(%x: tensor<576xf32>) -> tensor<576xf32> {
+  %w = fwd.weight "blk.0.attn_k.weight" : !fwd.weights<192x576, q8_0>
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: matmul result rows have 576 values, w has 192 rows
+  %y = fwd.matmul %x, %w : tensor<576xf32>, !fwd.weights<192x576, q8_0> -> tensor<576xf32>
+  func.return %y : tensor<576xf32>
+}
+
+// -----
+
+func.func @elementwise_shape(%a: tensor<576xf32>, %b: tensor<192xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: elementwise operands and result agree in shape unless `row`
+  %s = fwd.elementwise add %a, %b : tensor<576xf32>, tensor<192xf32> -> tensor<576xf32>
+  func.return %s : tensor<576xf32>
+}
+
+// -----
+
+func.func @norm_unranked(%x: f32) -> f32 {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fwd.rms_norm x is a ranked tensor
+  %n = fwd.rms_norm %x eps 1.0e-05 : f32 -> f32
+  func.return %n : f32
+}
+
+// -----
+
+func.func @norm_weight(%x: tensor<576xf32>, %w: tensor<64xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fwd.rms_norm weight has 64 values for rows of 576
+  %n = fwd.rms_norm %x weight(%w : tensor<64xf32>) eps 1.0e-05 : tensor<576xf32> -> tensor<576xf32>
+  func.return %n : tensor<576xf32>
+}
+
+// -----
+
+func.func @norm_bias(%x: tensor<576xf32>, %b: tensor<32xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fwd.layer_norm bias has 32 values for rows of 576
+  %n = fwd.layer_norm %x bias(%b : tensor<32xf32>) : tensor<576xf32> -> tensor<576xf32>
+  func.return %n : tensor<576xf32>
+}
+
+// -----
+
+func.func @norm_residual(%x: tensor<9x64xf32>, %r: tensor<576xf32>) -> tensor<9x64xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fwd.softmax residual has the shape of x
+  %n = fwd.softmax %x residual(%r : tensor<576xf32>) : tensor<9x64xf32> -> tensor<9x64xf32>
+  func.return %n : tensor<9x64xf32>
+}
+
+// -----
+
+func.func @norm_result(%x: tensor<9x64xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fwd.rms_norm result has the shape of x
+  %n = fwd.rms_norm %x : tensor<9x64xf32> -> tensor<576xf32>
+  func.return %n : tensor<576xf32>
+}
+
+// -----
+
+func.func @rope_positive(%q: tensor<576xf32>, %a: tensor<2x32xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: rope hd, half and rows are positive
+  %r = fwd.rope %q, %a hd 0 half 32 rows 1 : tensor<576xf32>, tensor<2x32xf32> -> tensor<576xf32>
+  func.return %r : tensor<576xf32>
+}
+
+// -----
+
+func.func @rope_heads(%q: tensor<100xf32>, %a: tensor<2x32xf32>) -> tensor<100xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: rope x of 100 values is not made of 64-wide heads
+  %r = fwd.rope %q, %a hd 64 half 32 rows 1 : tensor<100xf32>, tensor<2x32xf32> -> tensor<100xf32>
+  func.return %r : tensor<100xf32>
+}
+
+// -----
+
+func.func @rope_result(%q: tensor<576xf32>, %a: tensor<2x32xf32>) -> tensor<9x64xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: rope result has the shape of x
+  %r = fwd.rope %q, %a hd 64 half 32 rows 1 : tensor<576xf32>, tensor<2x32xf32> -> tensor<9x64xf32>
+  func.return %r : tensor<9x64xf32>
+}
+
+// -----
+
+func.func @attention_l(%q: tensor<576xf32>, %k: tensor<192xf32>, %v: tensor<192xf32>, %kc: tensor<0x192xf32>, %vc: tensor<0x192xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: attention sizes are non-negative and l >= 1
+  %a = fwd.attention %q, %k, %v, %kc, %vc h 9 kv 3 hd 64 vd 64 l 0 rows 1 : tensor<576xf32>, tensor<192xf32>, tensor<192xf32>, tensor<0x192xf32>, tensor<0x192xf32> -> tensor<576xf32>
+  func.return %a : tensor<576xf32>
+}
+
+// -----
+
+func.func @attention_q(%q: tensor<512xf32>, %k: tensor<192xf32>, %v: tensor<192xf32>, %kc: tensor<4095x192xf32>, %vc: tensor<4095x192xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: attention q has 512 values, not rows*h*hd = 576
+  %a = fwd.attention %q, %k, %v, %kc, %vc h 9 kv 3 hd 64 vd 64 l 4096 rows 1 : tensor<512xf32>, tensor<192xf32>, tensor<192xf32>, tensor<4095x192xf32>, tensor<4095x192xf32> -> tensor<576xf32>
+  func.return %a : tensor<576xf32>
+}
+
+// -----
+
+func.func @attention_k(%q: tensor<576xf32>, %k: tensor<64xf32>, %v: tensor<192xf32>, %kc: tensor<4095x192xf32>, %vc: tensor<4095x192xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: attention k has 64 values, not rows*kv*hd = 192
+  %a = fwd.attention %q, %k, %v, %kc, %vc h 9 kv 3 hd 64 vd 64 l 4096 rows 1 : tensor<576xf32>, tensor<64xf32>, tensor<192xf32>, tensor<4095x192xf32>, tensor<4095x192xf32> -> tensor<576xf32>
+  func.return %a : tensor<576xf32>
+}
+
+// -----
+
+func.func @attention_v(%q: tensor<576xf32>, %k: tensor<192xf32>, %v: tensor<192xf32>, %kc: tensor<4095x192xf32>, %vc: tensor<4095x96xf32>) -> tensor<288xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: attention v has 192 values, not rows*kv*vd = 96
+  %a = fwd.attention %q, %k, %v, %kc, %vc h 9 kv 3 hd 64 vd 32 l 4096 rows 1 : tensor<576xf32>, tensor<192xf32>, tensor<192xf32>, tensor<4095x192xf32>, tensor<4095x96xf32> -> tensor<288xf32>
+  func.return %a : tensor<288xf32>
+}
+
+// -----
+
+func.func @attention_k_cache(%q: tensor<576xf32>, %k: tensor<192xf32>, %v: tensor<192xf32>, %kc: tensor<4096x192xf32>, %vc: tensor<4095x192xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: attention k_cache is not (l-1) x kv*hd = 4095x192
+  %a = fwd.attention %q, %k, %v, %kc, %vc h 9 kv 3 hd 64 vd 64 l 4096 rows 1 : tensor<576xf32>, tensor<192xf32>, tensor<192xf32>, tensor<4096x192xf32>, tensor<4095x192xf32> -> tensor<576xf32>
+  func.return %a : tensor<576xf32>
+}
+
+// -----
+
+func.func @attention_v_cache(%q: tensor<576xf32>, %k: tensor<192xf32>, %v: tensor<192xf32>, %kc: tensor<4095x192xf32>, %vc: tensor<192x4095xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: attention v_cache is not (l-1) x kv*vd = 4095x192
+  %a = fwd.attention %q, %k, %v, %kc, %vc h 9 kv 3 hd 64 vd 64 l 4096 rows 1 : tensor<576xf32>, tensor<192xf32>, tensor<192xf32>, tensor<4095x192xf32>, tensor<192x4095xf32> -> tensor<576xf32>
+  func.return %a : tensor<576xf32>
+}
+
+// -----
+
+func.func @attention_result(%q: tensor<576xf32>, %k: tensor<192xf32>, %v: tensor<192xf32>, %kc: tensor<4095x192xf32>, %vc: tensor<4095x192xf32>) -> tensor<192xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: attention result has 192 values, not rows*h*vd = 576
+  %a = fwd.attention %q, %k, %v, %kc, %vc h 9 kv 3 hd 64 vd 64 l 4096 rows 1 : tensor<576xf32>, tensor<192xf32>, tensor<192xf32>, tensor<4095x192xf32>, tensor<4095x192xf32> -> tensor<192xf32>
+  func.return %a : tensor<192xf32>
+}
+
+// -----
+
+func.func @moe_positive(%x: tensor<576xf32>, %r: !fwd.weights<8x576, q8_0>, %g: !fwd.weights<8x1536x576, q8_0>, %u: !fwd.weights<8x1536x576, q8_0>, %d: !fwd.weights<8x576x1536, q8_0>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: moe n_expert and top_k are positive
+  %m = fwd.moe %x, %r, %g, %u, %d n_expert 8 top_k 0 renormalize act swiglu scoring softmax : tensor<576xf32>, !fwd.weights<8x576, q8_0>, !fwd.weights<8x1536x576, q8_0>, !fwd.weights<8x1536x576, q8_0>, !fwd.weights<8x576x1536, q8_0> -> tensor<576xf32>
+  func.return %m : tensor<576xf32>
+}
+
+// -----
+
+func.func @moe_top_k(%x: tensor<576xf32>, %r: !fwd.weights<2x576, q8_0>, %g: !fwd.weights<2x1536x576, q8_0>, %u: !fwd.weights<2x1536x576, q8_0>, %d: !fwd.weights<2x576x1536, q8_0>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: moe top_k = 3 exceeds n_expert = 2
+  %m = fwd.moe %x, %r, %g, %u, %d n_expert 2 top_k 3 renormalize act swiglu scoring softmax : tensor<576xf32>, !fwd.weights<2x576, q8_0>, !fwd.weights<2x1536x576, q8_0>, !fwd.weights<2x1536x576, q8_0>, !fwd.weights<2x576x1536, q8_0> -> tensor<576xf32>
+  func.return %m : tensor<576xf32>
+}
+
+// -----
+
+func.func @moe_router(%x: tensor<576xf32>, %r: !fwd.weights<576x8, q8_0>, %g: !fwd.weights<8x1536x576, q8_0>, %u: !fwd.weights<8x1536x576, q8_0>, %d: !fwd.weights<8x576x1536, q8_0>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: moe router is not n_expert x d = 8x576
+  %m = fwd.moe %x, %r, %g, %u, %d n_expert 8 top_k 2 renormalize act swiglu scoring softmax : tensor<576xf32>, !fwd.weights<576x8, q8_0>, !fwd.weights<8x1536x576, q8_0>, !fwd.weights<8x1536x576, q8_0>, !fwd.weights<8x576x1536, q8_0> -> tensor<576xf32>
+  func.return %m : tensor<576xf32>
+}
+
+// -----
+
+func.func @moe_gate(%x: tensor<576xf32>, %r: !fwd.weights<8x576, q8_0>, %g: !fwd.weights<1536x576, q8_0>, %u: !fwd.weights<8x1536x576, q8_0>, %d: !fwd.weights<8x576x1536, q8_0>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: moe gate_exps is not 8 x ff x 576
+  %m = fwd.moe %x, %r, %g, %u, %d n_expert 8 top_k 2 renormalize act swiglu scoring softmax : tensor<576xf32>, !fwd.weights<8x576, q8_0>, !fwd.weights<1536x576, q8_0>, !fwd.weights<8x1536x576, q8_0>, !fwd.weights<8x576x1536, q8_0> -> tensor<576xf32>
+  func.return %m : tensor<576xf32>
+}
+
+// -----
+
+func.func @moe_up(%x: tensor<576xf32>, %r: !fwd.weights<8x576, q8_0>, %g: !fwd.weights<8x1536x576, q8_0>, %u: !fwd.weights<8x1024x576, q8_0>, %d: !fwd.weights<8x576x1536, q8_0>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: moe up_exps is not 8x1536x576, like gate_exps
+  %m = fwd.moe %x, %r, %g, %u, %d n_expert 8 top_k 2 renormalize act swiglu scoring softmax : tensor<576xf32>, !fwd.weights<8x576, q8_0>, !fwd.weights<8x1536x576, q8_0>, !fwd.weights<8x1024x576, q8_0>, !fwd.weights<8x576x1536, q8_0> -> tensor<576xf32>
+  func.return %m : tensor<576xf32>
+}
+
+// -----
+
+func.func @moe_down(%x: tensor<576xf32>, %r: !fwd.weights<8x576, q8_0>, %g: !fwd.weights<8x1536x576, q8_0>, %u: !fwd.weights<8x1536x576, q8_0>, %d: !fwd.weights<8x1536x576, q8_0>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: moe down_exps is not 8x576x1536
+  %m = fwd.moe %x, %r, %g, %u, %d n_expert 8 top_k 2 renormalize act swiglu scoring softmax : tensor<576xf32>, !fwd.weights<8x576, q8_0>, !fwd.weights<8x1536x576, q8_0>, !fwd.weights<8x1536x576, q8_0>, !fwd.weights<8x1536x576, q8_0> -> tensor<576xf32>
+  func.return %m : tensor<576xf32>
+}
+
+// -----
+
+func.func @moe_result(%x: tensor<576xf32>, %r: !fwd.weights<8x576, q8_0>, %g: !fwd.weights<8x1536x576, q8_0>, %u: !fwd.weights<8x1536x576, q8_0>, %d: !fwd.weights<8x576x1536, q8_0>) -> tensor<1536xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: moe result has the size of x
+  %m = fwd.moe %x, %r, %g, %u, %d n_expert 8 top_k 2 renormalize act swiglu scoring softmax : tensor<576xf32>, !fwd.weights<8x576, q8_0>, !fwd.weights<8x1536x576, q8_0>, !fwd.weights<8x1536x576, q8_0>, !fwd.weights<8x576x1536, q8_0> -> tensor<1536xf32>
+  func.return %m : tensor<1536xf32>
+}
+
+// -----
+
+func.func @quantize_size(%x: tensor<576xf32>) -> !fwd.qact<512, one_word> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: quantize result holds 512 values, x has 576
+  %q = fwd.quantize %x one_word : tensor<576xf32> -> !fwd.qact<512, one_word>
+  func.return %q : !fwd.qact<512, one_word>
+}
+
+// -----
+
+func.func @quantize_format(%x: tensor<576xf32>) -> !fwd.qact<576, two_words> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: quantize result format differs from `format`
+  %q = fwd.quantize %x one_word : tensor<576xf32> -> !fwd.qact<576, two_words>
+  func.return %q : !fwd.qact<576, two_words>
+}
+
+// -----
+
+func.func @fused_class(%x: tensor<576xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: unknown fused class `add_norm_silu`
+  %f = fwd.fused add_norm_silu covers [0] ins(%x) : (tensor<576xf32>) -> tensor<576xf32> {
+  ^bb0(%a: tensor<576xf32>):
+    %s = fwd.silu %a : tensor<576xf32> -> tensor<576xf32>
+    fwd.yield %s : tensor<576xf32>
+  }
+  func.return %f : tensor<576xf32>
+}
+
+// -----
+
+func.func @fused_covers_order(%x: tensor<576xf32>, %y: tensor<576xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused covers are not strictly increasing
+  %f = fwd.fused add_norm covers [4, 4] ins(%x, %y) : (tensor<576xf32>, tensor<576xf32>) -> tensor<576xf32> {
+  ^bb0(%a: tensor<576xf32>, %b: tensor<576xf32>):
+    %s = fwd.elementwise add %a, %b : tensor<576xf32>, tensor<576xf32> -> tensor<576xf32>
+    %n = fwd.rms_norm %s eps 1.0e-05 : tensor<576xf32> -> tensor<576xf32>
+    fwd.yield %n : tensor<576xf32>
+  }
+  func.return %f : tensor<576xf32>
+}
+
+// -----
+
+func.func @fused_no_parts() {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused op has no parts
+  fwd.fused add_norm covers [] : () -> () {
+    fwd.yield
+  }
+  func.return
+}
+
+// -----
+
+func.func @fused_covers_count(%x: tensor<576xf32>, %y: tensor<576xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused covers list 3 stages for 2 parts
+  %f = fwd.fused add_norm covers [3, 4, 5] ins(%x, %y) : (tensor<576xf32>, tensor<576xf32>) -> tensor<576xf32> {
+  ^bb0(%a: tensor<576xf32>, %b: tensor<576xf32>):
+    %s = fwd.elementwise add %a, %b : tensor<576xf32>, tensor<576xf32> -> tensor<576xf32>
+    %n = fwd.rms_norm %s eps 1.0e-05 : tensor<576xf32> -> tensor<576xf32>
+    fwd.yield %n : tensor<576xf32>
+  }
+  func.return %f : tensor<576xf32>
+}
+
+// -----
+
+func.func @fused_nested_covers_count(%x: tensor<576xf32>, %y: tensor<576xf32>, %w: tensor<576xf32>) -> tensor<576xf32> {
+  // A nested fused part covers as many stages as its own leaves: 1 + 2 here, not 2.
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused covers list 2 stages for 3 parts
+  %f = fwd.fused add_norm covers [0, 1] ins(%x, %y, %w) : (tensor<576xf32>, tensor<576xf32>, tensor<576xf32>) -> tensor<576xf32> {
+  ^bb0(%a: tensor<576xf32>, %b: tensor<576xf32>, %c: tensor<576xf32>):
+    %s = fwd.elementwise add %a, %b : tensor<576xf32>, tensor<576xf32> -> tensor<576xf32>
+    %n = fwd.fused norm_weight covers [1, 2] ins(%s, %c) : (tensor<576xf32>, tensor<576xf32>) -> tensor<576xf32> {
+    ^bb0(%s1: tensor<576xf32>, %c1: tensor<576xf32>):
+      %n1 = fwd.rms_norm %s1 eps 1.0e-05 : tensor<576xf32> -> tensor<576xf32>
+      %n2 = fwd.elementwise mul %n1, %c1 : tensor<576xf32>, tensor<576xf32> -> tensor<576xf32>
+      fwd.yield %n2 : tensor<576xf32>
+    }
+    fwd.yield %n : tensor<576xf32>
+  }
+  func.return %f : tensor<576xf32>
+}
+
+// -----
+
+func.func @fused_args(%x: tensor<576xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused region arguments do not match its operands
+  %f = fwd.fused elementwise_chains covers [0] ins(%x) : (tensor<576xf32>) -> tensor<576xf32> {
+  ^bb0(%a: tensor<9x64xf32>):
+    %s = fwd.silu %a : tensor<9x64xf32> -> tensor<576xf32>
+    fwd.yield %s : tensor<576xf32>
+  }
+  func.return %f : tensor<576xf32>
+}
+
+// -----
+
+func.func @fused_no_yield(%x: tensor<576xf32>) {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused region ends in fwd.yield
+  fwd.fused elementwise_chains covers [0] ins(%x) : (tensor<576xf32>) -> () {
+  ^bb0(%a: tensor<576xf32>):
+    %s = fwd.silu %a : tensor<576xf32> -> tensor<576xf32>
+  }
+  func.return
+}
+
+// -----
+
+func.func @fused_yield(%x: tensor<576xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused yield does not match its results
+  %f = fwd.fused elementwise_chains covers [0] ins(%x) : (tensor<576xf32>) -> tensor<576xf32> {
+  ^bb0(%a: tensor<576xf32>):
+    %s = fwd.silu %a : tensor<576xf32> -> tensor<576xf32>
+    fwd.yield %s, %s : tensor<576xf32>, tensor<576xf32>
+  }
+  func.return %f : tensor<576xf32>
+}
+
+// -----
+
+func.func @fused_part_not_stage() -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused part fwd.weight is not a stage
+  %f = fwd.fused elementwise_chains covers [0, 1] : () -> tensor<576xf32> {
+    %w = fwd.weight "blk.0.attn_norm.weight" : tensor<576xf32>
+    %s = fwd.silu %w : tensor<576xf32> -> tensor<576xf32>
+    fwd.yield %s : tensor<576xf32>
+  }
+  func.return %f : tensor<576xf32>
+}
+
+// -----
+
+// A bad part is reported at the part, not at the fused op around it.
+func.func @fused_bad_part(%x: tensor<576xf32>) -> tensor<64xf32> {
+  %f = fwd.fused elementwise_chains covers [0] ins(%x) : (tensor<576xf32>) -> tensor<64xf32> {
+  ^bb0(%a: tensor<576xf32>):
+    // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:5: error: fwd.silu result has 64 values for 576 inputs
+    %s = "fwd.silu"(%a) : (tensor<576xf32>) -> tensor<64xf32>
+    fwd.yield %s : tensor<64xf32>
+  }
+  func.return %f : tensor<64xf32>
+}
+
+// -----
+
+func.func @yield_outside() {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: 'fwd.yield' expects parent op 'fwd.fused'
+  fwd.yield
+}
+
+// -----
+
+// The generic form is located too, and xDSL's own constraint messages (a missing property).
+func.func @generic_missing_property(%a: tensor<576xf32>, %b: tensor<576xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: property 'kind' expected in operation 'fwd.elementwise'
+  %s = "fwd.elementwise"(%a, %b) : (tensor<576xf32>, tensor<576xf32>) -> tensor<576xf32>
+  func.return %s : tensor<576xf32>
+}
+
+// -----
+
+func.func @generic_property_type(%x: tensor<576xf32>, %a: tensor<2x32xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: Expected attribute i64 but got i32
+  %r = "fwd.rope"(%x, %a) <{hd = 64 : i32, half = 32 : i64, rows = 1 : i64}> : (tensor<576xf32>, tensor<2x32xf32>) -> tensor<576xf32>
+  func.return %r : tensor<576xf32>
+}
+
+// -----
+
+func.func @quantize_result_type(%x: tensor<576xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 2]]:3: error: result 'result' at position 0 does not verify:
+  // CHECK-NEXT: tensor<576xf32> should be of base attribute fwd.qact
+  %q = "fwd.quantize"(%x) <{format = #fwd.qformat<one_word>}> : (tensor<576xf32>) -> tensor<576xf32>
+  func.return %q : tensor<576xf32>
+}
