@@ -1,0 +1,187 @@
+"""`fwd-fuse`: fuse stages into `fwd.fused` kernels by the shared rule table in the shim's order.
+
+Source: DESIGN.md §5 and the seed's `rules()`/`supports()`/`fits()`. Each rule of the composed table
+(`fwdshim.passes.rules.compose(shim.rules())`) runs once, to a fixed point, as one rewrite pattern:
+
+- *match*: the rule's `apply` finds the stages it would fuse with a root (`rules.Match`);
+- *precondition*: `precondition(match, ctx)` says why it is not fused, or None: the class is not
+  Native for the shim (Refuse: a `fwd.remark` on the match's first part gives the reason; Decompose:
+  silently, its parts stay for later rules), a part the shim does not run, parts that are not
+  convex, or the shim's `fits` refusing the would-be fused op (a remark again);
+- *transform*: `build_fused` clones the parts, in program order, into one `fwd.fused` op (region
+  arguments: the parts' outside inputs, weights included; results: every part result read outside
+  the match or read by nothing; `covers`: the parts' stage numbers; locations kept, the fused op at
+  its first part's), and `splice` puts it in place of the parts (outside ops that sat between the
+  parts and read them move after it).
+
+Stage numbers are those of the IR `fwd-fuse` was given (`rules.number_stages`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
+from xdsl.rewriter import InsertPoint
+from xdsl.utils.exceptions import PassFailedException
+
+from fwdshim.classes import Q8MatKind
+from fwdshim.dialects.fwd import FusedOp, YieldOp
+from fwdshim.passes.rules import ChipRule, FuseContext, Match, _owner, compose, dependents_between
+from fwdshim.shim import Shim
+
+REMARK = "fwd.remark"
+"""The discardable attribute that records why a rule's match was not fused: `"<rule>: <reason>"`."""
+
+
+def parse_numerics(text: str) -> Q8MatKind:
+    """The numerics a pass option names. Raises PassFailedException for an unknown one."""
+    try:
+        return Q8MatKind.parse(text)
+    except ValueError as e:
+        raise PassFailedException(str(e)) from None
+
+
+def remark(op: Operation, text: str) -> None:
+    """Add `text` to `op`'s `fwd.remark` (remarks on one op are joined by `; `)."""
+    old = op.attributes.get(REMARK)
+    if isinstance(old, StringAttr):
+        if text in old.data.split("; "):
+            return
+        text = f"{old.data}; {text}"
+    op.attributes[REMARK] = StringAttr(text)
+
+
+@dataclass(frozen=True)
+class NotFused:
+    """Why a match is not fused; `remark`: the reason is shown on the match's first part."""
+
+    reason: str
+    remark: bool = False
+
+
+def precondition(match: Match, ctx: FuseContext) -> NotFused | None:
+    """Why `match` is not fused under `ctx.shim`, or None (the would-be op's `fits` is asked later)."""
+    support = ctx.shim.supports(match.cls)
+    if support.is_refuse:
+        return NotFused(support.reason or "refused", remark=True)
+    if not support.is_native:
+        return NotFused(f"{match.cls.value} is not native for {ctx.shim.name()}")
+    for p in match.parts:
+        why = ctx.fits(p)
+        if why is not None:
+            return NotFused(f"a part is refused: {why}")
+    if not ctx.convex(match.parts):
+        return NotFused("an op outside the parts reads one of them and feeds another")
+    covers = [n for p in match.parts for n in (ctx.covers(p) or (-1,))]
+    if min(covers) < 0 or any(a >= b for a, b in zip(covers, covers[1:])):
+        return NotFused("the parts' stage numbers are not in program order")
+    return None
+
+
+def build_fused(match: Match, ctx: FuseContext) -> tuple[FusedOp, list[SSAValue]]:
+    """The detached `fwd.fused` op of `match`, and the part results it yields (in its result order)."""
+    parts = match.parts
+    inside = set(parts)
+    ins: list[SSAValue] = []
+    for p in parts:
+        for v in p.operands:
+            if _owner(v) not in inside and v not in ins:
+                ins.append(v)
+    outs = [r for p in parts for r in p.results if not r.uses or any(u.operation not in inside for u in r.uses)]
+    block = Block(arg_types=[v.type for v in ins])
+    mapper: dict[SSAValue, SSAValue] = {}
+    for v, arg in zip(ins, block.args):
+        mapper[v] = arg
+        arg.name_hint = v.name_hint
+    for p in parts:
+        block.add_op(p.clone(mapper))
+    block.add_op(YieldOp.create(operands=[mapper[r] for r in outs]))
+    covers = [n for p in parts for n in ctx.covers(p) or ()]
+    fused = FusedOp(match.cls, covers, ins, [r.type for r in outs], Region(block))
+    fused.location = parts[0].location
+    for r, o in zip(fused.results, outs):
+        r.name_hint = o.name_hint
+    return fused, outs
+
+
+def splice(fused: FusedOp, outs: list[SSAValue], parts: tuple[Operation, ...], rewriter: PatternRewriter) -> None:
+    """Put `fused` in place of `parts`: after the last part, with the outside ops between the parts
+    that read them moved after it; the parts' outside uses read `fused`'s results."""
+    movers = dependents_between(parts)
+    rewriter.insert(fused, InsertPoint.after(parts[-1]))
+    anchor: Operation = fused
+    for m in movers:
+        m.detach()
+        rewriter.insert(m, InsertPoint.after(anchor))
+        anchor = m
+    inside = set(parts)
+    for old, new in zip(outs, fused.results):
+        rewriter.replace_uses_with_if(old, new, lambda use: use.operation not in inside)
+    for p in reversed(parts):
+        rewriter.erase(p)
+
+
+class RulePattern(RewritePattern):
+    """One rule of the table as a rewrite pattern: match, precondition, transform."""
+
+    def __init__(self, rule: ChipRule, ctx: FuseContext):
+        self.rule = rule
+        self.ctx = ctx
+
+    def _not_fused(self, match: Match, why: NotFused) -> None:
+        if why.remark:
+            remark(match.parts[0], f"{self.rule.name}: {why.reason}")
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
+        match = self.rule.apply(op, self.ctx)
+        if match is None:
+            return
+        why = precondition(match, self.ctx)
+        if why is not None:
+            return self._not_fused(match, why)
+        fused, outs = build_fused(match, self.ctx)
+        reason = self.ctx.fits(fused)
+        if reason is not None:
+            fused.erase(safe_erase=False)
+            return self._not_fused(match, NotFused(reason, remark=True))
+        splice(fused, outs, match.parts, rewriter)
+
+
+def fuse_module(module: ModuleOp, shim: Shim, rules: tuple[ChipRule, ...] | None = None) -> None:
+    """Run `rules` (default: the shared table composed with `shim.rules()`) on `module`, in order,
+    each to a fixed point."""
+    table = compose(shim.rules()) if rules is None else rules
+    ctx = FuseContext.of(module, shim)
+    for rule in table:
+        PatternRewriteWalker(RulePattern(rule, ctx), apply_recursively=True).rewrite_module(module)
+
+
+@dataclass(frozen=True)
+class FusePass(ModulePass):
+    """Fuse stages into fwd.fused kernels by the shared rule table, in the forward's order."""
+
+    name = "fwd-fuse"
+
+    numerics: str = "dequant"
+    """The forward's numerics: `dequant`, `int8-act` (the quant epilogue rules fire) or `two-pass-int8`."""
+
+    order: str = "shim"
+    """`shim`: the shared table with the forward's positions (regions and chains before `add_norm`);
+    `shared`: the shared table's own order (as a lane that moves no rule sees it)."""
+
+    def __post_init__(self) -> None:
+        Q8MatKind.parse(self.numerics)  # ValueError: a one-line error from the driver
+        if self.order not in ("shim", "shared"):
+            raise ValueError(f"unknown fwd-fuse order `{self.order}` (expected shim or shared)")
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from fwdshim.forward import ForwardShim
+        from fwdshim.passes.rules import RULES
+
+        shim = ForwardShim(parse_numerics(self.numerics))
+        fuse_module(op, shim, RULES if self.order == "shared" else None)

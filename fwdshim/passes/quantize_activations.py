@@ -1,0 +1,105 @@
+"""`fwd-quantize-activations`: quantize the activations the shim reads quantized.
+
+Source: the seed's `activation(consumer, operand)` and DESIGN.md §3/§4. For every top-level stage and
+operand 0 (the operand the forward's int8 projections read), `shim.activation(consumer, 0)` gives the
+format: `one_word` under int8-act, `two_words` under two-pass-int8, for a Q8_0 matmul or a MoE;
+nothing under dequant. There is one `fwd.quantize` per (value, format), shared by all its consumers
+(q, k and v read one), placed right after the value's producer (at the block's start for a block
+argument), so it is the stage after its producer; it takes the location of its first consumer.
+The consumer's operand 0 then has type `!fwd.qact<N, format>`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
+from xdsl.rewriter import InsertPoint
+
+from fwdshim.classes import Q8MatKind
+from fwdshim.dialects.attributes import QActType, QuantFormat, QuantFormatAttr
+from fwdshim.dialects.fwd import FusedOp, QuantizeOp, StageOp, numel
+from fwdshim.shim import Shim
+
+
+def _quantize_of(v: SSAValue, fmt: QuantFormat) -> QuantizeOp | None:
+    """An existing top-level `fwd.quantize` of `v` in format `fmt`."""
+    for use in v.uses:
+        q = use.operation
+        if isinstance(q, QuantizeOp) and q.format.data == fmt and not isinstance(q.parent_op(), FusedOp):
+            return q
+    return None
+
+
+def _insert_point(v: SSAValue, consumer: Operation) -> InsertPoint:
+    """Right after `v`'s producer in the consumer's block, at that block's start for one of its
+    arguments, else right before the consumer."""
+    block = consumer.parent_block()
+    assert block is not None
+    if isinstance(v, OpResult) and v.op.parent_block() is block:
+        return InsertPoint.after(v.op)
+    if isinstance(v, BlockArgument) and v.block is block:
+        return InsertPoint.at_start(block)
+    return InsertPoint.before(consumer)
+
+
+class QuantizeOperand0(RewritePattern):
+    """Quantize operand 0 of a stage the shim reads it quantized in."""
+
+    def __init__(self, shim: Shim):
+        self.shim = shim
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
+        if not isinstance(op, StageOp) or isinstance(op.parent_op(), FusedOp) or not op.operands:
+            return
+        x = op.operands[0]
+        if isinstance(x.type, QActType):
+            return
+        fmt = self.shim.activation(op, 0)
+        if fmt is None:
+            return
+        q = _quantize_of(x, fmt)
+        if q is None:
+            size = numel(x.type)
+            assert size is not None, "a verified matmul or moe reads a shaped operand 0"
+            q = QuantizeOp.create(
+                operands=[x],
+                result_types=[QActType(size, fmt)],
+                properties={"format": QuantFormatAttr(fmt)},
+            )
+            q.location = op.location
+            q.result.name_hint = f"{x.name_hint}_q" if x.name_hint else None
+            rewriter.insert(q, _insert_point(x, op))
+        op.operands = [q.result, *op.operands[1:]]
+        rewriter.notify_op_modified(op)
+
+
+def quantize_activations(module: ModuleOp, shim: Shim) -> None:
+    """Insert the `fwd.quantize` stages `shim.activation` asks for in `module`."""
+    PatternRewriteWalker(QuantizeOperand0(shim), apply_recursively=False).rewrite_module(module)
+
+
+@dataclass(frozen=True)
+class QuantizeActivationsPass(ModulePass):
+    """Insert fwd.quantize before operand 0 of each Q8_0 matmul and MoE, as the numerics ask."""
+
+    name = "fwd-quantize-activations"
+
+    numerics: str = "dequant"
+    """`dequant`: quantize nothing; `int8-act`: `one_word` blocks (folded into the producer by
+    `fwd-fuse`); `two-pass-int8`: `two_words` blocks, a stage of their own."""
+
+    def __post_init__(self) -> None:
+        Q8MatKind.parse(self.numerics)  # ValueError: a one-line error from the driver
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from fwdshim.forward import ForwardShim
+        from fwdshim.passes.fuse import parse_numerics
+
+        quantize_activations(op, ForwardShim(parse_numerics(self.numerics)))
+
+

@@ -1,0 +1,489 @@
+"""The shared rule table: named fusion rules in the shared order, and a shim's positions.
+
+Source: the seed's `ChipRule {name, builds, apply}` and `RULES` (the shared optimizer's table that
+`forward_shim.rs` reorders with `rules()`), DESIGN.md §5. A rule's `apply` is its *match*: given a
+root stage it returns the stages it would fuse (its parts, in program order) and the class it builds,
+or None. Whether the match is fused (the shim's policy, the parts' legality, convexity) is decided by
+`fwdshim.passes.fuse.precondition`; the rewrite is `fwdshim.passes.fuse.RulePattern`.
+
+Rules match *maximal* runs and regions of any length and shape. Decisions:
+- A *chain* (`elementwise_chains`) is a run p0, p1, ... of elementwise ops and silus where each step
+  carries the previous step's result as exactly one operand (the seed's XOR), or is a silu of it;
+  `y = x * x` after `x` is not a step.
+- A *region* (`elementwise_regions`) is a maximal connected group of elementwise ops and silus of one
+  size that a chain cannot take whole: it has a join (a member reading two different members) or a
+  fork (a member read by two different members). A group that is a plain run is left to the chains.
+- A part's result that some op outside the match reads (or that nothing reads) is yielded as a result
+  of the fused op, so intermediates with outside users stay observable (add+norm writes the sum on).
+- The quant rules fold the `fwd.quantize` that reads a producer's (norm) result into that producer:
+  the fused op's parts are the producer (a nested `fwd.fused` where it is one) and the quantize.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+
+from xdsl.ir import Operation, OpResult, SSAValue
+
+from fwdshim.classes import ClassId
+from fwdshim.dialects.fwd import (
+    AttentionOp,
+    ElementwiseOp,
+    FusedOp,
+    MatmulOp,
+    QuantizeOp,
+    ReluOp,
+    RmsNormOp,
+    RopeOp,
+    SiluOp,
+    StageOp,
+    WeightOp,
+    YieldOp,
+    numel,
+)
+from fwdshim.shim import Position, Shim
+
+C = ClassId
+
+
+# ---------------------------------------------------------------------------------------------
+# what the rules read
+
+
+@dataclass(frozen=True)
+class Match:
+    """One match of a rule: the class it builds and its parts (top-level stages, program order)."""
+
+    cls: ClassId
+    parts: tuple[Operation, ...]
+
+
+def number_stages(root: Operation) -> dict[Operation, int]:
+    """Stage numbers of the top-level stages under `root`, in program order from 0.
+
+    As `fwd.stage_numbers`, except that a `fwd.fused` op already in the IR takes the numbers of its
+    `covers` (the next stage is numbered after its last cover), so numbers and covers never clash."""
+    numbers: dict[Operation, int] = {}
+    counter = 0
+    for op in root.walk():
+        if not isinstance(op, StageOp) or isinstance(op.parent_op(), FusedOp):
+            continue
+        if isinstance(op, FusedOp) and op.cover_list:
+            counter = max(counter, max(op.cover_list) + 1)
+            continue
+        numbers[op] = counter
+        counter += 1
+    return numbers
+
+
+@dataclass
+class FuseContext:
+    """What the rules read besides the IR: the shim and the stage numbers of the IR fwd-fuse was given."""
+
+    shim: Shim
+    numbers: dict[Operation, int] = field(default_factory=dict)
+
+    @staticmethod
+    def of(root: Operation, shim: Shim) -> "FuseContext":
+        return FuseContext(shim, number_stages(root))
+
+    def covers(self, op: Operation) -> tuple[int, ...] | None:
+        """The stage numbers `op` stands for: a fused op's `covers`, a stage's own number."""
+        if isinstance(op, FusedOp):
+            return op.cover_list
+        n = self.numbers.get(op)
+        return None if n is None else (n,)
+
+    def fits(self, op: Operation) -> str | None:
+        """The shim's reason it does not run `op`, or None (None too for a shim without `fits`)."""
+        fits = getattr(self.shim, "fits", None)
+        if fits is None:
+            return None
+        why = fits(op)
+        return getattr(why, "reason", why)
+
+    def computes(self, op: Operation) -> bool:
+        """Whether `op` is a top-level stage the shim runs (a rule never fuses one it refuses)."""
+        return is_top(op) and self.fits(op) is None
+
+    def convex(self, parts: Collection[Operation]) -> bool:
+        """Whether no path leaves `parts` and comes back: no outside op is both read by a part and
+        reads a part (directly or through other outside ops). Parts share one block."""
+        return _between(parts) is not None
+
+
+def is_top(op: Operation) -> bool:
+    """A stage that is not a part of a fused op."""
+    return isinstance(op, StageOp) and not isinstance(op.parent_op(), FusedOp) and op.parent_block() is not None
+
+
+def _owner(v: SSAValue) -> Operation | None:
+    return v.op if isinstance(v, OpResult) else None
+
+
+def _between(parts: Collection[Operation]) -> list[Operation] | None:
+    """The outside ops between the first and last part that read a part (through any chain of uses),
+    in program order; None when a part reads one of them (the parts are not convex)."""
+    members = set(parts)
+    blocks = {p.parent_block() for p in members}
+    if len(blocks) != 1 or None in blocks:
+        return None
+    (block,) = blocks
+    tainted: list[Operation] = []
+    seen: set[Operation] = set()
+    left = len(members)
+    started = False
+    for op in block.ops:
+        reads = {_owner(v) for o in op.walk() for v in o.operands}
+        if op in members:
+            if reads & seen:
+                return None
+            started = True
+            left -= 1
+            if left == 0:
+                return tainted
+            continue
+        if started and reads & (members | seen):
+            seen.add(op)
+            tainted.append(op)
+    return None
+
+
+def dependents_between(parts: Collection[Operation]) -> list[Operation]:
+    """The outside ops between the parts that read them: they move after the fused op."""
+    out = _between(parts)
+    assert out is not None, "convex parts"
+    return out
+
+
+def _users(v: SSAValue) -> list[Operation]:
+    """The ops reading `v`, each once, in program order."""
+    ops = list(dict.fromkeys(u.operation for u in v.uses))
+    block = ops[0].parent_block() if ops else None
+    if block is not None and all(o.parent_block() is block for o in ops):
+        ops.sort(key=block.get_operation_index)
+    return ops
+
+
+def _one_result(op: Operation) -> SSAValue | None:
+    return op.results[0] if len(op.results) == 1 else None
+
+
+# ---------------------------------------------------------------------------------------------
+# shapes the rules look for
+
+
+def _is_kind(op: Operation, kind: str) -> bool:
+    return isinstance(op, ElementwiseOp) and op.row is None and op.kind.data.value == kind
+
+
+def _pointwise(op: Operation, ctx: FuseContext) -> bool:
+    """An elementwise op (not over a row) or a silu, that the shim runs: a chain or region member."""
+    ok = isinstance(op, SiluOp) or (isinstance(op, ElementwiseOp) and op.row is None)
+    return ok and ctx.computes(op)
+
+
+def _carries(prev: Operation, step: Operation) -> bool:
+    """`step` carries `prev`'s result as exactly one operand (the seed's XOR), or is a silu of it."""
+    r = prev.results[0]
+    if numel(r.type) != numel(step.results[0].type):
+        return False
+    if isinstance(step, SiluOp):
+        return step.x == r
+    return isinstance(step, ElementwiseOp) and ((step.a == r) != (step.b == r))
+
+
+def _yielded_by_last(fused: FusedOp, v: SSAValue) -> bool:
+    """Whether `v`, a result of `fused`, is what its last part computes (a norm, not the sum)."""
+    if not isinstance(v, OpResult) or v.op is not fused:
+        return False
+    y = fused.body.block.last_op
+    assert isinstance(y, YieldOp)
+    return _owner(y.operands[v.index]) is fused.parts()[-1]
+
+
+def _norm_result(op: Operation) -> SSAValue | None:
+    """The normed value of an RMS norm or a fused weighted norm (`norm_weight`)."""
+    if isinstance(op, RmsNormOp):
+        return op.result
+    if isinstance(op, FusedOp) and op.class_.data == C.NORM_WEIGHT.value:
+        return next((r for r in op.results if _yielded_by_last(op, r)), None)
+    return None
+
+
+def _norms_as_x(op: Operation, v: SSAValue) -> bool:
+    """Whether `op` RMS-norms `v` (an RMS norm with x = v, or a `norm_weight` whose norm's x is v)."""
+    if isinstance(op, RmsNormOp):
+        return op.x == v
+    if isinstance(op, FusedOp) and op.class_.data == C.NORM_WEIGHT.value:
+        norm = op.parts()[0]
+        args = op.body.block.args
+        return isinstance(norm, RmsNormOp) and any(a == v and norm.x == args[i] for i, a in enumerate(op.ins))
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# the rules' matches
+
+
+def norm_weight(op: Operation, ctx: FuseContext) -> Match | None:
+    """An RMS norm without a weight, then a multiply by a weight vector (a `fwd.weight`)."""
+    if not (is_top(op) and isinstance(op, RmsNormOp) and op.weight is None):
+        return None
+    for u in _users(op.result):
+        if not (_is_kind(u, "mul") and is_top(u)):
+            continue
+        other = u.b if u.a == op.result else u.a
+        if (u.a == op.result) != (u.b == op.result) and isinstance(_owner(other), WeightOp):
+            return Match(C.NORM_WEIGHT, (op, u))
+    return None
+
+
+def add_norm(op: Operation, ctx: FuseContext) -> Match | None:
+    """A sum, then an RMS norm (plain or weighted) of it: `s = a + b; n = rms_norm(s)`."""
+    if not (is_top(op) and _is_kind(op, "add")):
+        return None
+    for u in _users(op.result):
+        if is_top(u) and _norms_as_x(u, op.result):
+            return Match(C.ADD_NORM, (op, u))
+    return None
+
+
+def _quantized(op: Operation) -> Operation | None:
+    """The producer of the value a top-level `fwd.quantize` reads."""
+    if not (is_top(op) and isinstance(op, QuantizeOp)):
+        return None
+    p = _owner(op.x)
+    return p if p is not None and is_top(p) else None
+
+
+def add_norm_quant(op: Operation, ctx: FuseContext) -> Match | None:
+    """A fused add+norm, then the quantize of its norm."""
+    p = _quantized(op)
+    if isinstance(p, FusedOp) and p.class_.data == C.ADD_NORM.value and _yielded_by_last(p, op.operands[0]):
+        return Match(C.ADD_NORM_QUANT, (p, op))
+    return None
+
+
+def norm_quant(op: Operation, ctx: FuseContext) -> Match | None:
+    """An RMS norm (plain or a fused weighted norm), then the quantize of its result."""
+    p = _quantized(op)
+    if p is not None and _norm_result(p) == op.operands[0]:
+        return Match(C.NORM_QUANT, (p, op))
+    return None
+
+
+def attn_output_quant(op: Operation, ctx: FuseContext) -> Match | None:
+    """An attention, then the quantize of its result."""
+    p = _quantized(op)
+    if isinstance(p, AttentionOp):
+        return Match(C.ATTN_OUTPUT_QUANT, (p, op))
+    return None
+
+
+def _glu_mul(s: Operation) -> Operation | None:
+    """The multiply reading silu `s`'s result as exactly one operand (silu(gate) · up)."""
+    for u in _users(s.results[0]):
+        if _is_kind(u, "mul") and is_top(u) and (u.a == s.results[0]) != (u.b == s.results[0]):
+            return u
+    return None
+
+
+def glu_act_mul(op: Operation, ctx: FuseContext) -> Match | None:
+    """silu(gate) · up."""
+    if not (is_top(op) and isinstance(op, SiluOp)):
+        return None
+    mul = _glu_mul(op)
+    return None if mul is None else Match(C.GLU_ACT_MUL, (op, mul))
+
+
+def _gates_up(gate: SSAValue, up: SSAValue) -> bool:
+    """Whether `gate` and `up` meet in a GLU: silu(gate) · up, or a fused `glu_act_mul` reading both."""
+    for u in _users(gate):
+        if isinstance(u, SiluOp) and (mul := _glu_mul(u)) is not None and up in mul.operands:
+            return True
+        if isinstance(u, FusedOp) and u.class_.data == C.GLU_ACT_MUL.value and up in u.ins:
+            return True
+    return False
+
+
+def merged_gate_up(op: Operation, ctx: FuseContext) -> Match | None:
+    """Two projections of one input, the gate and the up of a GLU (`op` the gate)."""
+    if not (is_top(op) and isinstance(op, MatmulOp)):
+        return None
+    for m in _users(op.x):
+        if m is not op and isinstance(m, MatmulOp) and is_top(m) and m.x == op.x and _gates_up(op.result, m.result):
+            block = op.parent_block()
+            assert block is not None
+            return Match(C.MERGED_GATE_UP, tuple(sorted((op, m), key=block.get_operation_index)))
+    return None
+
+
+def qk_norm_rope(op: Operation, ctx: FuseContext) -> Match | None:
+    """An RMS norm (of q or k, per head), then the rope of its result."""
+    n = _norm_result(op) if is_top(op) else None
+    if n is None:
+        return None
+    for u in _users(n):
+        if isinstance(u, RopeOp) and is_top(u) and u.x == n:
+            return Match(C.QK_NORM_ROPE, (op, u))
+    return None
+
+
+def relu_sqr(op: Operation, ctx: FuseContext) -> Match | None:
+    """relu(x), then its square (`r * r`)."""
+    r = _one_result(op) if is_top(op) and isinstance(op, ReluOp) else None
+    if r is None:
+        return None
+    for u in _users(r):
+        if _is_kind(u, "mul") and is_top(u) and u.a == r and u.b == r:
+            return Match(C.RELU_SQR, (op, u))
+    return None
+
+
+def _successor(p: Operation, ctx: FuseContext) -> Operation | None:
+    """The first op (program order) that carries `p`'s result as a chain step."""
+    return next((u for u in _users(p.results[0]) if _pointwise(u, ctx) and _carries(p, u)), None)
+
+
+def _predecessor(op: Operation, ctx: FuseContext) -> Operation | None:
+    """The op whose chain step `op` is, if any (the first operand's producer on a tie)."""
+    for v in op.operands:
+        p = _owner(v)
+        if p is not None and _pointwise(p, ctx) and _successor(p, ctx) is op:
+            return p
+    return None
+
+
+def _run_from(head: Operation, ctx: FuseContext) -> list[Operation]:
+    run = [head]
+    while (n := _successor(run[-1], ctx)) is not None and ctx.convex([*run, n]):
+        run.append(n)
+    return run
+
+
+def elementwise_chains(op: Operation, ctx: FuseContext) -> Match | None:
+    """The maximal run through `op`: each step carries the last one's result as exactly one operand,
+    or is a silu of it."""
+    if not _pointwise(op, ctx):
+        return None
+    head = op
+    while (p := _predecessor(head, ctx)) is not None:
+        head = p
+    run = _run_from(head, ctx)
+    if op not in run:
+        run = _run_from(op, ctx)
+    return Match(C.ELEMENTWISE_CHAINS, tuple(run)) if len(run) >= 2 else None
+
+
+def _neighbours(group: Sequence[Operation], ctx: FuseContext) -> list[Operation]:
+    """Pointwise ops of the group's size that read a member or that a member reads."""
+    size = numel(group[0].results[0].type)
+    members = set(group)
+    out: dict[Operation, None] = {}
+    for m in group:
+        near = [_owner(v) for v in m.operands] + _users(m.results[0])
+        for n in near:
+            if n is not None and n not in members and _pointwise(n, ctx) and numel(n.results[0].type) == size:
+                out[n] = None
+    return list(out)
+
+
+def _component(op: Operation, ctx: FuseContext) -> list[Operation]:
+    """The connected, convex group of pointwise ops grown from `op`."""
+    group = [op]
+    grown = True
+    while grown:
+        grown = False
+        for n in _neighbours(group, ctx):
+            if ctx.convex([*group, n]):
+                group.append(n)
+                grown = True
+    return group
+
+
+def _joined(group: Collection[Operation]) -> bool:
+    """Whether a member reads two different members (a join) or two members read one (a fork)."""
+    members = set(group)
+    for m in group:
+        if len({_owner(v) for v in m.operands} & members) >= 2:
+            return True
+        if len(set(_users(m.results[0])) & members) >= 2:
+            return True
+    return False
+
+
+def elementwise_regions(op: Operation, ctx: FuseContext) -> Match | None:
+    """The maximal connected group of elementwise ops and silus through `op`, if it joins or forks."""
+    if not _pointwise(op, ctx):
+        return None
+    group = _component(op, ctx)
+    if len(group) < 2 or not _joined(group):
+        return None
+    block = op.parent_block()
+    assert block is not None
+    return Match(C.ELEMENTWISE_REGIONS, tuple(sorted(group, key=block.get_operation_index)))
+
+
+# ---------------------------------------------------------------------------------------------
+# the table
+
+
+@dataclass(frozen=True)
+class ChipRule:
+    """A named rule of the shared table (the seed's `ChipRule`).
+
+    `builds`: the classes it forms; `apply(root, ctx)`: the stages it fuses with `root` (a `Match`),
+    or None."""
+
+    name: str
+    builds: tuple[ClassId, ...]
+    apply: Callable[[Operation, FuseContext], Match | None]
+
+
+RULES: tuple[ChipRule, ...] = (
+    ChipRule("norm_weight", (C.NORM_WEIGHT,), norm_weight),
+    ChipRule("add_norm", (C.ADD_NORM,), add_norm),
+    ChipRule("add_norm_quant", (C.ADD_NORM_QUANT,), add_norm_quant),
+    ChipRule("norm_quant", (C.NORM_QUANT,), norm_quant),
+    ChipRule("attn_output_quant", (C.ATTN_OUTPUT_QUANT,), attn_output_quant),
+    ChipRule("glu_act_mul", (C.GLU_ACT_MUL,), glu_act_mul),
+    ChipRule("merged_gate_up", (C.MERGED_GATE_UP,), merged_gate_up),
+    ChipRule("qk_norm_rope", (C.QK_NORM_ROPE,), qk_norm_rope),
+    ChipRule("relu_sqr", (C.RELU_SQR,), relu_sqr),
+    ChipRule("elementwise_regions", (C.ELEMENTWISE_REGIONS,), elementwise_regions),
+    ChipRule("elementwise_chains", (C.ELEMENTWISE_CHAINS,), elementwise_chains),
+)
+"""The shared table, in the shared order (DESIGN.md §5)."""
+
+
+def rule_named(name: str, table: Sequence[ChipRule] = RULES) -> ChipRule:
+    """The rule of `table` called `name`. Raises ValueError("the shared table runs no rule `x`")."""
+    for r in table:
+        if r.name == name:
+            return r
+    raise ValueError(f"the shared table runs no rule `{name}`")
+
+
+def compose(positions: Sequence[tuple[Position, object]], table: Sequence[ChipRule] = RULES) -> tuple[ChipRule, ...]:
+    """The table with each named rule moved to its position; every rule runs once.
+
+    `positions`: a shim's `rules()`, `(Position.BEFORE/AFTER(anchor), rule)` with `rule` a name or a
+    `ChipRule`, applied in the given order (two rules placed BEFORE or AFTER one anchor keep their
+    order). Raises ValueError for an unknown rule or anchor, or a rule placed twice."""
+    names = [r if isinstance(r, str) else r.name for _, r in positions]  # type: ignore[attr-defined]
+    if len(set(names)) != len(names):
+        raise ValueError(f"a shim places a rule twice: {names} (each rule runs once)")
+    moved = {n: rule_named(n, table) for n in names}
+    order = [r for r in table if r.name not in moved]
+    after_count: dict[str, int] = {}
+    for (pos, _), name in zip(positions, names):
+        idx = next((i for i, r in enumerate(order) if r.name == pos.anchor), None)
+        if idx is None:
+            raise ValueError(f"rule `{name}` is placed {pos.where} `{pos.anchor}`, which the table does not run")
+        if pos.where == "after":
+            idx += 1 + after_count.get(pos.anchor, 0)
+            after_count[pos.anchor] = after_count.get(pos.anchor, 0) + 1
+        order.insert(idx, moved[name])
+    return tuple(order)
