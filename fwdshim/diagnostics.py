@@ -7,10 +7,11 @@ was parsed as a `FileLineColLoc`, so a verify error, a refusal or an explain row
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr, UnknownLoc
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
 from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError, VerifyException
+from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 
 class LocatingParser(Parser):
@@ -21,6 +22,13 @@ class LocatingParser(Parser):
     def __init__(self, ctx, input: str | bytes, name: str = "<unknown>", line_offset: int = 0):
         super().__init__(ctx, input, name)
         self._line_offset = line_offset
+
+    def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
+        """As xDSL's, but an input without ops (empty, comments only, an empty split chunk) is an
+        empty module, as in `mlir-opt`, not "Could not parse entire input!"."""
+        if allow_implicit_module and self._current_token.kind == MLIRTokenKind.EOF:
+            return ModuleOp([])
+        return super().parse_module(allow_implicit_module)
 
     def parse_operation(self) -> Operation:
         span = self._current_token.span

@@ -78,8 +78,13 @@ def _pass_help() -> str:
 
     lines = ["fwdshim passes (-p NAME{option=value ...}):"]
     for name, factory in available_passes().items():
-        doc = (factory().__doc__ or "").strip().splitlines()
+        try:
+            doc = (factory().__doc__ or "").strip().splitlines()
+        except Exception as e:  # a pass module that does not import must not take --help down
+            doc = [f"(does not load: {type(e).__name__}: {e})"]
         lines.append(f"  {name:<28} {doc[0] if doc else ''}")
+    if len(lines) == 1:
+        lines.append("  (none in this checkout yet)")
     return "\n".join(lines)
 
 
@@ -92,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             "dialect, passes and targets).\n\n" + _pass_help() + "\n\n"
             "example: fwdshim-opt examples/llama_layer.mlir -p 'forward-shim{numerics=int8-act}'\n"
         )
+    tool: FwdOptMain | None = None
     try:
         tool = FwdOptMain(description="fwdshim-opt", args=args)
         tool.run()
@@ -101,8 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     except DiagnosticException as e:
         print(str(e), file=sys.stderr)
         return 1
-    except FileNotFoundError as e:
-        print(f"fwdshim-opt: error: {e.filename}: no such file", file=sys.stderr)
+    except OSError as e:  # a missing input file, a directory, an unwritable output
+        print(f"fwdshim-opt: error: {e.filename}: {(e.strerror or str(e)).lower()}", file=sys.stderr)
+        return 1
+    except UnicodeDecodeError as e:
+        name = (tool.args.input_file if tool is not None else None) or "<stdin>"
+        print(f"fwdshim-opt: error: {name}: not UTF-8 text ({e.reason} at byte {e.start})", file=sys.stderr)
         return 1
     except ValueError as e:  # e.g. an unknown file extension or pass option
         print(f"fwdshim-opt: error: {e}", file=sys.stderr)

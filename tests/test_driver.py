@@ -1,0 +1,171 @@
+"""`fwdshim-opt` on bad input, run as a user runs it (a subprocess): one located error line on stderr,
+exit status 1, never a Python traceback. Also `--help` and the main job on the bundled examples."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fwdshim.passes import available_passes
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+def _tool(name: str) -> list[str]:
+    """The console script installed beside this interpreter (the venv's), else the one on PATH."""
+    here = Path(sys.executable).parent / name
+    if here.exists():
+        return [str(here)]
+    found = shutil.which(name)
+    assert found is not None, f"`{name}` is not installed: pip install -e ."
+    return [found]
+
+
+def opt(*args: str, stdin: str | None = None, tool: str = "fwdshim-opt") -> subprocess.CompletedProcess:
+    return subprocess.run([*_tool(tool), *args], input=stdin, capture_output=True, text=True, timeout=120)
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+FUNC = "func.func @f(%x: tensor<576xf32>, %y: tensor<192xf32>) -> tensor<576xf32> {{\n{body}\n  func.return %s : tensor<576xf32>\n}}\n"
+
+BAD = {
+    # name: (body of @f, line, column, message)
+    "malformed": ("  %s = fwd.silu %x tensor<576xf32> -> tensor<576xf32>", 2, 20, "Expected ':'"),
+    "unknown op": ("  %s = fwd.bogus %x : tensor<576xf32> -> tensor<576xf32>", 2, 8, "Operation fwd.bogus is not registered"),
+    "unknown op generic": ('  %s = "fwd.bogus"(%x) : (tensor<576xf32>) -> tensor<576xf32>', 2, 8, "Operation fwd.bogus is not registered"),
+    "wrong property value": (
+        "  %s = fwd.elementwise bogus %x, %x : tensor<576xf32>, tensor<576xf32> -> tensor<576xf32>",
+        2, 24, "unknown kind `bogus` (expected one of: add, sub, mul, div, max, min)",
+    ),
+    "wrong property type": (
+        "  %a = fwd.rope %x, %x hd 1.5 half 32 rows 1 : tensor<576xf32>, tensor<576xf32> -> tensor<576xf32>\n  %s = fwd.silu %a : tensor<576xf32> -> tensor<576xf32>",
+        2, 27, "Expected integer literal",
+    ),
+    "missing property": (
+        "  %a = fwd.rope %x, %x hd 64 rows 1 : tensor<576xf32>, tensor<576xf32> -> tensor<576xf32>\n  %s = fwd.silu %a : tensor<576xf32> -> tensor<576xf32>",
+        2, 30, "Expected 'half'",
+    ),
+    "missing property generic": (
+        '  %s = "fwd.elementwise"(%x, %x) : (tensor<576xf32>, tensor<576xf32>) -> tensor<576xf32>',
+        2, 3, "property 'kind' expected in operation 'fwd.elementwise'",
+    ),
+    "shape mismatch": (
+        "  %s = fwd.elementwise add %x, %y : tensor<576xf32>, tensor<192xf32> -> tensor<576xf32>",
+        2, 3, "elementwise operands and result agree in shape unless `row`",
+    ),
+    "bad weights type": (
+        '  %w = fwd.weight "blk.0.attn_q.weight" : !fwd.weights<576, q8_0>\n  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32>',
+        2, 56, "weights have rank 2 or 3",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD), ids=list(BAD))
+def test_bad_input_is_one_located_error(tmp_path, case):
+    body, line, col, message = BAD[case]
+    path = write(tmp_path, "bad.mlir", FUNC.format(body=body))
+    r = opt(str(path))
+    assert r.returncode == 1, r.stderr
+    assert r.stdout == ""
+    assert "Traceback" not in r.stderr
+    first = r.stderr.splitlines()[0]
+    assert first == f"{path}:{line}:{col}: error: {message}"
+
+
+def test_located_verify_error_in_a_later_split_chunk(tmp_path):
+    ok = FUNC.format(body="  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32>")
+    bad = FUNC.format(body="  %s = fwd.silu %y : tensor<192xf32> -> tensor<576xf32>")
+    path = write(tmp_path, "split.mlir", ok + "\n// -----\n" + bad)
+    r = opt(str(path), "--split-input-file")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    bad_line = (ok + "\n// -----\n").count("\n") + 2
+    assert r.stderr.splitlines()[0] == f"{path}:{bad_line}:3: error: fwd.silu result has 576 values for 192 inputs"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["no/such/file.mlir"], "fwdshim-opt: error: no/such/file.mlir: no such file or directory"),
+        (["."], "fwdshim-opt: error: .: is a directory"),
+    ],
+)
+def test_unreadable_input_is_one_line(args, expected):
+    r = opt(*args)
+    assert r.returncode == 1
+    assert r.stderr.strip() == expected
+
+
+def test_not_utf8_is_one_line(tmp_path):
+    path = tmp_path / "binary.mlir"
+    path.write_bytes(b"\x00\x01\xff garbage")
+    r = opt(str(path))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == f"fwdshim-opt: error: {path}: not UTF-8 text (invalid start byte at byte 2)"
+
+
+def test_unknown_pass_is_one_line(tmp_path):
+    path = write(tmp_path, "ok.mlir", FUNC.format(body="  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32>"))
+    r = opt(str(path), "-p", "no-such-pass")
+    assert r.returncode == 1
+    assert r.stderr.strip() == "fwdshim-opt: error: Unrecognized passes: ['no-such-pass']"
+
+
+def test_empty_input_is_an_empty_module(tmp_path):
+    path = write(tmp_path, "empty.mlir", "// nothing but a comment\n")
+    r = opt(str(path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["builtin.module", "{", "}"]
+
+
+@pytest.mark.parametrize("example", ["llama_layer.mlir", "mixtral_layer.mlir"])
+def test_examples_parse_verify_and_print_stably(example):
+    r = opt(str(EXAMPLES / example))
+    assert r.returncode == 0, r.stderr
+    again = opt("-f", "mlir", stdin=r.stdout)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == r.stdout
+    assert r.stdout.count("fwd.attention") == 1
+    assert r.stdout.count("fwd.weight ") == (9 if example.startswith("llama") else 10)
+
+
+def test_help_lists_every_available_pass_once_and_xdsl_options():
+    r = opt("--help")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "fwdshim passes (-p NAME{option=value ...}):" in out
+    section = out.split("fwdshim passes", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    names = [ln.split()[0] for ln in section if ln.strip() and not ln.strip().startswith("(")]
+    assert names == list(available_passes())
+    for ln in section:
+        assert re.match(r"^  [a-z-]+ +\S", ln) or "(none in this checkout yet)" in ln, ln
+    # xDSL's own options follow
+    for flag in ("--split-input-file", "--verify-diagnostics", "--print-op-generic", "-p PASSES", "-t TARGET"):
+        assert flag in out
+    assert "--explain" in out and "--report-json" in out
+
+
+def test_help_without_any_pass_module(monkeypatch):
+    """--help works before the other issues' passes exist (and with a pass module that fails to load)."""
+    import fwdshim.driver as driver
+    import fwdshim.passes as passes
+
+    def broken():
+        raise ImportError("half-written module")
+
+    monkeypatch.setattr(passes, "available_passes", lambda: {})
+    assert driver._pass_help().splitlines()[1:] == ["  (none in this checkout yet)"]
+    monkeypatch.setattr(passes, "available_passes", lambda: {"fwd-broken": broken})
+    assert driver._pass_help().splitlines()[1] == (
+        "  fwd-broken                   (does not load: ImportError: half-written module)"
+    )
