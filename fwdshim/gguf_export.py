@@ -1,0 +1,208 @@
+"""GGUF export with gguf's own `GGUFWriter`: the weights fwdshim runs, in GGUF `llama` layout.
+
+- `write_converted(reader, conversions, path)`: a copy of a GGUF file (every metadata key, every
+  tensor in order) with the named tensors converted — requantized to Q8_0 (gguf's dequantizer, then
+  gguf's Q8_0 quantizer) or widened to F32. This is the sidecar that `fwdshim run` reads and that the
+  peer check hands to transformers' own GGUF loader.
+- `write_llama(path, params, weights, ...)`: a new `llama` GGUF from float arrays in the halves layout
+  of Hugging Face checkpoints (Q/K rows are permuted into GGUF's interleaved layout here, as
+  llama.cpp's `convert_hf_to_gguf.py` does), quantized by `types` (default: projections and mixture
+  weights Q8_0, vectors F32), with a byte-level BPE tokenizer when one is given.
+- `random_llama(params, seed)`: random weights of a model's shapes; `byte_vocab(merges)`: a small
+  byte-level vocabulary (the 256 byte tokens, some merges, `<|endoftext|>`) — test and demo data.
+
+Files are written to `path + ".tmp"` and moved into place, so an interrupted write leaves no file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import gguf
+import numpy as np
+from gguf import GGMLQuantizationType as QT
+from gguf import GGUFValueType as VT
+
+from fwdshim.importer import CONVERTED_KEY, MANIFEST, MATMUL, LlamaParams, expected_tensors, tensor_shape
+
+_SKIP_KEYS = ("GGUF.", "general.architecture")
+
+
+def copy_metadata(reader: gguf.GGUFReader, writer: gguf.GGUFWriter, *, skip: Sequence[str] = ()) -> None:
+    """Every metadata key of `reader` into `writer`, with its GGUF value type (nested arrays excepted)."""
+    for key, field in reader.fields.items():
+        if key.startswith(_SKIP_KEYS) or key in skip or not field.types:
+            continue
+        vtype = field.types[0]
+        sub = field.types[-1] if vtype == VT.ARRAY else None
+        if sub == VT.ARRAY:
+            continue
+        value = field.contents()
+        if vtype == VT.ARRAY and len(value) == 0:
+            continue
+        writer.add_key_value(key, value, vtype, sub)
+
+
+def convert_tensor(t: gguf.ReaderTensor, qtype: QT) -> np.ndarray:
+    """A reader tensor's values stored as `qtype`: gguf's dequantizer, then gguf's quantizer (F32: the
+    dequantized values). The result is what `GGUFWriter.add_tensor(..., raw_dtype=qtype)` takes."""
+    shape = tensor_shape(t)
+    values = np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(shape)
+    if qtype == QT.F32:
+        return values
+    return gguf.quants.quantize(values, qtype)
+
+
+def _finish(writer: gguf.GGUFWriter, tmp: Path, path: Path, progress: bool) -> None:
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file(progress=progress)
+    writer.close()
+    os.replace(tmp, path)
+
+
+def write_converted(
+    reader: gguf.GGUFReader, conversions: Mapping[str, QT], path: str | Path, *, progress: bool = False
+) -> Path:
+    """Copy the file `reader` holds to `path`, converting each tensor named in `conversions` to its
+    type (see the module docstring). `general.file_type` becomes MOSTLY_Q8_0 when any tensor is
+    requantized to Q8_0. Returns `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    arch = reader.fields["general.architecture"].contents()
+    writer = gguf.GGUFWriter(tmp, arch)
+    skip = (CONVERTED_KEY, "general.file_type") if QT.Q8_0 in conversions.values() else (CONVERTED_KEY,)
+    copy_metadata(reader, writer, skip=skip)
+    if skip:
+        writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    if conversions:
+        writer.add_array(CONVERTED_KEY, list(conversions))
+    for t in reader.tensors:
+        qtype = conversions.get(t.name)
+        if qtype is None:
+            writer.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+        else:
+            writer.add_tensor(t.name, convert_tensor(t, qtype), raw_dtype=qtype)
+    _finish(writer, tmp, path, progress)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# new files
+
+
+def permute_rows(w: np.ndarray, n_head: int) -> np.ndarray:
+    """Q/K rows from the halves layout to GGUF's interleaved one (llama.cpp's `permute`)."""
+    hd = w.shape[0] // n_head
+    return np.ascontiguousarray(w.reshape(n_head, 2, hd // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape))
+
+
+def default_type(role: str) -> QT:
+    """Projections and mixture weights Q8_0, norm and bias vectors F32."""
+    return QT.Q8_0 if role in (MATMUL, MANIFEST) else QT.F32
+
+
+def write_llama(
+    path: str | Path,
+    params: LlamaParams,
+    weights: Mapping[str, np.ndarray],
+    *,
+    types: Mapping[str, QT] | None = None,
+    vocab: tuple[list[str], list[str], list[int]] | None = None,
+    name: str = "fwdshim-test-llama",
+    permute: bool = True,
+) -> Path:
+    """A GGUF `llama` file of `params` holding `weights` (float arrays by GGUF tensor name, logical
+    shape `[N, K]`, Q/K rows in the halves layout, permuted here unless `permute=False`).
+
+    `types`: a GGML type per tensor (default `default_type` of its role). `vocab`: `(tokens, merges,
+    token_types)` of a byte-level BPE vocabulary (`byte_vocab`), written as `tokenizer.ggml.*`.
+    Raises KeyError for a tensor the model needs that `weights` lacks."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    w = gguf.GGUFWriter(tmp, "llama")
+    w.add_name(name)
+    w.add_block_count(params.n_layer)
+    w.add_context_length(params.context_length or 2048)
+    w.add_embedding_length(params.d)
+    w.add_feed_forward_length(params.ff)
+    w.add_head_count(params.h)
+    w.add_head_count_kv(params.kv)
+    w.add_rope_dimension_count(params.rope_dim)
+    w.add_rope_freq_base(params.rope_base)
+    w.add_layer_norm_rms_eps(params.eps)
+    w.add_vocab_size(params.vocab)
+    if params.moe:
+        w.add_expert_count(params.n_expert)
+        w.add_expert_used_count(params.top_k)
+    if vocab is not None:
+        tokens, merges, token_types = vocab
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre("default")
+        w.add_token_list(tokens)
+        w.add_token_types(token_types)
+        w.add_token_merges(merges)
+        eot = tokens.index("<|endoftext|>") if "<|endoftext|>" in tokens else 0
+        w.add_bos_token_id(eot)
+        w.add_eos_token_id(eot)
+        w.add_add_bos_token(False)
+    uses = expected_tensors(params, tied="output.weight" not in weights)
+    for tname, use in uses.items():
+        if use.optional and tname not in weights:
+            continue
+        a = np.asarray(weights[tname], dtype=np.float32).reshape(use.shape)
+        if permute and tname.startswith("blk.") and tname.split(".")[2] in ("attn_q", "attn_k"):
+            a = permute_rows(a, params.h if tname.split(".")[2] == "attn_q" else params.kv)
+        qtype = (types or {}).get(tname, default_type(use.role))
+        data = a if qtype == QT.F32 else a.astype(np.float16) if qtype == QT.F16 else gguf.quants.quantize(a, qtype)
+        w.add_tensor(tname, data, raw_dtype=qtype)
+    _finish(w, tmp, path, False)
+    return path
+
+
+def random_llama(params: LlamaParams, seed: int = 0, *, tied: bool = True, scale: float = 0.02) -> dict[str, np.ndarray]:
+    """Random float32 weights for every tensor of `params` (norm vectors near 1, projections
+    `N(0, scale)`, the embedding `N(0, 1)`); `tied`: no `output.weight`."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    for tname, use in expected_tensors(params, tied=tied).items():
+        if use.optional:
+            continue
+        if len(use.shape) == 1:
+            out[tname] = (1.0 + 0.1 * rng.standard_normal(use.shape)).astype(np.float32)
+        elif tname == "token_embd.weight":
+            out[tname] = rng.standard_normal(use.shape).astype(np.float32)
+        else:
+            out[tname] = (scale * rng.standard_normal(use.shape)).astype(np.float32)
+    return out
+
+
+def byte_vocab(merges: Sequence[tuple[str, str]] = ()) -> tuple[list[str], list[str], list[int]]:
+    """A byte-level BPE vocabulary: the 256 byte tokens (GPT-2's byte-to-unicode spelling), one token
+    per merge, then `<|endoftext|>` (a control token). Returns `(tokens, merges, token_types)`."""
+    spell = _bytes_to_unicode()
+    tokens = [spell[b] for b in range(256)]
+    merge_lines = []
+    for a, b in merges:
+        merge_lines.append(f"{a} {b}")
+        tokens.append(a + b)
+    tokens.append("<|endoftext|>")
+    types = [int(gguf.TokenType.NORMAL)] * (len(tokens) - 1) + [int(gguf.TokenType.CONTROL)]
+    return tokens, merge_lines, types
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's printable spelling of each byte (the byte-level BPE alphabet)."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    out, n = {}, 0
+    for b in range(256):
+        if b in keep:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + n)
+            n += 1
+    return out

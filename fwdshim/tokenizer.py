@@ -1,0 +1,128 @@
+"""The tokenizer a GGUF file describes, built with Hugging Face `tokenizers` from its own metadata.
+
+A GGUF of `tokenizer.ggml.model = gpt2` (byte-level BPE: SmolLM2, Llama 3, Qwen 2, ...) holds its
+vocabulary (`tokenizer.ggml.tokens`, spelled in GPT-2's byte alphabet), its merges
+(`tokenizer.ggml.merges`, `"a b"` in rank order), the kind of each token (`token_type`: 3 control, 4
+user-defined) and the name of its pre-tokenizer (`tokenizer.ggml.pre`). `GGUFTokenizer` builds a
+`tokenizers.Tokenizer` from exactly those: a BPE model of the vocabulary and merges, the pre-tokenizer
+llama.cpp uses for that name (`PRE_TOKENIZERS`), a byte-level decoder, and control / user-defined
+tokens matched whole in the text. There is no hand-written BPE here.
+
+`encode(text)` adds the BOS token only when `tokenizer.ggml.add_bos_token` says so; `chat(prompt)`
+renders the file's own `tokenizer.chat_template` (Jinja, sandboxed) for one user message.
+
+Errors: a file without a vocabulary, or of another tokenizer model or pre-tokenizer, raises
+`ModelError` with one line naming the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gguf
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+
+from fwdshim.importer import ModelError, field_value
+
+_GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+_LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+PRE_TOKENIZERS: dict[str, tuple[str, ...]] = {
+    # llama.cpp's `llama_vocab` regexes per `tokenizer.ggml.pre`, applied in order (each isolating its matches)
+    "default": (_GPT2_SPLIT,),
+    "gpt-2": (_GPT2_SPLIT,),
+    "gpt2": (_GPT2_SPLIT,),
+    "smollm": (r"\p{N}", _GPT2_SPLIT),
+    "starcoder": (r"\p{N}", _GPT2_SPLIT),
+    "refact": (r"\p{N}", _GPT2_SPLIT),
+    "llama-bpe": (_LLAMA3_SPLIT,),
+    "llama3": (_LLAMA3_SPLIT,),
+    "qwen2": (_QWEN2_SPLIT,),
+}
+"""The splitting regexes of each supported pre-tokenizer name."""
+
+
+def _pre_tokenizer(name: str) -> pre_tokenizers.PreTokenizer:
+    splits = [pre_tokenizers.Split(Regex(r), behavior="isolated") for r in PRE_TOKENIZERS[name]]
+    return pre_tokenizers.Sequence([*splits, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+
+
+class GGUFTokenizer:
+    """The byte-level BPE tokenizer of a GGUF file (see the module docstring).
+
+    `bos_id`, `eos_id` (None when absent), `add_bos`, `stop_ids` (the EOS token and every control token
+    named like an end of turn), `vocab_size`."""
+
+    def __init__(self, reader: gguf.GGUFReader, path: str | Path):
+        self.path = Path(path)
+        kind = field_value(reader, "tokenizer.ggml.model")
+        if kind is None:
+            raise ModelError(f"{path}: no tokenizer in the GGUF metadata (`tokenizer.ggml.model`)")
+        if kind != "gpt2":
+            raise ModelError(f"{path}: tokenizer `{kind}` is not supported (fwdshim reads byte-level BPE `gpt2` vocabularies)")
+        pre = field_value(reader, "tokenizer.ggml.pre", "default")
+        if pre not in PRE_TOKENIZERS:
+            raise ModelError(f"{path}: pre-tokenizer `{pre}` is not supported (known: {', '.join(sorted(PRE_TOKENIZERS))})")
+        tokens: list[str] = field_value(reader, "tokenizer.ggml.tokens", [])
+        merges: list[str] = field_value(reader, "tokenizer.ggml.merges", [])
+        types: list[int] = list(field_value(reader, "tokenizer.ggml.token_type", [1] * len(tokens)))
+        if not tokens:
+            raise ModelError(f"{path}: the tokenizer has no `tokenizer.ggml.tokens`")
+        vocab = {t: i for i, t in enumerate(tokens)}
+        pairs = [tuple(m.split(" ", 1)) for m in merges]
+        tok = Tokenizer(models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False))
+        tok.pre_tokenizer = _pre_tokenizer(pre)
+        tok.decoder = decoders.ByteLevel()
+        control = [t for t, k in zip(tokens, types) if k == gguf.TokenType.CONTROL]
+        user = [t for t, k in zip(tokens, types) if k == gguf.TokenType.USER_DEFINED]
+        tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in control])
+        tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in user])
+        self._tok = tok
+        self.tokens = tokens
+        self.vocab_size = len(tokens)
+        self.bos_id = field_value(reader, "tokenizer.ggml.bos_token_id")
+        self.eos_id = field_value(reader, "tokenizer.ggml.eos_token_id")
+        self.add_bos = bool(field_value(reader, "tokenizer.ggml.add_bos_token", False))
+        self.chat_template = field_value(reader, "tokenizer.chat_template")
+        ends = {i for i, (t, k) in enumerate(zip(tokens, types)) if k == gguf.TokenType.CONTROL and _ends_turn(t)}
+        self.stop_ids = frozenset(ends | ({self.eos_id} if self.eos_id is not None else set()))
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text` (control tokens written in the text are matched whole)."""
+        ids = self._tok.encode(text, add_special_tokens=False).ids
+        if self.add_bos and self.bos_id is not None:
+            ids = [self.bos_id, *ids]
+        return ids
+
+    def decode(self, ids: list[int], *, skip_special: bool = False) -> str:
+        """The text of token ids."""
+        return self._tok.decode(list(ids), skip_special_tokens=skip_special)
+
+    def chat(self, prompt: str, system: str | None = None) -> str:
+        """`prompt` as one user turn of the file's chat template, ready for the assistant's answer.
+
+        Raises: ModelError when the file has no chat template."""
+        if not self.chat_template:
+            raise ModelError(f"{self.path}: the model has no chat template (`tokenizer.chat_template`); run without --chat")
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(message: str):
+            raise ModelError(f"{self.path}: the chat template refused the prompt: {message}")
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+        env.globals["raise_exception"] = raise_exception
+        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+        name = lambda i: self.tokens[i] if i is not None and 0 <= i < len(self.tokens) else ""  # noqa: E731
+        return env.from_string(self.chat_template).render(
+            messages=messages, add_generation_prompt=True, bos_token=name(self.bos_id), eos_token=name(self.eos_id)
+        )
+
+
+def _ends_turn(token: str) -> bool:
+    t = token.lower()
+    return any(s in t for s in ("im_end", "eot", "end_of_turn", "endoftext", "<|end|>"))
