@@ -1,0 +1,635 @@
+"""The launch plan of a legalized decode step: stage -> kernel launches, and the buffer table.
+
+`build_plan(func) -> LaunchPlan` walks the top-level stages of a `func.func` in program order and
+gives each its kernel launches (DESIGN.md §6): every stage is exactly one kernel — a primitive its
+family's kernel (`codegen.norms`, `unary`, `gemv`, `quantize`, `rope`, `attention`), a `fwd.fused`
+op its one generated kernel (`codegen.fused`) — except a `fwd.moe`, which is three (`router_topk`,
+`moe_gate_up_act`, `moe_down_combine`, `codegen.moe`).
+
+- `Buffer(name, shape, dtype, role, parts)`: one buffer per SSA value a kernel reads or writes,
+  named as the IR names it (`%x`, `%h0_q`); `role` is `input` (an argument of the function),
+  `cache` (an argument read as an attention's `k_cache`/`v_cache`), `weight` (a `fwd.weight`),
+  `output` (returned), `intermediate` (any other stage result, and a stage's scratch buffers,
+  named `%<stage result>.<param>`) or `step` (`%cache_len`: `int32 [1]`, the number of cache rows
+  written, which the runtime writes before each launch so that one captured graph serves every step).
+  `parts` are the device arrays the buffer is held in, each `Part(name, dtype, size)`: one unnamed
+  part for a float32 tensor; `qs int8 [N*K]` and `dw float32 [N*K/32]` for a Q8_0 weight (the
+  `weights.repack_q8_0` layout); `q int8`, `d float32` (and `s float32` for `two_words`) for a
+  quantized activation.
+- `Launch(stage, kernel, args)`: one kernel launch; `args` binds each kernel parameter, in order, to
+  a buffer part (`%wq.qs`); `reads`/`writes` name the buffers.
+- `LaunchPlan.text()`: the legible form that `fwdshim-opt -t numba` prints.
+
+Errors: a stage marked `fwd.refused` (by `fwd-legalize{mode=mark}`), a stage the forward refuses
+(`fwd-legalize`'s check, for IR that was not legalized) or one no kernel computes raises `PlanError`,
+a `DiagnosticException` listing every such stage as `file:line:col: error: <reason>` — never a
+silent skip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import DictionaryAttr, Float32Type, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
+from xdsl.utils.exceptions import DiagnosticException
+
+from fwdshim.codegen.compile import Kernel, prelude
+from fwdshim.codegen.fused import (
+    CACHE_LEN,
+    DEFAULT_EPS,
+    Binding,
+    Ref,
+    Unlowerable,
+    attention_refs,
+    attention_sizes,
+    lower_fused,
+    qact_refs,
+)
+from fwdshim.diagnostics import error_at, where
+from fwdshim.dialects.attributes import QActType, WeightsType
+from fwdshim.dialects.fwd import (
+    AttentionOp,
+    ElementwiseOp,
+    FusedOp,
+    LayerNormOp,
+    MatmulOp,
+    MoeOp,
+    QuantizeOp,
+    RmsNormOp,
+    RopeOp,
+    SiluOp,
+    SoftmaxOp,
+    StageOp,
+    TransposeOp,
+    WeightOp,
+    dims_of,
+    numel,
+    stages,
+)
+
+REFUSED_ATTR = "fwd.refused"
+ROLES = ("input", "cache", "weight", "output", "intermediate", "step")
+
+
+class PlanError(DiagnosticException):
+    """Stages the plan cannot lower: one `file:line:col: error: <reason>` line per stage."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """One device array of a buffer: `name` (`""` for the only part), NumPy `dtype`, `size` elements."""
+
+    name: str
+    dtype: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One buffer of the plan (see the module docstring)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    role: str
+    parts: tuple[Part, ...]
+
+    def part(self, name: str) -> Part:
+        for p in self.parts:
+            if p.name == name:
+                return p
+        raise KeyError(f"buffer {self.name} has no part `{name}`")
+
+    def describe(self) -> str:
+        shape = "x".join(map(str, self.shape)) if self.shape else "1"
+        parts = ", ".join(f"{p.name or 'data'} {_SHORT[p.dtype]}[{p.size}]" for p in self.parts)
+        return f"{self.dtype}[{shape}] = {parts}"
+
+
+_SHORT = {"float32": "f32", "float16": "f16", "uint16": "u16", "int8": "i8", "int32": "i32"}
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A kernel parameter bound to part `part` of buffer `buffer`; `role` is the parameter's."""
+
+    param: str
+    buffer: str
+    part: str
+    role: str
+
+    @property
+    def ref(self) -> str:
+        return f"{self.buffer}.{self.part}" if self.part else self.buffer
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch of a stage."""
+
+    stage: int
+    kernel: Kernel
+    args: tuple[Arg, ...]
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        return self.kernel.grid
+
+    @property
+    def block(self) -> tuple[int, ...]:
+        return self.kernel.block
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        return _unique(a.buffer for a in self.args if a.role in ("in", "inout"))
+
+    @property
+    def writes(self) -> tuple[str, ...]:
+        return _unique(a.buffer for a in self.args if a.role in ("out", "inout"))
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """One stage: its number (program order after fusion), what it is, where, and its launches."""
+
+    number: int
+    what: str
+    location: str
+    covers: tuple[int, ...]
+    launches: tuple[Launch, ...]
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """The launch plan of one function (see the module docstring)."""
+
+    function: str
+    buffers: tuple[Buffer, ...]
+    stages: tuple[StagePlan, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    @property
+    def launches(self) -> tuple[Launch, ...]:
+        return tuple(launch for s in self.stages for launch in s.launches)
+
+    @property
+    def kernel_count(self) -> int:
+        return len(self.launches)
+
+    def buffer(self, name: str) -> Buffer:
+        for b in self.buffers:
+            if b.name == name:
+                return b
+        raise KeyError(f"the plan has no buffer {name}")
+
+    def kernels(self) -> list[Kernel]:
+        """Every distinct kernel, in first-launch order."""
+        seen: dict[str, Kernel] = {}
+        for launch in self.launches:
+            seen.setdefault(launch.kernel.name, launch.kernel)
+        return list(seen.values())
+
+    def text(self) -> str:
+        """The legible plan: a header, the buffer table, then each stage with its launches."""
+        lines = [
+            f"// launch plan @{self.function}: {len(self.stages)} stages, {self.kernel_count} kernels, "
+            f"{len(self.buffers)} buffers",
+            f"//   inputs ({', '.join(self.inputs)}) -> outputs ({', '.join(self.outputs)})",
+            "// buffers:",
+        ]
+        width = max((len(b.name) for b in self.buffers), default=0)
+        for b in self.buffers:
+            lines.append(f"//   {b.name:<{width}}  {b.role:<12}  {b.describe()}")
+        lines.append("// stages:")
+        for s in self.stages:
+            covers = f" covers [{', '.join(map(str, s.covers))}]" if s.covers else ""
+            lines.append(f"//   stage {s.number}: {s.what}{covers} at {s.location}")
+            for launch in s.launches:
+                grid = "x".join(map(str, launch.grid))
+                block = "x".join(map(str, launch.block))
+                lines.append(f"//     kernel {launch.name} grid {grid} block {block}")
+                lines.append(f"//       reads  {', '.join(launch.reads) or '-'}")
+                lines.append(f"//       writes {', '.join(launch.writes) or '-'}")
+                args = ", ".join(f"{a.param}={a.ref}" for a in launch.args)
+                lines.append(f"//       args   ({args})")
+        return "\n".join(lines) + "\n"
+
+    def source_text(self) -> str:
+        """The generated source of every kernel: the shared prelude once, then each kernel's own text."""
+        head = prelude()
+        out = ["# ---- prelude: every generated kernel module starts with these lines", head.rstrip(), ""]
+        for k in self.kernels():
+            body = k.source.replace(head, "", 1)
+            out.append(f"# ---- kernel {k.name}: grid {k.grid} block {k.block}")
+            out.append(body.strip())
+            out.append("")
+        return "\n".join(out) + "\n"
+
+
+def _unique(items) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
+
+
+# ---------------------------------------------------------------------------------------------
+# naming and roles
+
+
+def value_names(func: FuncOp) -> dict[SSAValue, str]:
+    """A unique `%name` for every argument and top-level result of `func` (the IR's name hints;
+    `%vN` where there is none, `_N` appended to a repeated one)."""
+    names: dict[SSAValue, str] = {}
+    taken: set[str] = set()
+
+    def give(v: SSAValue, hint: str | None, fallback: str) -> None:
+        base = hint or fallback
+        name, i = base, 1
+        while name in taken:
+            name, i = f"{base}_{i}", i + 1
+        taken.add(name)
+        names[v] = f"%{name}"
+
+    for j, a in enumerate(func.body.block.args):
+        give(a, a.name_hint, f"arg{j}")
+    count = 0
+    for op in func.body.block.ops:
+        for r in op.results:
+            give(r, r.name_hint, f"v{count}")
+            count += 1
+    return names
+
+
+def _top(v: SSAValue) -> SSAValue:
+    """A value used inside fused regions traced to the function's level (region args -> operands)."""
+    while isinstance(v, BlockArgument) and isinstance(v.block.parent_op(), FusedOp):
+        v = v.block.parent_op().operands[v.index]  # type: ignore[union-attr]
+    return v
+
+
+def _caches(func: FuncOp) -> set[SSAValue]:
+    out: set[SSAValue] = set()
+    for op in func.walk():
+        if isinstance(op, AttentionOp):
+            out.update(_top(v) for v in (op.k_cache, op.v_cache))
+    return out
+
+
+def _role(v: SSAValue, func: FuncOp, caches: set[SSAValue], returned: set[SSAValue]) -> str:
+    if isinstance(v, BlockArgument):
+        return "cache" if v in caches else "input"
+    if isinstance(v, OpResult) and isinstance(v.op, WeightOp):
+        return "weight"
+    return "output" if v in returned else "intermediate"
+
+
+def _type_parts(t) -> tuple[str, tuple[int, ...], tuple[Part, ...]]:
+    """(dtype text, shape, default parts) of an IR type; Unlowerable for a type no kernel holds."""
+    if isinstance(t, WeightsType):
+        ggml = t.type.value
+        n = numel(t)
+        if ggml == "q8_0":
+            return "q8_0", t.dims, (Part("qs", "int8", n), Part("dw", "float32", n // 32))
+        dtype = {"f32": "float32", "f16": "float16", "bf16": "uint16"}.get(ggml)
+        if dtype is None:
+            raise Unlowerable(f"weights of GGML type {ggml} — the kernels read F32, F16, BF16 and Q8_0 rows only")
+        return ggml, t.dims, (Part("", dtype, n),)
+    if isinstance(t, QActType):
+        n = t.size.data
+        fmt = t.format.data.value if hasattr(t.format, "data") else str(t.format)
+        parts = [Part("q", "int8", n), Part("d", "float32", -(-n // 32))]
+        if fmt == "two_words":
+            parts.append(Part("s", "float32", -(-n // 32)))
+        return f"qact.{fmt}", (n,), tuple(parts)
+    if isinstance(t, TensorType):
+        if not isinstance(t.element_type, Float32Type):
+            raise Unlowerable(f"a tensor of {t.element_type} — the forward's buffers hold float32")
+        return "f32", tuple(t.get_shape()), (Part("", "float32", numel(t) or 0),)
+    raise Unlowerable(f"a value of type {t} — no kernel reads or writes it")
+
+
+# ---------------------------------------------------------------------------------------------
+# lowering of the primitives
+
+
+def _rows_n(v: SSAValue) -> tuple[int, int]:
+    d = dims_of(v.type) or (0,)
+    rows = 1
+    for x in d[:-1]:
+        rows *= x
+    return rows, d[-1]
+
+
+def _eps(op) -> float:
+    return op.eps.value.data if op.eps is not None else DEFAULT_EPS
+
+
+def _matmul(op: MatmulOp) -> list[Binding]:
+    from fwdshim.codegen import gemv
+
+    wt, xt = op.w.type, op.x.type
+    wd = dims_of(wt)
+    if not wd or len(wd) != 2:
+        raise Unlowerable("a matmul over a weight that is not [N, K]")
+    n, k = wd
+    m = (numel(xt) or 0) // k
+    ggml = wt.type.value if isinstance(wt, WeightsType) else "f32"
+    if isinstance(xt, QActType):
+        if ggml != "q8_0":
+            raise Unlowerable(f"a quantized activation read by {ggml} weights — only the Q8_0 GEMV reads int8 activations")
+        kern = gemv.q8_0_int8(n, k, m)
+        return [Binding(kern, {"qs": Ref(op.w, "qs"), "dw": Ref(op.w, "dw"), "xq": Ref(op.x, "q"), "xd": Ref(op.x, "d"), "y": Ref(op.result)})]
+    if ggml == "q8_0":
+        kern = gemv.q8_0(n, k, m)
+        return [Binding(kern, {"qs": Ref(op.w, "qs"), "dw": Ref(op.w, "dw"), "x": Ref(op.x), "y": Ref(op.result)})]
+    dtype = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}.get(ggml)
+    if dtype is None:
+        raise Unlowerable(f"a matmul over {ggml.upper()} weights — its kernels dequantize F32, F16, BF16 and Q8_0 rows only")
+    return [Binding(gemv.dense(n, k, m, dtype=dtype), {"w": Ref(op.w), "x": Ref(op.x), "y": Ref(op.result)})]
+
+
+def _elementwise(op: ElementwiseOp) -> list[Binding]:
+    from fwdshim.codegen import unary
+
+    if op.row is not None:
+        raise Unlowerable("an elementwise op over a row combined with every row of a block — its kernel reads both at one index")
+    kern = unary.elementwise(op.kind.data.value, numel(op.result.type) or 0)
+    return [Binding(kern, {"a": Ref(op.a), "b": Ref(op.b), "y": Ref(op.result)})]
+
+
+def _silu(op: SiluOp) -> list[Binding]:
+    from fwdshim.codegen import unary
+
+    return [Binding(unary.silu(numel(op.result.type) or 0), {"x": Ref(op.x), "y": Ref(op.result)})]
+
+
+def _transpose(op: TransposeOp) -> list[Binding]:
+    from fwdshim.codegen import unary
+
+    d = dims_of(op.x.type)
+    if not d or len(d) != 2:
+        raise Unlowerable("a transpose of a value that is not [rows, cols]")
+    return [Binding(unary.transpose(d[0], d[1]), {"x": Ref(op.x), "y": Ref(op.result)})]
+
+
+def _rms_norm(op: RmsNormOp) -> list[Binding]:
+    from fwdshim.codegen import norms
+
+    if op.bias is not None:
+        raise Unlowerable("a bias on an RMSNorm — its kernel scales and never shifts")
+    rows, n = _rows_n(op.x)
+    kern = norms.rms_norm(n, rows, _eps(op), weight=op.weight is not None, residual=op.residual is not None)
+    refs = {"x": Ref(op.x), "y": Ref(op.result)}
+    refs.update({name: Ref(v) for name, v in (("weight", op.weight), ("residual", op.residual)) if v is not None})
+    return [Binding(kern, refs)]
+
+
+def _layer_norm(op: LayerNormOp) -> list[Binding]:
+    from fwdshim.codegen import norms
+
+    if op.residual is not None:
+        raise Unlowerable("a residual added before a layernorm")
+    rows, n = _rows_n(op.x)
+    kern = norms.layer_norm(n, rows, _eps(op), weight=op.weight is not None, bias=op.bias is not None)
+    refs = {"x": Ref(op.x), "y": Ref(op.result)}
+    refs.update({name: Ref(v) for name, v in (("weight", op.weight), ("bias", op.bias)) if v is not None})
+    return [Binding(kern, refs)]
+
+
+def _softmax(op: SoftmaxOp) -> list[Binding]:
+    from fwdshim.codegen import norms
+
+    if op.weight is not None or op.residual is not None or op.bias is not None:
+        raise Unlowerable("a weight, residual or bias on a softmax")
+    rows, n = _rows_n(op.x)
+    return [Binding(norms.softmax(n, rows), {"x": Ref(op.x), "y": Ref(op.result)})]
+
+
+def _rope(op: RopeOp) -> list[Binding]:
+    from fwdshim.codegen import rope
+
+    hd, half, rows = (op.properties[p].value.data for p in ("hd", "half", "rows"))  # type: ignore[attr-defined]
+    if op.from_ is not None:
+        raise Unlowerable("a rope reading its angles from a position in a cache of angles")
+    if rows != 1:
+        raise Unlowerable("a rope with a table row per row of the query — its kernel reads one row of angles")
+    if numel(op.angles.type) != 2 * half:
+        raise Unlowerable(f"rope angles of {numel(op.angles.type)} values — its kernel reads one row of 2x{half}")
+    kern = rope.rope(numel(op.x.type) or 0, hd, half)
+    return [Binding(kern, {"x": Ref(op.x), "angles": Ref(op.angles), "y": Ref(op.result)})]
+
+
+def _attention(op: AttentionOp) -> list[Binding]:
+    from fwdshim.codegen import attention
+
+    h, kv, hd, l = attention_sizes(op)  # noqa: E741
+    try:
+        kern = attention.attention(h, kv, hd, l)
+    except ValueError as e:
+        raise Unlowerable(str(e)) from None
+    refs = attention_refs(op)
+    refs["y"] = Ref(op.result)
+    return [Binding(kern, refs)]
+
+
+def _quantize(op: QuantizeOp) -> list[Binding]:
+    from fwdshim.codegen import quantize
+
+    rows, n = _rows_n(op.x)
+    fmt = op.format.data.value
+    kern = quantize.quantize(n, rows, fmt)
+    refs = {"x": Ref(op.x), **qact_refs(op.result, fmt)}
+    return [Binding(kern, refs)]
+
+
+def _moe(op: MoeOp) -> list[Binding]:
+    try:
+        from fwdshim.codegen import moe
+    except ImportError:
+        raise Unlowerable("a mixture of experts — the MoE kernels (codegen.moe) are not in this build") from None
+    return moe.lower_moe(op)  # type: ignore[attr-defined]
+
+
+def _fused(op: FusedOp) -> list[Binding]:
+    return lower_fused(op)
+
+
+_LOWER = {
+    MatmulOp: _matmul,
+    ElementwiseOp: _elementwise,
+    SiluOp: _silu,
+    TransposeOp: _transpose,
+    RmsNormOp: _rms_norm,
+    LayerNormOp: _layer_norm,
+    SoftmaxOp: _softmax,
+    RopeOp: _rope,
+    AttentionOp: _attention,
+    QuantizeOp: _quantize,
+    MoeOp: _moe,
+    FusedOp: _fused,
+}
+
+
+def lower_stage(op: StageOp) -> list[Binding]:
+    """The kernel launches of one stage; `Unlowerable` with the reason where no kernel computes it."""
+    fn = _LOWER.get(type(op))
+    if fn is None:
+        raise Unlowerable(f"{op.name}: this lane has no kernel for the op")
+    return fn(op)
+
+
+# ---------------------------------------------------------------------------------------------
+# the plan
+
+
+def _shim_for(module: Operation | None, func: FuncOp):
+    """The shim that legalized the module (its `fwd.numerics`), else the numerics the IR implies."""
+    from fwdshim.classes import Q8MatKind
+    from fwdshim.forward import ForwardShim
+    from fwdshim.passes.legalize import NUMERICS_ATTR, shim_of
+
+    if module is not None and isinstance(module.attributes.get(NUMERICS_ATTR), DictionaryAttr):
+        return shim_of(module)
+    formats = {op.format.data.value for op in func.walk() if isinstance(op, QuantizeOp)}
+    if "two_words" in formats:
+        return ForwardShim(Q8MatKind.TWO_PASS_INT8)
+    return ForwardShim(Q8MatKind.INT8_ACT if formats else Q8MatKind.DEQUANT)
+
+
+def _refusal(shim, op: StageOp) -> str | None:
+    reason = op.attributes.get(REFUSED_ATTR)
+    if isinstance(reason, StringAttr):
+        return f"{reason.data} (refused by fwd-legalize)"
+    from fwdshim.passes.legalize import check
+
+    r = check(shim, op)
+    return None if r is None else r.reason
+
+
+class _Builder:
+    def __init__(self, func: FuncOp, module: Operation | None):
+        self.func = func
+        self.names = value_names(func)
+        self.caches = _caches(func)
+        ret = func.body.block.last_op
+        self.returned = set(ret.operands) if isinstance(ret, ReturnOp) else set()
+        self.parts: dict[str, dict[str, Part]] = {}
+        self.meta: dict[str, tuple[str, tuple[int, ...], str]] = {}
+        self.shim = _shim_for(module, func)
+
+    def buffer_of(self, v: SSAValue) -> str:
+        name = self.names.get(v)
+        if name is None:
+            raise Unlowerable("a kernel reads a value from outside the function")
+        if name not in self.meta:
+            dtype, shape, parts = _type_parts(v.type)
+            self.meta[name] = (dtype, shape, _role(v, self.func, self.caches, self.returned))
+            self.parts[name] = {p.name: p for p in parts}
+        return name
+
+    def bind(self, number: int, op: StageOp, b: Binding) -> Launch:
+        label = self.names.get(op.results[0], f"%stage{number}") if op.results else f"%stage{number}"
+        args: list[Arg] = []
+        for p in b.kernel.params:
+            ref = b.refs.get(p.name, Ref(None))
+            if ref.value is not None:
+                name, part = self.buffer_of(_top(ref.value)), ref.part
+            else:
+                name = ref.scratch if ref.scratch.startswith("%") else f"{label}.{ref.scratch or p.name}"
+                part = ""
+                if name not in self.meta:
+                    role = "step" if name == CACHE_LEN else "intermediate"
+                    self.meta[name] = (_SHORT[p.dtype], (p.size,), role)
+                    self.parts[name] = {"": Part("", p.dtype, p.size)}
+            have = self.parts[name].get(part)
+            if have is None:
+                raise Unlowerable(f"kernel {b.kernel.name} binds `{p.name}` to {name}, which has no part `{part}`")
+            if (have.dtype, have.size) != (p.dtype, p.size):
+                if p.role != "in" and part in ("d", "s") and have.dtype == p.dtype:
+                    self.parts[name][part] = Part(part, p.dtype, p.size)  # blocks per row of a [R, K] qact
+                else:
+                    raise Unlowerable(
+                        f"kernel {b.kernel.name} `{p.name}` wants {p.size} {p.dtype}, "
+                        f"{name}{'.' + part if part else ''} holds {have.size} {have.dtype}"
+                    )
+            args.append(Arg(p.name, name, part, p.role))
+        return Launch(number, b.kernel, tuple(args))
+
+    def stage(self, number: int, op: StageOp) -> StagePlan:
+        why = _refusal(self.shim, op)
+        if why is not None:
+            raise Unlowerable(why)
+        bindings = lower_stage(op)
+        launches = tuple(self.bind(number, op, b) for b in bindings)
+        what = op.name + (f" {op.class_.data}" if isinstance(op, FusedOp) else "")
+        covers = op.cover_list if isinstance(op, FusedOp) else ()
+        return StagePlan(number, what, where(op), covers, launches)
+
+
+def build_plan(func: FuncOp, module: Operation | None = None) -> LaunchPlan:
+    """The launch plan of `func` (see the module docstring); `PlanError` lists every stage it cannot
+    lower. `module` (default: `func`'s module) gives the numerics `fwd-legalize` recorded."""
+    if module is None:
+        module = func.parent_op()
+    b = _Builder(func, module)
+    stage_plans: list[StagePlan] = []
+    errors: list[str] = []
+    for number, op in enumerate(stages(func)):
+        try:
+            stage_plans.append(b.stage(number, op))
+        except (Unlowerable, ValueError) as e:
+            errors.append(error_at(op, str(e)))
+    for op in func.body.block.ops:
+        if not isinstance(op, StageOp | WeightOp | ReturnOp):
+            errors.append(error_at(op, f"{op.name} in a decode step — the launch plan lowers fwd stages only"))
+    if errors:
+        raise PlanError("\n".join(errors))
+    try:
+        inputs = tuple(b.buffer_of(a) for a in func.body.block.args)
+        ret = func.body.block.last_op
+        outputs = tuple(b.buffer_of(v) for v in ret.operands) if isinstance(ret, ReturnOp) else ()
+    except Unlowerable as e:
+        raise PlanError(error_at(func, str(e))) from None
+    order = {r: i for i, r in enumerate(ROLES)}
+    seen = list(b.meta)
+    buffers = sorted(
+        (Buffer(n, b.meta[n][1], b.meta[n][0], b.meta[n][2], tuple(b.parts[n].values())) for n in seen),
+        key=lambda x: (order[x.role], seen.index(x.name)),
+    )
+    return LaunchPlan(func.sym_name.data, tuple(buffers), tuple(stage_plans), inputs, outputs)
+
+
+def functions(root: Operation) -> list[FuncOp]:
+    """The functions under `root` that hold stages (a `func.func` itself: `[root]`)."""
+    if isinstance(root, FuncOp):
+        return [root]
+    return [f for f in root.walk() if isinstance(f, FuncOp) and any(True for _ in stages(f))]
+
+
+def plans_of(module: ModuleOp) -> list[LaunchPlan]:
+    """The launch plan of every function of `module` that holds stages."""
+    return [build_plan(f, module) for f in functions(module)]
+
+
+def plan_for(root: Operation, entry: str | None = None) -> LaunchPlan:
+    """The plan of the function `entry` (or the only function with stages) of a module or func."""
+    funcs = functions(root)
+    if entry is not None:
+        funcs = [f for f in funcs if f.sym_name.data == entry]
+    if len(funcs) != 1:
+        names = ", ".join(f"@{f.sym_name.data}" for f in functions(root)) or "none"
+        raise PlanError(f"error: expected one function with stages{f' named @{entry}' if entry else ''}, found: {names}")
+    module = root if not isinstance(root, FuncOp) else None
+    return build_plan(funcs[0], module)
+
+
+__all__: Sequence[str] = (
+    "Arg", "Buffer", "Launch", "LaunchPlan", "Part", "PlanError", "StagePlan", "build_plan",
+    "functions", "lower_stage", "plan_for", "plans_of", "value_names",
+)  # fmt: skip

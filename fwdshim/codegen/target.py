@@ -1,0 +1,37 @@
+"""`fwdshim-opt -t numba`: the launch plan and the generated Numba CUDA source of every kernel.
+
+For each function holding stages: the plan (`LaunchPlan.text()`, lines starting `//`), then the
+source (`LaunchPlan.source_text()`: the prelude every kernel module starts with, once, then each
+kernel's own text under `# ---- kernel NAME`). The plan is the one `fwd-lower-numba` attached, or
+built here. A stage that cannot be lowered is an error per stage (`file:line:col: error: ...`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import IO
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.target import Target
+
+
+@dataclass(frozen=True)
+class NumbaTarget(Target):
+    """Print the launch plan and the Numba CUDA source of every kernel."""
+
+    name = "numba"
+
+    plan_only: bool = False
+    """Print the launch plan without the kernel source."""
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        from fwdshim.codegen.plan import build_plan, functions
+        from fwdshim.passes.lower_numba import plan_of
+
+        for func in functions(module):
+            plan = plan_of(func) or build_plan(func, module)
+            output.write(plan.text())
+            if not self.plan_only:
+                output.write("\n")
+                output.write(plan.source_text())

@@ -1,0 +1,66 @@
+"""`fwd-lower-numba`: the launch plan of each decode step, and the Numba CUDA source of its kernels.
+
+Source: DESIGN.md §1.4 and §6. The pass builds `codegen.plan.build_plan` for every function that
+holds stages (a legalized module: run `forward-shim` or `fwd-legalize` first) and attaches it:
+
+- to the IR, as attributes that print with the module: on the function `fwd.plan = {stages = S,
+  kernels = K, buffers = B}`, and on every stage `fwd.kernels = ["<kernel name>", ...]`;
+- to Python, as `plan_of(func)`, a side table keyed by the function op (the runtime and the
+  `-t numba` target read it; the target builds the plan itself when the pass did not run).
+
+A stage it cannot lower (refused, marked `fwd.refused`, or with no kernel) fails the pass with one
+`file:line:col: error: <reason>` line per stage.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.func import FuncOp
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from fwdshim.dialects.fwd import stages
+
+PLAN_ATTR = "fwd.plan"
+KERNELS_ATTR = "fwd.kernels"
+
+_PLANS: "weakref.WeakKeyDictionary[FuncOp, object]" = weakref.WeakKeyDictionary()
+
+
+def plan_of(func: FuncOp):
+    """The `LaunchPlan` the pass attached to `func`, or None."""
+    return _PLANS.get(func)
+
+
+@dataclass(frozen=True)
+class LowerNumbaPass(ModulePass):
+    """Plan the Numba CUDA kernel launches of each decode step (one kernel a stage, three a MoE)."""
+
+    name = "fwd-lower-numba"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from fwdshim.codegen.plan import PlanError, build_plan, functions
+
+        errors: list[str] = []
+        for func in functions(op):
+            try:
+                plan = build_plan(func, op)
+            except PlanError as e:
+                errors.append(str(e))
+                continue
+            _PLANS[func] = plan
+            func.attributes[PLAN_ATTR] = DictionaryAttr(
+                {
+                    "stages": IntegerAttr(len(plan.stages), i64),
+                    "kernels": IntegerAttr(plan.kernel_count, i64),
+                    "buffers": IntegerAttr(len(plan.buffers), i64),
+                }
+            )
+            for stage_op, sp in zip(stages(func), plan.stages, strict=True):
+                stage_op.attributes[KERNELS_ATTR] = ArrayAttr([StringAttr(launch.name) for launch in sp.launches])
+        if errors:
+            raise PassFailedException("\n".join(errors))
