@@ -31,7 +31,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from fwdshim.classes import Q8MatKind
 from fwdshim.dialects.fwd import FusedOp, YieldOp
-from fwdshim.passes.rules import ChipRule, FuseContext, Match, _owner, compose, dependents_between
+from fwdshim.passes.rules import ChipRule, FuseContext, Match, compose, dependents_between, producer
 from fwdshim.shim import Shim
 
 REMARK = "fwd.remark"
@@ -90,7 +90,7 @@ def build_fused(match: Match, ctx: FuseContext) -> tuple[FusedOp, list[SSAValue]
     ins: list[SSAValue] = []
     for p in parts:
         for v in p.operands:
-            if _owner(v) not in inside and v not in ins:
+            if producer(v) not in inside and v not in ins:
                 ins.append(v)
     outs = [r for p in parts for r in p.results if not r.uses or any(u.operation not in inside for u in r.uses)]
     block = Block(arg_types=[v.type for v in ins])

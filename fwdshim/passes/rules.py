@@ -118,7 +118,8 @@ def is_top(op: Operation) -> bool:
     return isinstance(op, StageOp) and not isinstance(op.parent_op(), FusedOp) and op.parent_block() is not None
 
 
-def _owner(v: SSAValue) -> Operation | None:
+def producer(v: SSAValue) -> Operation | None:
+    """The op that defines `v`, or None for a block argument."""
     return v.op if isinstance(v, OpResult) else None
 
 
@@ -135,7 +136,7 @@ def _between(parts: Collection[Operation]) -> list[Operation] | None:
     left = len(members)
     started = False
     for op in block.ops:
-        reads = {_owner(v) for o in op.walk() for v in o.operands}
+        reads = {producer(v) for o in op.walk() for v in o.operands}
         if op in members:
             if reads & seen:
                 return None
@@ -200,7 +201,7 @@ def _yielded_by_last(fused: FusedOp, v: SSAValue) -> bool:
         return False
     y = fused.body.block.last_op
     assert isinstance(y, YieldOp)
-    return _owner(y.operands[v.index]) is fused.parts()[-1]
+    return producer(y.operands[v.index]) is fused.parts()[-1]
 
 
 def _norm_result(op: Operation) -> SSAValue | None:
@@ -235,7 +236,7 @@ def norm_weight(op: Operation, ctx: FuseContext) -> Match | None:
         if not (_is_kind(u, "mul") and is_top(u)):
             continue
         other = u.b if u.a == op.result else u.a
-        if (u.a == op.result) != (u.b == op.result) and isinstance(_owner(other), WeightOp):
+        if (u.a == op.result) != (u.b == op.result) and isinstance(producer(other), WeightOp):
             return Match(C.NORM_WEIGHT, (op, u))
     return None
 
@@ -254,7 +255,7 @@ def _quantized(op: Operation) -> Operation | None:
     """The producer of the value a top-level `fwd.quantize` reads."""
     if not (is_top(op) and isinstance(op, QuantizeOp)):
         return None
-    p = _owner(op.x)
+    p = producer(op.x)
     return p if p is not None and is_top(p) else None
 
 
@@ -350,7 +351,7 @@ def _successor(p: Operation, ctx: FuseContext) -> Operation | None:
 def _predecessor(op: Operation, ctx: FuseContext) -> Operation | None:
     """The op whose chain step `op` is, if any (the first operand's producer on a tie)."""
     for v in op.operands:
-        p = _owner(v)
+        p = producer(v)
         if p is not None and _pointwise(p, ctx) and _successor(p, ctx) is op:
             return p
     return None
@@ -383,7 +384,7 @@ def _neighbours(group: Sequence[Operation], ctx: FuseContext) -> list[Operation]
     members = set(group)
     out: dict[Operation, None] = {}
     for m in group:
-        near = [_owner(v) for v in m.operands] + _users(m.results[0])
+        near = [producer(v) for v in m.operands] + _users(m.results[0])
         for n in near:
             if n is not None and n not in members and _pointwise(n, ctx) and numel(n.results[0].type) == size:
                 out[n] = None
@@ -407,7 +408,7 @@ def _joined(group: Collection[Operation]) -> bool:
     """Whether a member reads two different members (a join) or two members read one (a fork)."""
     members = set(group)
     for m in group:
-        if len({_owner(v) for v in m.operands} & members) >= 2:
+        if len({producer(v) for v in m.operands} & members) >= 2:
             return True
         if len(set(_users(m.results[0])) & members) >= 2:
             return True
