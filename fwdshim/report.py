@@ -6,7 +6,7 @@ verdict, detail, branch}, ...]}`. Verdicts come from `fwdshim.passes.legalize.ch
 the pass itself refuses with, under the shim the module's `fwd.numerics` names (DEQUANT before
 legalization), so the table, the errors and the `fwd.refused` attributes agree.
 
-Rows: `native kernel` (detail: the fused class, or `primitive`), `decomposed` (a DECOMPOSE fused op
+Rows: `native kernel` (detail: the fused class, `quantize, <format>`, or `primitive`), `decomposed` (a DECOMPOSE fused op
 not yet split, or a part split from one: detail `<class>` / `part of <class>`), `refused` (detail:
 the reason; JSON adds the seed branch id), `remark` (a rule of `fwd-fuse` matched but the shim
 refuses its class: the op's `fwd.remark`).
@@ -20,7 +20,7 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation
 
 from fwdshim.diagnostics import where
-from fwdshim.dialects.fwd import FusedOp, stage_numbers
+from fwdshim.dialects.fwd import FusedOp, QuantizeOp, stage_numbers
 from fwdshim.forward import ForwardShim
 from fwdshim.passes.legalize import DECOMPOSED_ATTR, check, shim_of
 from fwdshim.refusal import DECOMPOSED, NATIVE, REMARK, Verdict
@@ -43,7 +43,15 @@ def _stage_rows(shim: ForwardShim, op: Operation, stage: int, part_of: str | Non
         part_of = origin.data
     if part_of is not None:
         return [Verdict(stage, op.name, where(op), DECOMPOSED, f"part of {part_of}")]
-    return [Verdict(stage, op.name, where(op), NATIVE, op.class_.data if isinstance(op, FusedOp) else "primitive")]
+    return [Verdict(stage, op.name, where(op), NATIVE, _kernel(op))]
+
+
+def _kernel(op: Operation) -> str:
+    if isinstance(op, FusedOp):
+        return op.class_.data
+    if isinstance(op, QuantizeOp):
+        return f"quantize, {op.format.data.value}"
+    return "primitive"
 
 
 def verdicts(module: Operation, shim: ForwardShim | None = None) -> list[Verdict]:

@@ -1,0 +1,115 @@
+"""The legality report: `fwdshim-opt --explain` and `--report-json`, driven in-process, and the
+refusal data shared by the error, the `mark` attribute, the table and the JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from fwdshim.driver import main
+
+LAYER = """\
+func.func @layer(%x: tensor<64xf32>, %g: tensor<32xf32>) -> tensor<32xf32> {
+  %w = fwd.weight "blk.0.ffn_up.weight" {fwd.remark = "merged_gate_up: a remark off any stage"} : !fwd.weights<32x64, q4_1>
+  %u = fwd.matmul %x, %w : tensor<64xf32>, !fwd.weights<32x64, q4_1> -> tensor<32xf32>
+  %s = fwd.softcap %u cap 3.0e+01 : tensor<32xf32> -> tensor<32xf32>
+  %f = fwd.fused glu_act_mul covers [2, 3] ins(%g, %s) : (tensor<32xf32>, tensor<32xf32>) -> tensor<32xf32> {
+  ^bb0(%a: tensor<32xf32>, %b: tensor<32xf32>):
+    %t = fwd.silu %a {fwd.remark = "elementwise_chains: a remark inside"} : tensor<32xf32> -> tensor<32xf32>
+    %m = fwd.elementwise mul %t, %b : tensor<32xf32>, tensor<32xf32> -> tensor<32xf32>
+    fwd.yield %m : tensor<32xf32>
+  }
+  %v = fwd.fused row_write covers [4] ins(%f) : (tensor<32xf32>) -> tensor<32xf32> {
+  ^bb0(%a: tensor<32xf32>):
+    %t = fwd.silu %a : tensor<32xf32> -> tensor<32xf32>
+    fwd.yield %t : tensor<32xf32>
+  }
+  func.return %v : tensor<32xf32>
+}
+"""
+
+B02 = "a matmul over Q4_1 weights — its kernels dequantize F32, F16, BF16 and Q8_0 rows only"
+K11 = "a soft-capped tensor (`cap C`) — no kernel caps one"
+S13 = "the forward's stages read and write whole buffers"
+
+
+def run(tmp_path: Path, capsys, *args: str) -> tuple[int, str, str]:
+    src = tmp_path / "layer.mlir"
+    src.write_text(LAYER)
+    rc = main([str(src), *args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_strict_errors_through_the_driver(tmp_path, capsys) -> None:
+    rc, out, err = run(tmp_path, capsys, "-p", "fwd-legalize")
+    src = tmp_path / "layer.mlir"
+    assert rc == 1 and out == ""
+    assert err.splitlines() == [f"{src}:3:3: error: {B02}", f"{src}:4:3: error: {K11}", f"{src}:11:3: error: {S13}"]
+
+
+def test_explain_table_follows_the_ir(tmp_path, capsys) -> None:
+    rc, out, _ = run(tmp_path, capsys, "-p", "fwd-legalize{mode=mark numerics=two-pass-int8}", "--explain")
+    assert rc == 0
+    ir, table = out.split("\n// legality report: ", 1)
+    assert ir.rstrip().endswith("}") and "fwd.refused" in ir
+    rows = [line[3:].split() for line in table.splitlines()[2:]]
+    src = tmp_path / "layer.mlir"
+    assert table.splitlines()[0] == "cuda-forward:TwoPassInt8"
+    assert [r[:4] for r in rows] == [
+        ["0", "fwd.matmul", f"{src}:3:3", "refused"],
+        ["1", "fwd.softcap", f"{src}:4:3", "refused"],
+        ["2", "fwd.silu", f"{src}:7:5", "decomposed"],
+        ["2", "fwd.silu", f"{src}:7:5", "remark"],
+        ["3", "fwd.elementwise", f"{src}:8:5", "decomposed"],
+        ["4", "fwd.fused", f"{src}:11:3", "refused"],
+        ["fwd.weight", f"{src}:2:3", "remark", "merged_gate_up:"],  # a remark off any stage: no stage number
+    ]
+    assert table.splitlines()[1][3:].split() == ["stage", "op", "location", "verdict", "class", "or", "reason"]
+    assert table.splitlines()[3].endswith(f"refused     {K11}")
+
+
+def test_report_json_rows(tmp_path, capsys) -> None:
+    path = tmp_path / "report.json"
+    rc, out, _ = run(tmp_path, capsys, "-p", "fwd-legalize{mode=mark}", "--report-json", str(path))
+    assert rc == 0 and "legality report" not in out
+    doc = json.loads(path.read_text())
+    src = str(tmp_path / "layer.mlir")
+    assert doc["shim"] == "cuda-forward:Dequant"
+    assert doc["rows"] == [
+        {"stage": 0, "op_name": "fwd.matmul", "location": f"{src}:3:3", "verdict": "refused", "detail": B02, "branch": "B02"},
+        {"stage": 1, "op_name": "fwd.softcap", "location": f"{src}:4:3", "verdict": "refused", "detail": K11, "branch": "K11"},
+        {"stage": 2, "op_name": "fwd.silu", "location": f"{src}:7:5", "verdict": "decomposed", "detail": "part of glu_act_mul", "branch": ""},
+        {"stage": 2, "op_name": "fwd.silu", "location": f"{src}:7:5", "verdict": "remark", "detail": "elementwise_chains: a remark inside", "branch": ""},
+        {"stage": 3, "op_name": "fwd.elementwise", "location": f"{src}:8:5", "verdict": "decomposed", "detail": "part of glu_act_mul", "branch": ""},
+        {"stage": 4, "op_name": "fwd.fused", "location": f"{src}:11:3", "verdict": "refused", "detail": S13, "branch": "S13"},
+        {"stage": -1, "op_name": "fwd.weight", "location": f"{src}:2:3", "verdict": "remark", "detail": "merged_gate_up: a remark off any stage", "branch": ""},
+    ]
+
+
+def test_json_reasons_equal_the_mark_attributes(tmp_path, capsys) -> None:
+    """One refusal, printed as the attribute and as the JSON row."""
+    path = tmp_path / "r.json"
+    rc, out, _ = run(tmp_path, capsys, "-p", "fwd-legalize{mode=mark}", "--report-json", str(path))
+    assert rc == 0
+    refused = [r["detail"] for r in json.loads(path.read_text())["rows"] if r["verdict"] == "refused"]
+    attrs = [line.split('fwd.refused = "', 1)[1].split('"', 1)[0] for line in out.splitlines() if "fwd.refused" in line]
+    # the printer escapes non-ASCII bytes (an em dash prints as three `\XX` escapes): decode them
+    decoded = [re.sub(rb"\\([0-9A-F]{2})", lambda m: bytes([int(m.group(1), 16)]), a.encode()).decode() for a in attrs]
+    assert decoded == refused == [B02, K11, S13]
+
+
+def test_explain_without_a_pass_judges_the_ir_as_it_is(tmp_path, capsys) -> None:
+    rc, out, _ = run(tmp_path, capsys, "--explain")
+    assert rc == 0
+    table = out.split("// legality report: cuda-forward:Dequant\n", 1)[1].splitlines()
+    verdicts = [(ln[3:].split()[1], ln.split("  ")[-1].strip()) for ln in table[1:]]
+    assert verdicts[:6] == [
+        ("fwd.matmul", B02),
+        ("fwd.softcap", K11),
+        ("fwd.fused", "glu_act_mul"),
+        ("fwd.silu", "part of glu_act_mul"),
+        ("fwd.elementwise", "part of glu_act_mul"),
+        ("fwd.silu", "elementwise_chains: a remark inside"),  # a stage's remarks follow its rows
+    ]
