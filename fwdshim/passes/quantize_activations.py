@@ -6,7 +6,8 @@ format: `one_word` under int8-act, `two_words` under two-pass-int8, for a Q8_0 m
 nothing under dequant. There is one `fwd.quantize` per (value, format), shared by all its consumers
 (q, k and v read one), placed right after the value's producer (at the block's start for a block
 argument), so it is the stage after its producer; it takes the location of its first consumer.
-The consumer's operand 0 then has type `!fwd.qact<N, format>`.
+The consumer's operand 0 then has type `!fwd.qact<N, format>`; a consumer reading rows (a rank-2
+operand 0) is an error at its location, as `!fwd.qact` holds one vector.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 from xdsl.rewriter import InsertPoint
+from xdsl.utils.exceptions import PassFailedException
 
 from fwdshim.classes import Q8MatKind
 from fwdshim.dialects.attributes import QActType, QuantFormat, QuantFormatAttr
-from fwdshim.dialects.fwd import FusedOp, QuantizeOp, StageOp, numel
+from fwdshim.diagnostics import error_at
+from fwdshim.dialects.fwd import FusedOp, QuantizeOp, StageOp, dims_of, numel
 from fwdshim.shim import Shim
 
 
@@ -62,10 +65,14 @@ class QuantizeOperand0(RewritePattern):
         fmt = self.shim.activation(op, 0)
         if fmt is None:
             return
+        dims = dims_of(x.type)
+        if dims is None or len(dims) != 1:
+            why = f"{op.name} reads operand 0 of shape {list(dims or ())} quantized; a !fwd.qact holds one vector"
+            raise PassFailedException(error_at(op, why))
         q = _quantize_of(x, fmt)
         if q is None:
             size = numel(x.type)
-            assert size is not None, "a verified matmul or moe reads a shaped operand 0"
+            assert size is not None
             q = QuantizeOp.create(
                 operands=[x],
                 result_types=[QActType(size, fmt)],
