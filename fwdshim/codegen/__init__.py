@@ -1,0 +1,20 @@
+"""Numba CUDA kernel families of the forward (DESIGN.md §6), generated as Python source.
+
+One module per family, each a set of cached factories taking a kernel spec (sizes, `eps`, options)
+and returning a `compile.Kernel` (generated source, compiled dispatcher, grid, block, parameters in
+launch order with dtype, size and logical shape):
+
+- `norms`: RMS norm (weighted, residual, add+norm writing the sum on, quantize epilogue), layer norm,
+  softmax — one block per row.
+- `unary`: silu, elementwise (add/sub/mul/div/max/min), transpose; `binary_expr`/`silu_expr` give the
+  rounded expression text for generated chain and region kernels.
+- `gemv`: Q8_0 GEMV dequantizing in-kernel, the int8-activation GEMV, dense f32/f16/bf16 GEMV;
+  `q8_dots` emits Q8_0 row dot products for other kernels.
+- `quantize`: the quantize stage (one_word, two_words) and the quantize `epilogue` text.
+- `rope`: rope over heads with one row of angles.
+- `attention`: single-query GQA attention, scores in static shared memory, optional quantize epilogue.
+- `moe`: top-k router, gate-up SwiGLU, down-and-combine.
+
+`compile` turns generated source into kernels (disk cache, simulator prelude); `intrinsics` holds
+the GPU primitives and `simshim` their simulator equivalents.
+"""

@@ -1,0 +1,309 @@
+"""Generated kernel source -> a Numba CUDA kernel, cached in memory and on disk.
+
+Every kernel of `fwdshim.codegen` is *generated* Python source: one string per kernel spec, with
+sizes, `eps` and options baked in as constants, so that `fwdshim-opt -t numba` can print exactly
+what runs. This module turns such a string into a launchable kernel:
+
+- `KernelSource(name, source, entry)`: the text of one module and the name of its kernel function.
+- `compile_kernel(ks) -> dispatcher`: writes the source to the kernel cache directory
+  (`$FWDSHIM_CACHE`, else `~/.cache/fwdshim/kernels`) as `<name>_<sha>.py`, imports it with
+  importlib and returns its `entry` (a `numba.cuda.jit(cache=True)` dispatcher). Numba's on-disk
+  cache needs that real file; the file name hashes the source, the numba-cuda version and the
+  execution mode, so a file is never rewritten once written (a rewrite would invalidate Numba's
+  cache index). Cached in memory per `KernelSource` (`functools.cache`).
+- `Kernel`: what a kernel family factory returns — the dispatcher, its launch configuration and its
+  parameters in launch order, each a `Param` (name, dtype, number of elements, in/out). Every array
+  parameter is a 1-D C-contiguous array (pass `a.reshape(-1)` of the logical shape that the family's
+  docstring gives); launch as `k.fn[k.grid, k.block](*arrays)`, on a GPU also
+  `k.fn[k.grid, k.block, stream_or_graph_builder](*arrays)` (cuda.core `GraphBuilder`).
+- `prelude()`: the import lines that start every generated module. On a GPU they bind the
+  primitives (`fadd_rn`, `fmul_rn`, ..., `shfl_xor`, `ld_i32x4`, `s8x4_f32`, `dp4a`) to libdevice,
+  warp shuffles and `fwdshim.codegen.intrinsics`; under Numba's CUDA simulator
+  (`NUMBA_ENABLE_CUDASIM=1`), which has neither libdevice nor warp shuffles, to the Python
+  equivalents in `fwdshim.codegen.simshim` (there the warp reductions `warp_sum`, `warp_max`,
+  `warp_isum` too: the same butterfly, computed once per warp). The kernel bodies are the same text
+  in both modes.
+
+Rounding: where fused and unfused kernels must agree bit for bit (the contract's `fused: EXACT`)
+generated code spells every float operation as `fadd_rn`/`fsub_rn`/`fmul_rn`/`fdiv_rn`, which Numba
+cannot contract into an FMA.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+CACHE_ENV = "FWDSHIM_CACHE"
+"""Environment variable naming the kernel cache directory."""
+
+
+def simulating() -> bool:
+    """Whether Numba's CUDA simulator is on (`NUMBA_ENABLE_CUDASIM=1` before numba was imported)."""
+    from numba import config
+
+    return bool(config.ENABLE_CUDASIM)
+
+
+def cache_dir() -> Path:
+    """The directory generated kernel modules are written to (created on demand)."""
+    root = os.environ.get(CACHE_ENV)
+    path = Path(root) if root else Path.home() / ".cache" / "fwdshim" / "kernels"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+_GPU_PRELUDE = '''\
+import math
+from numba import cuda, float32, float64, int8, int32, int64, uint32
+from numba.cuda.libdevice import fadd_rn, fsub_rn, fmul_rn, fdiv_rn, fsqrt_rn, frcp_rn, roundf, int_as_float
+from fwdshim.codegen.intrinsics import ld_i32x4, ld_f32x4, s8x4_f32, dp4a, f16x2_f32, bf16x2_f32, bf16_f32
+
+FULL_MASK = uint32(0xFFFFFFFF)
+
+
+@cuda.jit(device=True, inline=True)
+def shfl_xor(v, m):
+    return cuda.shfl_xor_sync(FULL_MASK, v, m)
+'''
+
+_SIM_PRELUDE = '''\
+import math
+from numba import cuda, float32, float64, int8, int32, int64, uint32
+from fwdshim.codegen.simshim import fadd_rn, fsub_rn, fmul_rn, fdiv_rn, fsqrt_rn, frcp_rn, roundf, int_as_float
+from fwdshim.codegen.simshim import ld_i32x4, ld_f32x4, s8x4_f32, dp4a, f16x2_f32, bf16x2_f32, bf16_f32, shfl_xor
+from fwdshim.codegen.simshim import warp_sum, warp_max, warp_isum
+'''
+
+_HELPERS = '''
+
+@cuda.jit(device=True, inline=True)
+def warp_sum(v):
+    """The sum over the 32 lanes, the same bits in every lane (xor butterfly, rounded adds)."""
+    v = fadd_rn(v, shfl_xor(v, 16))
+    v = fadd_rn(v, shfl_xor(v, 8))
+    v = fadd_rn(v, shfl_xor(v, 4))
+    v = fadd_rn(v, shfl_xor(v, 2))
+    v = fadd_rn(v, shfl_xor(v, 1))
+    return v
+
+
+@cuda.jit(device=True, inline=True)
+def warp_max(v):
+    """The maximum over the 32 lanes, in every lane."""
+    v = max(v, shfl_xor(v, 16))
+    v = max(v, shfl_xor(v, 8))
+    v = max(v, shfl_xor(v, 4))
+    v = max(v, shfl_xor(v, 2))
+    v = max(v, shfl_xor(v, 1))
+    return v
+
+
+@cuda.jit(device=True, inline=True)
+def warp_isum(v):
+    """The int32 sum over the 32 lanes, in every lane."""
+    v = int32(v + shfl_xor(v, 16))
+    v = int32(v + shfl_xor(v, 8))
+    v = int32(v + shfl_xor(v, 4))
+    v = int32(v + shfl_xor(v, 2))
+    v = int32(v + shfl_xor(v, 1))
+    return v
+'''
+
+
+def prelude() -> str:
+    """The first lines of every generated kernel module (imports, primitives, warp reductions)."""
+    return _SIM_PRELUDE if simulating() else _GPU_PRELUDE + _HELPERS
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """The generated source of one kernel module and the name of its kernel function."""
+
+    name: str
+    source: str
+    entry: str
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter: a 1-D C-contiguous array of `size` elements of `dtype`.
+
+    `dtype` is a NumPy dtype name (`float32`, `float16`, `uint16`, `int8`, `int32`); `role` is `in`,
+    `out` (written whole) or `inout`; `doc` the logical shape and meaning."""
+
+    name: str
+    dtype: str
+    size: int
+    role: str = "in"
+    doc: str = ""
+
+    @property
+    def numba_type(self) -> str:
+        return f"{_NUMBA_NAMES[self.dtype]}[::1]"
+
+
+_NUMBA_NAMES = {
+    "float32": "float32",
+    "float16": "float16",
+    "uint16": "uint16",
+    "int8": "int8",
+    "int32": "int32",
+}
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A compiled kernel with its launch configuration (see the module docstring).
+
+    `params` are in launch order; `notes` says what the kernel computes, for plans and listings."""
+
+    name: str
+    source: str
+    fn: Any = field(repr=False, compare=False)
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+    params: tuple[Param, ...]
+    notes: str = ""
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    @property
+    def signature(self) -> str:
+        """The Numba signature of the parameters, e.g. `void(float32[::1], int8[::1])`."""
+        return "void(" + ", ".join(p.numba_type for p in self.params) + ")"
+
+    def launch(self, *arrays, stream=None) -> None:
+        """Launch on `arrays` (in `params` order); `stream` may be a stream or a graph builder."""
+        if len(arrays) != len(self.params):
+            raise TypeError(f"kernel {self.name} takes {len(self.params)} arrays {self.param_names}, got {len(arrays)}")
+        if stream is None:
+            self.fn[self.grid, self.block](*arrays)
+        else:
+            self.fn[self.grid, self.block, stream](*arrays)
+
+    def compile(self):
+        """Compile now for the parameters' signature (GPU only), so no compile happens in a capture."""
+        if simulating():
+            return None
+        return self.fn.compile(self.signature)
+
+    def host_arrays(self, **given: np.ndarray) -> list[np.ndarray]:
+        """The launch arguments as host arrays: `given[name]` flattened (and checked), zeros for
+        outputs not given. A convenience for tests and the simulator."""
+        out = []
+        for p in self.params:
+            a = given.get(p.name)
+            if a is None:
+                if p.role == "in":
+                    raise TypeError(f"kernel {self.name} needs input `{p.name}` ({p.doc})")
+                a = np.zeros(p.size, dtype=p.dtype)
+            a = np.ascontiguousarray(a).reshape(-1)
+            if a.dtype != np.dtype(p.dtype) or a.size != p.size:
+                raise TypeError(f"kernel {self.name} `{p.name}` wants {p.size} {p.dtype}, got {a.size} {a.dtype}")
+            out.append(a)
+        return out
+
+    def run(self, **given: np.ndarray) -> dict[str, np.ndarray]:
+        """Launch on host arrays (`host_arrays`) and return every array by name (outputs filled)."""
+        arrays = self.host_arrays(**given)
+        if simulating():
+            self.fn[self.grid, self.block](*arrays)
+            return dict(zip(self.param_names, arrays))
+        from numba import cuda
+
+        dev = [cuda.to_device(a) for a in arrays]
+        self.fn[self.grid, self.block](*dev)
+        cuda.synchronize()
+        return {p.name: d.copy_to_host() for p, d in zip(self.params, dev)}
+
+
+def _stamp(source: str) -> str:
+    import numba_cuda
+
+    mode = "sim" if simulating() else "gpu"
+    h = hashlib.sha256(f"{numba_cuda.__version__}\0{mode}\0{source}".encode()).hexdigest()
+    return h[:16]
+
+
+@functools.cache
+def compile_kernel(ks: KernelSource):
+    """Write `ks.source` to the cache directory, import it and return its `ks.entry` dispatcher."""
+    module_name = f"{ks.name}_{_stamp(ks.source)}"
+    path = cache_dir() / f"{module_name}.py"
+    if not path.exists() or path.read_text() != ks.source:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(ks.source)
+        os.replace(tmp, path)
+    qualified = f"fwdshim_kernels.{module_name}"
+    spec = importlib.util.spec_from_file_location(qualified, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import generated kernel module {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[qualified] = module
+    spec.loader.exec_module(module)
+    return getattr(module, ks.entry)
+
+
+def build(name: str, body: str, entry: str, grid, block, params, notes: str = "") -> Kernel:
+    """Prefix `body` with the prelude, compile it and wrap it as a `Kernel`."""
+    source = f'"""fwdshim kernel {name}: {notes}"""\n' + prelude() + "\n\n" + body
+    fn = compile_kernel(KernelSource(name, source, entry))
+    return Kernel(name, source, fn, tuple(grid), tuple(block), tuple(params), notes)
+
+
+def f32(v: float) -> str:
+    """A float32 constant as generated source (`float32(...)` so Numba never widens to float64)."""
+    return f"float32({float(np.float32(v))!r})"
+
+
+# ---------------------------------------------------------------------------------------------
+# source helpers shared by the kernel families
+
+
+def indent(text: str, level: int) -> str:
+    """`text` with every non-empty line indented by `level` four-space steps."""
+    pad = "    " * level
+    return "\n".join(pad + line if line.strip() else line for line in text.splitlines())
+
+
+def block_threads(n: int, per_thread: int = 4, cap: int = 256) -> int:
+    """A row kernel's block size: a power of two >= 32 giving each thread about `per_thread` values."""
+    b = 32
+    while b < cap and b * per_thread < n:
+        b *= 2
+    return b
+
+
+def check_block(block: int) -> int:
+    """`block` if it is a whole number of warps in 32..1024, else ValueError."""
+    if block % 32 or not 32 <= block <= 1024:
+        raise ValueError(f"a block of {block} threads is not a whole number of warps in 32..1024")
+    return block
+
+
+def block_reduce(var: str, op: str, red: str, warps: int) -> str:
+    """Statements leaving in `var`, in every thread of the block, the block-wide `op` (`sum` or `max`)
+    of the threads' `var`s: the warp butterfly, then one value per warp through shared `red` (a
+    float32 array of 32, used by this reduction alone) and the butterfly again. Every thread of the
+    block must run them. The order of the adds depends on the block size only."""
+    fn = {"sum": "warp_sum", "max": "warp_max"}[op]
+    pad = {"sum": "float32(0.0)", "max": "float32(-math.inf)"}[op]
+    if warps == 1:
+        return f"{var} = {fn}({var})"
+    return (
+        f"{var} = {fn}({var})\n"
+        f"if lane == 0:\n    {red}[warp] = {var}\n"
+        "cuda.syncthreads()\n"
+        f"{var} = {fn}({red}[lane] if lane < {warps} else {pad})"
+    )

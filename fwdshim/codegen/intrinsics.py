@@ -1,0 +1,158 @@
+"""GPU primitives of the generated kernels that Numba does not spell: wide loads, byte unpacking, dp4a.
+
+Each is a Numba `intrinsic` emitting a few PTX instructions through inline assembly; the simulator
+equivalents with the same names and results are in `fwdshim.codegen.simshim`.
+
+- `ld_i32x4(a, i) -> (int32, int32, int32, int32)`: 16 bytes of the 1-D array `a` starting at
+  element `i` (`ld.global.nc.v4.b32`), as four little-endian int32 words. The address must be 16-byte
+  aligned: `i * a.itemsize % 16 == 0` on a 16-byte aligned allocation. Read-only data only.
+- `ld_f32x4(a, i) -> (float32 x 4)`: the same for a float32 array.
+- `s8x4_f32(w) -> (float32 x 4)`: the four signed bytes of an int32 word (low byte first) as exact
+  float32 values, without an integer-to-float conversion unit: each byte `b` is biased to `b ^ 0x80`,
+  placed under the exponent of 2^23 by one `prmt` and the bias subtracted (`sub.f32`, exact).
+- `dp4a(a, b, c) -> int32`: `c + Σ_j a_j b_j` over the four signed bytes of `a` and `b`
+  (`dp4a.s32.s32`), with int32 wrap-around (never reached for int8 blocks of 32).
+- `f16x2_f32(w)`, `bf16x2_f32(w) -> (float32, float32)`: the two halves of an int32 word (low first)
+  as float32, reading IEEE half (`cvt.f32.f16`) or bfloat16 (the bits shifted under a float32).
+- `bf16_f32(u) -> float32`: one bfloat16 given as its 16 bits (a uint16 element) as float32.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba.cuda import cgutils, types
+from numba.cuda.extending import intrinsic
+from numba.cuda.typing import signature
+
+_I32 = ir.IntType(32)
+_F32 = ir.FloatType()
+
+
+def _pointer(context, builder, aryty, ary, index, elem: ir.Type):
+    """The address of `ary[index]` cast to a pointer to `elem` (global address space, generic ptr)."""
+    arr = context.make_array(aryty)(context, builder, ary)
+    ptr = cgutils.get_item_pointer(context, builder, aryty, arr, [index])
+    return builder.bitcast(ptr, elem.as_pointer())
+
+
+def _tuple(context, builder, rtype, values):
+    return context.make_tuple(builder, rtype, values)
+
+
+def _ld_v4(kind: str, elem_type, llvm_elem: ir.Type, reg: str, name: str):
+    def typer(typingctx, a, i):
+        if not isinstance(a, types.Array) or a.ndim != 1 or not isinstance(i, types.Integer):
+            return None
+        rtype = types.UniTuple(elem_type, 4)
+
+        def codegen(context, builder, sig, args):
+            ptr = _pointer(context, builder, sig.args[0], args[0], args[1], llvm_elem)
+            out = ir.LiteralStructType([llvm_elem] * 4)
+            asm = ir.InlineAsm(
+                ir.FunctionType(out, [llvm_elem.as_pointer()]),
+                f"ld.global.nc.v4.{kind} {{$0, $1, $2, $3}}, [$4];",
+                f"={reg},={reg},={reg},={reg},l",
+                side_effect=False,
+            )
+            res = builder.call(asm, [ptr])
+            return _tuple(context, builder, rtype, [builder.extract_value(res, j) for j in range(4)])
+
+        return signature(rtype, a, i), codegen
+
+    typer.__name__ = name
+    return typer
+
+
+ld_i32x4 = intrinsic(_ld_v4("b32", types.int32, _I32, "r", "ld_i32x4"))
+ld_f32x4 = intrinsic(_ld_v4("f32", types.float32, _F32, "f", "ld_f32x4"))
+
+_S8X4 = """{
+ .reg .b32 t, u0, u1, u2, u3;
+ xor.b32 t, $4, 0x80808080;
+ prmt.b32 u0, t, 0x4B000000, 0x7440;
+ prmt.b32 u1, t, 0x4B000000, 0x7441;
+ prmt.b32 u2, t, 0x4B000000, 0x7442;
+ prmt.b32 u3, t, 0x4B000000, 0x7443;
+ sub.f32 $0, u0, 0f4B000080;
+ sub.f32 $1, u1, 0f4B000080;
+ sub.f32 $2, u2, 0f4B000080;
+ sub.f32 $3, u3, 0f4B000080;
+}"""
+
+
+@intrinsic
+def s8x4_f32(typingctx, w):
+    if not isinstance(w, types.Integer):
+        return None
+    rtype = types.UniTuple(types.float32, 4)
+
+    def codegen(context, builder, sig, args):
+        v = context.cast(builder, args[0], sig.args[0], types.int32)
+        out = ir.LiteralStructType([_F32] * 4)
+        asm = ir.InlineAsm(ir.FunctionType(out, [_I32]), _S8X4, "=f,=f,=f,=f,r")
+        res = builder.call(asm, [v])
+        return _tuple(context, builder, rtype, [builder.extract_value(res, j) for j in range(4)])
+
+    return signature(rtype, w), codegen
+
+
+@intrinsic
+def dp4a(typingctx, a, b, c):
+    if not all(isinstance(t, types.Integer) for t in (a, b, c)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        vals = [context.cast(builder, v, t, types.int32) for v, t in zip(args, sig.args)]
+        asm = ir.InlineAsm(ir.FunctionType(_I32, [_I32] * 3), "dp4a.s32.s32 $0, $1, $2, $3;", "=r,r,r,r")
+        return builder.call(asm, vals)
+
+    return signature(types.int32, a, b, c), codegen
+
+
+_F16X2 = """{
+ .reg .b16 lo, hi;
+ mov.b32 {lo, hi}, $2;
+ cvt.f32.f16 $0, lo;
+ cvt.f32.f16 $1, hi;
+}"""
+
+_BF16X2 = """{
+ shl.b32 $0, $2, 16;
+ and.b32 $1, $2, 0xFFFF0000;
+}"""
+
+
+def _pair(text: str, name: str):
+    def typer(typingctx, w):
+        if not isinstance(w, types.Integer):
+            return None
+        rtype = types.UniTuple(types.float32, 2)
+
+        def codegen(context, builder, sig, args):
+            v = context.cast(builder, args[0], sig.args[0], types.int32)
+            out = ir.LiteralStructType([_F32] * 2)
+            asm = ir.InlineAsm(ir.FunctionType(out, [_I32]), text, "=f,=f,r")
+            res = builder.call(asm, [v])
+            return _tuple(context, builder, rtype, [builder.extract_value(res, j) for j in range(2)])
+
+        return signature(rtype, w), codegen
+
+    typer.__name__ = name
+    return typer
+
+
+f16x2_f32 = intrinsic(_pair(_F16X2, "f16x2_f32"))
+bf16x2_f32 = intrinsic(_pair(_BF16X2, "bf16x2_f32"))
+
+
+@intrinsic
+def bf16_f32(typingctx, u):
+    if not isinstance(u, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        v = context.cast(builder, args[0], sig.args[0], types.uint32)
+        asm = ir.InlineAsm(ir.FunctionType(_F32, [_I32]), "shl.b32 $0, $1, 16;", "=f,r")
+        return builder.call(asm, [v])
+
+    return signature(types.float32, u), codegen

@@ -1,0 +1,203 @@
+"""The sparse mixture of experts as three kernels for one `fwd.moe` stage: the top-k router, the
+gate-up kernel (SwiGLU) and the down-and-combine kernel. Routing, top-k and renormalization run on
+the GPU; the chosen experts' indices stay on the device, and gate-up and down read only those
+experts' Q8_0 rows (dequantized in-kernel, `codegen.gemv.q8_dots`).
+
+Weights in the `repack_q8_0` layout, flattened: router `rq int8 [E*d]`, `rd f32 [E*d/32]`; gate and
+up `gq`/`uq int8 [E*ff*d]`, `gd`/`ud f32 [E*ff*d/32]`; down `dq int8 [E*d*ff]`, `dd f32 [E*d*ff/32]`
+(d and ff multiples of 32). `act`: `f32` reads `x f32 [d]`; `int8` reads a quantized activation
+`xq int8 [d]`, `xd f32 [d/32]` (int8-act numerics: the router and gate/up dots are int8 GEMVs).
+
+- `router(e, d, top_k, act=, warps=)`: one block. Logits `rq · x` into shared memory, top-k over
+  the logits by one warp (`top_k` rounds of a warp argmax; ties: the lower expert index), then the
+  renormalized softmax of the kept logits, `w_i = exp(l_i - l_max) / Σ_kept exp(l_j - l_max)` (the
+  softmax over all experts renormalized over the kept ones, exactly). Params `rq, rd, x|xq,xd`, outputs
+  `idx int32 [top_k]` (best first), `wts f32 [top_k]`.
+- `gate_up(e, d, ff, top_k, act=, rows_per_warp=, warps=)`: `h[k, f] = silu(gate_e·x) * (up_e·x)` for
+  `e = idx[k]`; grid `(ceil(ff / (warps*rows_per_warp)), top_k)`. Params `gq, gd, uq, ud, x|xq,xd,
+  idx`, output `h f32 [top_k*ff]`.
+- `down(e, d, ff, top_k, rows_per_warp=, warps=)`: `y[j] = Σ_k wts[k] · (down_{idx[k]} · h[k])[j]`,
+  the experts summed in the order of `idx` (no atomics); each warp computes `rows_per_warp` rows;
+  grid `(ceil(d / (warps*rows_per_warp)),)`. Params `dq, dd, h, idx, wts`, output
+  `y f32 [d]`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from fwdshim.codegen.compile import Kernel, Param, build, check_block, indent
+from fwdshim.codegen.gemv import DotRow, q8_dots
+from fwdshim.codegen.unary import silu_expr
+
+
+def _check(e: int, d: int, top_k: int, ff: int = 32) -> None:
+    if min(e, d, top_k, ff) <= 0 or top_k > e:
+        raise ValueError(f"a mixture of {e} experts, top {top_k}, d = {d}, ff = {ff}")
+    if d % 32 or ff % 32:
+        raise ValueError(f"a Q8_0 mixture over rows of {d} and {ff} values: not whole blocks of 32")
+    if e > 64 * 32:
+        raise ValueError(f"a router over {e} experts (at most {64 * 32})")
+
+
+def _x_params(d: int, act: str) -> tuple[list[Param], str]:
+    if act == "f32":
+        return [Param("x", "float32", d, "in", f"[{d}]")], "x"
+    if act == "int8":
+        return [
+            Param("xq", "int8", d, "in", f"activation quants [{d}]"),
+            Param("xd", "float32", d // 32, "in", f"activation scales [{d // 32}]"),
+        ], "xq, xd"
+    raise ValueError(f"a mixture over `{act}` activations (f32, int8)")
+
+
+@functools.cache
+def router(e: int, d: int, top_k: int, *, act: str = "f32", warps: int = 4) -> Kernel:
+    """The top-k router (see the module docstring)."""
+    _check(e, d, top_k)
+    check_block(32 * warps)
+    xparams, xs = _x_params(d, act)
+    names = {"qs": "rq", "dw": "rd", "x": "x" if act == "f32" else "xq"}
+    per_lane = -(-e // 32)
+    dots = q8_dots([DotRow(w=f"ex * {d // 32}", x="0")], d // 32, act, unroll=1, names=names)
+    body = f"""\
+@cuda.jit(cache=True)
+def router_k(rq, rd, {xs}, idx, wts):
+    lg = cuda.shared.array({e}, float32)
+    tid = cuda.threadIdx.x
+    lane = tid % 32
+    warp = tid // 32
+    for ex in range(warp, {e}, {warps}):
+{indent(dots, 2)}
+        if lane == 0:
+            lg[ex] = acc0
+    cuda.syncthreads()
+    if warp == 0:
+        taken = int64(0)
+        top = float32(0.0)
+        myv = float32(-math.inf)
+        mye = int64(0)
+        for r in range({top_k}):
+            v = float32(-math.inf)
+            ei = int64({e})
+            for j in range({per_lane}):
+                c = lane + 32 * j
+                if c < {e} and (taken >> j) & 1 == 0 and lg[c] > v:
+                    v = lg[c]
+                    ei = c
+            for m in (16, 8, 4, 2, 1):
+                ov = shfl_xor(v, m)
+                oe = shfl_xor(ei, m)
+                if ov > v or (ov == v and oe < ei):
+                    v = ov
+                    ei = oe
+            if ei % 32 == lane:
+                taken |= int64(1) << (ei // 32)
+            if r == 0:
+                top = v
+            if lane == r:
+                myv = v
+                mye = ei
+        ex_w = float32(math.exp(fsub_rn(myv, top))) if lane < {top_k} else float32(0.0)
+        tot = warp_sum(ex_w)
+        if lane < {top_k}:
+            idx[lane] = int32(mye)
+            wts[lane] = fdiv_rn(ex_w, tot)
+"""
+    params = [
+        Param("rq", "int8", e * d, "in", f"router quants [{e}, {d}]"),
+        Param("rd", "float32", e * d // 32, "in", f"router scales [{e}, {d // 32}]"),
+        *xparams,
+        Param("idx", "int32", top_k, "out", "chosen experts, best first"),
+        Param("wts", "float32", top_k, "out", "their renormalized weights"),
+    ]
+    return build(f"moe_router_{act}_e{e}d{d}k{top_k}", body, "router_k", (1,), (32 * warps,), params, f"MoE top-{top_k} router over {e} experts")
+
+
+@functools.cache
+def gate_up(e: int, d: int, ff: int, top_k: int, *, act: str = "f32", rows_per_warp: int = 1, warps: int = 4) -> Kernel:
+    """The gate-up SwiGLU kernel over the chosen experts (see the module docstring)."""
+    _check(e, d, top_k, ff)
+    check_block(32 * warps)
+    xparams, xs = _x_params(d, act)
+    nb = d // 32
+    rows = []
+    for r in range(rows_per_warp):
+        rows.append(DotRow(w=f"(ex * {ff} + f{r}) * {nb}", x="0", qs="gq", dw="gd"))
+        rows.append(DotRow(w=f"(ex * {ff} + f{r}) * {nb}", x="0", qs="uq", dw="ud"))
+    names = {"x": "x" if act == "f32" else "xq"}
+    pick = "\n".join(f"    f{r} = min(f0_ + {r}, {ff - 1})" for r in range(rows_per_warp))
+    stores = "\n".join(
+        f"    if lane == 0 and f0_ + {r} < {ff}:\n        g = acc{2 * r}\n"
+        f"        h[k * {ff} + f0_ + {r}] = fmul_rn({silu_expr('g')}, acc{2 * r + 1})"
+        for r in range(rows_per_warp)
+    )
+    body = f"""\
+@cuda.jit(cache=True)
+def gate_up_k(gq, gd, uq, ud, {xs}, idx, h):
+    lane = cuda.threadIdx.x % 32
+    f0_ = (cuda.blockIdx.x * {warps} + cuda.threadIdx.x // 32) * {rows_per_warp}
+    k = cuda.blockIdx.y
+    if f0_ >= {ff}:
+        return
+    ex = int64(idx[k])
+{pick}
+{indent(q8_dots(rows, nb, act, unroll=1, names=names), 1)}
+{stores}
+"""
+    params = [
+        Param("gq", "int8", e * ff * d, "in", f"gate quants [{e}, {ff}, {d}]"),
+        Param("gd", "float32", e * ff * nb, "in", f"gate scales [{e}, {ff}, {nb}]"),
+        Param("uq", "int8", e * ff * d, "in", f"up quants [{e}, {ff}, {d}]"),
+        Param("ud", "float32", e * ff * nb, "in", f"up scales [{e}, {ff}, {nb}]"),
+        *xparams,
+        Param("idx", "int32", top_k, "in", "chosen experts (router)"),
+        Param("h", "float32", top_k * ff, "out", f"SwiGLU rows [{top_k}, {ff}]"),
+    ]
+    per_block = warps * rows_per_warp
+    grid = (-(-ff // per_block), top_k)
+    name = f"moe_gate_up_{act}_e{e}d{d}f{ff}k{top_k}"
+    return build(name, body, "gate_up_k", grid, (32 * warps,), params, f"MoE gate-up SwiGLU of the top {top_k} of {e} experts")
+
+
+@functools.cache
+def down(e: int, d: int, ff: int, top_k: int, *, rows_per_warp: int = 1, warps: int = 4) -> Kernel:
+    """The down-and-combine kernel (see the module docstring)."""
+    _check(e, d, top_k, ff)
+    check_block(32 * warps)
+    nb = ff // 32
+    rows = [DotRow(w=f"(ex * {d} + j{r}) * {nb}", x=f"k * {ff}") for r in range(rows_per_warp)]
+    dots = q8_dots(rows, nb, "f32", unroll=1, names={"qs": "dq", "dw": "dd", "x": "h"})
+    pick = "\n".join(f"    j{r} = min(j0 + {r}, {d - 1})" for r in range(rows_per_warp))
+    init = "\n".join(f"    out{r} = float32(0.0)" for r in range(rows_per_warp))
+    comb = "\n".join(f"        out{r} = fadd_rn(out{r}, fmul_rn(wk, acc{r}))" for r in range(rows_per_warp))
+    stores = "\n".join(
+        f"    if lane == 0 and j0 + {r} < {d}:\n        y[j0 + {r}] = out{r}" for r in range(rows_per_warp)
+    )
+    body = f"""\
+@cuda.jit(cache=True)
+def down_k(dq, dd, h, idx, wts, y):
+    lane = cuda.threadIdx.x % 32
+    j0 = (cuda.blockIdx.x * {warps} + cuda.threadIdx.x // 32) * {rows_per_warp}
+    if j0 >= {d}:
+        return
+{pick}
+{init}
+    for k in range({top_k}):
+        ex = int64(idx[k])
+        wk = wts[k]
+{indent(dots, 2)}
+{comb}
+{stores}
+"""
+    params = [
+        Param("dq", "int8", e * d * ff, "in", f"down quants [{e}, {d}, {ff}]"),
+        Param("dd", "float32", e * d * nb, "in", f"down scales [{e}, {d}, {nb}]"),
+        Param("h", "float32", top_k * ff, "in", f"SwiGLU rows [{top_k}, {ff}] (gate-up)"),
+        Param("idx", "int32", top_k, "in", "chosen experts (router)"),
+        Param("wts", "float32", top_k, "in", "their weights (router)"),
+        Param("y", "float32", d, "out", f"[{d}]"),
+    ]
+    grid = (-(-d // (warps * rows_per_warp)),)
+    name = f"moe_down_e{e}d{d}f{ff}k{top_k}"
+    return build(name, body, "down_k", grid, (32 * warps,), params, f"MoE down-and-combine of the top {top_k} of {e} experts")

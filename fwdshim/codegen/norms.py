@@ -1,0 +1,193 @@
+"""Row kernels: RMS norm (weighted, with a residual, add+norm writing the sum on, quantize epilogue),
+layer norm and softmax. One CUDA block per row of `n` values; `rows` rows.
+
+Every factory returns a `Kernel` (`fwdshim.codegen.compile`); all arrays are 1-D, row-major:
+
+- `rms_norm(n, rows, eps, weight=, residual=, write_sum=, quant=, store_y=, block=)`:
+  `h = x + residual` (`fadd_rn`, if `residual`), `y = h / sqrt(Σh²/n + eps) * weight`.
+  Params, in order: `x f32 [rows*n]`, `residual f32 [rows*n]`?, `weight f32 [n]`?, then the outputs
+  `y f32 [rows*n]` (unless `store_y=False`), `q`, `d`(, `s`) of the quantized `y` (if `quant` is
+  `one_word`/`two_words`, see `codegen.quantize`), `sum f32 [rows*n]` (the `h` written on, if
+  `write_sum`: the add+norm kernel of class `add_norm`, where the residual stream reads the sum).
+- `layer_norm(n, rows, eps, weight=, bias=, residual=, block=)`: `h` as above,
+  `y = (h - mean) / sqrt(var + eps) * weight + bias` (population variance). Params `x`,
+  `residual`?, `weight`?, `bias`?, `y`.
+- `softmax(n, rows, block=)`: `y = exp(x - max) / Σ exp(x - max)`. Params `x`, `y`.
+
+Bit-exact variants (the contract's `fused: EXACT`): every float operation is spelled rounded
+(`fadd_rn`, `fmul_rn`, `fdiv_rn`, `fsqrt_rn`), and the sum of squares runs in one order that depends on
+`n` and `block` only, so for the same `block` the weighted, unweighted, residual, add+norm and
+quantizing kernels agree bit for bit with their unfused composition: `rms_norm(weight=True)` ==
+`rms_norm()` then `fmul_rn(y, w)`; `rms_norm(residual=True, write_sum=True)` == `fadd_rn(x, r)` then
+`rms_norm()`; `rms_norm(quant=f)` == `rms_norm()` then `quantize(f)`. The default `block` depends on
+`n` alone (`compile.block_threads`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+from fwdshim.codegen.compile import Kernel, Param, block_reduce, block_threads, build, check_block, f32, indent
+from fwdshim.codegen.quantize import check_format, epilogue, qact_params
+
+
+def _check(n: int, rows: int, block: int | None) -> int:
+    if n <= 0 or rows <= 0:
+        raise ValueError(f"a row kernel over {rows} rows of {n} values")
+    return check_block(block if block is not None else block_threads(n))
+
+
+def _head(block: int, reductions: int) -> str:
+    reds = "".join(f"    red{j} = cuda.shared.array(32, float32)\n" for j in range(reductions))
+    return (
+        reds
+        + "    tid = cuda.threadIdx.x\n"
+        + "    lane = tid % 32\n"
+        + "    warp = tid // 32\n"
+        + "    row = cuda.blockIdx.x\n"
+    )
+
+
+@functools.cache
+def rms_norm(
+    n: int, rows: int = 1, eps: float = 1e-5, *, weight: bool = False, residual: bool = False,
+    write_sum: bool = False, quant: str | None = None, store_y: bool | None = None, block: int | None = None,
+) -> Kernel:  # fmt: skip
+    """The RMS norm row kernel and its fused variants (see the module docstring)."""
+    block = _check(n, rows, block)
+    if quant is not None:
+        check_format(quant)
+    store_y = quant is None if store_y is None else store_y
+    if not store_y and quant is None:
+        raise ValueError("an RMS norm that neither stores nor quantizes its result")
+    if write_sum and not residual:
+        raise ValueError("an RMS norm writing the sum on needs a residual to add")
+    warps = block // 32
+    nb = -(-n // 32)
+    h = "fadd_rn(x[o + i], residual[o + i])" if residual else "x[o + i]"
+    yv = "fmul_rn(fdiv_rn(hv, r), weight[i])" if weight else "fdiv_rn(hv, r)"
+    params = [Param("x", "float32", rows * n, "in", f"[{rows}, {n}]")]
+    if residual:
+        params.append(Param("residual", "float32", rows * n, "in", f"added to x, [{rows}, {n}]"))
+    if weight:
+        params.append(Param("weight", "float32", n, "in", f"[{n}]"))
+    if store_y:
+        params.append(Param("y", "float32", rows * n, "out", f"normed rows [{rows}, {n}]"))
+    if quant:
+        params.extend(qact_params(n, rows, quant))
+    if write_sum:
+        params.append(Param("sum", "float32", rows * n, "out", f"x + residual [{rows}, {n}]"))
+    names = ", ".join(p.name for p in params)
+
+    first = "        hv = " + h + "\n"
+    if write_sum:
+        first += "        sum[o + i] = hv\n"
+    first += "        ss = fadd_rn(ss, fmul_rn(hv, hv))\n"
+    if quant is None:
+        second = f"""\
+    for i in range(tid, {n}, {block}):
+        hv = {h}
+        y[o + i] = {yv}
+"""
+    else:
+        npad = -(-n // block) * block
+        store = "        if ok:\n            y[o + i] = yv\n" if store_y else ""
+        second = f"""\
+    for i0 in range(0, {npad}, {block}):
+        i = i0 + tid
+        ok = i < {n}
+        yv = float32(0.0)
+        if ok:
+            hv = {h}
+            yv = {yv}
+{store}{indent(epilogue("yv", "o + i", "ok", f"row * {nb} + i // 32", f"i0 + warp * 32 < {n}", quant), 2)}
+"""
+    body = f"""\
+@cuda.jit(cache=True)
+def rms_norm_k({names}):
+{_head(block, 1)}    o = row * {n}
+    ss = float32(0.0)
+    for i in range(tid, {n}, {block}):
+{first}{indent(block_reduce("ss", "sum", "red0", warps), 1)}
+    r = fsqrt_rn(fadd_rn(fdiv_rn(ss, float32({n}.0)), {f32(eps)}))
+{second}"""
+    tags = [t for t, on in (("res", residual), ("w", weight), ("sum", write_sum)) if on]
+    tags += [quant] if quant else []
+    name = "_".join(["rms_norm", *tags, f"{rows}x{n}", f"b{block}"])
+    return build(name, body, "rms_norm_k", (rows,), (block,), params, f"RMS norm of {rows} rows of {n}, eps {eps}")
+
+
+@functools.cache
+def layer_norm(
+    n: int, rows: int = 1, eps: float = 1e-5, *, weight: bool = False, bias: bool = False,
+    residual: bool = False, block: int | None = None,
+) -> Kernel:  # fmt: skip
+    """The layer norm row kernel (see the module docstring)."""
+    block = _check(n, rows, block)
+    warps = block // 32
+    h = "fadd_rn(x[o + i], residual[o + i])" if residual else "x[o + i]"
+    y = "fdiv_rn(fsub_rn(hv, mean), r)"
+    if weight:
+        y = f"fmul_rn({y}, weight[i])"
+    if bias:
+        y = f"fadd_rn({y}, bias[i])"
+    params = [Param("x", "float32", rows * n, "in", f"[{rows}, {n}]")]
+    if residual:
+        params.append(Param("residual", "float32", rows * n, "in", f"added to x, [{rows}, {n}]"))
+    if weight:
+        params.append(Param("weight", "float32", n, "in", f"[{n}]"))
+    if bias:
+        params.append(Param("bias", "float32", n, "in", f"[{n}]"))
+    params.append(Param("y", "float32", rows * n, "out", f"[{rows}, {n}]"))
+    names = ", ".join(p.name for p in params)
+    body = f"""\
+@cuda.jit(cache=True)
+def layer_norm_k({names}):
+{_head(block, 2)}    o = row * {n}
+    acc = float32(0.0)
+    for i in range(tid, {n}, {block}):
+        acc = fadd_rn(acc, {h})
+{indent(block_reduce("acc", "sum", "red0", warps), 1)}
+    mean = fdiv_rn(acc, float32({n}.0))
+    var = float32(0.0)
+    for i in range(tid, {n}, {block}):
+        c = fsub_rn({h}, mean)
+        var = fadd_rn(var, fmul_rn(c, c))
+{indent(block_reduce("var", "sum", "red1", warps), 1)}
+    r = fsqrt_rn(fadd_rn(fdiv_rn(var, float32({n}.0)), {f32(eps)}))
+    for i in range(tid, {n}, {block}):
+        hv = {h}
+        y[o + i] = {y}
+"""
+    tags = [t for t, on in (("res", residual), ("w", weight), ("b", bias)) if on]
+    name = "_".join(["layer_norm", *tags, f"{rows}x{n}", f"b{block}"])
+    return build(name, body, "layer_norm_k", (rows,), (block,), params, f"layer norm of {rows} rows of {n}, eps {eps}")
+
+
+@functools.cache
+def softmax(n: int, rows: int = 1, *, block: int | None = None) -> Kernel:
+    """The softmax row kernel (see the module docstring)."""
+    block = _check(n, rows, block)
+    warps = block // 32
+    body = f"""\
+@cuda.jit(cache=True)
+def softmax_k(x, y):
+{_head(block, 2)}    o = row * {n}
+    m = float32(-math.inf)
+    for i in range(tid, {n}, {block}):
+        m = max(m, x[o + i])
+{indent(block_reduce("m", "max", "red0", warps), 1)}
+    acc = float32(0.0)
+    for i in range(tid, {n}, {block}):
+        e = float32(math.exp(fsub_rn(x[o + i], m)))
+        y[o + i] = e
+        acc = fadd_rn(acc, e)
+{indent(block_reduce("acc", "sum", "red1", warps), 1)}
+    for i in range(tid, {n}, {block}):
+        y[o + i] = fdiv_rn(y[o + i], acc)
+"""
+    params = [
+        Param("x", "float32", rows * n, "in", f"[{rows}, {n}]"),
+        Param("y", "float32", rows * n, "out", f"[{rows}, {n}]"),
+    ]
+    return build(f"softmax_{rows}x{n}_b{block}", body, "softmax_k", (rows,), (block,), params, f"softmax of {rows} rows of {n}")

@@ -1,0 +1,52 @@
+"""Rope: turn pairs `(i, i + half)` of every `hd`-wide head by one row of angles.
+
+`rope(n, hd, half, block=) -> Kernel`: params `x f32 [n]` (`n/hd` heads of `hd`), `angles f32 [2*half]`
+(the cos row then the sin row), `y f32 [n]`:
+`y_i = x_i cos_i - x_{i+half} sin_i`, `y_{i+half} = x_i sin_i + x_{i+half} cos_i` (float32, each
+product and sum rounded on its own: no FMA), dims from `2*half` on copied (the forward's rope has
+`hd == 2*half`). One thread per pair (or copied dim).
+"""
+
+from __future__ import annotations
+
+import functools
+
+from fwdshim.codegen.compile import Kernel, Param, build, check_block
+
+
+@functools.cache
+def rope(n: int, hd: int, half: int, *, block: int = 128) -> Kernel:
+    """The rope kernel (see the module docstring)."""
+    check_block(block)
+    if hd <= 0 or half <= 0 or 2 * half > hd or n <= 0 or n % hd:
+        raise ValueError(f"a rope of {n} values in heads of {hd} with {half} pairs")
+    heads = n // hd
+    per_head = hd - half  # half pairs plus the copied tail
+    total = heads * per_head
+    body = f"""\
+@cuda.jit(cache=True)
+def rope_k(x, angles, y):
+    t = cuda.grid(1)
+    if t >= {total}:
+        return
+    head = t // {per_head}
+    i = t % {per_head}
+    o = head * {hd}
+    if i < {half}:
+        a = x[o + i]
+        b = x[o + i + {half}]
+        c = angles[i]
+        s = angles[{half} + i]
+        y[o + i] = fsub_rn(fmul_rn(a, c), fmul_rn(b, s))
+        y[o + i + {half}] = fadd_rn(fmul_rn(a, s), fmul_rn(b, c))
+    else:
+        j = i + {half}
+        y[o + j] = x[o + j]
+"""
+    params = [
+        Param("x", "float32", n, "in", f"[{heads}, {hd}]"),
+        Param("angles", "float32", 2 * half, "in", f"[2, {half}] cos row, sin row"),
+        Param("y", "float32", n, "out", f"[{heads}, {hd}]"),
+    ]
+    grid = (-(-total // block),)
+    return build(f"rope_{heads}x{hd}_h{half}", body, "rope_k", grid, (block,), params, f"rope of {heads} heads of {hd}")

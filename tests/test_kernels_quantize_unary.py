@@ -1,0 +1,75 @@
+"""The quantize stage (both formats) bit for bit against `numerics.quantize_act`; silu, elementwise
+and transpose against the reference executor (elementwise bit for bit: single float32 operations)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from kernels_common import bits_equal, close, fast_simulator, rng  # noqa: F401
+
+from fwdshim import reference as R
+from fwdshim.codegen import quantize, unary
+from fwdshim.numerics import quantize_act
+
+F32 = np.float32
+
+
+def check_quantize(rows: int, n: int, fmt: str, block: int = 64) -> None:
+    g = rng()
+    x = (g.standard_normal((rows, n)) * g.uniform(0.01, 100)).astype(F32)
+    x[0, : min(32, n)] = 0  # an all-zero block: d = 0, q = 0, never NaN
+    if n > 40:
+        x[-1, 37] = F32(-1e-30)  # a tiny value beside ordinary ones
+    out = quantize.quantize(n, rows, fmt, block=block).run(x=x)
+    ref = quantize_act(x, fmt)
+    bits_equal(out["q"], ref.q.ravel(), "q")
+    bits_equal(out["d"], ref.d.ravel(), "d")
+    if fmt == "two_words":
+        bits_equal(out["s"], ref.s.ravel(), "s = d * sum q")
+    assert out["d"][0] == 0 and not out["q"][: min(32, n)].any()
+
+
+@pytest.mark.parametrize("fmt", ["one_word", "two_words"])
+@pytest.mark.parametrize("rows,n", [(2, 96), (3, 50)])
+def test_quantize_stage_matches_numerics_exactly(rows, n, fmt):
+    check_quantize(rows, n, fmt)
+
+
+def test_quantize_rounds_halves_away_from_zero():
+    # amax 127 gives d = 1 exactly: x / d = x, and the halves must round away from zero
+    x = np.zeros(32, F32)
+    x[:6] = [127, 2.5, -2.5, 0.5, -0.5, 1.4999999]
+    out = quantize.quantize(32, 1, "one_word", block=32).run(x=x)
+    assert out["d"][0] == 1 and list(out["q"][:6]) == [127, 3, -3, 1, -1, 1]
+
+
+def check_elementwise(n: int, block: int = 64) -> None:
+    g = rng()
+    a = g.standard_normal(n).astype(F32)
+    b = g.standard_normal(n).astype(F32) + F32(0.5)
+    for kind in unary.KINDS:
+        y = unary.elementwise(kind, n, block=block).run(a=a, b=b)["y"]
+        bits_equal(y, R.elementwise(kind, a, b), f"elementwise {kind}")
+    y = unary.silu(n, block=block).run(x=a * F32(8))["y"]
+    want = R.silu(a * F32(8))
+    close(y, want, 4e-7 * (1 + np.abs(want)), "silu")
+
+
+def test_elementwise_and_silu():
+    check_elementwise(100)
+
+
+def check_transpose(rows: int, cols: int, block_rows: int = 8) -> None:
+    x = rng().standard_normal((rows, cols)).astype(F32)
+    y = unary.transpose(rows, cols, block_rows=block_rows).run(x=x)["y"]
+    bits_equal(y, R.transpose(x), "transpose")
+
+
+def test_transpose_partial_tiles():
+    check_transpose(40, 35, block_rows=4)
+
+
+def test_binary_expr_spells_rounding():
+    assert unary.binary_expr("mul", "a", "b") == "fmul_rn(a, b)"
+    with pytest.raises(ValueError, match="not one of"):
+        unary.binary_expr("pow", "a", "b")
