@@ -164,9 +164,10 @@ def write_llama(
     return path
 
 
-def random_llama(params: LlamaParams, seed: int = 0, *, tied: bool = True, scale: float = 0.02) -> dict[str, np.ndarray]:
-    """Random float32 weights for every tensor of `params` (norm vectors near 1, projections
-    `N(0, scale)`, the embedding `N(0, 1)`); `tied`: no `output.weight`."""
+def random_llama(params: LlamaParams, seed: int = 0, *, tied: bool = True, gain: float = 2.4) -> dict[str, np.ndarray]:
+    """Random float32 weights for every tensor of `params`: norm vectors `1 + N(0, 0.1)`, projections
+    `N(0, gain²/K)` (K their row width: large enough that attention and rope matter), the embedding
+    `N(0, 0.3²)`; `tied`: no `output.weight`."""
     rng = np.random.default_rng(seed)
     out: dict[str, np.ndarray] = {}
     for tname, use in expected_tensors(params, tied=tied).items():
@@ -175,9 +176,9 @@ def random_llama(params: LlamaParams, seed: int = 0, *, tied: bool = True, scale
         if len(use.shape) == 1:
             out[tname] = (1.0 + 0.1 * rng.standard_normal(use.shape)).astype(np.float32)
         elif tname == "token_embd.weight":
-            out[tname] = rng.standard_normal(use.shape).astype(np.float32)
+            out[tname] = (0.3 * rng.standard_normal(use.shape)).astype(np.float32)
         else:
-            out[tname] = (scale * rng.standard_normal(use.shape)).astype(np.float32)
+            out[tname] = (gain / np.sqrt(use.shape[-1]) * rng.standard_normal(use.shape)).astype(np.float32)
     return out
 
 

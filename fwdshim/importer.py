@@ -88,7 +88,7 @@ def open_gguf(path: str | Path) -> gguf.GGUFReader:
     try:
         reader = gguf.GGUFReader(path)
     except Exception as e:  # gguf raises ValueError, IndexError, struct errors... on a cut file
-        raise ModelError(f"{path}: truncated or corrupt GGUF file ({_one_line(e)})") from None
+        raise ModelError(f"{path}: truncated or corrupt GGUF file of {size} bytes (gguf: {_one_line(e)})") from None
     for t in reader.tensors:
         if t.data_offset + t.n_bytes > size or t.data.nbytes != t.n_bytes:
             raise ModelError(f"{path}: truncated GGUF file (tensor `{t.name}` runs past its end at {size} bytes)")
