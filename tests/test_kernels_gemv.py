@@ -1,0 +1,106 @@
+"""The GEMVs (codegen.gemv) against the reference executor: Q8_0 dequantizing in-kernel (weights
+quantized by gguf), the int8-activation GEMV (`numerics.gemv_int8`, activations by
+`numerics.quantize_act`), dense f32/f16/bf16. Rows of K whose 32-value blocks are not a multiple of
+the warp's 32 lanes (a partial last step), unrolled steps with a leftover, all-zero blocks."""
+
+from __future__ import annotations
+
+import gguf
+import numpy as np
+import pytest
+from kernels_common import close, fast_simulator, q8_0, rng  # noqa: F401
+
+from fwdshim import reference as R
+from fwdshim.codegen import gemv
+from fwdshim.numerics import gemv_int8, quantize_act
+from fwdshim.weights import dequantize_raw
+
+F32 = np.float32
+
+
+def _weights(g, n, k):
+    w = g.standard_normal((n, k)).astype(F32)
+    w[min(2, n - 1), 32:64] = 0  # an all-zero weight block: gguf gives d = 0
+    return w
+
+
+def _budget(w_abs: np.ndarray, x_abs: np.ndarray) -> np.ndarray:
+    """An error budget per output: 2e-5 of Σ|w||x| (float32 accumulation over K terms)."""
+    return 2e-5 * (w_abs @ x_abs.T).T + 1e-30
+
+
+def check_q8_0(n: int, k: int, m: int = 1, **kw) -> None:
+    g = rng()
+    w = _weights(g, n, k)
+    raw, qs, d = q8_0(w)
+    x = g.standard_normal((m, k)).astype(F32)
+    x[:, k - 32 :] = 0  # an all-zero activation block
+    y = gemv.q8_0(n, k, m, **kw).run(qs=qs, dw=d, x=x)["y"]
+    wq = dequantize_raw(raw, gguf.GGMLQuantizationType.Q8_0).reshape(n, k)
+    close(y, R.matmul_q8_0(x, raw), _budget(np.abs(wq), np.abs(x)), f"q8_0 GEMV {n}x{k}")
+
+
+def check_q8_0_int8(n: int, k: int, m: int = 1, fmt: str = "one_word", **kw) -> None:
+    g = rng()
+    w = _weights(g, n, k)
+    _, qs, d = q8_0(w)
+    x = g.standard_normal((m, k)).astype(F32)
+    x[:, :32] = 0  # an all-zero activation block: d_x = 0
+    qx = quantize_act(x, fmt)
+    y = gemv.q8_0_int8(n, k, m, **kw).run(qs=qs, dw=d, xq=qx.q, xd=qx.d)["y"]
+    want = gemv_int8(qs, d, qx)
+    wq = (qs.reshape(n, -1, 32) * d[..., None]).reshape(n, k)
+    close(y, want, _budget(np.abs(wq), np.abs(qx.values())), f"int8 GEMV {n}x{k}")
+    close(y, R.matmul(qx, (qs.reshape(n, -1, 32) * d[..., None]).reshape(n, k)), _budget(np.abs(wq), np.abs(qx.values())), "vs executor")
+
+
+@pytest.mark.parametrize(
+    "n,k,kw",
+    [
+        (5, 32 * (32 * 2 + 5), dict(rows_per_warp=2, warps=2, unroll=2)),  # 2 unrolled steps + 5 lanes
+        (3, 32 * (32 * 3 + 7), dict(rows_per_warp=1, warps=2, unroll=2)),  # a leftover step + 7 lanes
+        (4, 64, dict(rows_per_warp=4, warps=1, unroll=1)),  # fewer blocks than lanes
+    ],
+)
+def test_q8_0_gemv(n, k, kw):
+    check_q8_0(n, k, **kw)
+
+
+def test_q8_0_gemv_rows_of_x():
+    check_q8_0(3, 96, m=2, rows_per_warp=2, warps=1, unroll=1)
+
+
+@pytest.mark.parametrize("fmt", ["one_word", "two_words"])
+def test_int8_activation_gemv(fmt):
+    check_q8_0_int8(5, 32 * (32 * 2 + 5), fmt=fmt, rows_per_warp=2, warps=2, unroll=2)
+
+
+def check_dense(n: int, k: int, dtype: str, warps: int = 2) -> None:
+    g = rng()
+    w = g.standard_normal((n, k)).astype(F32)
+    if dtype == "bfloat16":
+        bits = (w.view(np.uint32) >> 16).astype(np.uint16)
+        w_eff = (bits.astype(np.uint32) << 16).view(F32)
+        arg = bits
+    else:
+        arg = w.astype(dtype)
+        w_eff = arg.astype(F32)
+    x = g.standard_normal(k).astype(F32)
+    y = gemv.dense(n, k, dtype=dtype, warps=warps).run(w=arg, x=x)["y"]
+    close(y, R.matmul_dense(x, w_eff), _budget(np.abs(w_eff), np.abs(x)[None]), f"dense {dtype}")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_dense_gemv(dtype):
+    check_dense(5, 70, dtype)
+
+
+def test_gemv_launch_shape_and_params():
+    k = gemv.q8_0(4096, 14336)
+    assert k.param_names == ("qs", "dw", "x", "y") and k.grid == (512, 1) and k.block == (128,)
+    assert [p.size for p in k.params] == [4096 * 14336, 4096 * 448, 14336, 4096]
+    assert "ld_i32x4(qs" in k.source and "s8x4_f32" in k.source
+    k = gemv.q8_0_int8(4096, 4096)
+    assert k.param_names == ("qs", "dw", "xq", "xd", "y") and "dp4a(" in k.source
+    with pytest.raises(ValueError, match="not whole blocks of 32"):
+        gemv.q8_0(8, 100)
