@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import Float64Type, IntegerType, TensorType
-from xdsl.ir import Attribute, Operation
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from fwdshim.classes import ClassId, Q8MatKind, Support
 from fwdshim.dialects.attributes import GgmlType, QActType, QuantFormat, WeightsType
@@ -232,7 +232,9 @@ class Norm:
 
 
 def norm(op: Operation) -> Norm | None:
-    """The norm a fused op ends in (its first RMS/layer norm leaf), or None when it holds none."""
+    """The norm of a fused op — its first RMS or layer norm leaf — or None when it holds none.
+
+    `part` compares the norm's row with the first leaf's result (the sum of an add_norm)."""
     found = [p for p in leaves(op) if isinstance(p, RmsNormOp | LayerNormOp)]
     if not found:
         return None
@@ -243,15 +245,13 @@ def norm(op: Operation) -> Norm | None:
     return Norm(part=whole is not None and row < whole, pre=n.residual is not None)
 
 
-def _q8_weights(value) -> bool:
+def _q8_weights(value: SSAValue) -> bool:
     return ggml_type_of(value) == "q8_0"
 
 
 def _stage_name(op: Operation) -> str:
     hint = op.results[0].name_hint if op.results else None
     return f"%{hint}" if hint else f"{op.name} at {where(op)}"
-
-
 
 
 # ---------------------------------------------------------------------------------------------

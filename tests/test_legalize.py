@@ -478,3 +478,15 @@ def test_random_modules_strict_and_mark_agree() -> None:
         LegalizePass(mode="mark").apply(Context(), marked)
         reasons = [op.attributes["fwd.refused"].data for op in marked.walk() if "fwd.refused" in op.attributes]
         assert [ln.split(": error: ", 1)[1] for ln in lines] == reasons == [SEED[b] for b in picks]
+
+
+def test_kernel_refusal_judges_primitives_only() -> None:
+    module = parse(X + f'%w = fwd.weight "w" : !fwd.weights<32x64, q8_0>\n%z = fwd.view %x : {E} -> {E}\n%q = fwd.quantize %x one_word : {E} -> !fwd.qact<64, one_word>\n')
+    assert [kernel_refusal(op) for op in module.body.block.ops] == [None] * 5
+    assert [ForwardShim().fits(op) for op in stages(module)] == [SEED["F03"], SEED["F04"]]
+
+
+def test_moe_manifest_names_an_unnamed_stage_by_location() -> None:
+    text = moe(extra="renormalize act swiglu scoring softmax", router_ty=T(4, 64)).replace("%moe =", "%0 =")
+    (r,) = refusals(text)
+    assert r.reason == "moe stage `fwd.moe at t.mlir:6:1` has no entry in the MoE weight manifest"
