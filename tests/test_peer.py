@@ -1,0 +1,155 @@
+"""The peer check: fwdshim against Hugging Face transformers (CPU torch) on the same GGUF file.
+
+fwdshim writes a GGUF holding exactly the weights it runs (requantized to Q8_0, in GGUF layout, by
+its own exporter); transformers loads *that file* through its own GGUF loader and its own GGUF
+tokenizer, so the peer un-permutes Q/K and tokenizes by itself. Under dequant numerics the logits of
+the first 8 steps agree within ||Δ||/||ref|| <= 1e-3 and 16 greedy tokens are identical.
+
+SmolLM2-135M-Instruct is fetched once into fwdshim's model cache (about 100 MB); the tiny models are
+written fresh by each test.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as QT
+
+from fwdshim.gguf_export import byte_vocab, random_llama, write_llama
+from fwdshim.importer import ImportedModel, LlamaParams, import_gguf
+from fwdshim.runner import Decoder, generate
+
+TOL = 1e-3
+STEPS, LOGIT_STEPS = 16, 8
+
+
+@pytest.fixture(scope="module")
+def torch():
+    import torch
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    torch.set_num_threads(2)
+    return torch
+
+
+def hf_model(torch, model: ImportedModel):
+    """transformers' own model, loaded from the GGUF fwdshim runs (`model.gguf_path`)."""
+    from transformers import AutoModelForCausalLM
+
+    path = model.gguf_path
+    hf = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    return hf.eval()
+
+
+def hf_logits(torch, hf, ids: list[int]) -> np.ndarray:
+    with torch.no_grad():
+        return hf(torch.tensor([ids])).logits[0].double().numpy()
+
+
+def compare(torch, hf, model: ImportedModel, prompt: list[int], numerics="dequant"):
+    """Our greedy run against the peer's logits on the same token prefix: returns (ours, peer's,
+    relative errors of the first LOGIT_STEPS steps)."""
+    gen = generate(Decoder(model, numerics, "cpu"), prompt, STEPS)
+    assert len(gen.tokens) == STEPS
+    ref = hf_logits(torch, hf, prompt + gen.tokens[:-1])[len(prompt) - 1 :]
+    ours = np.stack(gen.logits).astype(np.float64)
+    err = np.linalg.norm(ours - ref, axis=1) / np.linalg.norm(ref, axis=1)
+    return gen, ref, err
+
+
+# ---------------------------------------------------------------------------------------------
+# a tiny llama, written fresh (fast)
+
+TINY = LlamaParams(n_layer=2, d=64, ff=96, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
+                   vocab=257, context_length=256)  # fmt: skip
+
+
+@pytest.mark.parametrize("source", ["q8_0", "q4_1 requantized"])
+def test_tiny_llama_against_transformers(tmp_path, monkeypatch, torch, source):
+    monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
+    w = random_llama(TINY, seed=11)
+    types = {n: QT.Q4_1 for n, a in w.items() if a.ndim == 2 and n != "token_embd.weight"} if source != "q8_0" else None
+    path = write_llama(tmp_path / "tiny.gguf", TINY, w, types=types, vocab=byte_vocab())
+    model = import_gguf(path, context=64)
+    assert (model.gguf_path != path) == (types is not None)  # the peer reads the sidecar fwdshim runs
+    hf = hf_model(torch, model)
+    prompt = [int(t) for t in np.random.default_rng(1).integers(0, TINY.vocab, 6)]
+    gen, ref, err = compare(torch, hf, model, prompt)
+    assert err[:LOGIT_STEPS].max() <= TOL, err
+    assert gen.tokens == [int(np.argmax(r)) for r in ref], (gen.tokens, ref.argmax(1))
+    assert len(set(gen.tokens)) > 3  # a sequence that moves: rope and the cache matter
+
+
+# ---------------------------------------------------------------------------------------------
+# SmolLM2-135M-Instruct
+
+PROMPTS = ["The capital of France is", "Once upon a time, in a small village,", "def fibonacci(n):\n   "]
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    from fwdshim.models import fetch_model
+
+    return import_gguf(fetch_model("smollm2", quiet=True), context=64)
+
+
+@pytest.fixture(scope="module")
+def smollm2_hf(torch, smollm2):
+    from transformers import AutoTokenizer
+
+    path = smollm2.gguf_path
+    return hf_model(torch, smollm2), AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+
+
+def test_smollm2_is_requantized_q8_0(smollm2):
+    p = smollm2.params
+    assert (p.n_layer, p.d, p.h, p.kv, p.hd, p.ff, p.rope_base, p.vocab) == (30, 576, 9, 3, 64, 1536, 1e5, 49152)
+    assert len(smollm2.converted) == 210 and set(smollm2.converted.values()) == {QT.Q8_0}
+    assert "output.weight" not in smollm2.weights  # tied: the logits read token_embd.weight
+
+
+def test_smollm2_prompt_ids_equal_transformers(smollm2, smollm2_hf):
+    from fwdshim.tokenizer import GGUFTokenizer
+
+    ours = GGUFTokenizer(smollm2.reader, smollm2.gguf_path)
+    _, hf_tok = smollm2_hf
+    for text in [*PROMPTS, "<|im_start|>user\nWhat is 2+2?<|im_end|>\n", "Ünïcödé, 日本語 and 12345!"]:
+        assert ours.encode(text) == hf_tok(text)["input_ids"], text
+    chat = [{"role": "user", "content": "What is the capital of France?"}]
+    assert ours.chat("What is the capital of France?") == hf_tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+
+
+def test_smollm2_dequant_matches_transformers(torch, smollm2, smollm2_hf):
+    from fwdshim.tokenizer import GGUFTokenizer
+
+    hf, _ = smollm2_hf
+    tok = GGUFTokenizer(smollm2.reader, smollm2.gguf_path)
+    gen, ref, err = compare(torch, hf, smollm2, tok.encode(PROMPTS[0]))
+    print(f"\nsmollm2 dequant: max rel err of the first {LOGIT_STEPS} steps {err[:LOGIT_STEPS].max():.2e}; "
+          f"{tok.decode(gen.tokens)!r}")  # fmt: skip
+    assert err[:LOGIT_STEPS].max() <= TOL, err
+    assert gen.tokens == [int(np.argmax(r)) for r in ref]
+    assert tok.decode(gen.tokens).startswith(" Paris")
+
+
+def test_smollm2_int8_act_cpu_run_is_recorded(torch, smollm2, smollm2_hf, tmp_path_factory):
+    """The executor's int8-act run (the GPU graph is checked against this record on the device)."""
+    from fwdshim.models import models_dir
+    from fwdshim.tokenizer import GGUFTokenizer
+
+    hf, _ = smollm2_hf
+    tok = GGUFTokenizer(smollm2.reader, smollm2.gguf_path)
+    prompt = tok.encode(PROMPTS[0])
+    gen, ref, err = compare(torch, hf, smollm2, prompt, numerics="int8-act")
+    assert err[:LOGIT_STEPS].max() < 0.25, err  # quantized activations: near the peer, not equal
+    assert gen.tokens[:4] == [int(np.argmax(r)) for r in ref[:4]]
+    record = {"model": "smollm2", "numerics": "int8-act", "device": "cpu", "prompt": PROMPTS[0],
+              "prompt_ids": prompt, "tokens": gen.tokens, "text": tok.decode(gen.tokens),
+              "rel_err_vs_transformers": [float(e) for e in err]}  # fmt: skip
+    out = models_dir() / "smollm2.int8-act.cpu.json"
+    out.write_text(json.dumps(record, indent=1))
+    print(f"\nint8-act (cpu): {record['text']!r}; recorded in {out}")
