@@ -16,7 +16,7 @@ from fwdshim.numerics import quantize_act
 F32 = np.float32
 
 
-def check_attention(h: int, kv: int, hd: int, l: int, c: int, quant: str | None = None, block: int = 32) -> None:  # noqa: E741
+def check_attention(h: int, kv: int, hd: int, l: int, c: int, quant: str | None = None, block: int = 32) -> None:
     g = rng()
     q = g.standard_normal(h * hd).astype(F32)
     k = g.standard_normal(kv * hd).astype(F32)

@@ -57,9 +57,9 @@ def check_q8_0_int8(n: int, k: int, m: int = 1, fmt: str = "one_word", **kw) -> 
 @pytest.mark.parametrize(
     "n,k,kw",
     [
-        (5, 32 * (32 * 2 + 5), dict(rows_per_warp=2, warps=2, unroll=2)),  # 2 unrolled steps + 5 lanes
-        (3, 32 * (32 * 3 + 7), dict(rows_per_warp=1, warps=2, unroll=2)),  # a leftover step + 7 lanes
-        (4, 64, dict(rows_per_warp=4, warps=1, unroll=1)),  # fewer blocks than lanes
+        (5, 32 * (32 * 2 + 5), {"rows_per_warp": 2, "warps": 2, "unroll": 2}),  # 2 unrolled steps + 5 lanes
+        (3, 32 * (32 * 3 + 7), {"rows_per_warp": 1, "warps": 2, "unroll": 2}),  # a leftover step + 7 lanes
+        (4, 64, {"rows_per_warp": 4, "warps": 1, "unroll": 1}),  # fewer blocks than lanes
     ],
 )
 def test_q8_0_gemv(n, k, kw):

@@ -83,7 +83,7 @@ def test_quant_epilogue_all_zero_block_gives_zero_scale():
 
 def check_layer_norm_softmax(rows: int, n: int, block: int | None) -> None:
     g = rng()
-    x, r, w, b = _inputs(g, rows, n)
+    x, _, w, b = _inputs(g, rows, n)
     y = norms.layer_norm(n, rows, 1e-5, weight=True, bias=True, block=block).run(x=x, weight=w, bias=b)["y"]
     want = R.layer_norm(x, w, None, b)
     close(y, want, 1e-5 * (1 + np.abs(want)), "layer_norm")

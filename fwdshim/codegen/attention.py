@@ -29,7 +29,7 @@ STATIC_SHARED_BYTES = 48 * 1024
 
 @functools.cache
 def attention(
-    h: int, kv: int, hd: int, l: int, *, quant: str | None = None, store_y: bool | None = None,  # noqa: E741
+    h: int, kv: int, hd: int, l: int, *, quant: str | None = None, store_y: bool | None = None,
     block: int = 128,
 ) -> Kernel:  # fmt: skip
     """The single-query GQA attention kernel (see the module docstring)."""

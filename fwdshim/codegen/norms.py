@@ -27,7 +27,16 @@ from __future__ import annotations
 
 import functools
 
-from fwdshim.codegen.compile import Kernel, Param, block_reduce, block_threads, build, check_block, f32, indent
+from fwdshim.codegen.compile import (
+    Kernel,
+    Param,
+    block_reduce,
+    block_threads,
+    build,
+    check_block,
+    f32,
+    indent,
+)
 from fwdshim.codegen.quantize import check_format, epilogue, qact_params
 
 
