@@ -12,7 +12,7 @@ op its one generated kernel (`codegen.fused`) — except a `fwd.moe`, which is t
   `output` (returned), `intermediate` (any other stage result, and a stage's scratch buffers,
   named `%<stage result>.<param>`) or `step` (`%cache_len`: `int32 [1]`, the number of cache rows
   written, which the runtime writes before each launch so that one captured graph serves every step).
-  `parts` are the device arrays the buffer is held in, each `Part(name, dtype, size)`: one unnamed
+  `tensor` names a weight's GGUF tensor. `parts` are the device arrays the buffer is held in, each `Part(name, dtype, size)`: one unnamed
   part for a float32 tensor; `qs int8 [N*K]` and `dw float32 [N*K/32]` for a Q8_0 weight (the
   `weights.repack_q8_0` layout); `q int8`, `d float32` (and `s float32` for `two_words`) for a
   quantized activation.
@@ -96,6 +96,8 @@ class Buffer:
     dtype: str
     role: str
     parts: tuple[Part, ...]
+    tensor: str = ""
+    """For a `weight` buffer, the GGUF tensor name of its `fwd.weight`."""
 
     def part(self, name: str) -> Part:
         for p in self.parts:
@@ -521,6 +523,7 @@ class _Builder:
         self.returned = set(ret.operands) if isinstance(ret, ReturnOp) else set()
         self.parts: dict[str, dict[str, Part]] = {}
         self.meta: dict[str, tuple[str, tuple[int, ...], str]] = {}
+        self.tensors: dict[str, str] = {}
         self.shim = _shim_for(module, func)
 
     def buffer_of(self, v: SSAValue) -> str:
@@ -531,6 +534,8 @@ class _Builder:
             dtype, shape, parts = _type_parts(v.type)
             self.meta[name] = (dtype, shape, _role(v, self.func, self.caches, self.returned))
             self.parts[name] = {p.name: p for p in parts}
+            if isinstance(v, OpResult) and isinstance(v.op, WeightOp):
+                self.tensors[name] = v.op.tensor_name.data
         return name
 
     def bind(self, number: int, op: StageOp, b: Binding) -> Launch:
@@ -572,6 +577,11 @@ class _Builder:
         return StagePlan(number, what, where(op), covers, launches)
 
 
+def _meta(b: _Builder, n: str) -> tuple:
+    dtype, shape, role = b.meta[n]
+    return n, shape, dtype, role, tuple(b.parts[n].values()), b.tensors.get(n, "")
+
+
 def build_plan(func: FuncOp, module: Operation | None = None) -> LaunchPlan:
     """The launch plan of `func` (see the module docstring); `PlanError` lists every stage it cannot
     lower. `module` (default: `func`'s module) gives the numerics `fwd-legalize` recorded."""
@@ -599,7 +609,7 @@ def build_plan(func: FuncOp, module: Operation | None = None) -> LaunchPlan:
     order = {r: i for i, r in enumerate(ROLES)}
     seen = list(b.meta)
     buffers = sorted(
-        (Buffer(n, b.meta[n][1], b.meta[n][0], b.meta[n][2], tuple(b.parts[n].values())) for n in seen),
+        (Buffer(*_meta(b, n)) for n in seen),
         key=lambda x: (order[x.role], seen.index(x.name)),
     )
     return LaunchPlan(func.sym_name.data, tuple(buffers), tuple(stage_plans), inputs, outputs)

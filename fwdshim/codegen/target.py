@@ -26,11 +26,18 @@ class NumbaTarget(Target):
     """Print the launch plan without the kernel source."""
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        from fwdshim.codegen.plan import build_plan, functions
+        from fwdshim.codegen.plan import PlanError, build_plan, functions
         from fwdshim.passes.lower_numba import plan_of
 
+        plans, errors = [], []
         for func in functions(module):
-            plan = plan_of(func) or build_plan(func, module)
+            try:
+                plans.append(plan_of(func) or build_plan(func, module))
+            except PlanError as e:
+                errors.append(str(e))
+        if errors:
+            raise PlanError("\n".join(errors))
+        for plan in plans:
             output.write(plan.text())
             if not self.plan_only:
                 output.write("\n")

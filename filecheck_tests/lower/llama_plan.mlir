@@ -1,0 +1,67 @@
+// The launch plan of the Llama example under each numerics: one kernel a stage, fused classes one
+// kernel each, every buffer with its role, each launch with what it reads and writes.
+// RUN: fwdshim-opt %S/../../examples/llama_layer.mlir -p 'forward-shim{numerics=int8-act}' -t 'numba{plan_only=true}' | filecheck %s --check-prefix=INT8
+// RUN: fwdshim-opt %S/../../examples/llama_layer.mlir -p 'forward-shim{numerics=dequant}' -t 'numba{plan_only=true}' | filecheck %s --check-prefix=DEQ
+// RUN: fwdshim-opt %S/../../examples/llama_layer.mlir -p 'forward-shim{numerics=two-pass-int8}' -t 'numba{plan_only=true}' | filecheck %s --check-prefix=TWO
+
+// INT8:      // launch plan @decode_step: 15 stages, 15 kernels, 30 buffers
+// INT8-NEXT: //   inputs (%x, %angles, %k_cache, %v_cache) -> outputs (%out, %k_r, %v)
+// INT8-NEXT: // buffers:
+// INT8-NEXT: //   %x {{ +}}input{{ +}}f32[576] = data f32[576]
+// INT8-NEXT: //   %angles {{ +}}input{{ +}}f32[2x32] = data f32[64]
+// INT8-NEXT: //   %k_cache {{ +}}cache{{ +}}f32[4095x192] = data f32[786240]
+// INT8-NEXT: //   %v_cache {{ +}}cache{{ +}}f32[4095x192] = data f32[786240]
+// INT8-NEXT: //   %attn_norm_w {{ +}}weight{{ +}}f32[576] = data f32[576]
+// INT8-NEXT: //   %wq {{ +}}weight{{ +}}q8_0[576x576] = qs i8[331776], dw f32[10368]
+// INT8:      //   %h0_q {{ +}}intermediate{{ +}}qact.one_word[576] = q i8[576], d f32[18]
+// INT8:      //   %cache_len {{ +}}step{{ +}}i32[1] = data i32[1]
+// INT8-NEXT: // stages:
+// INT8-NEXT: //   stage 0: fwd.fused norm_quant covers [0, 1, 2] at {{.*}}llama_layer.mlir:22:3
+// INT8-NEXT: //     kernel rms_norm_w_one_word_1x576_b256 grid 1 block 256
+// INT8-NEXT: //       reads  %x, %attn_norm_w
+// INT8-NEXT: //       writes %h0_q
+// INT8-NEXT: //       args   (x=%x, weight=%attn_norm_w, q=%h0_q.q, d=%h0_q.d)
+// INT8-NEXT: //   stage 1: fwd.matmul at {{.*}}llama_layer.mlir:24:3
+// INT8-NEXT: //     kernel gemv_q8_0_int8_1x576x576_{{.*}} grid 72x1 block 128
+// INT8-NEXT: //       reads  %wq, %h0_q
+// INT8-NEXT: //       writes %q
+// INT8:      //   stage 6: fwd.fused attn_output_quant covers [8, 9]
+// INT8-NEXT: //     kernel attention_one_word_h9kv3d64_l4096 grid 9 block
+// INT8-NEXT: //       reads  %q_r, %k_r, %v, %k_cache, %v_cache, %cache_len
+// INT8-NEXT: //       writes %att_q
+// INT8:      //   stage 8: fwd.fused add_norm_quant covers [11, 12, 13, 14]
+// INT8-NEXT: //     kernel rms_norm_res_w_sum_one_word_1x576_b256 grid 1 block 256
+// INT8-NEXT: //       reads  %x, %o, %ffn_norm_w
+// INT8-NEXT: //       writes %h1_q, %x1
+// INT8:      //   stage 11: fwd.fused elementwise_chains covers [17, 18]
+// INT8-NEXT: //     kernel fused_chain_silu_mul_1536 grid 6 block 256
+// INT8-NEXT: //       reads  %g, %u
+// INT8-NEXT: //       writes %gu
+// INT8-NEXT: //       args   (a0=%g, a1=%u, y0=%gu)
+// INT8-NEXT: //   stage 12: fwd.quantize
+// INT8-NEXT: //     kernel quantize_one_word_1x1536
+// INT8:      //   stage 14: fwd.elementwise
+// INT8-NEXT: //     kernel elementwise_add_576
+// INT8-NOT:  //   stage 15
+
+// DEQ:      // launch plan @decode_step: 14 stages, 14 kernels, 29 buffers
+// DEQ-NOT:  qact
+// DEQ:      //   stage 0: fwd.fused norm_weight covers [0, 1]
+// DEQ-NEXT: //     kernel rms_norm_w_1x576_b256 grid 1 block 256
+// DEQ:      //     kernel gemv_q8_0_1x576x576_{{.*}} grid 72x1 block 128
+// DEQ-NEXT: //       reads  %wq, %h0
+// DEQ:      //   stage 6: fwd.attention
+// DEQ-NEXT: //     kernel attention_h9kv3d64_l4096 grid 9 block
+// DEQ:      //   stage 8: fwd.fused add_norm covers [9, 10, 11]
+// DEQ-NEXT: //     kernel rms_norm_res_w_sum_1x576_b256 grid 1 block 256
+// DEQ-NEXT: //       reads  %x, %o, %ffn_norm_w
+// DEQ-NEXT: //       writes %h1, %x1
+// DEQ-NEXT: //       args   (x=%x, residual=%o, weight=%ffn_norm_w, y=%h1, sum=%x1)
+
+// TWO:      // launch plan @decode_step: 18 stages, 18 kernels
+// TWO:      //   %h0_q {{ +}}intermediate{{ +}}qact.two_words[576] = q i8[576], d f32[18], s f32[18]
+// TWO:      //   stage 1: fwd.quantize
+// TWO-NEXT: //     kernel quantize_two_words_1x576
+// TWO-NEXT: //       reads  %h0
+// TWO-NEXT: //       writes %h0_q
+// TWO-NEXT: //       args   (x=%h0, q=%h0_q.q, d=%h0_q.d, s=%h0_q.s)

@@ -1,0 +1,293 @@
+"""The runtime: a decode step's launch plan on a device, captured once as one CUDA graph, replayed per step.
+
+`CompiledForward(func, weights)` (DESIGN.md §6):
+
+1. builds the launch plan (`codegen.plan.plan_for`), or takes one;
+2. allocates every buffer part of the plan as a zeroed device array and uploads the weights from the
+   `WeightStore` (Q8_0 repacked by `weights.repack_q8_0` into `qs int8` + `dw float32`, F32 as is,
+   F16 as half, BF16 as its `uint16` bits);
+3. on a GPU: compiles every kernel, runs the stages once (so every module is loaded), then captures
+   the whole forward with cuda.core's `GraphBuilder` — one kernel launch per plan launch, nothing
+   else: the argument tuples are built before capture, so no allocation, sync or host array happens
+   inside it — and checks that the graph holds exactly the plan's kernel count of kernel nodes, each
+   with its launch's grid and block (`RuntimeError` otherwise).
+
+Per step, `step(inputs, cache_len=)` writes the inputs into their device buffers (a NumPy array or
+any object with `__cuda_array_interface__`, of the argument's shape; a cache argument may hold fewer
+rows than its capacity: they fill the first rows), writes the number of cache rows into the device
+scalar `%cache_len` that every attention kernel reads (so one capture serves every step, the first
+one included: `cache_len=0` attends the current position alone), and replays the graph on the
+runtime's stream. It returns the function's results as device arrays of the declared shapes: views
+of the runtime's own buffers, valid until the next step (copy them, or `outputs_host()`).
+`run_stagewise(...)` does the same launching the stages one by one (the path under Numba's CUDA
+simulator, where there are no graphs, and the reference of the GPU test "graph == stagewise").
+`append_caches(row)` copies each attention's current `k`, `v` into row `row` of its caches (the
+cache maintenance after a step; outside the graph).
+
+Kernel source lives in the kernel cache directory (`codegen.compile.cache_dir`), so Numba's on-disk
+cache makes a second compile of the same model fast.
+
+Errors: `ValueError` for an input of the wrong size or dtype, an unknown input name, or a cache
+length outside `0..l-1`; `MissingWeight` for a weight the store lacks; `PlanError` for IR the plan
+cannot lower.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from xdsl.ir import Operation
+
+from fwdshim.codegen.compile import simulating
+from fwdshim.codegen.fused import CACHE_LEN
+from fwdshim.codegen.plan import Buffer, LaunchPlan, plan_for
+from fwdshim.weights import WeightStore
+
+
+def _host_weight(buf: Buffer, weights: WeightStore) -> dict[str, np.ndarray]:
+    """The parts of a weight buffer as host arrays, from the store (checked against the plan)."""
+    wd = weights.get(buf.tensor)
+    if tuple(wd.shape) != tuple(buf.shape):
+        raise ValueError(f"weight `{buf.tensor}` ({buf.name}) has shape {list(wd.shape)}, the IR declares {list(buf.shape)}")
+    ggml = wd.ggml.value
+    if buf.dtype == "q8_0":
+        if ggml != "q8_0":
+            raise ValueError(f"weight `{buf.tensor}` is {ggml}, the IR declares q8_0")
+        qs, d = wd.q8_0
+        return {"qs": qs.reshape(-1), "dw": d.reshape(-1)}
+    if buf.dtype == "f16":
+        return {"": np.asarray(wd.raw, dtype=np.float16).reshape(-1)}
+    if buf.dtype == "bf16":
+        return {"": np.ascontiguousarray(wd.raw).view(np.uint16).reshape(-1)}
+    return {"": np.asarray(wd.f32, dtype=np.float32).reshape(-1)}
+
+
+def _names(name: str) -> tuple[str, str]:
+    return (name, name[1:]) if name.startswith("%") else (f"%{name}", name)
+
+
+class CompiledForward:
+    """A decode step compiled to Numba CUDA kernels, replayed as one CUDA graph (module docstring)."""
+
+    def __init__(
+        self, func: Operation, weights: WeightStore, *, plan: LaunchPlan | None = None,
+        entry: str | None = None, capture: bool | None = None,
+    ) -> None:  # fmt: skip
+        """`func`: a legalized `func.func` or the module holding it (`entry` picks a function);
+        `capture`: build the graph (default: on a GPU, never under the simulator)."""
+        from numba import cuda
+
+        self.cuda = cuda
+        self.plan = plan if plan is not None else plan_for(func, entry)
+        self.simulated = simulating()
+        self.stream: Any = 0
+        if not self.simulated:
+            from cuda.core import Device
+
+            self.device = Device()
+            self.device.set_current()
+            self.stream = self.device.create_stream()
+        self.arrays: dict[tuple[str, str], Any] = {}
+        for buf in self.plan.buffers:
+            host = _host_weight(buf, weights) if buf.role == "weight" else {}
+            for p in buf.parts:
+                data = host.get(p.name)
+                if data is None:
+                    data = np.zeros(p.size, dtype=p.dtype)
+                elif data.dtype != np.dtype(p.dtype) or data.size != p.size:
+                    raise ValueError(f"weight {buf.name}.{p.name}: {data.size} {data.dtype}, the kernels read {p.size} {p.dtype}")
+                self.arrays[(buf.name, p.name)] = cuda.to_device(np.ascontiguousarray(data), stream=self.stream)
+        self._args = [tuple(self.arrays[(a.buffer, a.part)] for a in launch.args) for launch in self.plan.launches]
+        self._caches = self._cache_pairs()
+        self.graph = None
+        self.graph_kernel_nodes: int | None = None
+        if capture is None:
+            capture = not self.simulated
+        if capture:
+            self._capture()
+        self.sync()
+
+    # -----------------------------------------------------------------------------------------
+    # buffers
+
+    def array(self, name: str, part: str = "") -> Any:
+        """The device array of part `part` of buffer `name` (`%x` or `x`)."""
+        return self.arrays[(_names(name)[0], part)]
+
+    def _buffer(self, name: str) -> Buffer:
+        return self.plan.buffer(_names(name)[0])
+
+    def _cache_pairs(self) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+        """(current row buffer, cache buffer) for each attention's k and v, from its launch's args."""
+        pairs = []
+        for launch in self.plan.launches:
+            by = {a.param: (a.buffer, a.part) for a in launch.args}
+            for cur, cache in (("k", "k_cache"), ("v", "v_cache")):
+                if cache in by and cur in by:
+                    pairs.append((by[cur], by[cache]))
+        return pairs
+
+    def capacity(self) -> int | None:
+        """The number of cache rows the buffers hold (`l - 1`), or None without attention."""
+        for _, cache in self._caches:
+            b = self.plan.buffer(cache[0])
+            return b.shape[0]
+        return None
+
+    def write(self, name: str, value: Any) -> int | None:
+        """Write an input (or cache) buffer from a host array or a device array (any object with
+        `__cuda_array_interface__`); returns the number of rows written for a cache, else None."""
+        buf = self._buffer(name)
+        if buf.role not in ("input", "cache"):
+            raise ValueError(f"{buf.name} is a {buf.role} buffer, not an input of @{self.plan.function}")
+        dst = self.arrays[(buf.name, "")]
+        dev = hasattr(value, "__cuda_array_interface__")
+        src = self.cuda.as_cuda_array(value) if dev else np.asarray(value)
+        if np.dtype(src.dtype) != np.float32:
+            raise ValueError(f"input {buf.name} is float32, got {src.dtype}")
+        size = int(np.prod(src.shape)) if src.shape else 1
+        rows = None
+        if buf.role == "cache":
+            width = int(np.prod(buf.shape[1:]))
+            if size % width or size // width > buf.shape[0]:
+                raise ValueError(f"cache {buf.name} holds up to {buf.shape[0]} rows of {width}, got {size} values")
+            rows = size // width
+        elif size != dst.size:
+            raise ValueError(f"input {buf.name} holds {dst.size} values, got {size}")
+        if size == 0:
+            return rows
+        target = dst[:size] if size != dst.size else dst
+        if dev:
+            if not src.is_c_contiguous():
+                raise ValueError(f"input {buf.name}: a device array must be C-contiguous")
+            target.copy_to_device(src.reshape(size), stream=self.stream)
+        else:
+            target.copy_to_device(np.ascontiguousarray(src, dtype=np.float32).reshape(size), stream=self.stream)
+        return rows
+
+    def _set_inputs(self, inputs: Mapping[str, Any] | Sequence[Any] | None, cache_len: int | None) -> None:
+        if inputs is None:
+            inputs = {}
+        if not isinstance(inputs, Mapping):
+            if len(inputs) > len(self.plan.inputs):
+                raise ValueError(f"@{self.plan.function} takes {len(self.plan.inputs)} inputs, got {len(inputs)}")
+            inputs = dict(zip(self.plan.inputs, inputs))
+        known = set(self.plan.inputs)
+        rows: set[int] = set()
+        for name, value in inputs.items():
+            full = _names(name)[0]
+            if full not in known:
+                raise ValueError(f"@{self.plan.function} has no input {full} (inputs: {', '.join(self.plan.inputs)})")
+            r = self.write(full, value)
+            if r is not None:
+                rows.add(r)
+        if CACHE_LEN not in {b.name for b in self.plan.buffers}:
+            return
+        if cache_len is None:
+            if len(rows) != 1:
+                raise ValueError("give cache_len (the cache rows written so far), or the caches themselves")
+            cache_len = rows.pop()
+        self.set_cache_len(cache_len)
+
+    def set_cache_len(self, n: int) -> None:
+        """Write the number of cache rows the attention kernels attend (besides the current one)."""
+        cap = self.capacity() or 0
+        if not 0 <= n <= cap:
+            raise ValueError(f"cache length {n} outside 0..{cap} (the IR's l - 1)")
+        self.arrays[(CACHE_LEN, "")].copy_to_device(np.array([n], dtype=np.int32), stream=self.stream)
+
+    def _outputs(self) -> list[Any]:
+        out = []
+        for name in self.plan.outputs:
+            buf = self.plan.buffer(name)
+            arr = self.arrays[(name, buf.parts[0].name)]
+            out.append(arr.reshape(buf.shape) if len(buf.parts) == 1 and buf.shape else arr)
+        return out
+
+    def outputs_host(self) -> list[np.ndarray]:
+        """The results of the last step copied to the host (synchronizes)."""
+        self.sync()
+        return [np.asarray(a.copy_to_host()) for a in self._outputs()]
+
+    def append_caches(self, row: int) -> None:
+        """Copy each attention's current `k`, `v` rows into row `row` of its caches (stream-ordered)."""
+        for (cur_b, cur_p), (cache_b, cache_p) in self._caches:
+            cur = self.arrays[(cur_b, cur_p)]
+            buf = self.plan.buffer(cache_b)
+            width = int(np.prod(buf.shape[1:]))
+            if not 0 <= row < buf.shape[0]:
+                raise ValueError(f"cache row {row} outside 0..{buf.shape[0] - 1}")
+            if cur.size != width:
+                raise ValueError(f"{cur_b} holds {cur.size} values, a row of {cache_b} {width}")
+            self.arrays[(cache_b, cache_p)][row * width : (row + 1) * width].copy_to_device(cur, stream=self.stream)
+
+    # -----------------------------------------------------------------------------------------
+    # launching
+
+    def _launch_all(self, stream: Any) -> None:
+        for launch, args in zip(self.plan.launches, self._args, strict=True):
+            k = launch.kernel
+            if self.simulated:
+                k.fn[k.grid, k.block](*args)
+            else:
+                k.fn[k.grid, k.block, stream](*args)
+
+    def run_stagewise(self, inputs: Mapping[str, Any] | Sequence[Any] | None = None, cache_len: int | None = None) -> list[Any]:
+        """One step launching the stages one by one (see the module docstring)."""
+        self._set_inputs(inputs, cache_len)
+        self._launch_all(self.stream)
+        return self._outputs()
+
+    def step(self, inputs: Mapping[str, Any] | Sequence[Any] | None = None, cache_len: int | None = None) -> list[Any]:
+        """One step: write the inputs and the cache length, replay the graph (stagewise without one)."""
+        if self.graph is None:
+            return self.run_stagewise(inputs, cache_len)
+        self._set_inputs(inputs, cache_len)
+        self.graph.launch(self.stream)
+        return self._outputs()
+
+    def sync(self) -> None:
+        """Wait for the runtime's stream."""
+        if self.simulated:
+            return
+        self.stream.sync()
+
+    # -----------------------------------------------------------------------------------------
+    # the graph
+
+    def compile_all(self) -> list[Any]:
+        """Compile every kernel for its signature now (GPU); returns the compile results."""
+        return [k.compile() for k in self.plan.kernels()]
+
+    def _capture(self) -> None:
+        if self.simulated:
+            raise RuntimeError("Numba's CUDA simulator has no CUDA graphs: use run_stagewise")
+        self.compile_all()
+        if CACHE_LEN in {b.name for b in self.plan.buffers}:
+            self.set_cache_len(0)
+        self._launch_all(self.stream)  # loads every module before the capture
+        self.sync()
+        gb = self.device.create_graph_builder()
+        gb.begin_building()
+        self._launch_all(gb)
+        gb.end_building()
+        self.graph_kernel_nodes = _check_nodes(gb, self.plan)
+        self.graph = gb.complete()
+        self.graph.upload(self.stream)
+
+
+def _check_nodes(gb: Any, plan: LaunchPlan) -> int:
+    """The number of kernel nodes of the captured graph, checked against the plan (count, and each
+    launch's grid and block, as multisets)."""
+    nodes = gb.graph_definition.nodes()
+    kernels = [n for n in nodes if type(n).__name__ == "KernelNode"]
+    if len(kernels) != plan.kernel_count:
+        raise RuntimeError(f"the captured graph holds {len(kernels)} kernel nodes, the plan {plan.kernel_count} launches")
+    pad = lambda t: tuple(t) + (1,) * (3 - len(t))  # noqa: E731
+    got = sorted((tuple(n.grid), tuple(n.block)) for n in kernels)
+    want = sorted((pad(launch.grid), pad(launch.block)) for launch in plan.launches)
+    if got != want:
+        raise RuntimeError(f"the captured graph's launch shapes {got} differ from the plan's {want}")
+    return len(kernels)
