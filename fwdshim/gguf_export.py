@@ -132,6 +132,9 @@ def write_llama(
     w.add_feed_forward_length(params.ff)
     w.add_head_count(params.h)
     w.add_head_count_kv(params.kv)
+    if params.hd * params.h != params.d:
+        w.add_key_length(params.hd)
+        w.add_value_length(params.hd)
     w.add_rope_dimension_count(params.rope_dim)
     w.add_rope_freq_base(params.rope_base)
     w.add_layer_norm_rms_eps(params.eps)

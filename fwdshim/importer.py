@@ -7,8 +7,8 @@ a `WeightStore` (`ModelWeights`) resolving every `fwd.weight "name"` of the step
 
 The step (one token at one position; DESIGN.md §3, §6):
 
-    @decode_step(%x: [d], %angles: [2, half], %k_cache_0: [l-1, kv*hd], %v_cache_0: [l-1, kv*hd], ...)
-        -> (%logits: [vocab], %k_0: [kv*hd], %v_0: [kv*hd], ...)
+    @decode_step(%x: [d], %angles: [2, half], %l0_k_cache: [l-1, kv*hd], %l0_v_cache: [l-1, kv*hd], ...)
+        -> (%logits: [vocab], %l0_k_rot: [kv*hd], %l0_v: [kv*hd], ...)
 
 `x` is the token's embedding row and `angles` the position's rope angles (row 0 cos, row 1 sin); both,
 the token-embedding lookup and the append of each layer's `k`, `v` rows to its caches are the runner's
@@ -155,9 +155,13 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
 
     d, h = int(need("embedding_length")), int(need("attention.head_count"))
     kv = int(field_value(reader, "llama.attention.head_count_kv", h))
-    if h <= 0 or d % h:
+    hd = field_value(reader, "llama.attention.key_length")
+    if hd is None and (h <= 0 or d % h):
         raise ModelError(f"{path}: embedding length {d} is not a whole number of {h} heads")
-    hd = d // h
+    hd = int(hd) if hd is not None else d // h
+    vd = int(field_value(reader, "llama.attention.value_length", hd))
+    if vd != hd:
+        raise ModelError(f"{path}: values of {vd} per head, keys of {hd}: fwdshim imports heads as wide for both")
     scaling = field_value(reader, "llama.rope.scaling.type", "none")
     if scaling not in ("none", None):
         raise ModelError(f"{path}: rope scaling `{scaling}` is not supported (fwdshim turns plain rope angles)")
@@ -363,7 +367,7 @@ def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], 
     cache = f"tensor<{l - 1}x{kvd}xf32>"
     args = [f"%x: {_vec(d)}", f"%angles: tensor<2x{p.half}xf32>"]
     for i in range(p.n_layer):
-        args += [f"%k_cache_{i}: {cache}", f"%v_cache_{i}: {cache}"]
+        args += [f"%l{i}_k_cache: {cache}", f"%l{i}_v_cache: {cache}"]
     results = [_vec(p.vocab)] + [_vec(kvd)] * (2 * p.n_layer)
     lines = [f"func.func @decode_step({', '.join(args)}) -> ({', '.join(results)}) {{"]
     emit = lines.append
@@ -405,7 +409,7 @@ def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], 
         emit(f"  %{s}q_rot = fwd.rope {q}, %angles {rope} : {_vec(qd)}, {angles} -> {_vec(qd)}")
         emit(f"  %{s}k_rot = fwd.rope {k}, %angles {rope} : {_vec(kvd)}, {angles} -> {_vec(kvd)}")
         emit(
-            f"  %{s}att = fwd.attention %{s}q_rot, %{s}k_rot, {v}, %k_cache_{i}, %v_cache_{i} "
+            f"  %{s}att = fwd.attention %{s}q_rot, %{s}k_rot, {v}, %{s}k_cache, %{s}v_cache "
             f"h {p.h} kv {p.kv} hd {p.hd} vd {p.hd} l {l} rows 1 : "
             f"{_vec(qd)}, {_vec(kvd)}, {_vec(kvd)}, {cache}, {cache} -> {_vec(qd)}"
         )

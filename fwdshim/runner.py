@@ -76,29 +76,64 @@ def _func(module: ModuleOp) -> FuncOp:
 
 
 class CpuForward:
-    """The compiled step on the NumPy reference executor: `(x, angles, k_caches, v_caches) ->
-    (logits, [k rows], [v rows])`, caches given as the rows written so far."""
+    """The compiled step on the NumPy reference executor, holding its KV caches on the host.
 
-    name = "cpu (NumPy reference executor)"
+    `step(x, angles, pos) -> logits`: runs the step with each attention reading the first `pos` rows
+    of its caches, then appends the step's `k`, `v` rows at `pos`."""
+
+    name = "cpu"
 
     def __init__(self, module: ModuleOp, model: ImportedModel, threads: int | None = None):
         from threadpoolctl import ThreadpoolController
 
+        p = model.params
         self.func = _func(module)
         self.weights = model.weights
         self.threads = threads if threads is not None else int(os.environ.get("FWDSHIM_CPU_THREADS", "1"))
         self._blas = ThreadpoolController()
+        self.rows, width = model.context - 1, p.kv * p.hd
+        self.k_cache = [np.zeros((self.rows, width), np.float32) for _ in range(p.n_layer)]
+        self.v_cache = [np.zeros((self.rows, width), np.float32) for _ in range(p.n_layer)]
 
-    def __call__(self, x, angles, k_caches, v_caches):
+    def step(self, x: np.ndarray, angles: np.ndarray, pos: int) -> np.ndarray:
         from fwdshim.reference import execute
 
         inputs: list[np.ndarray] = [x, angles]
-        for kc, vc in zip(k_caches, v_caches):
-            inputs += [kc, vc]
+        for kc, vc in zip(self.k_cache, self.v_cache):
+            inputs += [kc[:pos], vc[:pos]]
         # a GEMV per projection is memory-bound: BLAS threads only contend (8x slower on 2 busy cores)
         with self._blas.limit(limits=self.threads, user_api="blas"):
             out = execute(self.func, inputs, self.weights)
-        return np.asarray(out[0]), [np.asarray(v) for v in out[1::2]], [np.asarray(v) for v in out[2::2]]
+        if pos < self.rows:
+            for cache, row in zip(self.k_cache, out[1::2]):
+                cache[pos] = np.asarray(row).reshape(-1)
+            for cache, row in zip(self.v_cache, out[2::2]):
+                cache[pos] = np.asarray(row).reshape(-1)
+        return np.asarray(out[0], dtype=np.float32).reshape(-1)
+
+
+class GpuForward:
+    """The compiled step as a CUDA graph (`fwdshim.codegen.runtime.CompiledForward`), its KV caches
+    on the device: per step the runtime writes `x`, `angles` and the cache length, replays the graph,
+    and appends each attention's `k`, `v` rows (outside the graph); the logits come back to the host.
+    Under Numba's CUDA simulator the runtime launches the stages one by one."""
+
+    name = "gpu"
+
+    def __init__(self, module: ModuleOp, model: ImportedModel):
+        from fwdshim.codegen.runtime import CompiledForward
+
+        self.runtime = CompiledForward(_func(module), model.weights)
+        self.capacity = self.runtime.capacity() or 0
+
+    def step(self, x: np.ndarray, angles: np.ndarray, pos: int) -> np.ndarray:
+        rt = self.runtime
+        out = rt.step([x, angles], cache_len=pos)
+        rt.sync()
+        logits = np.asarray(out[0].copy_to_host(), dtype=np.float32).reshape(-1)
+        if pos < self.capacity:
+            rt.append_caches(pos)
+        return logits
 
 
 def gpu_available() -> bool:
@@ -113,12 +148,6 @@ def gpu_available() -> bool:
         return bool(cuda.is_available())
     except Exception:  # no driver, no libraries: no GPU
         return False
-
-
-def _gpu_forward(module: ModuleOp, model: ImportedModel):
-    from fwdshim.codegen.runtime import CompiledForward
-
-    return CompiledForward(module, model.weights)
 
 
 @dataclass
@@ -149,25 +178,21 @@ class Decoder:
     def __init__(self, model: ImportedModel, numerics: str = "dequant", device: str = "auto"):
         if device not in DEVICES:
             raise RunError(f"unknown device `{device}` (expected one of: {', '.join(DEVICES)})")
-        use_gpu = device == "gpu" or (device == "auto" and gpu_available())
         if device == "gpu" and not gpu_available():
             raise RunError("--device gpu: no CUDA GPU (or no fwdshim GPU runtime) here; use --device cpu")
+        use_gpu = device == "gpu" or (device == "auto" and gpu_available())
         self.model = model
         self.params: LlamaParams = model.params
         self.numerics = numerics
         self.module = compile_step(model, numerics)
-        self.forward = _gpu_forward(self.module, model) if use_gpu else CpuForward(self.module, model)
-        self.device = "gpu" if use_gpu else "cpu"
+        self.forward: CpuForward | GpuForward = GpuForward(self.module, model) if use_gpu else CpuForward(self.module, model)
+        self.device = self.forward.name
         self.capacity = model.context
-        p = self.params
-        rows, width = self.capacity - 1, p.kv * p.hd
-        self.k_cache = [np.zeros((rows, width), np.float32) for _ in range(p.n_layer)]
-        self.v_cache = [np.zeros((rows, width), np.float32) for _ in range(p.n_layer)]
         self.pos = 0
         self._embd = model.weights.get("token_embd.weight")
 
     def reset(self) -> None:
-        """Forget every cached position."""
+        """Forget every cached position (the next step is position 0)."""
         self.pos = 0
 
     @property
@@ -188,17 +213,9 @@ class Decoder:
         if not 0 <= token < self._embd.shape[0]:
             raise RunError(f"token id {token} is outside the vocabulary of {self._embd.shape[0]}")
         pos = self.pos
-        x = self._embd.rows(token).reshape(-1)
-        kc = [c[:pos] for c in self.k_cache]
-        vc = [c[:pos] for c in self.v_cache]
-        logits, ks, vs = self.forward(x, self.angles(pos), kc, vc)
-        if pos < self.capacity - 1:
-            for cache, row in zip(self.k_cache, ks):
-                cache[pos] = row.reshape(-1)
-            for cache, row in zip(self.v_cache, vs):
-                cache[pos] = row.reshape(-1)
+        logits = self.forward.step(self._embd.rows(token).reshape(-1), self.angles(pos), pos)
         self.pos = pos + 1
-        return np.asarray(logits, dtype=np.float32).reshape(-1)
+        return logits
 
 
 def generate(

