@@ -12,9 +12,9 @@ API (stable; the reference executor and every quantizing kernel's test use it):
 - `QAct(q, d, s, format)`: `q int8 [..., K]`, `d float32 [..., ceil(K/32)]`, `s` like `d` or None.
   `qact.values(dtype)` gives `d * q` per block (exact in float64).
 - `round_half_away(v)`: round half away from zero, exactly (no `v + 0.5` double rounding).
-- `gemv_int8(qs_w, d_w, qx) -> float32 [..., N]`: `y[n] = Σ_b d_w[n,b] · d_x[b] · Σ_{j∈b} q_w[n,j] q_x[j]`
-  with an int32 dot product per block and float64 accumulation over blocks (the kernels accumulate in
-  float32; compare with a tolerance). `qs_w int8 [N, K]`, `d_w float32 [N, ceil(K/32)]` (the
+- `gemv_int8(qs_w, d_w, qx) -> float32 [..., N]`:
+  `y[n] = Σ_b d_w[n,b] · d_x[b] · Σ_{j∈b} q_w[n,j] q_x[j]` with an int32 dot product per block and
+  float64 accumulation over blocks (the kernels accumulate in float32; compare with a tolerance). `qs_w int8 [N, K]`, `d_w float32 [N, ceil(K/32)]` (the
   `repack_q8_0` layout); `qx` a `QAct` of rows of K.
 
 Difference from GGML's Q8_0 weight quantizer (`gguf.quants.quantize`): the same `d = amax/127`, but
@@ -111,5 +111,6 @@ def gemv_int8(qs_w: np.ndarray, d_w: np.ndarray, qx: QAct) -> np.ndarray:
     dots = block_dots(qs_w, qx)
     scale = np.asarray(d_w, dtype=np.float64) * qx.d.astype(np.float64)[..., None, :]
     if scale.shape[-2:] != dots.shape[-2:]:
-        raise ValueError(f"int8 GEMV: weight scales {list(d_w.shape)} do not match {list(dots.shape[-2:])} blocks")
+        blocks = list(dots.shape[-2:])
+        raise ValueError(f"int8 GEMV: weight scales {list(d_w.shape)} do not match {blocks} blocks")
     return np.sum(scale * dots, axis=-1).astype(np.float32)
