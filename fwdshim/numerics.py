@@ -14,8 +14,9 @@ API (stable; the reference executor and every quantizing kernel's test use it):
 - `round_half_away(v)`: round half away from zero, exactly (no `v + 0.5` double rounding).
 - `gemv_int8(qs_w, d_w, qx) -> float32 [..., N]`:
   `y[n] = Σ_b d_w[n,b] · d_x[b] · Σ_{j∈b} q_w[n,j] q_x[j]` with an int32 dot product per block and
-  float64 accumulation over blocks (the kernels accumulate in float32; compare with a tolerance). `qs_w int8 [N, K]`, `d_w float32 [N, ceil(K/32)]` (the
-  `repack_q8_0` layout); `qx` a `QAct` of rows of K.
+  float64 accumulation over blocks (the kernels accumulate in float32; compare with a tolerance).
+  `qs_w int8 [N, K]`, `d_w float32 [N, ceil(K/32)]` (the `repack_q8_0` layout); `qx` a `QAct` of
+  rows of K.
 
 Difference from GGML's Q8_0 weight quantizer (`gguf.quants.quantize`): the same `d = amax/127`, but
 ggml stores `d` as f16 and computes `q = round(x * (1/d))`, whereas activations keep `d` in float32 and
