@@ -26,7 +26,9 @@ DEVICES = ("auto", "gpu", "cpu")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fwdshim", description="The forward shim's main job: run a GGUF llama model.")
+    parser = argparse.ArgumentParser(
+        prog="fwdshim", description="The forward shim's main job: run a GGUF llama model."
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     imp = sub.add_parser("import", help="write the decode-step IR of a GGUF model")
@@ -44,13 +46,17 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="generate text with a model, greedily")
     run.add_argument("--model", required=True, metavar="NAME|PATH.gguf", help="smollm2, or a GGUF llama file")
     run.add_argument("--prompt", required=True, metavar="TEXT")
-    run.add_argument("--max-tokens", type=int, default=32, metavar="N", help="tokens to generate (default 32)")
+    run.add_argument(
+        "--max-tokens", type=int, default=32, metavar="N", help="tokens to generate (default 32)"
+    )
     run.add_argument("--numerics", choices=NUMERICS, default="dequant")
     run.add_argument("--device", choices=DEVICES, default="auto", help="auto: the GPU when present")
     run.add_argument("--context", type=int, default=DEFAULT_CONTEXT, metavar="N",
                      help="context capacity (default 4096; at most 12256)")  # fmt: skip
     run.add_argument("--requantize", choices=REQUANTIZE, default="q8_0")
-    run.add_argument("--logits-out", metavar="FILE.npy", help="save each generated step's logits, [n, vocab] float32")
+    run.add_argument(
+        "--logits-out", metavar="FILE.npy", help="save each generated step's logits, [n, vocab] float32"
+    )
     run.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     return parser
 
@@ -128,7 +134,9 @@ def _run(args) -> int:
     ids = tok.encode(prompt)
     decoder = Decoder(model, args.numerics, args.device)
     if len(ids) >= model.context:
-        raise RunError(f"the prompt has {len(ids)} tokens, the context holds {model.context} (raise --context)")
+        raise RunError(
+            f"the prompt has {len(ids)} tokens, the context holds {model.context} (raise --context)"
+        )
     if not args.chat:
         sys.stdout.write(args.prompt)
         sys.stdout.flush()

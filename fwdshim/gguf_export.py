@@ -161,13 +161,21 @@ def write_llama(
         if permute and tname.startswith("blk.") and tname.split(".")[2] in ("attn_q", "attn_k"):
             a = permute_rows(a, params.h if tname.split(".")[2] == "attn_q" else params.kv)
         qtype = (types or {}).get(tname, default_type(use.role))
-        data = a if qtype == QT.F32 else a.astype(np.float16) if qtype == QT.F16 else gguf.quants.quantize(a, qtype)
+        data = (
+            a
+            if qtype == QT.F32
+            else a.astype(np.float16)
+            if qtype == QT.F16
+            else gguf.quants.quantize(a, qtype)
+        )
         w.add_tensor(tname, data, raw_dtype=qtype)
     _finish(w, tmp, path, False)
     return path
 
 
-def random_llama(params: LlamaParams, seed: int = 0, *, tied: bool = True, gain: float = 2.4) -> dict[str, np.ndarray]:
+def random_llama(
+    params: LlamaParams, seed: int = 0, *, tied: bool = True, gain: float = 2.4
+) -> dict[str, np.ndarray]:
     """Random float32 weights for every tensor of `params`: norm vectors `1 + N(0, 0.1)`, projections
     `N(0, gain²/K)` (K their row width: large enough that attention and rope matter), the embedding
     `N(0, 0.3²)`; `tied`: no `output.weight`."""
@@ -201,7 +209,11 @@ def byte_vocab(merges: Sequence[tuple[str, str]] = ()) -> tuple[list[str], list[
 
 def _bytes_to_unicode() -> dict[int, str]:
     """GPT-2's printable spelling of each byte (the byte-level BPE alphabet)."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    keep = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
     out, n = {}, 0
     for b in range(256):
         if b in keep:

@@ -88,10 +88,14 @@ def open_gguf(path: str | Path) -> gguf.GGUFReader:
     try:
         reader = gguf.GGUFReader(path)
     except Exception as e:  # gguf raises ValueError, IndexError, struct errors... on a cut file
-        raise ModelError(f"{path}: truncated or corrupt GGUF file of {size} bytes (gguf: {_one_line(e)})") from None
+        raise ModelError(
+            f"{path}: truncated or corrupt GGUF file of {size} bytes (gguf: {_one_line(e)})"
+        ) from None
     for t in reader.tensors:
         if t.data_offset + t.n_bytes > size or t.data.nbytes != t.n_bytes:
-            raise ModelError(f"{path}: truncated GGUF file (tensor `{t.name}` runs past its end at {size} bytes)")
+            raise ModelError(
+                f"{path}: truncated GGUF file (tensor `{t.name}` runs past its end at {size} bytes)"
+            )
     return reader
 
 
@@ -161,10 +165,14 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
     hd = int(hd) if hd is not None else d // h
     vd = int(field_value(reader, "llama.attention.value_length", hd))
     if vd != hd:
-        raise ModelError(f"{path}: values of {vd} per head, keys of {hd}: fwdshim imports heads as wide for both")
+        raise ModelError(
+            f"{path}: values of {vd} per head, keys of {hd}: fwdshim imports heads as wide for both"
+        )
     scaling = field_value(reader, "llama.rope.scaling.type", "none")
     if scaling not in ("none", None):
-        raise ModelError(f"{path}: rope scaling `{scaling}` is not supported (fwdshim turns plain rope angles)")
+        raise ModelError(
+            f"{path}: rope scaling `{scaling}` is not supported (fwdshim turns plain rope angles)"
+        )
     tokens = reader.fields.get("tokenizer.ggml.tokens")
     vocab = field_value(reader, "llama.vocab_size") or (len(tokens.data) if tokens is not None else 0)
     n_expert = int(field_value(reader, "llama.expert_count", 0) or 0)
@@ -288,7 +296,9 @@ def conversions(
         wanted = use.role == MANIFEST or qtype not in KERNEL_TYPES
         if wanted and qtype != QT.Q8_0:
             if use.shape[-1] % 32:
-                raise ModelError(f"{path}: tensor `{name}` has rows of {use.shape[-1]} values, not whole Q8_0 blocks of 32")
+                raise ModelError(
+                    f"{path}: tensor `{name}` has rows of {use.shape[-1]} values, not whole Q8_0 blocks of 32"
+                )
             out[name] = QT.Q8_0
     return out
 
@@ -363,7 +373,7 @@ def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], 
     """The textual `fwd` IR of one decode step (see the module docstring for its signature).
 
     `types` gives each tensor's GGML type as the step reads it (after any conversion)."""
-    l, kvd, qd, d = context, p.kv * p.hd, p.h * p.hd, p.d
+    l, kvd, qd, d = context, p.kv * p.hd, p.h * p.hd, p.d  # noqa: E741 - the seed's name
     cache = f"tensor<{l - 1}x{kvd}xf32>"
     args = [f"%x: {_vec(d)}", f"%angles: tensor<2x{p.half}xf32>"]
     for i in range(p.n_layer):
@@ -392,7 +402,9 @@ def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], 
         if bias not in uses:
             return f"%{out}"
         b = weight(out + "_b", bias)
-        emit(f"  %{out}_biased = fwd.elementwise add %{out}, {b} : {_vec(n_out)}, {_vec(n_out)} -> {_vec(n_out)}")
+        emit(
+            f"  %{out}_biased = fwd.elementwise add %{out}, {b} : {_vec(n_out)}, {_vec(n_out)} -> {_vec(n_out)}"
+        )
         return f"%{out}_biased"
 
     x = "%x"
@@ -545,7 +557,9 @@ class ImportedModel:
 
     def decode_step(self):
         """The `func.func @decode_step` of `module`."""
-        return next(op for op in self.module.ops if getattr(op, "sym_name", None) == StringAttr("decode_step"))
+        return next(
+            op for op in self.module.ops if getattr(op, "sym_name", None) == StringAttr("decode_step")
+        )
 
 
 def import_gguf(
@@ -564,7 +578,9 @@ def import_gguf(
     located in (default `<file>.decode_step.mlir`). Raises: ModelError."""
     path = Path(path)
     if requantize not in REQUANTIZE_MODES:
-        raise ModelError(f"{path}: unknown --requantize `{requantize}` (expected one of: {', '.join(REQUANTIZE_MODES)})")
+        raise ModelError(
+            f"{path}: unknown --requantize `{requantize}` (expected one of: {', '.join(REQUANTIZE_MODES)})"
+        )
     if context < 2:
         raise ModelError(f"{path}: a context of {context} positions holds no cached row (need at least 2)")
     check_file(path)
@@ -579,4 +595,6 @@ def import_gguf(
     name = source_name or f"{path.name}.decode_step.mlir"
     module = parse_step(text, name)
     module.attributes["fwd.gguf"] = StringAttr(str(weights_path))
-    return ImportedModel(module, text, params, ModelWeights(reader, params), reader, weights_path, path, converted, context)
+    return ImportedModel(
+        module, text, params, ModelWeights(reader, params), reader, weights_path, path, converted, context
+    )

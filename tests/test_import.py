@@ -39,7 +39,9 @@ def tiny(tmp_path: Path, name="tiny.gguf", params=TINY, seed=0, **kw) -> tuple[P
 
 
 def q8_roundtrip(a: np.ndarray) -> np.ndarray:
-    return gguf.quants.dequantize(gguf.quants.quantize(np.asarray(a, np.float32), QT.Q8_0), QT.Q8_0).reshape(a.shape)
+    return gguf.quants.dequantize(gguf.quants.quantize(np.asarray(a, np.float32), QT.Q8_0), QT.Q8_0).reshape(
+        a.shape
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -108,7 +110,9 @@ def test_step_signature_and_ops(tmp_path):
                          "blk.0.attn_v.weight", "blk.0.attn_output.weight"]  # fmt: skip
     assert names[-1] == "token_embd.weight"  # tied output
     att = [op for op in f.walk() if isinstance(op, fwd.AttentionOp)]
-    assert [(a.h.value.data, a.kv.value.data, a.hd.value.data, a.l.value.data) for a in att] == [(4, 2, 16, 100)] * 2
+    assert [(a.h.value.data, a.kv.value.data, a.hd.value.data, a.l.value.data) for a in att] == [
+        (4, 2, 16, 100)
+    ] * 2
     # weighted RMS norm = rms_norm then elementwise mul by the weight (norm_weight fuses them)
     norms = [op for op in f.walk() if isinstance(op, fwd.RmsNormOp)]
     assert len(norms) == 5 and all(isinstance(n.next_op, fwd.ElementwiseOp) for n in norms)
@@ -118,7 +122,9 @@ def test_step_signature_and_ops(tmp_path):
 
 def test_untied_output_reads_output_weight(tmp_path):
     path, _ = tiny(tmp_path, tied=False)
-    names = [op.tensor_name.data for op in import_gguf(path).decode_step().walk() if isinstance(op, fwd.WeightOp)]
+    names = [
+        op.tensor_name.data for op in import_gguf(path).decode_step().walk() if isinstance(op, fwd.WeightOp)
+    ]
     assert names[-1] == "output.weight" and names.count("token_embd.weight") == 0
 
 
@@ -127,7 +133,8 @@ def test_unpermute_inverts_gguf_permutation():
     w = rng.standard_normal((4 * 16, 64)).astype(np.float32)
     g = permute_rows(w, 4)
     assert not np.array_equal(g, w)
-    np.testing.assert_array_equal(g[1], w[8])  # GGUF interleaves: row 1 of a head is row `half` in halves order
+    # GGUF interleaves: row 1 of a head is row `half` of the halves order
+    np.testing.assert_array_equal(g[1], w[8])
     np.testing.assert_array_equal(unpermute_rows(g, 4), w)
     raw = gguf.quants.quantize(w, QT.Q8_0)  # quantized rows move whole
     np.testing.assert_array_equal(unpermute_rows(gguf.quants.quantize(g, QT.Q8_0), 4), raw)
@@ -182,9 +189,15 @@ def test_requantize_q4_1_into_sidecar(tmp_path):
             assert out[name].tensor_type == QT.Q8_0
             np.testing.assert_array_equal(out[name].data, want)
     assert out["blk.0.attn_norm.weight"].tensor_type == QT.F32
-    np.testing.assert_array_equal(out["blk.0.attn_norm.weight"].data, src["blk.0.attn_norm.weight"].data.astype(np.float32))
+    np.testing.assert_array_equal(
+        out["blk.0.attn_norm.weight"].data, src["blk.0.attn_norm.weight"].data.astype(np.float32)
+    )
     np.testing.assert_array_equal(out["token_embd.weight"].data, src["token_embd.weight"].data)  # kept as is
-    ggml = {op.tensor_name.data: fwd.ggml_type_of(op.result) for op in m.decode_step().walk() if isinstance(op, fwd.WeightOp)}
+    ggml = {
+        op.tensor_name.data: fwd.ggml_type_of(op.result)
+        for op in m.decode_step().walk()
+        if isinstance(op, fwd.WeightOp)
+    }
     assert {ggml[n] for n in types if ggml[n] is not None} == {"q8_0"}
     # the tokenizer and hyperparameters travel with the sidecar
     r = gguf.GGUFReader(side)
@@ -197,17 +210,23 @@ def test_requantize_none_is_refused_naming_the_type(tmp_path):
     path, _ = tiny(tmp_path, types=types)
     m = import_gguf(path, requantize="none")
     assert not m.converted and m.gguf_path == path
-    with pytest.raises(RunError, match=r"tiny\.gguf\.decode_step\.mlir:\d+:\d+: error: a matmul over Q4_1 weights"):
+    with pytest.raises(
+        RunError, match=r"tiny\.gguf\.decode_step\.mlir:\d+:\d+: error: a matmul over Q4_1 weights"
+    ):
         compile_step(m, "dequant")
 
 
 def test_sidecar_is_cached_and_reused(tmp_path):
     path, _ = tiny(tmp_path, types={"blk.0.attn_q.weight": QT.Q5_0})
     a = import_gguf(path)
-    assert a.gguf_path.parent == tmp_path / "cache" / "models" and a.converted == {"blk.0.attn_q.weight": QT.Q8_0}
+    assert a.gguf_path.parent == tmp_path / "cache" / "models" and a.converted == {
+        "blk.0.attn_q.weight": QT.Q8_0
+    }
     stamp = a.gguf_path.stat().st_mtime_ns
     b = import_gguf(path)
-    assert b.gguf_path == a.gguf_path and b.gguf_path.stat().st_mtime_ns == stamp and b.converted == a.converted
+    assert (
+        b.gguf_path == a.gguf_path and b.gguf_path.stat().st_mtime_ns == stamp and b.converted == a.converted
+    )
 
 
 def test_context_past_the_score_row_is_refused(tmp_path):
@@ -235,7 +254,9 @@ def test_moe_import_requantizes_the_whole_manifest(tmp_path):
     assert len(moes) == 2
     for op in moes:
         assert (op.n_expert.value.data, op.top_k.value.data, op.renormalize is not None) == (8, 2, True)
-        assert [fwd.ggml_type_of(v) for v in (op.router, op.gate_exps, op.up_exps, op.down_exps)] == ["q8_0"] * 4
+        assert [fwd.ggml_type_of(v) for v in (op.router, op.gate_exps, op.up_exps, op.down_exps)] == [
+            "q8_0"
+        ] * 4
     with pytest.raises(RunError, match="has no entry in the MoE weight manifest"):
         compile_step(import_gguf(path, requantize="none"), "dequant")
 

@@ -60,7 +60,9 @@ def mixtral_from_gguf(path, torch):
         sd[m + "self_attn.o_proj.weight"] = t[b + "attn_output.weight"]
         sd[m + "post_attention_layernorm.weight"] = t[b + "ffn_norm.weight"]
         sd[m + "mlp.gate.weight"] = t[b + "ffn_gate_inp.weight"]
-        sd[m + "mlp.experts.gate_up_proj"] = np.concatenate([t[b + "ffn_gate_exps.weight"], t[b + "ffn_up_exps.weight"]], axis=1)
+        sd[m + "mlp.experts.gate_up_proj"] = np.concatenate(
+            [t[b + "ffn_gate_exps.weight"], t[b + "ffn_up_exps.weight"]], axis=1
+        )
         sd[m + "mlp.experts.down_proj"] = t[b + "ffn_down_exps.weight"]
     model = MixtralForCausalLM(cfg).to(torch.float32)
     model.load_state_dict({k: torch.from_numpy(np.array(v, np.float32)) for k, v in sd.items()}, strict=True)
@@ -73,9 +75,9 @@ def test_mixtral_shaped_model_against_transformers(tmp_path, monkeypatch):
     monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
     path = write_llama(tmp_path / "mixtral.gguf", MOE, random_llama(MOE, seed=21))
     types = {t.name: t.tensor_type for t in gguf.GGUFReader(path).tensors}
-    assert {types[f"blk.0.{n}.weight"] for n in ("ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")} == {
-        gguf.GGMLQuantizationType.Q8_0
-    }
+    assert {
+        types[f"blk.0.{n}.weight"] for n in ("ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
+    } == {gguf.GGMLQuantizationType.Q8_0}
     model = import_gguf(path, context=64)
     assert model.gguf_path == path and not model.converted  # nothing to requantize: the peer reads this file
     prompt = [int(t) for t in np.random.default_rng(3).integers(0, MOE.vocab, 5)]
@@ -85,7 +87,9 @@ def test_mixtral_shaped_model_against_transformers(tmp_path, monkeypatch):
         ref = peer(torch.tensor([prompt + gen.tokens[:-1]])).logits[0].double().numpy()[len(prompt) - 1 :]
     ours = np.stack(gen.logits).astype(np.float64)
     err = np.linalg.norm(ours - ref, axis=1) / np.linalg.norm(ref, axis=1)
-    print(f"\nmoe: max rel err of the first {LOGIT_STEPS} steps {err[:LOGIT_STEPS].max():.2e}; tokens {gen.tokens}")
+    print(
+        f"\nmoe: max rel err of the first {LOGIT_STEPS} steps {err[:LOGIT_STEPS].max():.2e}; tokens {gen.tokens}"
+    )
     assert err[:LOGIT_STEPS].max() <= TOL, err
     assert gen.tokens == [int(np.argmax(r)) for r in ref]
     assert len(set(gen.tokens)) > 3

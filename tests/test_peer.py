@@ -72,7 +72,11 @@ TINY = LlamaParams(n_layer=2, d=64, ff=96, h=4, kv=2, hd=16, rope_dim=16, rope_b
 def test_tiny_llama_against_transformers(tmp_path, monkeypatch, torch, source):
     monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
     w = random_llama(TINY, seed=11)
-    types = {n: QT.Q4_1 for n, a in w.items() if a.ndim == 2 and n != "token_embd.weight"} if source != "q8_0" else None
+    types = (
+        {n: QT.Q4_1 for n, a in w.items() if a.ndim == 2 and n != "token_embd.weight"}
+        if source != "q8_0"
+        else None
+    )
     path = write_llama(tmp_path / "tiny.gguf", TINY, w, types=types, vocab=byte_vocab())
     model = import_gguf(path, context=64)
     assert (model.gguf_path != path) == (types is not None)  # the peer reads the sidecar fwdshim runs
@@ -107,7 +111,16 @@ def smollm2_hf(torch, smollm2):
 
 def test_smollm2_is_requantized_q8_0(smollm2):
     p = smollm2.params
-    assert (p.n_layer, p.d, p.h, p.kv, p.hd, p.ff, p.rope_base, p.vocab) == (30, 576, 9, 3, 64, 1536, 1e5, 49152)
+    assert (p.n_layer, p.d, p.h, p.kv, p.hd, p.ff, p.rope_base, p.vocab) == (
+        30,
+        576,
+        9,
+        3,
+        64,
+        1536,
+        1e5,
+        49152,
+    )
     assert len(smollm2.converted) == 210 and set(smollm2.converted.values()) == {QT.Q8_0}
     assert "output.weight" not in smollm2.weights  # tied: the logits read token_embd.weight
 
@@ -120,7 +133,9 @@ def test_smollm2_prompt_ids_equal_transformers(smollm2, smollm2_hf):
     for text in [*PROMPTS, "<|im_start|>user\nWhat is 2+2?<|im_end|>\n", "Ünïcödé, 日本語 and 12345!"]:
         assert ours.encode(text) == hf_tok(text)["input_ids"], text
     chat = [{"role": "user", "content": "What is the capital of France?"}]
-    assert ours.chat("What is the capital of France?") == hf_tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    assert ours.chat("What is the capital of France?") == hf_tok.apply_chat_template(
+        chat, tokenize=False, add_generation_prompt=True
+    )
 
 
 def test_smollm2_dequant_matches_transformers(torch, smollm2, smollm2_hf):
