@@ -93,7 +93,8 @@ def verify_located(root: Operation) -> None:
         return
     except VerifyException as e:
         first = e
-    # Find the innermost failing op (walk is pre-order: keep the last op that fails on its own).
+    # The culprit: the first op, in program order, that fails on its own (a fused op whose part is bad
+    # verifies on its own, so the part is named, not the op around it).
     culprit = None
     for op in root.walk():
         try:
