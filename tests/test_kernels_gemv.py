@@ -60,6 +60,7 @@ def check_q8_0_int8(n: int, k: int, m: int = 1, fmt: str = "one_word", **kw) -> 
         (5, 32 * (32 * 2 + 5), {"rows_per_warp": 2, "warps": 2, "unroll": 2}),  # 2 unrolled steps + 5 lanes
         (3, 32 * (32 * 3 + 7), {"rows_per_warp": 1, "warps": 2, "unroll": 2}),  # a leftover step + 7 lanes
         (4, 64, {"rows_per_warp": 4, "warps": 1, "unroll": 1}),  # fewer blocks than lanes
+        (5, 32 * (64 * 4 + 9), {"rows_per_warp": 2, "warps": 2, "unroll": 2, "split": 2}),  # 2 warps a row
     ],
 )
 def test_q8_0_gemv(n, k, kw):
@@ -73,6 +74,10 @@ def test_q8_0_gemv_rows_of_x():
 @pytest.mark.parametrize("fmt", ["one_word", "two_words"])
 def test_int8_activation_gemv(fmt):
     check_q8_0_int8(5, 32 * (32 * 2 + 5), fmt=fmt, rows_per_warp=2, warps=2, unroll=2)
+
+
+def test_int8_activation_gemv_split_rows():
+    check_q8_0_int8(3, 32 * (128 + 40), rows_per_warp=1, warps=4, unroll=1, split=4)
 
 
 def check_dense(n: int, k: int, dtype: str, warps: int = 2) -> None:
@@ -96,8 +101,9 @@ def test_dense_gemv(dtype):
 
 
 def test_gemv_launch_shape_and_params():
-    k = gemv.q8_0(4096, 14336)
+    k = gemv.q8_0(4096, 14336, rows_per_warp=2, warps=4, unroll=2)
     assert k.param_names == ("qs", "dw", "x", "y") and k.grid == (512, 1) and k.block == (128,)
+    assert gemv.q8_0(4096, 4096, rows_per_warp=4, warps=8, split=4).grid == (512, 1)
     assert [p.size for p in k.params] == [4096 * 14336, 4096 * 448, 14336, 4096]
     assert "ld_i32x4(qs" in k.source and "s8x4_f32" in k.source
     k = gemv.q8_0_int8(4096, 4096)

@@ -62,6 +62,13 @@ def test_int8_gemv(n, k):
     check_q8_0_int8(n, k)
 
 
+@pytest.mark.parametrize("split", [2, 4])
+@pytest.mark.parametrize("n,k", [(4096, 4096), (1000, 32 * 37 * 5)])
+def test_gemvs_split_over_warps(n, k, split):
+    check_q8_0(n, k, rows_per_warp=4, warps=8, unroll=1, split=split)
+    check_q8_0_int8(n, k, rows_per_warp=2, warps=4, unroll=2, split=split)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_dense_gemv(dtype):
     check_dense(1536, 576, dtype)

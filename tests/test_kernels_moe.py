@@ -75,7 +75,8 @@ def check_moe(e: int, d: int, ff: int, top_k: int, act: str, **kw) -> None:
     dk = moe.down(e, d, ff, top_k, warps=2, rows_per_warp=kw.get("down_rows", 16))
     y = dk.run(dq=dq, dd=dd, h=h, idx=routed["idx"], wts=routed["wts"])["y"]
     want = R.moe(xin, _wd(rr, (e, d)), _wd(gr, (e, ff, d)), _wd(ur, (e, ff, d)), _wd(dr, (e, d, ff)), top_k)
-    close(y, want, 1e-5 * (1 + np.abs(want)), f"moe ({act})")
+    # float32 dots over d and ff: an error budget relative to the output's scale (sums cancel)
+    close(y, want, 1e-5 * (1 + np.abs(want)) + 4e-6 * np.abs(want).max(), f"moe ({act})")
 
 
 @pytest.mark.parametrize("act", ["f32", "int8"])

@@ -14,10 +14,12 @@ n's quants at `n*K`) and `dw float32 [N*K/32]` (one scale per block of 32), K a 
 - `dense(n, k, m=1, dtype=)`: W `float32`, `float16` or `bfloat16` (given as `uint16` bits) `[N*K]`,
   any K. Params `w`, `x f32 [M*K]`, `y f32 [M*N]`.
 
-Launch: `warps` warps per block, each warp computing `rows_per_warp` rows of W (so a block computes
-`warps * rows_per_warp` rows); grid `(ceil(N / (warps*rows_per_warp)), M)`. A row's blocks of 32 are
-spread over the 32 lanes (`K/32` need not be a multiple of 32: the last step runs on the first
-`(K/32) % 32` lanes); `unroll` steps are loaded before they are used. 16-byte loads need `qs`, `x`
+Launch: `warps` warps per block in groups of `split` warps; each group computes `rows_per_warp` rows
+of W (a block computes `warps / split * rows_per_warp` rows; grid `(ceil(N / that), M)`). A row's
+blocks of 32 are dealt to the group's `32 * split` threads (`K/32` need not be a multiple of that:
+the last step runs on the first `(K/32) % (32 * split)` threads), and with `split > 1` the warps'
+parts are summed through shared memory in warp order; `unroll` steps are loaded before they are
+used. The defaults are the fastest launch shapes measured on an H200 (`bench/gemv.py --sweep`). 16-byte loads need `qs`, `x`
 and `xq` on 16-byte aligned allocations (every device allocation is).
 
 `q8_dots` emits the row-dot statements themselves, for the MoE kernels (`codegen.moe`).
@@ -95,66 +97,89 @@ def _dot(r: int, u: int, g: int, act: str) -> list[str]:
     return out
 
 
-def q8_dots(rows: list[DotRow], nb: int, act: str, *, unroll: int = 2, names: dict[str, str] | None = None) -> str:
-    """Statements leaving in `acc0..acc{R-1}` (float32, every lane) the dot products of Q8_0 rows with
-    their vectors, over `nb` blocks of 32 (see the module docstring). `act`: `f32` (x float32) or
-    `int8` (x int8 quants with block scales `xd`). `names` renames the arrays (`qs`, `dw`, `x`, `xd`).
-    Needs `lane` defined; every lane of the warp must run them."""
+def q8_dots(
+    rows: list[DotRow], nb: int, act: str, *, unroll: int = 2, names: dict[str, str] | None = None,
+    lane: str = "lane", width: int = 32,
+) -> str:  # fmt: skip
+    """Statements leaving in `acc0..acc{R-1}` (float32, every lane of the warp) the warp's part of the
+    dot products of Q8_0 rows with their vectors, over `nb` blocks of 32 (see the module docstring).
+    `act`: `f32` (x float32) or `int8` (x int8 quants with block scales `xd`). `names` renames the
+    arrays (`qs`, `dw`, `x`, `xd`). The blocks are dealt to `width` threads (a multiple of 32: the
+    warps splitting the rows' K), the thread's index among them being the expression `lane`; with
+    `width` 32 the warp's sum is the whole dot product. Every lane of the warp must run them."""
     if act not in ("f32", "int8"):
         raise ValueError(f"a Q8_0 dot over `{act}` activations")
     names = {"qs": "qs", "dw": "dw", "x": "x", "xd": "xd", **(names or {})}
-    steps, tail = divmod(nb, 32)
+    steps, tail = divmod(nb, width)
     main = steps - steps % unroll
     lines = [f"acc{r} = float32(0.0)" for r in range(len(rows))]
     if main:
-        lines.append(f"for st in range(0, {main * 32}, {unroll * 32}):")
+        lines.append(f"for st in range(0, {main * width}, {unroll * width}):")
         us = [f"b{u}" for u in range(unroll)]
-        lines += [f"    b{u} = st + {u * 32} + lane" for u in range(unroll)]
+        lines += [f"    b{u} = st + {u * width} + {lane}" for u in range(unroll)]
         lines.append(indent(_step(rows, us, act, names), 1))
     for st in range(main, steps):
-        lines.append(f"b0 = {st * 32} + lane")
+        lines.append(f"b0 = {st * width} + {lane}")
         lines.append(_step(rows, ["b0"], act, names))
     if tail:
-        lines.append(f"if lane < {tail}:")
-        lines.append(f"    b0 = {steps * 32} + lane")
+        lines.append(f"if {lane} < {tail}:")
+        lines.append(f"    b0 = {steps * width} + {lane}")
         lines.append(indent(_step(rows, ["b0"], act, names), 1))
     lines += [f"acc{r} = warp_sum(acc{r})" for r in range(len(rows))]
     return "\n".join(lines)
 
 
-def _check_q8(n: int, k: int, m: int, rows_per_warp: int, warps: int, unroll: int) -> None:
+def _check_q8(n: int, k: int, m: int, rows_per_warp: int, warps: int, unroll: int, split: int) -> None:
     if n <= 0 or k <= 0 or m <= 0:
         raise ValueError(f"a GEMV of {n}x{k} over {m} rows")
     if k % 32:
         raise ValueError(f"Q8_0 rows of {k} values are not whole blocks of 32")
     if rows_per_warp < 1 or unroll < 1:
         raise ValueError("rows_per_warp and unroll are at least 1")
+    if split < 1 or warps % split:
+        raise ValueError(f"{split} warps splitting a row group do not divide a block of {warps} warps")
     check_block(32 * warps)
 
 
-def _q8_kernel(n, k, m, rows_per_warp, warps, unroll, act) -> Kernel:
-    _check_q8(n, k, m, rows_per_warp, warps, unroll)
+def _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, act) -> Kernel:
+    _check_q8(n, k, m, rows_per_warp, warps, unroll, split)
     nb = k // 32
-    per_block = warps * rows_per_warp
+    groups = warps // split
+    per_block = groups * rows_per_warp
     rows = [DotRow(w=f"r{r} * {nb}", x=f"m * {k}") for r in range(rows_per_warp)]
     xs = "x" if act == "f32" else "xq, xd"
     names = {"x": "x" if act == "f32" else "xq"}
-    pick = "\n".join(
-        f"    r{r} = min(row0 + {r}, {n - 1})" for r in range(rows_per_warp)
-    )
-    stores = "\n".join(
-        f"    if lane == 0 and row0 + {r} < {n}:\n        y[m * {n} + row0 + {r}] = acc{r}" for r in range(rows_per_warp)
-    )
+    pick = "\n".join(f"    r{r} = min(row0 + {r}, {n - 1})" for r in range(rows_per_warp))
+    dots = q8_dots(rows, nb, act, unroll=unroll, names=names, lane="kl", width=32 * split)
+    if split == 1:
+        guard = f"    if row0 >= {n}:\n        return\n"
+        stores = "\n".join(
+            f"    if lane == 0 and row0 + {r} < {n}:\n        y[m * {n} + row0 + {r}] = acc{r}"
+            for r in range(rows_per_warp)
+        )
+    else:  # the group's warps each hold a part of every row: summed in warp order through shared memory
+        guard = ""
+        keep = "\n".join(f"        red[warp * {rows_per_warp} + {r}] = acc{r}" for r in range(rows_per_warp))
+        sums = "\n".join(
+            f"        t = red[grp * {split * rows_per_warp} + {r}]\n"
+            + "".join(f"        t = fadd_rn(t, red[(grp * {split} + {i}) * {rows_per_warp} + {r}])\n" for i in range(1, split))
+            + f"        if row0 + {r} < {n}:\n            y[m * {n} + row0 + {r}] = t"
+            for r in range(rows_per_warp)
+        )
+        stores = f"    if lane == 0:\n{keep}\n    cuda.syncthreads()\n    if lane == 0 and j == 0:\n{sums}"
+    shared = f"    red = cuda.shared.array({warps * rows_per_warp}, float32)\n" if split > 1 else ""
     body = f"""\
 @cuda.jit(cache=True)
 def gemv_k(qs, dw, {xs}, y):
-    lane = cuda.threadIdx.x % 32
-    row0 = (cuda.blockIdx.x * {warps} + cuda.threadIdx.x // 32) * {rows_per_warp}
+{shared}    lane = cuda.threadIdx.x % 32
+    warp = cuda.threadIdx.x // 32
+    grp = warp // {split}
+    j = warp % {split}
+    kl = j * 32 + lane
+    row0 = (cuda.blockIdx.x * {groups} + grp) * {rows_per_warp}
     m = cuda.blockIdx.y
-    if row0 >= {n}:
-        return
-{pick}
-{indent(q8_dots(rows, nb, act, unroll=unroll, names=names), 1)}
+{guard}{pick}
+{indent(dots, 1)}
 {stores}
 """
     params = [
@@ -169,21 +194,25 @@ def gemv_k(qs, dw, {xs}, y):
     params.append(Param("y", "float32", m * n, "out", f"[{m}, {n}]"))
     grid = (-(-n // per_block), m)
     tag = "q8_0" if act == "f32" else "q8_0_int8"
-    name = f"gemv_{tag}_{m}x{n}x{k}_r{rows_per_warp}w{warps}u{unroll}"
+    name = f"gemv_{tag}_{m}x{n}x{k}_r{rows_per_warp}w{warps}u{unroll}s{split}"
     what = "dequantizing in-kernel" if act == "f32" else "int8 activations"
     return build(name, body, "gemv_k", grid, (32 * warps,), params, f"Q8_0 GEMV {n}x{k} ({what}) over {m} rows")
 
 
 @functools.cache
-def q8_0(n: int, k: int, m: int = 1, *, rows_per_warp: int = 2, warps: int = 4, unroll: int = 2) -> Kernel:
+def q8_0(
+    n: int, k: int, m: int = 1, *, rows_per_warp: int = 4, warps: int = 8, unroll: int = 2, split: int = 1
+) -> Kernel:
     """The Q8_0 GEMV dequantizing in-kernel (see the module docstring)."""
-    return _q8_kernel(n, k, m, rows_per_warp, warps, unroll, "f32")
+    return _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, "f32")
 
 
 @functools.cache
-def q8_0_int8(n: int, k: int, m: int = 1, *, rows_per_warp: int = 2, warps: int = 4, unroll: int = 2) -> Kernel:
+def q8_0_int8(
+    n: int, k: int, m: int = 1, *, rows_per_warp: int = 2, warps: int = 4, unroll: int = 2, split: int = 1
+) -> Kernel:
     """The int8-activation Q8_0 GEMV (see the module docstring)."""
-    return _q8_kernel(n, k, m, rows_per_warp, warps, unroll, "int8")
+    return _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, "int8")
 
 
 _LOAD = {
