@@ -8,7 +8,7 @@ import io
 from pathlib import Path
 
 import pytest
-from test_lowering_modules import TINY, legalize_only, llama_src, parse, pipeline
+from test_lowering_modules import TINY, TINY_MOE, legalize_only, llama_src, parse, pipeline
 
 from fwdshim.codegen.fused import CACHE_LEN
 from fwdshim.codegen.plan import PlanError, build_plan, plan_for
@@ -69,6 +69,22 @@ def test_two_words_quantize_stage():
     assert [a.ref for a in quant[0].launches[0].args] == ["%h0", "%h0_q.q", "%h0_q.d", "%h0_q.s"]
 
 
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
+def test_moe_is_three_kernels_sharing_scratch_buffers(numerics):
+    plan = plan_for(pipeline(parse(llama_src(**TINY_MOE)), numerics))
+    assert plan.kernel_count == len(plan.stages) + 2
+    moe = next(s for s in plan.stages if s.what == "fwd.moe")
+    router, gate_up, down = moe.launches
+    assert [k.name.split("_")[1] for k in moe.launches] == ["router", "gate", "down"]
+    x = ("%h1_q",) if numerics == "int8-act" else ("%h1",)
+    assert router.reads == ("%router", *x) and router.writes == ("%dn.idx", "%dn.wts")
+    assert gate_up.reads == ("%gexps", "%uexps", *x, "%dn.idx") and gate_up.writes == ("%dn.h",)
+    assert down.reads == ("%dexps", "%dn.h", "%dn.idx", "%dn.wts") and down.writes == ("%dn",)
+    idx = plan.buffer("%dn.idx")
+    assert (idx.role, idx.parts[0].dtype, idx.parts[0].size) == ("intermediate", "int32", 2)
+    assert plan.buffer("%gexps").parts[0].size == 4 * 32 * 32
+
+
 def test_plan_text_is_legible():
     text = tiny_plan("int8-act").text()
     assert text.startswith("// launch plan @decode_step: 15 stages, 15 kernels,")
@@ -96,7 +112,8 @@ def test_marked_refusal_is_a_located_error():
     with pytest.raises(PlanError) as e:
         plan_for(m)
     msg = str(e.value)
-    assert msg.startswith("test.mlir:18:3: error: a soft-capped attention")
+    line = 1 + next(i for i, t in enumerate(src.splitlines()) if "fwd.attention" in t)
+    assert msg.startswith(f"test.mlir:{line}:3: error: a soft-capped attention")
     assert "a soft-capped attention" in msg and "refused by fwd-legalize" in msg
 
 

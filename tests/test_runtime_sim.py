@@ -7,7 +7,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_lowering_modules import TINY, legalize_only, llama_inputs, llama_src, llama_weights, parse, pipeline
+from test_lowering_modules import (
+    TINY,
+    TINY_MOE,
+    legalize_only,
+    llama_inputs,
+    llama_src,
+    llama_weights,
+    parse,
+    pipeline,
+    unfused,
+)
 
 from fwdshim import reference
 from fwdshim.codegen.compile import simulating
@@ -52,6 +62,17 @@ def test_stagewise_matches_reference_and_appends_caches(numerics):
     v_all = np.vstack([inputs["v_cache"], got[2][None]])
     want2 = reference.execute(m, {**nxt, "k_cache": k_all, "v_cache": v_all}, weights)
     _close(got2, want2, TOL[numerics])
+
+
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
+def test_moe_stagewise_matches_reference(numerics):
+    rng = np.random.default_rng()
+    m = pipeline(parse(llama_src(**TINY_MOE)), numerics)
+    weights = llama_weights(rng, **TINY_MOE)
+    fw = CompiledForward(m, weights)
+    inputs = llama_inputs(rng, **TINY_MOE, rows=2)
+    got = _host(fw.run_stagewise(inputs))
+    _close(got, reference.execute(m, inputs, weights), TOL[numerics])
 
 
 def test_first_token_attends_itself_alone():
@@ -181,5 +202,27 @@ def test_fused_equals_unfused_sim(case):
     """Bit-exact in the simulator too (NumPy rounds every float32 op); counts on the GPU twin."""
     got, want, classes = fused_vs_unfused(case)
     assert classes == FUSED_CASES[case][1]
+    for g, w in zip(got, want):
+        assert np.array_equal(g.view(np.uint32), w.view(np.uint32))
+
+
+def layer_fused_vs_unfused(sizes: dict, numerics: str, rows: int):
+    """A whole decode layer fused (`forward-shim`) and unfused (quantized, legalized), same inputs:
+    (fused results, unfused results, fused plan)."""
+    rng = np.random.default_rng()
+    weights = llama_weights(rng, **sizes)
+    fused = CompiledForward(pipeline(parse(llama_src(**sizes)), numerics), weights)
+    plain = CompiledForward(unfused(parse(llama_src(**sizes)), numerics), weights)
+    assert plain.plan.kernel_count > fused.plan.kernel_count
+    inputs = llama_inputs(rng, **sizes, rows=rows)
+    got = [np.asarray(a.copy_to_host()) for a in fused.step(inputs)]
+    want = [np.asarray(a.copy_to_host()) for a in plain.step(inputs)]
+    return got, want, fused.plan
+
+
+def test_layer_fused_equals_unfused_sim():
+    """int8-act: norm_quant, attn_output_quant, add_norm_quant and a chain against their parts."""
+    got, want, plan = layer_fused_vs_unfused(TINY, "int8-act", rows=2)
+    assert sum(s.what.startswith("fwd.fused") for s in plan.stages) == 4
     for g, w in zip(got, want):
         assert np.array_equal(g.view(np.uint32), w.view(np.uint32))

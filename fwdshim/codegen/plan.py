@@ -451,11 +451,41 @@ def _quantize(op: QuantizeOp) -> list[Binding]:
 
 
 def _moe(op: MoeOp) -> list[Binding]:
-    try:
-        from fwdshim.codegen import moe
-    except ImportError:
-        raise Unlowerable("a mixture of experts — the MoE kernels (codegen.moe) are not in this build") from None
-    return moe.lower_moe(op)  # type: ignore[attr-defined]
+    """Three kernels: the top-k router, gate-up (SwiGLU) and down-and-combine, sharing the stage's
+    scratch buffers `idx` (the chosen experts), `wts` (their weights) and `h` (the SwiGLU rows)."""
+    from fwdshim.codegen import moe
+
+    if op.router_bias is not None or any(b is not None for b in op.biases):
+        raise Unlowerable("an expert mixture with biases — its kernels add none")
+    if op.renormalize is None:
+        raise Unlowerable("an expert mixture without renormalizing — its router renormalizes the kept experts' weights")
+    if op.act.data.value != "swiglu":
+        raise Unlowerable("an expert mixture with a clamped SwiGLU — its kernels gate with SwiGLU")
+    if not op.weighs_outputs_by_softmax():
+        raise Unlowerable("an expert mixture whose router is not a softmax weighting its experts' outputs")
+    ws = (op.router, op.gate_exps, op.up_exps, op.down_exps)
+    if any(not isinstance(w.type, WeightsType) or w.type.type.value != "q8_0" for w in ws):
+        raise Unlowerable("an expert mixture whose router and experts are not all Q8_0 — the MoE weight manifest")
+    e, top_k = op.n_expert.value.data, op.top_k.value.data
+    d = numel(op.x.type) or 0
+    ff = dims_of(op.gate_exps.type)[1]  # type: ignore[index]
+    if isinstance(op.x.type, QActType):
+        act, xs = "int8", {"xq": Ref(op.x, "q"), "xd": Ref(op.x, "d")}
+    else:
+        act, xs = "f32", {"x": Ref(op.x)}
+    q = lambda w, qn, dn: {qn: Ref(w, "qs"), dn: Ref(w, "dw")}  # noqa: E731
+    idx, wts, h = Ref(None, scratch="idx"), Ref(None, scratch="wts"), Ref(None, scratch="h")
+    return [
+        Binding(moe.router(e, d, top_k, act=act), {**q(op.router, "rq", "rd"), **xs, "idx": idx, "wts": wts}),
+        Binding(
+            moe.gate_up(e, d, ff, top_k, act=act),
+            {**q(op.gate_exps, "gq", "gd"), **q(op.up_exps, "uq", "ud"), **xs, "idx": idx, "h": h},
+        ),
+        Binding(
+            moe.down(e, d, ff, top_k),
+            {**q(op.down_exps, "dq", "dd"), "h": h, "idx": idx, "wts": wts, "y": Ref(op.result)},
+        ),
+    ]
 
 
 def _fused(op: FusedOp) -> list[Binding]:

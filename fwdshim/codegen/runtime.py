@@ -84,11 +84,12 @@ class CompiledForward:
         self.simulated = simulating()
         self.stream: Any = 0
         if not self.simulated:
-            from cuda.core import Device
+            from cuda.core import Device, StreamOptions
 
             self.device = Device()
             self.device.set_current()
-            self.stream = self.device.create_stream()
+            # blocking: synchronous copies on the default stream (`copy_to_host()`) wait for its work
+            self.stream = self.device.create_stream(options=StreamOptions(nonblocking=False))
         self.arrays: dict[tuple[str, str], Any] = {}
         for buf in self.plan.buffers:
             host = _host_weight(buf, weights) if buf.role == "weight" else {}
@@ -98,7 +99,7 @@ class CompiledForward:
                     data = np.zeros(p.size, dtype=p.dtype)
                 elif data.dtype != np.dtype(p.dtype) or data.size != p.size:
                     raise ValueError(f"weight {buf.name}.{p.name}: {data.size} {data.dtype}, the kernels read {p.size} {p.dtype}")
-                self.arrays[(buf.name, p.name)] = cuda.to_device(np.ascontiguousarray(data), stream=self.stream)
+                self.arrays[(buf.name, p.name)] = cuda.to_device(np.ascontiguousarray(data))
         self._args = [tuple(self.arrays[(a.buffer, a.part)] for a in launch.args) for launch in self.plan.launches]
         self._caches = self._cache_pairs()
         self.graph = None
@@ -272,21 +273,50 @@ class CompiledForward:
         gb = self.device.create_graph_builder()
         gb.begin_building()
         self._launch_all(gb)
+        handle = _capture_graph(gb)
         gb.end_building()
-        self.graph_kernel_nodes = _check_nodes(gb, self.plan)
+        self.graph_kernel_nodes = _check_nodes(gb, handle, self.plan)
         self.graph = gb.complete()
         self.graph.upload(self.stream)
 
 
-def _check_nodes(gb: Any, plan: LaunchPlan) -> int:
-    """The number of kernel nodes of the captured graph, checked against the plan (count, and each
-    launch's grid and block, as multisets)."""
-    nodes = gb.graph_definition.nodes()
-    kernels = [n for n in nodes if type(n).__name__ == "KernelNode"]
+def _capture_graph(gb: Any) -> Any:
+    """The CUgraph a builder is capturing into (the driver's capture info), or None."""
+    try:
+        from cuda.bindings import driver
+
+        info = driver.cuStreamGetCaptureInfo(int(gb.stream.handle))
+        return info[3] if int(info[0]) == 0 else None
+    except Exception:  # noqa: BLE001 - only a fallback for cuda-core without graph_definition
+        return None
+
+
+def _driver_kernel_nodes(handle: Any) -> int:
+    from cuda.bindings import driver
+
+    _, _, n = driver.cuGraphGetNodes(handle, 0)
+    _, nodes, n = driver.cuGraphGetNodes(handle, n)
+    kernel = driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
+    return sum(1 for node in nodes[:n] if driver.cuGraphNodeGetType(node)[1] == kernel)
+
+
+def _check_nodes(gb: Any, handle: Any, plan: LaunchPlan) -> int:
+    """The number of kernel nodes of the captured graph, checked against the plan: the count and,
+    where cuda-core exposes the graph (`graph_definition`, 1.1+), each launch's grid and block (as
+    multisets); older cuda-core: the count through the driver (`cuGraphGetNodes`)."""
+    definition = getattr(gb, "graph_definition", None)
+    if definition is None:
+        if handle is None:
+            raise RuntimeError("cannot read the captured graph's nodes (cuda-core without graph_definition)")
+        count = _driver_kernel_nodes(handle)
+        if count != plan.kernel_count:
+            raise RuntimeError(f"the captured graph holds {count} kernel nodes, the plan {plan.kernel_count} launches")
+        return count
+    kernels = [n for n in definition.nodes() if type(n).__name__ == "KernelNode"]
     if len(kernels) != plan.kernel_count:
         raise RuntimeError(f"the captured graph holds {len(kernels)} kernel nodes, the plan {plan.kernel_count} launches")
     pad = lambda t: tuple(t) + (1,) * (3 - len(t))  # noqa: E731
-    got = sorted((tuple(n.grid), tuple(n.block)) for n in kernels)
+    got = sorted((pad(n.grid), pad(n.block)) for n in kernels)
     want = sorted((pad(launch.grid), pad(launch.block)) for launch in plan.launches)
     if got != want:
         raise RuntimeError(f"the captured graph's launch shapes {got} differ from the plan's {want}")
