@@ -148,7 +148,7 @@ def _run(args) -> int:
     p = model.params
     print(
         f"fwdshim: {len(gen.tokens)} tokens, {gen.tokens_per_s:.1f} tokens/s "
-        f"({decoder.device}, {args.numerics}; {p.n_layer} layers, d {p.d}); "
+        f"({decoder.device}, {args.numerics}; {p.n_layer} layers, d {p.d}, {decoder.stages} stages); "
         f"prompt {len(ids)} tokens in {gen.prefill_s:.2f} s; stopped: {gen.stopped}",
         file=sys.stderr,
     )

@@ -31,6 +31,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import Func, FuncOp
 from xdsl.utils.exceptions import DiagnosticException
 
+from fwdshim.dialects import fwd
 from fwdshim.importer import ImportedModel, LlamaParams
 
 NUMERICS = ("dequant", "int8-act", "two-pass-int8")
@@ -192,6 +193,8 @@ class Decoder:
             GpuForward(self.module, model) if use_gpu else CpuForward(self.module, model)
         )
         self.device = self.forward.name
+        self.stages = sum(1 for _ in fwd.stages(_func(self.module)))
+        """The compiled step's stages (a fused kernel counts once; a MoE is one stage of three kernels)."""
         self.capacity = model.context
         self.pos = 0
         self._embd = model.weights.get("token_embd.weight")

@@ -89,7 +89,9 @@ def test_run_prints_text_and_saves_logits(tmp_path, capsys):
     logits = np.load(npy)
     assert logits.shape == (len(gen.tokens), TINY.vocab) and logits.dtype == np.float32
     np.testing.assert_array_equal(logits, np.stack(gen.logits))
-    assert "tokens/s (cpu, dequant; 2 layers, d 64); prompt 4 tokens" in err
+    # 13 stages a layer (norm+weight and sum+norm+weight as one each; q, k, v; 2 ropes; attention; o;
+    # gate, up; silu·up as one chain; down), then the last sum+norm and the logits
+    assert "tokens/s (cpu, dequant; 2 layers, d 64, 28 stages); prompt 4 tokens" in err
 
 
 @pytest.mark.parametrize("numerics", ["int8-act", "two-pass-int8"])

@@ -168,3 +168,43 @@ def test_smollm2_int8_act_cpu_run_is_recorded(torch, smollm2, smollm2_hf, tmp_pa
     out = models_dir() / "smollm2.int8-act.cpu.json"
     out.write_text(json.dumps(record, indent=1))
     print(f"\nint8-act (cpu): {record['text']!r}; recorded in {out}")
+
+
+# ---------------------------------------------------------------------------------------------
+# on the GPU (`FWDSHIM_GPU=1 pytest -m gpu tests/test_peer.py`): the CUDA graph against the executor
+
+MOE = LlamaParams(n_layer=2, d=64, ff=64, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
+                  vocab=257, n_expert=8, top_k=2, context_length=256)  # fmt: skip
+
+
+def _gpu_against_cpu(model: ImportedModel, prompt: list[int], numerics: str) -> tuple[list[int], float]:
+    cpu = generate(Decoder(model, numerics, "cpu"), prompt, STEPS)
+    dec = Decoder(model, numerics, "gpu")
+    gpu = generate(dec, prompt, STEPS)
+    assert gpu.tokens == cpu.tokens, (numerics, gpu.tokens, cpu.tokens)
+    err = np.linalg.norm(np.stack(gpu.logits) - np.stack(cpu.logits)) / np.linalg.norm(np.stack(cpu.logits))
+    assert err < 1e-3, (numerics, err)
+    print(f"\n{numerics}: gpu == cpu for {STEPS} tokens (logits rel err {err:.1e}); "
+          f"{gpu.tokens_per_s:.1f} tokens/s on the GPU; {dec.stages} stages")  # fmt: skip
+    return gpu.tokens, gpu.tokens_per_s
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("params", [TINY, MOE], ids=["dense", "moe"])
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
+def test_tiny_gpu_graph_matches_cpu(tmp_path, monkeypatch, params, numerics):
+    monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
+    model = import_gguf(write_llama(tmp_path / "m.gguf", params, random_llama(params, seed=13)), context=64)
+    _gpu_against_cpu(model, [5, 6, 7, 8], numerics)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
+def test_smollm2_gpu_graph_matches_cpu(smollm2, numerics):
+    """Needs SmolLM2 in the model cache (`$FWDSHIM_CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf`: the
+    device cannot download it)."""
+    from fwdshim.tokenizer import GGUFTokenizer
+
+    tok = GGUFTokenizer(smollm2.reader, smollm2.gguf_path)
+    tokens, _ = _gpu_against_cpu(smollm2, tok.encode(PROMPTS[0]), numerics)
+    assert tok.decode(tokens).startswith(" Paris")
