@@ -22,7 +22,7 @@
 // INT8-NEXT: //       writes %h0_q
 // INT8-NEXT: //       args   (x=%x, weight=%attn_norm_w, q=%h0_q.q, d=%h0_q.d)
 // INT8-NEXT: //   stage 1: fwd.matmul at {{.*}}llama_layer.mlir:24:3
-// INT8-NEXT: //     kernel gemv_q8_0_int8_1x576x576_{{.*}} grid 72x1 block 128
+// INT8-NEXT: //     kernel gemv_q8_0_int8_1x576x576_{{.*}} grid {{[0-9x]+}} block {{[0-9]+}}
 // INT8-NEXT: //       reads  %wq, %h0_q
 // INT8-NEXT: //       writes %q
 // INT8:      //   stage 6: fwd.fused attn_output_quant covers [8, 9]
@@ -48,7 +48,7 @@
 // DEQ-NOT:  qact
 // DEQ:      //   stage 0: fwd.fused norm_weight covers [0, 1]
 // DEQ-NEXT: //     kernel rms_norm_w_1x576_b256 grid 1 block 256
-// DEQ:      //     kernel gemv_q8_0_1x576x576_{{.*}} grid 72x1 block 128
+// DEQ:      //     kernel gemv_q8_0_1x576x576_{{.*}} grid {{[0-9x]+}} block {{[0-9]+}}
 // DEQ-NEXT: //       reads  %wq, %h0
 // DEQ:      //   stage 6: fwd.attention
 // DEQ-NEXT: //     kernel attention_h9kv3d64_l4096 grid 9 block
