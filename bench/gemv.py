@@ -35,7 +35,7 @@ from fwdshim.codegen import gemv
 SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336)]
 L2_BYTES = 60 * 2**20
 SWEEP = [(2, 4, 2, 1), (4, 8, 2, 1), (4, 8, 1, 2), (4, 8, 1, 4), (2, 8, 2, 4), (4, 4, 1, 4), (2, 4, 2, 2), (8, 8, 1, 8)]
-DEFAULTS = {"f32": (4, 8, 2, 1), "int8": (2, 4, 2, 1)}  # the factories' defaults
+
 
 
 class Timer:
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for n, k in SHAPES:
         for act, label in (("f32", "Q8_0 dequant"), ("int8", "Q8_0 int8-act")):
-            default_cfg = DEFAULTS[act]
+            default_cfg = gemv.launch_shape(n, k, act)
             configs = [default_cfg] + [c for c in SWEEP if c != default_cfg] if args.sweep else [default_cfg]
             results = []
             for cfg in configs:
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {label} {n}x{k} {_cfg(cfg)}: {ms * 1e3:7.1f} us {gbs:6.0f} GB/s {gbs / ceiling:5.1%}")
             default = results[0]
             best = min(results)
-            rows.append((f"{label}", n, k, default[0], default[1], best if args.sweep else None))
+            rows.append((f"{label} {_cfg(default_cfg)}", n, k, default[0], default[1], best if args.sweep else None))
         ms, nbytes = bench_torch(n, k, args.reps)
         rows.append(("torch fp16 mv", n, k, ms, nbytes / ms / 1e6, None))
     lines = [
@@ -233,8 +233,8 @@ def main(argv: list[str] | None = None) -> int:
         (
             f"Read ceiling {ceiling:.0f} GB/s (streaming-read Numba kernel {numba_ceiling:.0f}, torch sum "
             f"{torch_ceiling:.0f}), measured in the same run. Graph replay, weights rotated past 4x the 60 MB "
-            f"L2; default launches {_cfg(DEFAULTS['f32'])} (dequant), {_cfg(DEFAULTS['int8'])} (int8-act): rows "
-            "per warp group, warps per block, unrolled steps, warps splitting a row group's K."
+            "L2. Launch shapes (`gemv.launch_shape` defaults in the table's first columns): r rows per "
+            "warp group, w warps per block, u unrolled steps, s warps splitting a row group's K."
         ),
         "",
         "| kernel | N x K | us | GB/s | of ceiling |" + (" best launch (sweep) |" if args.sweep else ""),

@@ -101,9 +101,11 @@ def test_dense_gemv(dtype):
 
 
 def test_gemv_launch_shape_and_params():
-    k = gemv.q8_0(4096, 14336, rows_per_warp=2, warps=4, unroll=2)
+    k = gemv.q8_0(4096, 14336, rows_per_warp=2, warps=4, unroll=2, split=1)
     assert k.param_names == ("qs", "dw", "x", "y") and k.grid == (512, 1) and k.block == (128,)
     assert gemv.q8_0(4096, 4096, rows_per_warp=4, warps=8, split=4).grid == (512, 1)
+    assert gemv.launch_shape(4096, 14336, "f32") == (4, 8, 1, 2)  # long rows: two warps a row group
+    assert gemv.q8_0(4096, 14336).name.endswith("_r4w8u1s2")
     assert [p.size for p in k.params] == [4096 * 14336, 4096 * 448, 14336, 4096]
     assert "ld_i32x4(qs" in k.source and "s8x4_f32" in k.source
     k = gemv.q8_0_int8(4096, 4096)

@@ -19,7 +19,8 @@ of W (a block computes `warps / split * rows_per_warp` rows; grid `(ceil(N / tha
 blocks of 32 are dealt to the group's `32 * split` threads (`K/32` need not be a multiple of that:
 the last step runs on the first `(K/32) % (32 * split)` threads), and with `split > 1` the warps'
 parts are summed through shared memory in warp order; `unroll` steps are loaded before they are
-used. The defaults are the fastest launch shapes measured on an H200 (`bench/gemv.py --sweep`). 16-byte loads need `qs`, `x`
+used. The defaults (`launch_shape`) are the fastest launch shapes measured on an H200
+(`bench/gemv.py --sweep`). 16-byte loads need `qs`, `x`
 and `xq` on 16-byte aligned allocations (every device allocation is).
 
 `q8_dots` emits the row-dot statements themselves, for the MoE kernels (`codegen.moe`).
@@ -199,20 +200,40 @@ def gemv_k(qs, dw, {xs}, y):
     return build(name, body, "gemv_k", grid, (32 * warps,), params, f"Q8_0 GEMV {n}x{k} ({what}) over {m} rows")
 
 
+def launch_shape(n: int, k: int, act: str) -> tuple[int, int, int, int]:
+    """The default (rows_per_warp, warps, unroll, split) of a Q8_0 GEMV of N x K: the fastest shapes
+    of `bench/gemv.py --sweep` on an H200 (2026-11-29) at 4096x4096, 14336x4096 and 4096x14336 —
+    long rows (K >= 8192) split over warps; under int8 activations short matrices too."""
+    if act == "f32":
+        return (4, 8, 1, 2) if k >= 8192 else (4, 8, 2, 1)
+    if k >= 8192:
+        return (2, 8, 2, 4)
+    return (2, 4, 2, 2) if n <= 4096 else (2, 4, 2, 1)
+
+
+def _shape(n, k, act, rows_per_warp, warps, unroll, split) -> tuple[int, int, int, int]:
+    given = (rows_per_warp, warps, unroll, split)
+    return tuple(d if g is None else g for g, d in zip(given, launch_shape(n, k, act)))  # type: ignore[return-value]
+
+
 @functools.cache
 def q8_0(
-    n: int, k: int, m: int = 1, *, rows_per_warp: int = 4, warps: int = 8, unroll: int = 2, split: int = 1
-) -> Kernel:
-    """The Q8_0 GEMV dequantizing in-kernel (see the module docstring)."""
-    return _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, "f32")
+    n: int, k: int, m: int = 1, *, rows_per_warp: int | None = None, warps: int | None = None,
+    unroll: int | None = None, split: int | None = None,
+) -> Kernel:  # fmt: skip
+    """The Q8_0 GEMV dequantizing in-kernel (see the module docstring); unset launch shape values
+    come from `launch_shape`."""
+    return _q8_kernel(n, k, m, *_shape(n, k, "f32", rows_per_warp, warps, unroll, split), "f32")
 
 
 @functools.cache
 def q8_0_int8(
-    n: int, k: int, m: int = 1, *, rows_per_warp: int = 2, warps: int = 4, unroll: int = 2, split: int = 1
-) -> Kernel:
-    """The int8-activation Q8_0 GEMV (see the module docstring)."""
-    return _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, "int8")
+    n: int, k: int, m: int = 1, *, rows_per_warp: int | None = None, warps: int | None = None,
+    unroll: int | None = None, split: int | None = None,
+) -> Kernel:  # fmt: skip
+    """The int8-activation Q8_0 GEMV (see the module docstring); unset launch shape values come from
+    `launch_shape`."""
+    return _q8_kernel(n, k, m, *_shape(n, k, "int8", rows_per_warp, warps, unroll, split), "int8")
 
 
 _LOAD = {
