@@ -55,13 +55,39 @@ def test_graph_replay_equals_stagewise(numerics):
         stagewise = _host(fw.run_stagewise(inputs))
         assert all(_bits(g, s) for g, s in zip(graph, stagewise)), f"graph != stagewise at {rows} cache rows"
         _close(graph, reference.execute(m, inputs, weights), TOL[numerics])
-    # per-step replay time (the graph, not the copies)
+    # per-step replay time (the graph, not the copies), by cache length
+    for rows in (0, 1024, SMOL["l"] - 1):
+        fw.set_cache_len(rows)
+        fw.sync()
+        t0 = time.perf_counter()
+        for _ in range(50):
+            fw.graph.launch(fw.stream)
+        fw.sync()
+        print(f"{numerics}: replay {1e6 * (time.perf_counter() - t0) / 50:.1f} us per step at {rows} cache rows")
+
+
+def test_stage_times():
+    """Informational: each launch's time at a full cache (a graph of 20 launches of it, replayed)."""
+    rng = np.random.default_rng()
+    m = pipeline(parse(llama_src(**SMOL)), "int8-act")
+    fw = CompiledForward(m, llama_weights(rng, **SMOL))
+    fw.run_stagewise(llama_inputs(rng, **SMOL, rows=SMOL["l"] - 1))
     fw.sync()
-    t0 = time.perf_counter()
-    for _ in range(50):
-        fw.graph.launch(fw.stream)
-    fw.sync()
-    print(f"{numerics}: replay {1e6 * (time.perf_counter() - t0) / 50:.1f} us per step")
+    for launch, args in zip(fw.plan.launches, fw._args):
+        k = launch.kernel
+        gb = fw.device.create_graph_builder()
+        gb.begin_building()
+        for _ in range(20):
+            k.fn[k.grid, k.block, gb](*args)
+        gb.end_building()
+        g = gb.complete()
+        g.launch(fw.stream)
+        fw.sync()
+        t0 = time.perf_counter()
+        for _ in range(10):
+            g.launch(fw.stream)
+        fw.sync()
+        print(f"stage {launch.stage:>2} {k.name:<44} {1e6 * (time.perf_counter() - t0) / 200:8.1f} us")
 
 
 def test_graph_serves_consecutive_steps_with_cache_appends():
@@ -74,7 +100,9 @@ def test_graph_serves_consecutive_steps_with_cache_appends():
     for pos in range(4):
         step = {"x": rng.standard_normal(SMOL["d"]).astype(np.float32), "angles": inputs["angles"]}
         got = _host(fw.step(step, cache_len=pos))
-        want = reference.execute(m, {**step, "k_cache": np.array(ks).reshape(pos, -1), "v_cache": np.array(vs).reshape(pos, -1)}, weights)
+        width = SMOL["kv"] * SMOL["hd"]
+        caches = {"k_cache": np.array(ks, np.float32).reshape(pos, width), "v_cache": np.array(vs, np.float32).reshape(pos, width)}
+        want = reference.execute(m, {**step, **caches}, weights)
         _close(got, want, TOL["int8-act"])
         fw.append_caches(pos)
         ks.append(got[1])

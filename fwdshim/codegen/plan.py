@@ -12,10 +12,10 @@ op its one generated kernel (`codegen.fused`) — except a `fwd.moe`, which is t
   `output` (returned), `intermediate` (any other stage result, and a stage's scratch buffers,
   named `%<stage result>.<param>`) or `step` (`%cache_len`: `int32 [1]`, the number of cache rows
   written, which the runtime writes before each launch so that one captured graph serves every step).
-  `tensor` names a weight's GGUF tensor. `parts` are the device arrays the buffer is held in, each `Part(name, dtype, size)`: one unnamed
-  part for a float32 tensor; `qs int8 [N*K]` and `dw float32 [N*K/32]` for a Q8_0 weight (the
-  `weights.repack_q8_0` layout); `q int8`, `d float32` (and `s float32` for `two_words`) for a
-  quantized activation.
+  `tensor` names a weight's GGUF tensor. `parts` are the device arrays the buffer is held in, each
+  `Part(name, dtype, size)`: one unnamed part for a float32 tensor; `qs int8 [N*K]` and
+  `dw float32 [N*K/32]` for a Q8_0 weight (the `weights.repack_q8_0` layout); `q int8`, `d float32`
+  (and `s float32` for `two_words`) for a quantized activation.
 - `Launch(stage, kernel, args)`: one kernel launch; `args` binds each kernel parameter, in order, to
   a buffer part (`%wq.qs`); `reads`/`writes` name the buffers.
 - `LaunchPlan.text()`: the legible form that `fwdshim-opt -t numba` prints.
