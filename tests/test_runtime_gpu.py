@@ -145,3 +145,24 @@ def test_fused_equals_unfused_gpu(case):
 def test_layer_fused_equals_unfused_gpu(numerics):
     got, want, _ = layer_fused_vs_unfused(SMOL, numerics, rows=777)
     assert all(_bits(g, w) for g, w in zip(got, want))
+
+
+def test_second_compile_hits_numba_disk_cache(tmp_path):
+    """The generated source lives in the kernel cache directory, so a second process compiling the
+    same model loads Numba's cached code instead of compiling."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import time, sys; sys.path.insert(0, 'tests'); t0 = time.perf_counter()\n"
+        "from test_lowering_modules import SMOL, llama_src, parse, pipeline\n"
+        "from fwdshim.codegen.plan import plan_for\n"
+        "plan = plan_for(pipeline(parse(llama_src(**SMOL)), 'int8-act')); t1 = time.perf_counter()\n"
+        "[k.compile() for k in plan.kernels()]\n"
+        "print(time.perf_counter() - t1)\n"
+    )
+    env = {**os.environ, "FWDSHIM_CACHE": str(tmp_path), "FWDSHIM_GPU": "1"}
+    times = [float(subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True).stdout.split()[-1]) for _ in range(2)]
+    print(f"\ncompile of the int8-act Llama plan: first {times[0]:.2f} s, second (disk cache) {times[1]:.2f} s")
+    assert times[1] < times[0] / 2
