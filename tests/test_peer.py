@@ -201,7 +201,11 @@ def _gpu_against_cpu(model: ImportedModel, prompt: list[int], numerics: str) -> 
     gpu = generate(dec, prompt, STEPS)
     assert gpu.tokens == cpu.tokens, (numerics, gpu.tokens, cpu.tokens)
     err = np.linalg.norm(np.stack(gpu.logits) - np.stack(cpu.logits)) / np.linalg.norm(np.stack(cpu.logits))
-    assert err < 1e-3, (numerics, err)
+    # Under dequant the GPU's f32 sums and the executor's f64 sums agree closely. Under int8-act the
+    # token-for-token agreement is the contract: both round x/d half away from zero, and where the
+    # GPU's f32 norm lands an ulp on the other side of a .5 than the executor's f64 one, a quant moves
+    # by 1; over 30 layers of SmolLM2 that spreads to ~3e-2 of the logits (1e-7 on 2-layer models).
+    assert err < (1e-3 if numerics == "dequant" else 1e-1), (numerics, err)
     print(f"\n{numerics}: gpu == cpu for {STEPS} tokens (logits rel err {err:.1e}); "
           f"{gpu.tokens_per_s:.1f} tokens/s on the GPU; {dec.stages} stages")  # fmt: skip
     return gpu.tokens, gpu.tokens_per_s
