@@ -3,14 +3,20 @@
 xDSL gives an op no location unless the input spells `loc(...)`: `LocatingParser` records where each op
 was parsed as a `FileLineColLoc`, so a verify error, a refusal or an explain row can name
 `file:line:col`. Locations survive rewrites that clone ops (xDSL copies `location`).
+
+`verify_located` also checks what xDSL's verifier does not: that every operand is defined before its
+use (`%s = fwd.silu %s` verifies in xDSL, and would send a fusion pass round a cycle forever).
 """
 
 from __future__ import annotations
 
+import re
+
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
-from xdsl.ir import Operation
-from xdsl.parser import Parser
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.utils.exceptions import ParseError, VerifyException
+from xdsl.utils.lexer import Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 
@@ -22,13 +28,37 @@ class LocatingParser(Parser):
     def __init__(self, ctx, input: str | bytes, name: str = "<unknown>", line_offset: int = 0):
         super().__init__(ctx, input, name)
         self._line_offset = line_offset
+        self._first_use: dict[str, Span] = {}
 
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
         """As xDSL's, but an input without ops (empty, comments only, an empty split chunk) is an
         empty module, as in `mlir-opt`, not "Could not parse entire input!"."""
         if allow_implicit_module and self._current_token.kind == MLIRTokenKind.EOF:
             return ModuleOp([])
-        return super().parse_module(allow_implicit_module)
+        try:
+            return super().parse_module(allow_implicit_module)
+        except ParseError as e:
+            # xDSL names undefined values at the end of the input: name the first one at its use.
+            undefined = [n for n in self.forward_ssa_references if n in self._first_use]
+            if not e.msg.startswith("values used but not defined") or not undefined:
+                raise
+            name = undefined[0]
+            self.raise_error(f"use of undefined value %{name}", self._first_use[name])
+
+    def resolve_operand(self, operand: UnresolvedOperand, type):
+        """As xDSL's, remembering where a value not yet defined is first used."""
+        if operand.operand_name not in self.ssa_values:
+            self._first_use.setdefault(operand.operand_name, operand.span)
+        return super().resolve_operand(operand, type)
+
+    def _parse_block(self) -> Block:
+        """As xDSL's, with a message where a region is not closed (xDSL says " in block definition")."""
+        kind = self._current_token.kind
+        if kind == MLIRTokenKind.EOF:
+            self.raise_error("unexpected end of input: expected `}` to close the region")
+        if kind != MLIRTokenKind.CARET_IDENT:
+            self.raise_error("expected an operation, `}` or a block label (`^bb1:`)")
+        return super()._parse_block()
 
     def parse_operation(self) -> Operation:
         span = self._current_token.span
@@ -44,7 +74,6 @@ class LocatingParser(Parser):
                 StringAttr(loc.file), IntAttr(loc.line + self._line_offset), IntAttr(loc.col)
             )
         return op
-
 
     def _get_op_by_name(self, name: str) -> type[Operation]:
         """As xDSL's, but an unknown op is reported at its name (xDSL points at the next token)."""
@@ -84,15 +113,94 @@ def parse_error_line(e: ParseError) -> str:
     return "\n".join([head, *body])
 
 
+def _value_name(v: SSAValue) -> str:
+    return f"%{v.name_hint}" if v.name_hint else "a value"
+
+
+def _block_positions(root: Operation) -> dict[Operation, int]:
+    """Each op nested under `root` mapped to its index in its block."""
+    pos: dict[Operation, int] = {}
+    for op in root.walk():
+        for region in op.regions:
+            for block in region.blocks:
+                for i, o in enumerate(block.ops):
+                    pos[o] = i
+    return pos
+
+
+def _ancestor_in(block: Block | None, op: Operation) -> Operation | None:
+    """`op`, or the op enclosing it, that sits in `block` (None when `block` does not enclose `op`)."""
+    a: Operation | None = op
+    while a is not None and a.parent_block() is not block:
+        a = a.parent_op()
+    return a
+
+
+def _dominance_problem(v: SSAValue, user: Operation, pos: dict[Operation, int]) -> str | None:
+    """Why `v` cannot be read by `user` (xDSL checks no dominance), or None.
+
+    Regions of one block only (a decode step has no control flow): `v` must be defined earlier in
+    the user's block or in a block enclosing it. Multi-block regions are not judged."""
+    if isinstance(v, OpResult):
+        block = v.op.parent_block()
+    elif isinstance(v, BlockArgument):
+        block = v.block
+    else:
+        return None
+    region = block.parent if block is not None else None
+    if region is None or len(region.blocks) > 1:
+        return None
+    a = _ancestor_in(block, user)
+    if a is None:
+        return f"{user.name} reads {_value_name(v)}, defined in a region that does not enclose it"
+    if isinstance(v, OpResult) and (a is v.op or pos.get(v.op, 0) > pos.get(a, 0)):
+        return f"{user.name} reads {_value_name(v)} before it is defined"
+    return None
+
+
+def check_dominance(root: Operation) -> None:
+    """Every operand is defined before its use (in program order, in an enclosing block).
+
+    Raises: VerifyException("file:line:col: error: fwd.silu reads %t before it is defined")."""
+    pos = _block_positions(root)
+    for op in root.walk():
+        for v in op.operands:
+            why = _dominance_problem(v, op, pos)
+            if why is not None:
+                raise VerifyException(error_at(op, why))
+
+
+_REDEFINED = re.compile(r'Redefinition of symbol "(.*)"')
+
+
+def _located_culprit(culprit: Operation, message: str) -> Operation:
+    """A better op to name than an unlocated `culprit` (the implicit module of a symbol clash:
+    the second definition of the symbol)."""
+    m = _REDEFINED.fullmatch(message)
+    if m is None or not isinstance(culprit.location, UnknownLoc):
+        return culprit
+    seen = 0
+    for op in culprit.walk():
+        name = op.properties.get("sym_name") or op.attributes.get("sym_name")
+        if op is not culprit and op.parent_op() is culprit and isinstance(name, StringAttr) and name.data == m[1]:
+            seen += 1
+            if seen == 2:
+                return op
+    return culprit
+
+
 def verify_located(root: Operation) -> None:
-    """Verify `root`; on failure raise a VerifyException naming the failing op's `file:line:col`.
+    """Verify `root`, and that every operand is defined before its use; on failure raise a
+    VerifyException naming the failing op's `file:line:col`.
 
     Raises: VerifyException("file:line:col: error: <the verifier's message>")."""
     try:
         root.verify()
-        return
     except VerifyException as e:
         first = e
+    else:
+        check_dominance(root)
+        return
     # The culprit: the first op, in program order, that fails on its own (a fused op whose part is bad
     # verifies on its own, so the part is named, not the op around it).
     culprit = None
@@ -105,4 +213,4 @@ def verify_located(root: Operation) -> None:
     message = str(first.args[0]) if first.args else str(first)
     if culprit is None:
         raise VerifyException(f"error: {message}") from None
-    raise VerifyException(error_at(culprit, message)) from None
+    raise VerifyException(error_at(_located_culprit(culprit, message), message)) from None

@@ -12,7 +12,7 @@ import sys
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.utils.exceptions import DiagnosticException, ParseError
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from fwdshim.diagnostics import LocatingParser, parse_error_line, verify_located
@@ -63,9 +63,27 @@ class FwdOptMain(xDSLOptMain):
             verify_located(module)
         return module
 
+    def apply_passes(self, prog: ModuleOp) -> None:
+        """Run the pipeline; verify what it leaves (xDSL does not), and when it fails still write the
+        report asked for (`--report-json`; `--explain` prints the table on stderr)."""
+        try:
+            super().apply_passes(prog)
+        except DiagnosticException:
+            if self.args.explain or self.args.report_json is not None:
+                from fwdshim.report import explain_module
+
+                print(explain_module(prog, self.args.explain, self.args.report_json), end="", file=sys.stderr)
+            raise
+        if self.pipeline.passes and not self.args.disable_verify:
+            try:
+                verify_located(prog)
+            except VerifyException as e:
+                names = ",".join(p.name for p in self.pipeline.passes)
+                raise VerifyException(f"{e} (in the IR that `{names}` produced: a bug, please report it)") from None
+
     def output_resulting_program(self, prog: ModuleOp) -> str:
         text = super().output_resulting_program(prog)
-        if self.args.explain or self.args.report_json:
+        if self.args.explain or self.args.report_json is not None:
             from fwdshim.report import explain_module
 
             # the table follows the IR as `//` comment lines
@@ -88,6 +106,17 @@ def _pass_help() -> str:
     return "\n".join(lines)
 
 
+def _pipeline_error(text: str) -> str:
+    """xDSL's pipeline syntax error (a heading line, `pass-pipeline:1:C`, the text, a caret and the
+    message) as `fwdshim-opt: error: -p ...: column C: message` and the text with its caret."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if len(lines) < 5 or not lines[1].startswith("pass-pipeline:"):
+        return f"fwdshim-opt: error: {' '.join(lines)}"
+    col = lines[1].rsplit(":", 1)[-1]
+    message = lines[4].strip()
+    return f"fwdshim-opt: error: -p: column {col}: {message[:1].lower()}{message[1:]}\n  {lines[2]}\n  {lines[3]}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `fwdshim-opt`. Returns the exit status (0 ok, 1 a user error)."""
     args = sys.argv[1:] if argv is None else argv
@@ -100,7 +129,13 @@ def main(argv: list[str] | None = None) -> int:
     tool: FwdOptMain | None = None
     try:
         tool = FwdOptMain(description="fwdshim-opt", args=args)
+        if tool.args.report_json == "":
+            print("fwdshim-opt: error: --report-json needs a file name", file=sys.stderr)
+            return 1
         tool.run()
+    except ArgSpecParseError as e:  # a BaseException in xDSL 0.74: `-p 'fwd-legalize{'`
+        print(_pipeline_error(str(e)), file=sys.stderr)
+        return 1
     except ParseError as e:
         print(parse_error_line(e), file=sys.stderr)
         return 1
@@ -108,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         print(str(e), file=sys.stderr)
         return 1
     except OSError as e:  # a missing input file, a directory, an unwritable output
-        print(f"fwdshim-opt: error: {e.filename}: {(e.strerror or str(e)).lower()}", file=sys.stderr)
+        where = f"{e.filename}: " if e.filename is not None else ""
+        print(f"fwdshim-opt: error: {where}{(e.strerror or str(e)).lower()}", file=sys.stderr)
         return 1
     except UnicodeDecodeError as e:
         name = (tool.args.input_file if tool is not None else None) or "<stdin>"

@@ -118,8 +118,13 @@ def explain_module(module: Operation, explain: bool, json_path: str | None) -> s
     """Write the JSON report to `json_path` (when given); return the table when `explain` ('' if not).
 
     The driver appends the returned table to the printed IR."""
-    if json_path:
-        with open(json_path, "w") as f:
-            json.dump(report_json(module), f, indent=2, ensure_ascii=False)
-            f.write("\n")
+    if json_path is not None:
+        try:
+            with open(json_path, "w") as f:
+                json.dump(report_json(module), f, indent=2, ensure_ascii=False)
+                f.write("\n")
+        except OSError as e:  # a failed write or close names no file: name it
+            if e.filename is None:
+                e.filename = json_path
+            raise
     return report_table(module) if explain else ""

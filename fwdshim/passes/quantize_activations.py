@@ -4,8 +4,10 @@ Source: the seed's `activation(consumer, operand)` and DESIGN.md §3/§4. For ev
 operand 0 (the operand the forward's int8 projections read), `shim.activation(consumer, 0)` gives the
 format: `one_word` under int8-act, `two_words` under two-pass-int8, for a Q8_0 matmul or a MoE;
 nothing under dequant. There is one `fwd.quantize` per (value, format), shared by all its consumers
-(q, k and v read one), placed right after the value's producer (at the block's start for a block
-argument), so it is the stage after its producer; it takes the location of its first consumer.
+(q, k and v read one), placed right after the value's producer (at the start of its block for a block
+argument), so it is the stage after its producer and is defined wherever the value is (consumers in
+nested regions, e.g. both arms of an `scf.if`, share it); it takes the location of its first consumer.
+An existing quantize is reused only where it is defined before the consumer in an enclosing block.
 The consumer's operand 0 then has type `!fwd.qact<N, format>`; a consumer reading rows (a rank-2
 operand 0) is an error at its location, as `!fwd.qact` holds one vector.
 """
@@ -29,25 +31,35 @@ from fwdshim.dialects.fwd import FusedOp, QuantizeOp, StageOp, dims_of, numel
 from fwdshim.shim import Shim
 
 
-def _quantize_of(v: SSAValue, fmt: QuantFormat) -> QuantizeOp | None:
-    """An existing top-level `fwd.quantize` of `v` in format `fmt`."""
+def _defined_before(q: Operation, consumer: Operation) -> bool:
+    """Whether `q` sits before `consumer` (or before the op enclosing it) in an enclosing block."""
+    a: Operation | None = consumer
+    while a is not None and a.parent_block() is not q.parent_block():
+        a = a.parent_op()
+    block = q.parent_block()
+    return a is not None and block is not None and block.get_operation_index(q) < block.get_operation_index(a)
+
+
+def _quantize_of(v: SSAValue, fmt: QuantFormat, consumer: Operation) -> QuantizeOp | None:
+    """An existing top-level `fwd.quantize` of `v` in format `fmt` that `consumer` may read."""
     for use in v.uses:
         q = use.operation
-        if isinstance(q, QuantizeOp) and q.format.data == fmt and not isinstance(q.parent_op(), FusedOp):
+        if (
+            isinstance(q, QuantizeOp)
+            and q.format.data == fmt
+            and not isinstance(q.parent_op(), FusedOp)
+            and _defined_before(q, consumer)
+        ):
             return q
     return None
 
 
-def _insert_point(v: SSAValue, consumer: Operation) -> InsertPoint:
-    """Right after `v`'s producer in the consumer's block, at that block's start for one of its
-    arguments, else right before the consumer."""
-    block = consumer.parent_block()
-    assert block is not None
-    if isinstance(v, OpResult) and v.op.parent_block() is block:
+def _insert_point(v: SSAValue) -> InsertPoint:
+    """Right after `v`'s producer, or at the start of the block `v` is an argument of."""
+    if isinstance(v, OpResult):
         return InsertPoint.after(v.op)
-    if isinstance(v, BlockArgument) and v.block is block:
-        return InsertPoint.at_start(block)
-    return InsertPoint.before(consumer)
+    assert isinstance(v, BlockArgument)
+    return InsertPoint.at_start(v.block)
 
 
 class QuantizeOperand0(RewritePattern):
@@ -69,7 +81,7 @@ class QuantizeOperand0(RewritePattern):
         if dims is None or len(dims) != 1:
             why = f"{op.name} reads operand 0 of shape {list(dims or ())} quantized; a !fwd.qact holds one vector"
             raise PassFailedException(error_at(op, why))
-        q = _quantize_of(x, fmt)
+        q = _quantize_of(x, fmt, op)
         if q is None:
             size = numel(x.type)
             assert size is not None
@@ -80,7 +92,7 @@ class QuantizeOperand0(RewritePattern):
             )
             q.location = op.location
             q.result.name_hint = f"{x.name_hint}_q" if x.name_hint else None
-            rewriter.insert(q, _insert_point(x, op))
+            rewriter.insert(q, _insert_point(x))
         op.operands = [q.result, *op.operands[1:]]
         rewriter.notify_op_modified(op)
 

@@ -1,0 +1,214 @@
+"""fwdshim-opt and the passes against bad and odd input, as an adversarial user writes it.
+
+Each case is a defect once found: the input, and what fwdshim-opt must answer — one located error
+(`file:line:col: error: ...`) or one clear line, exit status 1, never a traceback, never a hang, never
+an op silently dropped — or the IR a pass must leave.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fwdshim.driver import main
+
+T576 = "tensor<576xf32>"
+
+
+def opt(tmp_path: Path, text: str, *args: str, capsys) -> tuple[int, str, str]:
+    """Run `fwdshim-opt FILE ARGS` in this process on `text` written to `t.mlir`."""
+    src = tmp_path / "t.mlir"
+    src.write_text(text)
+    capsys.readouterr()
+    rc = main([str(src), *args])
+    out, err = capsys.readouterr()
+    return rc, out, err.replace(str(src), "t.mlir")
+
+
+def func(body: str, args: str = f"%x: {T576}, %y: {T576}", ret: str = "%s", ty: str = T576) -> str:
+    return f"func.func @f({args}) -> {ty} {{\n{body}\n  func.return {ret} : {ty}\n}}\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# parsing and verifying: located errors
+
+
+def test_truncated_region_names_the_end_of_input(tmp_path, capsys):
+    text = f"func.func @f(%x: {T576}) -> {T576} {{\n  %s = fwd.silu %x : {T576} -> {T576}\n"
+    rc, out, err = opt(tmp_path, text, capsys=capsys)
+    assert rc == 1 and out == ""
+    assert err.splitlines()[0] == "t.mlir:3:1: error: unexpected end of input: expected `}` to close the region"
+
+
+def test_undefined_value_is_reported_at_its_use(tmp_path, capsys):
+    rc, _, err = opt(tmp_path, func(f"  %s = fwd.silu %nope : {T576} -> {T576}"), capsys=capsys)
+    assert rc == 1
+    assert err.splitlines()[0] == "t.mlir:2:17: error: use of undefined value %nope"
+
+
+@pytest.mark.parametrize(
+    "body,line,name",
+    [
+        (f"  %s = fwd.silu %s : {T576} -> {T576}", 2, "%s"),
+        (f"  %s = fwd.silu %t : {T576} -> {T576}\n  %t = fwd.silu %s : {T576} -> {T576}", 2, "%t"),
+    ],
+    ids=["self", "cycle"],
+)
+def test_use_before_definition_is_an_error_not_a_hang(tmp_path, capsys, body, line, name):
+    """xDSL checks no dominance; `fwd-fuse` went round such a cycle forever."""
+    rc, out, err = opt(tmp_path, func(body), "-p", "fwd-fuse", capsys=capsys)
+    assert (rc, out) == (1, "")
+    assert err.strip() == f"t.mlir:{line}:3: error: fwd.silu reads {name} before it is defined"
+
+
+def test_value_of_another_branch_is_an_error(tmp_path, capsys):
+    """The parser scopes names per region; IR a pass leaves is checked by `verify_located`."""
+    from xdsl.utils.exceptions import VerifyException
+
+    from fwdshim.diagnostics import LocatingParser, verify_located
+    from fwdshim.dialects.fwd import SiluOp
+    from fwdshim.driver import FwdOptMain
+
+    text = f"""func.func @f(%x: {T576}, %c: i1) -> {T576} {{
+  %r = scf.if %c -> ({T576}) {{
+    %a = fwd.silu %x : {T576} -> {T576}
+    scf.yield %a : {T576}
+  }} else {{
+    %b = fwd.silu %a : {T576} -> {T576}
+    scf.yield %b : {T576}
+  }}
+  func.return %r : {T576}
+}}
+"""
+    rc, _, err = opt(tmp_path, text, capsys=capsys)
+    assert rc == 1 and err.splitlines()[0] == "t.mlir:6:19: error: use of undefined value %a"
+    ctx = FwdOptMain(args=[]).ctx
+    module = LocatingParser(ctx, text.replace("fwd.silu %a", "fwd.silu %x"), "t.mlir").parse_module()
+    verify_located(module)
+    a, b = [op for op in module.walk() if isinstance(op, SiluOp)]
+    b.operands = [a.result]
+    with pytest.raises(VerifyException, match="^t.mlir:6:5: error: fwd.silu reads %a, defined in a region that does not enclose it$"):
+        verify_located(module)
+
+
+def test_symbol_redefinition_names_the_second_definition(tmp_path, capsys):
+    one = f"func.func @f(%x: {T576}) -> {T576} {{\n  func.return %x : {T576}\n}}\n"
+    rc, _, err = opt(tmp_path, one + one, capsys=capsys)
+    assert rc == 1
+    assert err.strip() == 't.mlir:4:1: error: Redefinition of symbol "f"'
+
+
+# ---------------------------------------------------------------------------------------------
+# the driver's own errors
+
+
+@pytest.mark.parametrize(
+    "spec,col,message",
+    [
+        ("fwd-legalize{", 14, "expected argument name here"),
+        ("fwd-legalize{mode=}", 19, "unknown argument value, wrap argument in quotes to pass arbitrary string values"),
+        ("fwd-legalize,,fwd-fuse", 14, "expected pass name here"),
+        ("fwd-legalize{numerics=int8-act,mode=mark}", 36, "malformed pass arguments, expected either a space or `}` here"),
+    ],
+)
+def test_malformed_pipeline_is_one_error(tmp_path, capsys, spec, col, message):
+    """xDSL raises these as a BaseException, which went past every handler as a traceback."""
+    rc, out, err = opt(tmp_path, func(f"  %s = fwd.silu %x : {T576} -> {T576}"), "-p", spec, capsys=capsys)
+    assert (rc, out) == (1, "")
+    lines = err.splitlines()
+    assert lines[0] == f"fwdshim-opt: error: -p: column {col}: {message}"
+    assert lines[1] == f"  {spec}"
+    assert lines[2] == "  " + " " * (col - 1) + "^"
+
+
+def test_report_json_write_error_names_the_file(tmp_path, capsys):
+    """A write that fails at close (no filename in the OSError) printed `None: ...`."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full")
+    rc, out, err = opt(tmp_path, func(f"  %s = fwd.silu %x : {T576} -> {T576}"), "--report-json", "/dev/full", capsys=capsys)
+    assert rc == 1
+    assert err.strip() == "fwdshim-opt: error: /dev/full: no space left on device"
+
+
+def test_report_json_with_an_empty_name_is_an_error(tmp_path, capsys):
+    rc, out, err = opt(tmp_path, func(f"  %s = fwd.silu %x : {T576} -> {T576}"), "--report-json", "", capsys=capsys)
+    assert (rc, out, err.strip()) == (1, "", "fwdshim-opt: error: --report-json needs a file name")
+
+
+SOFTCAP = func(
+    f"  %a = fwd.elementwise add %x, %y : {T576}, {T576} -> {T576}\n"
+    f"  %n = fwd.rms_norm %a : {T576} -> {T576}\n"
+    f"  %s = fwd.softcap %n cap 3.0 : {T576} -> {T576}"
+)
+K11 = "a soft-capped tensor (`cap C`) — no kernel caps one"
+
+
+def test_failed_pipeline_still_writes_the_report(tmp_path, capsys):
+    """--report-json and --explain are wanted most when legalization fails; they wrote nothing."""
+    report = tmp_path / "r.json"
+    rc, out, err = opt(tmp_path, SOFTCAP, "-p", "forward-shim", "--explain", "--report-json", str(report), capsys=capsys)
+    assert (rc, out) == (1, "")
+    rows = json.loads(report.read_text())["rows"]
+    assert [(r["op_name"], r["verdict"], r["detail"]) for r in rows] == [
+        ("fwd.fused", "native kernel", "add_norm"),
+        ("fwd.softcap", "refused", K11),
+    ]
+    lines = err.splitlines()
+    assert lines[0] == "// legality report: cuda-forward:Dequant"
+    assert lines[-1] == f"t.mlir:4:3: error: {K11}"
+    assert any(line.startswith("// 1 ") and line.endswith(f"refused        {K11}") for line in lines)
+
+
+def test_no_traceback_as_a_user_runs_it(tmp_path):
+    """The same malformed pipeline through the installed script: one error, no traceback."""
+    src = tmp_path / "t.mlir"
+    src.write_text(func(f"  %s = fwd.silu %x : {T576} -> {T576}"))
+    exe = Path(sys.executable).parent / "fwdshim-opt"
+    cmd = [str(exe)] if exe.exists() else ["fwdshim-opt"]
+    p = subprocess.run([*cmd, str(src), "-p", "fwd-legalize{"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    assert p.stderr.startswith("fwdshim-opt: error: -p: column 14: expected argument name here")
+
+
+# ---------------------------------------------------------------------------------------------
+# fwd-quantize-activations
+
+
+SCF = f"""func.func @f(%x: {T576}, %y: {T576}, %c: i1) -> {T576} {{
+  %w = fwd.weight "w" : !fwd.weights<576x576, q8_0>
+  %s = fwd.elementwise add %x, %y : {T576}, {T576} -> {T576}
+  %r = scf.if %c -> ({T576}) {{
+    %m = fwd.matmul %s, %w : {T576}, !fwd.weights<576x576, q8_0> -> {T576}
+    scf.yield %m : {T576}
+  }} else {{
+    %m2 = fwd.matmul %s, %w : {T576}, !fwd.weights<576x576, q8_0> -> {T576}
+    scf.yield %m2 : {T576}
+  }}
+  func.return %r : {T576}
+}}
+"""
+
+
+def test_shared_quantize_is_defined_where_every_consumer_reads_it(tmp_path, capsys):
+    """Both arms read one quantize of %s: it was put in the first arm, and the second arm read a
+    value its region does not see."""
+    rc, out, err = opt(tmp_path, SCF, "-p", "fwd-quantize-activations{numerics=int8-act}", capsys=capsys)
+    assert (rc, err) == (0, "")
+    lines = [line.strip() for line in out.splitlines()]
+    q = lines.index(f"%s_q = fwd.quantize %s one_word : {T576} -> !fwd.qact<576, one_word>")
+    assert lines[q - 1].startswith("%s = fwd.elementwise add") and lines[q + 1].startswith("%r = scf.if")
+    assert sum(line.startswith("%m") and "fwd.matmul %s_q, %w" in line for line in lines) == 2
+
+
+def test_an_existing_quantize_in_another_arm_is_not_reused(tmp_path, capsys):
+    text = SCF.replace(
+        f"    %m = fwd.matmul %s, %w : {T576}",
+        f"    %q0 = fwd.quantize %s one_word : {T576} -> !fwd.qact<576, one_word>\n    %m = fwd.matmul %q0, %w : !fwd.qact<576, one_word>",
+    )
+    rc, out, err = opt(tmp_path, text, "-p", "fwd-quantize-activations{numerics=int8-act}", capsys=capsys)
+    assert (rc, err) == (0, "")
+    assert "%m2 = fwd.matmul %s_q, %w" in out and "%m = fwd.matmul %q0, %w" in out
