@@ -12,6 +12,7 @@ import sys
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Attribute
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
@@ -126,6 +127,14 @@ def main(argv: list[str] | None = None) -> int:
             "dialect, passes and targets).\n\n" + _pass_help() + "\n\n"
             "example: fwdshim-opt examples/llama_layer.mlir -p 'forward-shim{numerics=int8-act}'\n"
         )
+    post_init = Attribute.__post_init__  # xDSL's --disable-verify replaces it for the whole process
+    try:
+        return _run(args)
+    finally:
+        Attribute.__post_init__ = post_init  # type: ignore[method-assign]
+
+
+def _run(args: list[str]) -> int:
     tool: FwdOptMain | None = None
     try:
         tool = FwdOptMain(description="fwdshim-opt", args=args)

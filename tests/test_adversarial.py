@@ -212,3 +212,68 @@ def test_an_existing_quantize_in_another_arm_is_not_reused(tmp_path, capsys):
     rc, out, err = opt(tmp_path, text, "-p", "fwd-quantize-activations{numerics=int8-act}", capsys=capsys)
     assert (rc, err) == (0, "")
     assert "%m2 = fwd.matmul %s_q, %w" in out and "%m = fwd.matmul %q0, %w" in out
+
+
+# ---------------------------------------------------------------------------------------------
+# the dialect (more in filecheck_tests/adversarial/invalid_values.mlir)
+
+
+CHAIN = (
+    f"func.func @f(%x: {T576}) -> {T576} {{\n"
+    f"  %f = fwd.fused CLASS covers [0] ins(%x) : ({T576}) -> {T576} {{\n"
+    f"  ^bb0(%a: {T576}):\n    %s = fwd.silu %a : {T576} -> {T576}\n    fwd.yield %s : {T576}\n  }}\n"
+    f"  func.return %f : {T576}\n}}\n"
+)
+
+
+def test_fused_class_keyword_error_reads_as_one_message(tmp_path, capsys):
+    """It read "identifier expectedexpected a `class` keyword"."""
+    rc, _, err = opt(tmp_path, CHAIN.replace("CLASS", "[0]"), capsys=capsys)
+    assert rc == 1 and err.splitlines()[0] == "t.mlir:2:18: error: expected a `class` keyword"
+
+
+def test_fused_class_prints_and_parses_as_a_string_where_not_a_keyword(tmp_path, capsys):
+    """The printer writes a class that is no identifier as a string literal; the parser read only
+    identifiers, so --disable-verify output did not parse back."""
+    from xdsl.ir import Attribute
+
+    post_init = Attribute.__post_init__
+    rc, out, err = opt(tmp_path, CHAIN.replace("CLASS", '"two words"'), "--disable-verify", capsys=capsys)
+    # xDSL's --disable-verify swaps Attribute.__post_init__ for the process: main() puts it back
+    assert Attribute.__post_init__ is post_init
+    assert (rc, err) == (0, "") and 'fwd.fused "two words" covers [0]' in out
+    rc, out2, err = opt(tmp_path, out, "--disable-verify", capsys=capsys)
+    assert (rc, err, out2) == (0, "", out)
+    rc, _, err = opt(tmp_path, out, capsys=capsys)
+    assert rc == 1 and err.strip() == "t.mlir:3:5: error: unknown fused class `two words`"
+
+
+def test_empty_quantized_activation_type(tmp_path, capsys):
+    rc, _, err = opt(tmp_path, '"test.op"() : () -> !fwd.qact<0, one_word>\n', "--allow-unregistered-dialect", capsys=capsys)
+    assert rc == 1
+    assert err.splitlines()[0] == "t.mlir:1:1: error: a quantized activation holds a positive number of values"
+
+
+def test_weights_where_a_stage_reads_them_still_verify(tmp_path, capsys):
+    """The weights rule leaves matmul `w`, the mixture's matrices, fused-op operands and the ops the
+    forward never computes alone."""
+    w, e = "!fwd.weights<4x64, q8_0>", "!fwd.weights<4x128x64, q8_0>"
+    d = "!fwd.weights<4x64x128, q8_0>"
+    text = f"""func.func @f(%x: tensor<64xf32>) -> tensor<64xf32> {{
+  %r = fwd.weight "r" : {w}
+  %g = fwd.weight "g" : {e}
+  %d = fwd.weight "d" : {d}
+  %m = fwd.moe %x, %r, %g, %g, %d n_expert 4 top_k 2 renormalize act swiglu scoring softmax : tensor<64xf32>, {w}, {e}, {e}, {d} -> tensor<64xf32>
+  %p = fwd.matmul %m, %r : tensor<64xf32>, {w} -> tensor<4xf32>
+  %h = fwd.head_matmul %x, %r : (tensor<64xf32>, {w}) -> tensor<4xf32>
+  %f = fwd.fused gemv_quant covers [3] ins(%m, %r) : (tensor<64xf32>, {w}) -> tensor<4xf32> {{
+  ^bb0(%a: tensor<64xf32>, %b: {w}):
+    %y = fwd.matmul %a, %b : tensor<64xf32>, {w} -> tensor<4xf32>
+    fwd.yield %y : tensor<4xf32>
+  }}
+  func.return %m : tensor<64xf32>
+}}
+"""
+    rc, out, err = opt(tmp_path, text, capsys=capsys)
+    assert (rc, err) == (0, "")
+    assert out.count("fwd.weights<4x64, q8_0>") == 7

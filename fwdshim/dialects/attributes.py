@@ -217,3 +217,7 @@ class QActType(ParametrizedAttribute, TypeAttribute):
 
     def print_parameters(self, printer: Printer) -> None:
         printer.print_string(f"<{self.size.data}, {self.format.data.value}>")
+
+    def verify(self) -> None:
+        if self.size.data <= 0:
+            raise VerifyException("a quantized activation holds a positive number of values")

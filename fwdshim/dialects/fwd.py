@@ -27,6 +27,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
     UnitAttr,
+    UnrankedTensorType,
     f32,
     i64,
 )
@@ -82,7 +83,12 @@ class Kw(CustomDirective):
         name = self.attribute.name
         kind = _KEYWORD_PROPS[name]
         start = parser.pos
-        word = parser.parse_identifier(f"expected a `{name}` keyword")
+        if kind is StringAttr and (text := parser.parse_optional_str_literal()) is not None:
+            self.attribute.set(state, StringAttr(text))  # as `print_identifier_or_string_literal` prints
+            return True
+        word = parser.parse_optional_identifier()
+        if word is None:
+            parser.raise_error(f"expected a `{name}` keyword")
         if kind is StringAttr:
             self.attribute.set(state, StringAttr(word))
             return True
@@ -162,10 +168,20 @@ def _want(cond: bool, message: str) -> None:
 
 
 class StageOp(IRDLOperation):
-    """A stage of the decode step: an op that computes (not `fwd.weight`, not `fwd.yield`)."""
+    """A stage of the decode step: an op that computes (not `fwd.weight`, not `fwd.yield`).
+
+    Every stage's tensors have static shapes. A typed stage (not an op the forward never computes, not
+    a fused op) reads `!fwd.weights` only at its `WEIGHT_OPERANDS` and yields no `!fwd.weights`; only
+    `fwd.quantize` yields a `!fwd.qact`."""
 
     access = opt_prop_def(ArrayAttr[AccessAttr])
     into = opt_prop_def(StringAttr)
+
+    WEIGHT_OPERANDS: ClassVar[frozenset[int]] = frozenset()
+    """The operand positions that may be `!fwd.weights` (a matmul's `w`, a mixture's matrices)."""
+
+    TYPED: ClassVar[bool] = True
+    """Whether the weights/quantized-activation rules above apply (not to refused or fused ops)."""
 
     def accesses(self) -> list[str]:
         """One access per operand (`whole` where none is given)."""
@@ -178,6 +194,28 @@ class StageOp(IRDLOperation):
             _want(
                 len(self.access.data) == len(self.operands),
                 f"`access` gives {len(self.access.data)} entries for {len(self.operands)} operands",
+            )
+        values = [(f"operand {i}", v) for i, v in enumerate(self.operands)]
+        values += [("result" if len(self.results) == 1 else f"result {i}", r) for i, r in enumerate(self.results)]
+        for what, v in values:
+            t = v.type
+            _want(not isinstance(t, UnrankedTensorType), f"{self.name} {what} is an unranked tensor ({t})")
+            if isinstance(t, TensorType):
+                _want(all(d >= 0 for d in t.get_shape()), f"{self.name} {what} has a dynamic shape ({t})")
+        if self.TYPED:
+            self.verify_value_kinds()
+
+    def verify_value_kinds(self) -> None:
+        for i, v in enumerate(self.operands):
+            _want(
+                not isinstance(v.type, WeightsType) or i in self.WEIGHT_OPERANDS,
+                f"{self.name} operand {i} is {v.type}: a stage reads weights only as a matmul's `w` or a mixture's matrices",
+            )
+        for r in self.results:
+            _want(not isinstance(r.type, WeightsType), f"{self.name} yields {r.type}: only fwd.weight declares weights")
+            _want(
+                not isinstance(r.type, QActType) or isinstance(self, QuantizeOp),
+                f"{self.name} yields {r.type}: only fwd.quantize makes a quantized activation",
             )
 
     def verify_(self) -> None:
@@ -203,6 +241,8 @@ class UnaryOp(StageOp):
 
 class GenericStageOp(StageOp):
     """An op the forward never computes: it parses, verifies and is refused by legality."""
+
+    TYPED: ClassVar[bool] = False
 
     ins = var_operand_def()
     res = var_result_def()
@@ -241,6 +281,7 @@ class MatmulOp(StageOp):
     """`y = x · wᵀ`: x `[K]` (or `[R, K]`), w `[N, K]` rows, y `[N]` (or `[R, N]`)."""
 
     name = "fwd.matmul"
+    WEIGHT_OPERANDS: ClassVar[frozenset[int]] = frozenset({1})
     x = operand_def()
     w = operand_def()
     result = result_def()
@@ -314,8 +355,11 @@ class RowReduceOp(StageOp):
         xd = dims_of(self.x.type)
         _want(bool(xd), f"{self.name} x is a ranked tensor")
         row = xd[-1]  # type: ignore[index]
+        eps = _float(self, "eps")
+        _want(eps is None or eps >= 0, f"{self.name} eps is negative ({eps})")
         for name, v in (("weight", self.weight), ("bias", self.bias)):
             if v is not None:
+                _want(isinstance(v.type, TensorType), f"{self.name} {name} is a tensor, not {v.type}")
                 _want(numel(v.type) == row, f"{self.name} {name} has {numel(v.type)} values for rows of {row}")
         if self.residual is not None:
             _want(dims_of(self.residual.type) == xd, f"{self.name} residual has the shape of x")
@@ -364,6 +408,9 @@ class RopeOp(StageOp):
         n = numel(self.x.type)
         _want(n is not None and n % hd == 0, f"rope x of {n} values is not made of {hd}-wide heads")  # type: ignore[operator]
         _want(dims_of(self.result.type) == dims_of(self.x.type), "rope result has the shape of x")
+        if rows == 1 and self.from_ is None and hd == 2 * half:  # type: ignore[operator]
+            a = numel(self.angles.type)
+            _want(a == 2 * half, f"rope angles hold {a} values, not [2, half] = {2 * half} (a row of cos, a row of sin)")  # type: ignore[operator]
 
 
 @irdl_op_definition
@@ -404,6 +451,7 @@ class AttentionOp(StageOp):
     def verify_shapes(self) -> None:
         h, kv, hd, vd, l, rows = (_int(self, n) for n in ("h", "kv", "hd", "vd", "l", "rows"))
         _want(min(h, kv, hd, vd, rows) >= 0 and l >= 1, "attention sizes are non-negative and l >= 1")  # type: ignore[type-var,operator]
+        _want(min(h, hd, vd, rows) >= 1, "attention h, hd, vd and rows are positive")  # type: ignore[type-var,operator]
         _want(numel(self.q.type) == rows * h * hd, f"attention q has {numel(self.q.type)} values, not rows*h*hd = {rows * h * hd}")  # type: ignore[operator]
         _want(numel(self.k.type) == rows * kv * hd, f"attention k has {numel(self.k.type)} values, not rows*kv*hd = {rows * kv * hd}")  # type: ignore[operator]
         _want(numel(self.v.type) == rows * kv * vd, f"attention v has {numel(self.v.type)} values, not rows*kv*vd = {rows * kv * vd}")  # type: ignore[operator]
@@ -420,6 +468,7 @@ class MoeOp(StageOp):
     experts' inputs (not outputs). Optional `router_bias`, `selection_bias` and expert biases."""
 
     name = "fwd.moe"
+    WEIGHT_OPERANDS: ClassVar[frozenset[int]] = frozenset({1, 2, 3, 4})
     x = operand_def()
     router = operand_def()
     gate_exps = operand_def()
@@ -561,6 +610,7 @@ class QuantizeOp(StageOp):
     def verify_shapes(self) -> None:
         t = self.result.type
         assert isinstance(t, QActType)
+        _want(isinstance(self.x.type, TensorType), f"quantize x is a tensor of activations, not {self.x.type}")
         _want(t.size.data == numel(self.x.type), f"quantize result holds {t.size.data} values, x has {numel(self.x.type)}")
         _want(t.format == self.format, "quantize result format differs from `format`")
 
@@ -592,6 +642,7 @@ class FusedOp(StageOp):
     body = region_def("single_block")
     traits = traits_def(IsolatedFromAbove())
     custom_directives = (Kw,)
+    TYPED: ClassVar[bool] = False
     assembly_format = (
         "custom<Kw>($class) `covers` $covers (`ins` `(` $ins^ `)`)? "
         + _STAGE_SUFFIX
@@ -632,6 +683,7 @@ class FusedOp(StageOp):
     def verify_shapes(self) -> None:
         _want(class_named(self.class_.data) is not None, f"unknown fused class `{self.class_.data}`")
         covers = self.cover_list
+        _want(all(c >= 0 for c in covers), "fused covers are stage numbers, not negative")
         _want(all(a < b for a, b in zip(covers, covers[1:])), "fused covers are not strictly increasing")
         parts = self.parts()
         _want(bool(parts), "fused op has no parts")
@@ -650,6 +702,11 @@ class FusedOp(StageOp):
         )
         for p in parts:
             _want(isinstance(p, StageOp), f"fused part {p.name} is not a stage")
+        for p, own in zip(parts, self.part_covers()):
+            if isinstance(p, FusedOp):
+                _want(p.cover_list == own, f"nested fused covers {list(p.cover_list)} where its place says {list(own)}")
+        for r in self.res:
+            _want(not isinstance(r.type, WeightsType), f"{self.name} yields {r.type}: only fwd.weight declares weights")
 
 
 @irdl_op_definition
