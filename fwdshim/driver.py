@@ -73,7 +73,8 @@ class FwdOptMain(xDSLOptMain):
             if self.args.explain or self.args.report_json is not None:
                 from fwdshim.report import explain_module
 
-                print(explain_module(prog, self.args.explain, self.args.report_json), end="", file=sys.stderr)
+                table = explain_module(prog, self.args.explain, self.args.report_json, self.pipeline_numerics())
+                print(table, end="", file=sys.stderr)
             raise
         if self.pipeline.passes and not self.args.disable_verify:
             try:
@@ -82,13 +83,22 @@ class FwdOptMain(xDSLOptMain):
                 names = ",".join(p.name for p in self.pipeline.passes)
                 raise VerifyException(f"{e} (in the IR that `{names}` produced: a bug, please report it)") from None
 
+    def pipeline_numerics(self) -> str | None:
+        """The `numerics` option of the last pass of the pipeline that has one (the report's shim
+        where no `fwd.numerics` contract says it)."""
+        for p in reversed(self.pipeline.passes):
+            numerics = getattr(p, "numerics", None)
+            if isinstance(numerics, str):
+                return numerics
+        return None
+
     def output_resulting_program(self, prog: ModuleOp) -> str:
         text = super().output_resulting_program(prog)
         if self.args.explain or self.args.report_json is not None:
             from fwdshim.report import explain_module
 
             # the table follows the IR as `//` comment lines
-            text += explain_module(prog, self.args.explain, self.args.report_json)
+            text += explain_module(prog, self.args.explain, self.args.report_json, self.pipeline_numerics())
         return text
 
 

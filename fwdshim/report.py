@@ -3,8 +3,9 @@
 `fwdshim-opt --explain` prints it after the IR as `//` comment lines (the output stays valid IR);
 `--report-json FILE` writes the same rows as JSON: `{"shim": ..., "rows": [{stage, op_name, location,
 verdict, detail, branch}, ...]}`. Verdicts come from `fwdshim.passes.legalize.check`, the function
-the pass itself refuses with, under the shim the module's `fwd.numerics` names (DEQUANT before
-legalization), so the table, the errors and the `fwd.refused` attributes agree.
+the pass itself refuses with, under the shim the module's `fwd.numerics` names (before legalization,
+the numerics the pipeline's passes ran with, e.g. `fwd-fuse{numerics=int8-act}`, else DEQUANT), so
+the table, the errors and the `fwd.refused` attributes agree.
 
 Rows: `native kernel` (detail: the fused class, `quantize, <format>`, or `primitive`), `decomposed` (a DECOMPOSE fused op
 not yet split, or a part split from one: detail `<class>` / `part of <class>`), `refused` (detail:
@@ -19,10 +20,11 @@ import json
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation
 
+from fwdshim.classes import Q8MatKind
 from fwdshim.diagnostics import where
 from fwdshim.dialects.fwd import FusedOp, QuantizeOp, stage_numbers
 from fwdshim.forward import ForwardShim
-from fwdshim.passes.legalize import DECOMPOSED_ATTR, check, shim_of
+from fwdshim.passes.legalize import DECOMPOSED_ATTR, NUMERICS_ATTR, check, shim_of
 from fwdshim.refusal import DECOMPOSED, NATIVE, REMARK, Verdict
 
 REMARK_ATTR = "fwd.remark"
@@ -114,17 +116,24 @@ def report_json(module: Operation, shim: ForwardShim | None = None) -> dict[str,
     return {"shim": shim.name(), "rows": [v.as_dict() for v in verdicts(module, shim)]}
 
 
-def explain_module(module: Operation, explain: bool, json_path: str | None) -> str:
+def explain_module(
+    module: Operation, explain: bool, json_path: str | None, numerics: str | None = None
+) -> str:
     """Write the JSON report to `json_path` (when given); return the table when `explain` ('' if not).
 
-    The driver appends the returned table to the printed IR."""
+    The shim judging is the one the module's `fwd.numerics` names, else the one of `numerics` (the
+    option the pipeline's passes ran with), else DEQUANT. The driver appends the returned table to
+    the printed IR."""
+    shim = shim_of(module)
+    if NUMERICS_ATTR not in module.attributes and numerics is not None:
+        shim = ForwardShim(Q8MatKind.parse(numerics))
     if json_path is not None:
         try:
             with open(json_path, "w") as f:
-                json.dump(report_json(module), f, indent=2, ensure_ascii=False)
+                json.dump(report_json(module, shim), f, indent=2, ensure_ascii=False)
                 f.write("\n")
         except OSError as e:  # a failed write or close names no file: name it
             if e.filename is None:
                 e.filename = json_path
             raise
-    return report_table(module) if explain else ""
+    return report_table(module, shim) if explain else ""

@@ -277,3 +277,26 @@ def test_weights_where_a_stage_reads_them_still_verify(tmp_path, capsys):
     rc, out, err = opt(tmp_path, text, capsys=capsys)
     assert (rc, err) == (0, "")
     assert out.count("fwd.weights<4x64, q8_0>") == 7
+
+
+# ---------------------------------------------------------------------------------------------
+# the legality report
+
+
+LLAMA = Path(__file__).resolve().parents[1] / "examples" / "llama_layer.mlir"
+
+
+def test_explain_judges_by_the_numerics_the_passes_ran_with(tmp_path, capsys):
+    """After `fwd-fuse{numerics=int8-act}` (no legalization yet) the table judged by Dequant: it
+    called the int8-act epilogues decomposed and every quantize refused."""
+    report = tmp_path / "r.json"
+    spec = "fwd-quantize-activations{numerics=int8-act},fwd-fuse{numerics=int8-act}"
+    rc, out, err = opt(tmp_path, LLAMA.read_text(), "-p", spec, "--explain", "--report-json", str(report), capsys=capsys)
+    assert (rc, err) == (0, "")
+    doc = json.loads(report.read_text())
+    assert doc["shim"] == "cuda-forward:Int8Act"
+    assert {r["verdict"] for r in doc["rows"]} == {"native kernel"}
+    assert [r["detail"] for r in doc["rows"] if r["op_name"] == "fwd.fused"] == [
+        "norm_quant", "attn_output_quant", "add_norm_quant", "elementwise_chains",
+    ]  # fmt: skip
+    assert "// legality report: cuda-forward:Int8Act" in out.splitlines()
