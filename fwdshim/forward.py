@@ -6,7 +6,7 @@ this dialect's syntax where the seed names its own (`capped at C` → the attent
 
 Every refusing branch is a numbered `SeedBranch`: `KERNEL_REFUSAL` (K01–K23, `kernel_refusal`'s arms in
 seed order), `FITS` (F01–F08), `SUPPORTS` (S01–S13, the `Refuse` arms of `supports`) and, after the
-seed's, `BEYOND_SEED` (B01–B04: where fwdshim's kernels compute less than the seed's lane, or where
+seed's, `BEYOND_SEED` (B01–B05: where fwdshim's kernels compute less than the seed's lane, or where
 the seed hides the wording).
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import Float64Type, IntegerType, TensorType
+from xdsl.dialects.builtin import Float32Type, Float64Type, IntegerType, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from fwdshim.classes import ClassId, Q8MatKind, Support
@@ -114,13 +114,16 @@ SUPPORTS: tuple[SeedBranch, ...] = (S01, S02, S03, S04, S05, S06, S07, S08, S09,
 # branches beyond the seed (seed_line 0), worded in the seed's manner. Their places in the order:
 #   B01 first of all, where the seed calls `holds_accumulator(op, g, 32)` (the seed hides its words);
 #   B02, B03, B04 in the primitive arm, after `kernel_refusal` (which computes every matmul): the
-#   seed's lane dequantizes more GGML types than fwdshim's GEMV, and reads no int8 block elsewhere.
+#   seed's lane dequantizes more GGML types than fwdshim's GEMV, and reads no int8 block elsewhere;
+#   B05 last in the primitive arm and in the quantize arm: the seed's tensors are f32 throughout
+#   (DESIGN.md §3 names f32 element types a limit of the kernels, refused by legality).
 
 B01 = B("B01", "an op over 64-bit values — the forward's kernels accumulate in 32 bits")
 B02 = B("B02", "a matmul over {} weights — its kernels dequantize F32, F16, BF16 and Q8_0 rows only")
 B03 = B("B03", "a matmul over a {} tensor — its dense kernel multiplies F32 and F16 rows only")
 B04 = B("B04", "`{}` reading a quantized activation — only a Q8_0 matmul's and a mixture's kernels read int8 blocks, as their input")
-BEYOND_SEED: tuple[SeedBranch, ...] = (B01, B02, B03, B04)
+B05 = B("B05", "an op over {} tensors — the forward's kernels read and write f32 buffers")
+BEYOND_SEED: tuple[SeedBranch, ...] = (B01, B02, B03, B04, B05)
 
 ALL_BRANCHES: tuple[SeedBranch, ...] = KERNEL_REFUSAL + FITS + SUPPORTS + BEYOND_SEED
 
@@ -245,6 +248,16 @@ def norm(op: Operation) -> Norm | None:
     return Norm(part=whole is not None and row < whole, pre=n.residual is not None)
 
 
+def _not_f32(op: Operation) -> Refusal | None:
+    """B05: a tensor of `op` (a matmul's `w` aside: B02/B03 judge it) whose elements are not f32."""
+    values = [v for i, v in enumerate(op.operands) if not (i == 1 and isinstance(op, MatmulOp))]
+    for v in (*values, *op.results):
+        t = v.type
+        if isinstance(t, TensorType) and not isinstance(t.element_type, Float32Type):
+            return Refusal.of(op, B05, B05.why(str(t.element_type).upper()))
+    return None
+
+
 def _q8_weights(value: SSAValue) -> bool:
     return ggml_type_of(value) == "q8_0"
 
@@ -313,7 +326,7 @@ class ForwardShim:
 
         Order (the seed's): 64-bit values (B01); access and ownership (F01); then by kind — a MoE
         outside the manifest (its kernel reason, else F02), a primitive (`kernel_refusal`, then
-        B02–B04), a view (F03), a quantize under DEQUANT (F04), a fused op (each leaf, then its
+        B02–B05), a view (F03), a quantize under DEQUANT (F04, else B05), a fused op (each leaf, then its
         class: add_norm F05/F06, elementwise_chains F07, attn_output_quant F08). `supports` is not
         consulted here: the legality pass asks it first."""
         if not isinstance(op, StageOp):
@@ -335,13 +348,13 @@ class ForwardShim:
         if isinstance(op, ViewOp):
             return Refusal.of(op, F03)
         if isinstance(op, QuantizeOp):
-            return Refusal.of(op, F04) if self.kind is Q8MatKind.DEQUANT else None
+            return Refusal.of(op, F04) if self.kind is Q8MatKind.DEQUANT else _not_f32(op)
         assert isinstance(op, FusedOp)
         return self._fused(op)
 
     @staticmethod
     def _beyond_seed(op: Operation) -> Refusal | None:
-        """B02–B04 for a primitive `kernel_refusal` passes."""
+        """B02–B05 for a primitive `kernel_refusal` passes."""
         if isinstance(op, MatmulOp):
             w = op.w.type
             if isinstance(w, WeightsType) and w.type not in _GEMV_TYPES:
@@ -354,7 +367,7 @@ class ForwardShim:
             reads_blocks = i == 0 and (isinstance(op, MoeOp) or (isinstance(op, MatmulOp) and _q8_weights(op.w)))
             if not reads_blocks:
                 return Refusal.of(op, B04, B04.why(op.name))
-        return None
+        return _not_f32(op)
 
     def _fused(self, op: FusedOp) -> Refusal | None:
         for leaf in leaves(op):

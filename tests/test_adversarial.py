@@ -300,3 +300,28 @@ def test_explain_judges_by_the_numerics_the_passes_ran_with(tmp_path, capsys):
         "norm_quant", "attn_output_quant", "add_norm_quant", "elementwise_chains",
     ]  # fmt: skip
     assert "// legality report: cuda-forward:Int8Act" in out.splitlines()
+
+
+@pytest.mark.parametrize(
+    "body,numerics,want",
+    [
+        (f"  %s = fwd.silu %x : {T576} -> {T576}", "dequant", None),
+        ("  %h = fwd.silu %x : tensor<576xf16> -> tensor<576xf16>\n  %s = fwd.silu %y : {T576} -> {T576}", "dequant", ("fwd.silu", "F16")),
+        ("  %q = fwd.quantize %x one_word : tensor<576xf16> -> !fwd.qact<576, one_word>\n  %s = fwd.silu %y : {T576} -> {T576}", "int8-act", ("fwd.quantize", "F16")),
+        ("  %q = fwd.elementwise max %x, %x : tensor<576xf16>, tensor<576xf16> -> tensor<576xi8>\n  %s = fwd.silu %y : {T576} -> {T576}", "dequant", ("fwd.elementwise", "F16")),
+    ],
+    ids=["f32", "silu_f16", "quantize_f16", "max_to_i8"],
+)
+def test_non_f32_tensors_are_refused_not_native(tmp_path, capsys, body, numerics, want):
+    """DESIGN.md §3: f32 element types are a limit of the kernels, refused by legality; the report
+    called them native kernels (only 64-bit values were refused) and the lowering then failed."""
+    text = func(body.format(T576=T576), args="%x: tensor<576xf16>, %y: tensor<576xf32>" if "f16" in body else f"%x: {T576}, %y: {T576}")
+    report = tmp_path / "r.json"
+    rc, _, err = opt(tmp_path, text, "-p", f"fwd-legalize{{numerics={numerics} mode=mark}}", "--report-json", str(report), capsys=capsys)
+    assert (rc, err) == (0, "")
+    refused = [(r["op_name"], r["branch"], r["detail"]) for r in json.loads(report.read_text())["rows"] if r["verdict"] == "refused"]
+    if want is None:
+        assert refused == []
+    else:
+        op, ty = want
+        assert refused == [(op, "B05", f"an op over {ty} tensors — the forward's kernels read and write f32 buffers")]
