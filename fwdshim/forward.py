@@ -6,7 +6,7 @@ this dialect's syntax where the seed names its own (`capped at C` → the attent
 
 Every refusing branch is a numbered `SeedBranch`: `KERNEL_REFUSAL` (K01–K23, `kernel_refusal`'s arms in
 seed order), `FITS` (F01–F08), `SUPPORTS` (S01–S13, the `Refuse` arms of `supports`) and, after the
-seed's, `BEYOND_SEED` (B01–B05: where fwdshim's kernels compute less than the seed's lane, or where
+seed's, `BEYOND_SEED` (B01–B06: where fwdshim's kernels compute less than the seed's lane, or where
 the seed hides the wording).
 """
 
@@ -116,14 +116,18 @@ SUPPORTS: tuple[SeedBranch, ...] = (S01, S02, S03, S04, S05, S06, S07, S08, S09,
 #   B02, B03, B04 in the primitive arm, after `kernel_refusal` (which computes every matmul): the
 #   seed's lane dequantizes more GGML types than fwdshim's GEMV, and reads no int8 block elsewhere;
 #   B05 last in the primitive arm and in the quantize arm: the seed's tensors are f32 throughout
-#   (DESIGN.md §3 names f32 element types a limit of the kernels, refused by legality).
+#   (DESIGN.md §3 names f32 element types a limit of the kernels, refused by legality);
+#   B06 in the fused arm, after the leaves, where the seed's `_ => Ok(())` takes the other classes:
+#   five Native classes are ones the forward forms itself (its GEMV, its graph, its mixture's three
+#   kernels), so a `fwd.fused` of one in input IR is no kernel the lowering can build.
 
 B01 = B("B01", "an op over 64-bit values — the forward's kernels accumulate in 32 bits")
 B02 = B("B02", "a matmul over {} weights — its kernels dequantize F32, F16, BF16 and Q8_0 rows only")
 B03 = B("B03", "a matmul over a {} tensor — its dense kernel multiplies F32 and F16 rows only")
 B04 = B("B04", "`{}` reading a quantized activation — only a Q8_0 matmul's and a mixture's kernels read int8 blocks, as their input")
 B05 = B("B05", "an op over {} tensors — the forward's kernels read and write f32 buffers")
-BEYOND_SEED: tuple[SeedBranch, ...] = (B01, B02, B03, B04, B05)
+B06 = B("B06", "a fused {} — the forward forms that class itself, never from fused parts")
+BEYOND_SEED: tuple[SeedBranch, ...] = (B01, B02, B03, B04, B05, B06)
 
 ALL_BRANCHES: tuple[SeedBranch, ...] = KERNEL_REFUSAL + FITS + SUPPORTS + BEYOND_SEED
 
@@ -277,6 +281,8 @@ _NATIVE = {C.NORM_WEIGHT, C.ADD_NORM, C.ELEMENTWISE_CHAINS, C.ELEMENTWISE_REGION
            C.GEMM_DEQUANT_INKERNEL, C.CUDA_GRAPHS, C.ROUTER_TOPK, C.MOE_GATE_UP_ACT,
            C.MOE_DOWN_COMBINE}  # fmt: skip
 _PRODUCER_QUANT = {C.NORM_QUANT, C.ADD_NORM_QUANT, C.ATTN_OUTPUT_QUANT}
+_SELF_FORMED = {C.GEMM_DEQUANT_INKERNEL, C.CUDA_GRAPHS, C.ROUTER_TOPK, C.MOE_GATE_UP_ACT, C.MOE_DOWN_COMBINE}
+"""Native classes no `fwd.fused` op holds: the GEMV, the graph, and a `fwd.moe`'s three kernels (B06)."""
 REFUSED_CLASSES: dict[ClassId, SeedBranch] = {
     C.RELU_SQR: S01,
     C.FLASH_DECODE: S02, C.FLASH_PREFILL: S02,
@@ -327,7 +333,7 @@ class ForwardShim:
         Order (the seed's): 64-bit values (B01); access and ownership (F01); then by kind — a MoE
         outside the manifest (its kernel reason, else F02), a primitive (`kernel_refusal`, then
         B02–B05), a view (F03), a quantize under DEQUANT (F04, else B05), a fused op (each leaf, then its
-        class: add_norm F05/F06, elementwise_chains F07, attn_output_quant F08). `supports` is not
+        class: add_norm F05/F06, elementwise_chains F07, attn_output_quant F08, a self-formed class B06). `supports` is not
         consulted here: the legality pass asks it first."""
         if not isinstance(op, StageOp):
             return None
@@ -375,6 +381,8 @@ class ForwardShim:
             if r is not None:
                 return Refusal(op.name, where(op), r.reason, r.branch)
         cls = op.class_id
+        if cls in _SELF_FORMED:
+            return Refusal.of(op, B06, B06.why(cls.value))
         if cls is C.ADD_NORM:
             return self._add_norm(op)
         if cls is C.ELEMENTWISE_CHAINS:

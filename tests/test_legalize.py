@@ -70,6 +70,7 @@ SEED = {
     "B03": "a matmul over a BF16 tensor — its dense kernel multiplies F32 and F16 rows only",
     "B04": "`fwd.rms_norm` reading a quantized activation — only a Q8_0 matmul's and a mixture's kernels read int8 blocks, as their input",
     "B05": "an op over F16 tensors — the forward's kernels read and write f32 buffers",
+    "B06": "a fused cuda_graphs — the forward forms that class itself, never from fused parts",
 }
 
 
@@ -203,6 +204,7 @@ CASES: dict[str, tuple[str, Q8MatKind]] = {
     "B03": (X + val("w", T(32, 64, ty="bf16")) + f"%z = fwd.matmul %x, %w : {E}, {T(32, 64, ty='bf16')} -> {T(32)}\n", Q8MatKind.DEQUANT),
     "B04": (X + f"%q = fwd.quantize %x one_word : {E} -> !fwd.qact<64, one_word>\n%z = fwd.rms_norm %q : !fwd.qact<64, one_word> -> {E}\n", Q8MatKind.INT8_ACT),
     "B05": (val("h", T(64, ty="f16")) + f"%z = fwd.silu %h : {T(64, ty='f16')} -> {T(64, ty='f16')}\n", Q8MatKind.DEQUANT),
+    "B06": (fused("cuda_graphs", "0", f"  %s = fwd.silu %a_ : {E} -> {E}\n", ins=("a",)), Q8MatKind.DEQUANT),
 }
 for _i, (_sid, _cls) in enumerate(
     [("S01", "relu_sqr"), ("S02", "flash_decode"), ("S03", "softcap"), ("S04", "attn_lse_merge"), ("S05", "grouped_topk"),
