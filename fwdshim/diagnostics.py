@@ -91,11 +91,13 @@ class LocatingParser(Parser):
 
 
 def where(op: Operation) -> str:
-    """`file:line:col` of an op, or `<unknown>` where it has no file location."""
+    """`file:line:col` of an op; where it has no file location (parsed by stock `xdsl-opt`, built in
+    Python), `<unknown>`, naming its first result when that has a name: `<unknown> %t`."""
     loc = op.location
     if isinstance(loc, FileLineColLoc):
         return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
-    return "<unknown>"
+    hint = op.results[0].name_hint if op.results else None
+    return f"<unknown> %{hint}" if hint else "<unknown>"
 
 
 def error_at(op: Operation, message: str) -> str:

@@ -36,7 +36,8 @@ class SeedBranch:
 @dataclass(frozen=True)
 class Refusal:
     """Why the forward does not run one stage: `op_name` (`fwd.attention`), `location`
-    (`file:line:col` or `<unknown>`), `reason` (the seed's words) and `branch` (a `SeedBranch.id`)."""
+    (`file:line:col`, else `<unknown>` and the result's name), `reason` (the seed's words) and
+    `branch` (a `SeedBranch.id`)."""
 
     op_name: str
     location: str

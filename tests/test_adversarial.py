@@ -325,3 +325,23 @@ def test_non_f32_tensors_are_refused_not_native(tmp_path, capsys, body, numerics
     else:
         op, ty = want
         assert refused == [(op, "B05", f"an op over {ty} tensors — the forward's kernels read and write f32 buffers")]
+
+
+def test_an_unlocated_refusal_names_its_result():
+    """Parsed by stock xdsl-opt (no locations), a strict error read `<unknown>: error: ...` and said
+    nothing of which op."""
+    from xdsl.context import Context
+    from xdsl.dialects.builtin import Builtin
+    from xdsl.dialects.func import Func
+    from xdsl.parser import Parser
+
+    from fwdshim.dialects.fwd import Fwd
+    from fwdshim.forward import ForwardShim
+    from fwdshim.passes.legalize import legalize
+
+    ctx = Context()
+    for d in (Builtin, Func, Fwd):
+        ctx.load_dialect(d)
+    module = Parser(ctx, SOFTCAP).parse_module()
+    refused = legalize(ForwardShim(), module)
+    assert [r.error_line() for _, r in refused] == [f"<unknown> %s: error: {K11}"]
