@@ -5,9 +5,9 @@ step (`ImportedModel`), then per token (`step(token)`):
 
 1. the token's embedding row (`token_embd.weight` row `token`, dequantized alone) and the position's
    rope angles (`reference.rope_angles`) are the step's inputs `x`, `angles`;
-2. each layer's attention reads the rows cached so far (the first `pos` rows of its cache buffers,
-   a view: no stage reads or writes a cache row);
-3. the step returns the logits and each layer's new `k`, `v` rows, which the loop appends at `pos`.
+2. each layer's attention reads the rows cached so far (the first `pos` rows of its caches);
+3. the step returns the logits, and each layer's new `k`, `v` rows land in row `pos` of its caches
+   (the CPU backend appends the step's results; on the GPU the graph's last kernel does).
 
 Backends: `cpu` runs the legalized step with the NumPy reference executor (`reference.execute`;
 weights dequantized once and kept by the store; BLAS held to `$FWDSHIM_CPU_THREADS` threads, default 1); `gpu` runs it as a CUDA graph through the runtime
@@ -115,26 +115,43 @@ class CpuForward:
 
 class GpuForward:
     """The compiled step as a CUDA graph (`fwdshim.codegen.runtime.CompiledForward`), its KV caches
-    on the device: per step the runtime writes `x`, `angles` and the cache length, replays the graph,
-    and appends each attention's `k`, `v` rows (outside the graph); the logits come back to the host.
-    Under Numba's CUDA simulator the runtime launches the stages one by one."""
+    on the device. Per step: one upload of `x`, `angles` and the cache length (the runtime's packed
+    step buffers), one graph launch — whose last kernel, `kv_append`, writes the step's `k`, `v` rows
+    into row `pos` of every cache — and one copy of the logits into a host array kept for the next
+    step. Under Numba's CUDA simulator the runtime launches the stages one by one.
+
+    `step(x, angles, pos) -> logits` returns a fresh array (the kept one copied); `timings` holds
+    the seconds spent per part of the last step (`inputs`, `launch`, `logits`) when `profile` is set."""
 
     name = "gpu"
 
-    def __init__(self, module: ModuleOp, model: ImportedModel):
+    def __init__(self, module: ModuleOp, model: ImportedModel, profile: bool = False):
         from fwdshim.codegen.runtime import CompiledForward
 
         self.runtime = CompiledForward(_func(module), model.weights)
         self.capacity = self.runtime.capacity() or 0
+        self._logits_dev = self.runtime._outputs()[0].reshape(-1)
+        self._logits = np.zeros(self._logits_dev.size, dtype=np.float32)
+        self.profile = profile
+        self.timings: dict[str, float] = {}
 
     def step(self, x: np.ndarray, angles: np.ndarray, pos: int) -> np.ndarray:
         rt = self.runtime
-        out = rt.step([x, angles], cache_len=pos)
-        rt.sync()
-        logits = np.asarray(out[0].copy_to_host(), dtype=np.float32).reshape(-1)
+        t0 = time.perf_counter()
+        rt.set_inputs([x, angles], pos)
+        t1 = time.perf_counter()
+        rt.launch()
+        t2 = time.perf_counter()
+        if rt.simulated:
+            self._logits[:] = self._logits_dev.copy_to_host()
+        else:
+            self._logits_dev.copy_to_host(self._logits, stream=rt.stream)
+            rt.sync()
         if pos < self.capacity:
-            rt.append_caches(pos)
-        return logits
+            rt.append_caches(pos)  # a no-op where the graph appended (kv_append)
+        if self.profile:
+            self.timings = {"inputs": t1 - t0, "launch": t2 - t1, "logits": time.perf_counter() - t2}
+        return self._logits.copy()
 
 
 def gpu_available() -> bool:
@@ -198,6 +215,8 @@ class Decoder:
         self.capacity = model.context
         self.pos = 0
         self._embd = model.weights.get("token_embd.weight")
+        self._rows: dict[int, np.ndarray] = {}
+        """Dequantized embedding rows by token id (each dequantized once)."""
 
     def reset(self) -> None:
         """Forget every cached position (the next step is position 0)."""
@@ -221,7 +240,10 @@ class Decoder:
         if not 0 <= token < self._embd.shape[0]:
             raise RunError(f"token id {token} is outside the vocabulary of {self._embd.shape[0]}")
         pos = self.pos
-        logits = self.forward.step(self._embd.rows(token).reshape(-1), self.angles(pos), pos)
+        x = self._rows.get(token)
+        if x is None:
+            x = self._rows[token] = np.ascontiguousarray(self._embd.rows(token).reshape(-1), dtype=np.float32)
+        logits = self.forward.step(x, self.angles(pos), pos)
         self.pos = pos + 1
         return logits
 

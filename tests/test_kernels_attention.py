@@ -1,7 +1,9 @@
 """Rope and single-query GQA attention (codegen.rope, codegen.attention) against the reference
 executor: GQA ratios 1, 3, 4 and 8, an empty cache (the first token), a full cache, heads not a
-multiple of 32 wide, and the quantize epilogue (attn_output_quant) bit for bit against
-`numerics.quantize_act` of the kernel's own output."""
+multiple of 32 wide (16-byte rows with idle lanes, scalar rows when `hd % 4`, two loads per lane),
+block and unroll shapes whose last step is partial, and the quantize epilogue (attn_output_quant) bit
+for bit against `numerics.quantize_act` of the kernel's own output and against the storing variant.
+The cache append kernel (`attention.kv_append`) against NumPy row copies."""
 
 from __future__ import annotations
 
@@ -16,15 +18,18 @@ from fwdshim.numerics import quantize_act
 F32 = np.float32
 
 
-def check_attention(h: int, kv: int, hd: int, l: int, c: int, quant: str | None = None, block: int = 32) -> None:
+def check_attention(
+    h: int, kv: int, hd: int, l: int, c: int, quant: str | None = None, block: int | None = 32, unroll: int | None = None,
+) -> None:  # fmt: skip
     g = rng()
     q = g.standard_normal(h * hd).astype(F32)
     k = g.standard_normal(kv * hd).astype(F32)
     v = g.standard_normal(kv * hd).astype(F32)
     kc = g.standard_normal((l - 1, kv * hd)).astype(F32)
     vc = g.standard_normal((l - 1, kv * hd)).astype(F32)
-    kern = attention.attention(h, kv, hd, l, quant=quant, store_y=True, block=block)
-    out = kern.run(q=q, k=k, v=v, k_cache=kc, v_cache=vc, pos=np.array([c], np.int32))
+    kern = attention.attention(h, kv, hd, l, quant=quant, store_y=True, block=block, unroll=unroll)
+    given = dict(q=q, k=k, v=v, k_cache=kc, v_cache=vc, pos=np.array([c], np.int32))
+    out = kern.run(**given)
     want = R.attention(q, k, v, kc[:c], vc[:c], h, kv, hd)
     close(out["y"], want, 2e-6 * (1 + np.abs(want)) * np.sqrt(hd), f"attention h={h} kv={kv} c={c}")
     if quant:
@@ -33,6 +38,9 @@ def check_attention(h: int, kv: int, hd: int, l: int, c: int, quant: str | None 
         bits_equal(out["yd"], ref.d, "attention quant d")
         if quant == "two_words":
             bits_equal(out["ys"], ref.s, "attention quant s")
+        only = attention.attention(h, kv, hd, l, quant=quant, store_y=False, block=block, unroll=unroll).run(**given)
+        for part in ("yq", "yd", "ys") if quant == "two_words" else ("yq", "yd"):
+            bits_equal(only[part], out[part], f"attention quant-only {part}")  # fused: EXACT
 
 
 @pytest.mark.parametrize("ratio", [1, 3, 4, 8])
@@ -53,10 +61,34 @@ def test_attention_output_quant(fmt):
     check_attention(h=4, kv=2, hd=64, l=4, c=3, quant=fmt)
 
 
+@pytest.mark.parametrize(
+    ("hd", "block", "unroll", "c"),
+    [
+        (18, 32, 2, 5),  # hd % 4: scalar loads, 32 lanes for 18 dims
+        (160, 64, 1, 6),  # 40 vectors: two loads per lane, the second half empty
+        (64, 64, 3, 13),  # 16 lanes a position, 2 a warp, 3 deep: a partial last step
+        (8, 32, 4, 17),  # 2 lanes a position: 16 positions a warp
+    ],
+)
+def test_attention_row_layouts(hd, block, unroll, c):
+    check_attention(h=2, kv=1, hd=hd, l=20, c=c, block=block, unroll=unroll)
+
+
+def test_default_launch_follows_the_cache():
+    assert attention.default_block(64, 4096) == 1024 and attention.default_block(64, 6) == 64
+    assert attention.default_block(256, 1024) == 256  # 8 partial rows of 256 fit beside 1024 scores
+    assert attention.default_unroll(64) == 4 and attention.default_unroll(256) == 2
+    assert attention.layout(64) == (4, 16, 1) and attention.layout(18) == (1, 32, 1) and attention.layout(160) == (4, 32, 2)
+    k = attention.attention(9, 3, 64, 4096)
+    assert k.grid == (9,) and k.block == (1024,) and k.name == "attention_h9kv3d64_l4096_b1024u4"
+
+
 def test_attention_bounds():
     attention.attention(1, 1, 32, 12256)  # 4*l + 128 == 48 KiB: fits
-    with pytest.raises(ValueError, match="48 KiB"):
+    with pytest.raises(ValueError, match="score row of l = 12257 exceeds the 48 KiB"):
         attention.attention(1, 1, 32, 12257)
+    with pytest.raises(ValueError, match="32 partial rows of 512 exceeds the 48 KiB"):
+        attention.attention(1, 1, 512, 8, block=1024)
     with pytest.raises(ValueError, match="whole 32-value blocks"):
         attention.attention(2, 1, 40, 8, quant="one_word")
     k = attention.attention(32, 8, 128, 4096)
@@ -75,3 +107,29 @@ def check_rope(heads: int, hd: int, half: int, pos: float = 7.0) -> None:
 @pytest.mark.parametrize("hd,half", [(64, 32), (48, 16)])
 def test_rope(hd, half):
     check_rope(3, hd, half)
+
+
+def test_kv_append_copies_rows_at_the_cache_length():
+    g = rng()
+    caches = ((24, 5), (8, 3), (24, 5))
+    kern = attention.kv_append(caches)
+    assert kern.grid == (3,) and kern.block == (32,) and kern.param_names[-1] == "pos"
+    given = {}
+    for i, (w, r) in enumerate(caches):
+        given |= {f"k{i}": g.standard_normal(w).astype(F32), f"v{i}": g.standard_normal(w).astype(F32)}
+        given |= {f"k_cache{i}": g.standard_normal(r * w).astype(F32), f"v_cache{i}": g.standard_normal(r * w).astype(F32)}
+    for c in (0, 2, 3, 4, 5):  # 3 and more: the second cache is full; 5: every cache is
+        out = kern.run(**given, pos=np.array([c], np.int32))
+        for i, (w, r) in enumerate(caches):
+            for x in "kv":
+                want = given[f"{x}_cache{i}"].reshape(r, w).copy()
+                if c < r:
+                    want[c] = given[f"{x}{i}"]
+                bits_equal(out[f"{x}_cache{i}"], want.ravel(), f"kv_append {x}_cache{i} at c={c}")
+
+
+def test_kv_append_bounds():
+    with pytest.raises(ValueError, match="1..16 a launch"):
+        attention.kv_append(((8, 3),) * 17)
+    assert attention.kv_append(((192, 4095),) * 15).name == "kv_append_15x192_r4095"
+    assert attention.kv_append(((8, 3), (16, 3))).name.startswith("kv_append_2_")

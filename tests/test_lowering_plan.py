@@ -26,68 +26,79 @@ def tiny_plan(numerics: str):
 )
 def test_one_kernel_per_stage(numerics, kernels):
     plan = tiny_plan(numerics)
-    assert plan.kernel_count == kernels == len(plan.stages)
+    assert len(plan.stages) == kernels and plan.kernel_count == kernels + 1  # + kv_append
     assert all(len(s.launches) == 1 for s in plan.stages)
     assert [s.number for s in plan.stages] == list(range(len(plan.stages)))
+    assert [launch.name for launch in plan.maintenance] == [f"kv_append_1x{TINY['kv'] * TINY['hd']}_r{TINY['l'] - 1}"]
+    assert plan.launches[-1] is plan.maintenance[0]
 
 
-def test_int8_act_stages_and_buffers():
+def test_kv_append_appends_every_attention_at_cache_len():
     plan = tiny_plan("int8-act")
-    d, q, kvw, ff = TINY["d"], TINY["h"] * TINY["hd"], TINY["kv"] * TINY["hd"], TINY["ff"]
-    s0 = plan.stages[0]
-    assert s0.what == "fwd.fused norm_quant" and s0.covers == (0, 1, 2)
-    (k0,) = s0.launches
-    assert k0.name.startswith("rms_norm_w_one_word")
-    assert k0.reads == ("%x", "%anw") and k0.writes == ("%h0_q",)
-    assert [(a.param, a.ref) for a in k0.args] == [("x", "%x"), ("weight", "%anw"), ("q", "%h0_q.q"), ("d", "%h0_q.d")]
-    att = next(s for s in plan.stages if s.what == "fwd.fused attn_output_quant")
-    assert att.launches[0].reads == ("%q_r", "%k_r", "%v", "%k_cache", "%v_cache", CACHE_LEN)
-    add_norm = next(s for s in plan.stages if s.what == "fwd.fused add_norm_quant").launches[0]
-    assert add_norm.reads == ("%x", "%o", "%fnw") and set(add_norm.writes) == {"%x1", "%h1_q"}
-    gemv = plan.stages[1].launches[0]
-    assert gemv.name.startswith("gemv_q8_0_int8") and gemv.writes == ("%q",)
-    roles = {b.name: b.role for b in plan.buffers}
-    assert roles["%x"] == roles["%angles"] == "input"
-    assert roles["%k_cache"] == roles["%v_cache"] == "cache"
-    assert roles["%wq"] == roles["%anw"] == "weight"
-    assert roles["%out"] == roles["%k_r"] == roles["%v"] == "output"
-    assert roles["%gu"] == "intermediate" and roles[CACHE_LEN] == "step"
-    wq = plan.buffer("%wq")
-    assert wq.tensor == "blk.0.attn_q.weight" and wq.dtype == "q8_0" and wq.shape == (q, d)
-    assert [(p.name, p.dtype, p.size) for p in wq.parts] == [("qs", "int8", q * d), ("dw", "float32", q * d // 32)]
-    gu_q = plan.buffer("%gu_q")
-    assert [(p.name, p.dtype, p.size) for p in gu_q.parts] == [("q", "int8", ff), ("d", "float32", ff // 32)]
-    assert plan.buffer("%k_cache").shape == (TINY["l"] - 1, kvw)
-    assert plan.inputs == ("%x", "%angles", "%k_cache", "%v_cache")
-    assert plan.outputs == ("%out", "%k_r", "%v")
+    (app,) = plan.maintenance
+    assert app.stage == len(plan.stages) and app.grid == (1,)
+    assert [(a.param, a.ref, a.role) for a in app.args] == [
+        ("k0", "%k_r", "in"), ("v0", "%v", "in"), ("k_cache0", "%k_cache", "inout"),
+        ("v_cache0", "%v_cache", "inout"), ("pos", CACHE_LEN, "in"),
+    ]  # fmt: skip
+    assert app.reads == ("%k_r", "%v", "%k_cache", "%v_cache", CACHE_LEN)
+    assert app.writes == ("%k_cache", "%v_cache")
+    text = plan.text()
+    assert "// maintenance (after the last stage, in the graph):" in text
+    assert f"//     kernel {app.name} grid 1 block 32" in text
+    assert "//       args   (k0=%k_r, v0=%v, k_cache0=%k_cache, v_cache0=%v_cache, pos=%cache_len)" in text
 
 
-def test_two_words_quantize_stage():
-    plan = tiny_plan("two-pass-int8")
-    quant = [s for s in plan.stages if s.what == "fwd.quantize"]
-    assert len(quant) == 4
-    assert [a.ref for a in quant[0].launches[0].args] == ["%h0", "%h0_q.q", "%h0_q.d", "%h0_q.s"]
+def attentions_src(n: int, shared: bool = False) -> str:
+    """`n` attentions of 2 heads of 32 over 3 cache rows, each over its own caches (or all over one)."""
+    t, c = "tensor<32xf32>", "tensor<3x32xf32>"
+    caches = ["%kc0", "%vc0"] if shared else [f"%{x}c{i}" for i in range(n) for x in "kv"]
+    args = ", ".join([f"%q: tensor<64xf32>, %k: {t}, %v: {t}", *(f"{a}: {c}" for a in caches)])
+    ops = "".join(
+        f"  %a{i} = fwd.attention %q, %k, %v, %kc{0 if shared else i}, %vc{0 if shared else i} "
+        f"h 2 kv 1 hd 32 vd 32 l 4 rows 1 : tensor<64xf32>, {t}, {t}, {c}, {c} -> tensor<64xf32>\n"
+        for i in range(n)
+    )
+    rets = ", ".join(f"%a{i}" for i in range(n))
+    return f"""\
+func.func @f({args}) -> ({", ".join(["tensor<64xf32>"] * n)}) {{
+{ops}  func.return {rets} : {", ".join(["tensor<64xf32>"] * n)}
+}}
+"""
 
 
-@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
-def test_moe_is_three_kernels_sharing_scratch_buffers(numerics):
-    plan = plan_for(pipeline(parse(llama_src(**TINY_MOE)), numerics))
-    assert plan.kernel_count == len(plan.stages) + 2
-    moe = next(s for s in plan.stages if s.what == "fwd.moe")
-    router, gate_up, down = moe.launches
-    assert [k.name.split("_")[1] for k in moe.launches] == ["router", "gate", "down"]
-    x = ("%h1_q",) if numerics == "int8-act" else ("%h1",)
-    assert router.reads == ("%router", *x) and router.writes == ("%dn.idx", "%dn.wts")
-    assert gate_up.reads == ("%gexps", "%uexps", *x, "%dn.idx") and gate_up.writes == ("%dn.h",)
-    assert down.reads == ("%dexps", "%dn.h", "%dn.idx", "%dn.wts") and down.writes == ("%dn",)
-    idx = plan.buffer("%dn.idx")
-    assert (idx.role, idx.parts[0].dtype, idx.parts[0].size) == ("intermediate", "int32", 2)
-    assert plan.buffer("%gexps").parts[0].size == 4 * 32 * 32
+def test_kv_append_launches_hold_at_most_sixteen_attentions():
+    from fwdshim.codegen import attention
+
+    n = 2 * attention.APPEND_LAYERS + 1  # 33 attentions: three launches of 11
+    plan = plan_for(legalize_only(parse(attentions_src(n))))
+    assert [launch.grid for launch in plan.maintenance] == [(11,), (11,), (11,)]
+    assert len({launch.name for launch in plan.maintenance}) == 1 and plan.kernel_count == n + 3
+    caches = [a.buffer for launch in plan.maintenance for a in launch.args if a.param.startswith("k_cache")]
+    assert caches == [f"%kc{i}" for i in range(n)]
+    assert all(launch.args[-1].buffer == CACHE_LEN for launch in plan.maintenance)
+
+
+def test_kv_append_once_per_cache():
+    plan = plan_for(legalize_only(parse(attentions_src(3, shared=True))))
+    (app,) = plan.maintenance
+    assert [a.ref for a in app.args] == ["%k", "%v", "%kc0", "%vc0", CACHE_LEN]
+
+
+def test_no_attention_no_kv_append():
+    src = """\
+func.func @f(%x: tensor<64xf32>) -> tensor<64xf32> {
+  %z = fwd.silu %x : tensor<64xf32> -> tensor<64xf32>
+  func.return %z : tensor<64xf32>
+}
+"""
+    plan = plan_for(parse(src))
+    assert plan.maintenance == () and plan.kernel_count == 1 and "maintenance" not in plan.text()
 
 
 def test_plan_text_is_legible():
     text = tiny_plan("int8-act").text()
-    assert text.startswith("// launch plan @decode_step: 15 stages, 15 kernels,")
+    assert text.startswith("// launch plan @decode_step: 15 stages, 16 kernels,")
     assert "//   %wq " in text and "q8_0[64x32] = qs i8[2048], dw f32[64]" in text
     assert "//   stage 0: fwd.fused norm_quant covers [0, 1, 2] at test.mlir:" in text
     assert "//       args   (x=%x, weight=%anw, q=%h0_q.q, d=%h0_q.d)" in text
@@ -181,8 +192,8 @@ def test_pass_attaches_the_plan():
     m = pipeline(parse(llama_src(**TINY)), "int8-act")
     LowerNumbaPass().apply(context(), m)
     f = next(iter(m.body.block.ops))
-    assert plan_of(f).kernel_count == 15
-    assert f.attributes["fwd.plan"].data["kernels"].value.data == 15
+    assert plan_of(f).kernel_count == 16  # 15 stages and kv_append
+    assert f.attributes["fwd.plan"].data["kernels"].value.data == 16
     first = next(op for op in f.body.block.ops if op.name == "fwd.fused")
     assert [a.data for a in first.attributes["fwd.kernels"].data] == [plan_of(f).stages[0].launches[0].name]
     LowerNumbaPass.__doc__.splitlines()[0].startswith("Plan the Numba CUDA kernel launches")
@@ -198,7 +209,8 @@ def test_target_prints_the_llama_example_plan():
         rc = main([str(ROOT / "examples/llama_layer.mlir"), "-p", "forward-shim{numerics=int8-act}", "-t", "numba"])
     text = out.getvalue()
     assert rc == 0
-    assert "// launch plan @decode_step: 15 stages, 15 kernels, 30 buffers" in text
-    assert text.count("//     kernel ") == 15
+    assert "// launch plan @decode_step: 15 stages, 16 kernels, 30 buffers" in text
+    assert text.count("//     kernel ") == 16
+    assert "# ---- kernel kv_append_1x192_r4095:" in text
     assert "# ---- kernel fused_chain_silu_mul_1536:" in text
     assert "# ---- prelude" in text

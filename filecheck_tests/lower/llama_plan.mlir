@@ -1,10 +1,11 @@
 // The launch plan of the Llama example under each numerics: one kernel a stage, fused classes one
-// kernel each, every buffer with its role, each launch with what it reads and writes.
+// kernel each, every buffer with its role, each launch with what it reads and writes; after the
+// last stage the runtime's kv_append (the step's k, v rows into row %cache_len of the caches).
 // RUN: fwdshim-opt %S/../../examples/llama_layer.mlir -p 'forward-shim{numerics=int8-act}' -t 'numba{plan_only=true}' | filecheck %s --check-prefix=INT8
 // RUN: fwdshim-opt %S/../../examples/llama_layer.mlir -p 'forward-shim{numerics=dequant}' -t 'numba{plan_only=true}' | filecheck %s --check-prefix=DEQ
 // RUN: fwdshim-opt %S/../../examples/llama_layer.mlir -p 'forward-shim{numerics=two-pass-int8}' -t 'numba{plan_only=true}' | filecheck %s --check-prefix=TWO
 
-// INT8:      // launch plan @decode_step: 15 stages, 15 kernels, 30 buffers
+// INT8:      // launch plan @decode_step: 15 stages, 16 kernels, 30 buffers
 // INT8-NEXT: //   inputs (%x, %angles, %k_cache, %v_cache) -> outputs (%out, %k_r, %v)
 // INT8-NEXT: // buffers:
 // INT8-NEXT: //   %x {{ +}}input{{ +}}f32[576] = data f32[576]
@@ -26,7 +27,7 @@
 // INT8-NEXT: //       reads  %wq, %h0_q
 // INT8-NEXT: //       writes %q
 // INT8:      //   stage 6: fwd.fused attn_output_quant covers [8, 9]
-// INT8-NEXT: //     kernel attention_one_word_h9kv3d64_l4096 grid 9 block
+// INT8-NEXT: //     kernel attention_one_word_h9kv3d64_l4096_b1024u4 grid 9 block 1024
 // INT8-NEXT: //       reads  %q_r, %k_r, %v, %k_cache, %v_cache, %cache_len
 // INT8-NEXT: //       writes %att_q
 // INT8:      //   stage 8: fwd.fused add_norm_quant covers [11, 12, 13, 14]
@@ -42,23 +43,32 @@
 // INT8-NEXT: //     kernel quantize_one_word_1x1536
 // INT8:      //   stage 14: fwd.elementwise
 // INT8-NEXT: //     kernel elementwise_add_576
+// INT8-NEXT: //       reads  %x1, %d
+// INT8-NEXT: //       writes %out
+// INT8-NEXT: //       args   (a=%x1, b=%d, y=%out)
+// INT8-NEXT: // maintenance (after the last stage, in the graph):
+// INT8-NEXT: //   kv_append: each attention's k, v into row %cache_len of its caches
+// INT8-NEXT: //     kernel kv_append_1x192_r4095 grid 1 block 256
+// INT8-NEXT: //       reads  %k_r, %v, %k_cache, %v_cache, %cache_len
+// INT8-NEXT: //       writes %k_cache, %v_cache
+// INT8-NEXT: //       args   (k0=%k_r, v0=%v, k_cache0=%k_cache, v_cache0=%v_cache, pos=%cache_len)
 // INT8-NOT:  //   stage 15
 
-// DEQ:      // launch plan @decode_step: 14 stages, 14 kernels, 29 buffers
+// DEQ:      // launch plan @decode_step: 14 stages, 15 kernels, 29 buffers
 // DEQ-NOT:  qact
 // DEQ:      //   stage 0: fwd.fused norm_weight covers [0, 1]
 // DEQ-NEXT: //     kernel rms_norm_w_1x576_b256 grid 1 block 256
 // DEQ:      //     kernel gemv_q8_0_1x576x576_{{.*}} grid {{[0-9x]+}} block {{[0-9]+}}
 // DEQ-NEXT: //       reads  %wq, %h0
 // DEQ:      //   stage 6: fwd.attention
-// DEQ-NEXT: //     kernel attention_h9kv3d64_l4096 grid 9 block
+// DEQ-NEXT: //     kernel attention_h9kv3d64_l4096_b1024u4 grid 9 block 1024
 // DEQ:      //   stage 8: fwd.fused add_norm covers [9, 10, 11]
 // DEQ-NEXT: //     kernel rms_norm_res_w_sum_1x576_b256 grid 1 block 256
 // DEQ-NEXT: //       reads  %x, %o, %ffn_norm_w
 // DEQ-NEXT: //       writes %h1, %x1
 // DEQ-NEXT: //       args   (x=%x, residual=%o, weight=%ffn_norm_w, y=%h1, sum=%x1)
 
-// TWO:      // launch plan @decode_step: 18 stages, 18 kernels
+// TWO:      // launch plan @decode_step: 18 stages, 19 kernels
 // TWO:      //   %h0_q {{ +}}intermediate{{ +}}qact.two_words[576] = q i8[576], d f32[18], s f32[18]
 // TWO:      //   stage 1: fwd.quantize
 // TWO-NEXT: //     kernel quantize_two_words_1x576

@@ -18,6 +18,12 @@ op its one generated kernel (`codegen.fused`) — except a `fwd.moe`, which is t
   (and `s float32` for `two_words`) for a quantized activation.
 - `Launch(stage, kernel, args)`: one kernel launch; `args` binds each kernel parameter, in order, to
   a buffer part (`%wq.qs`); `reads`/`writes` name the buffers.
+- `LaunchPlan.maintenance`: the runtime's launches after the last stage, part of the captured graph
+  and of `launches`/`kernel_count` but of no stage: where the function has attentions over `cache`
+  arguments, `kv_append` (`codegen.attention.kv_append`) copies each attention's current `k`, `v` rows
+  into row `%cache_len` of its caches (one launch per `attention.APPEND_LAYERS` attentions; an
+  attention whose caches another attention already appends to is left out), so a decode step needs
+  no host-side cache append.
 - `LaunchPlan.text()`: the legible form that `fwdshim-opt -t numba` prints.
 
 Errors: a stage marked `fwd.refused` (by `fwd-legalize{mode=mark}`), a stage the forward refuses
@@ -177,10 +183,13 @@ class LaunchPlan:
     stages: tuple[StagePlan, ...]
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    maintenance: tuple[Launch, ...] = ()
+    """The runtime's launches after the last stage (`kv_append`), see the module docstring."""
 
     @property
     def launches(self) -> tuple[Launch, ...]:
-        return tuple(launch for s in self.stages for launch in s.launches)
+        """Every launch in graph order: the stages', then the maintenance launches."""
+        return tuple(launch for s in self.stages for launch in s.launches) + self.maintenance
 
     @property
     def kernel_count(self) -> int:
@@ -214,14 +223,11 @@ class LaunchPlan:
         for s in self.stages:
             covers = f" covers [{', '.join(map(str, s.covers))}]" if s.covers else ""
             lines.append(f"//   stage {s.number}: {s.what}{covers} at {s.location}")
-            for launch in s.launches:
-                grid = "x".join(map(str, launch.grid))
-                block = "x".join(map(str, launch.block))
-                lines.append(f"//     kernel {launch.name} grid {grid} block {block}")
-                lines.append(f"//       reads  {', '.join(launch.reads) or '-'}")
-                lines.append(f"//       writes {', '.join(launch.writes) or '-'}")
-                args = ", ".join(f"{a.param}={a.ref}" for a in launch.args)
-                lines.append(f"//       args   ({args})")
+            lines.extend(_launch_lines(s.launches))
+        if self.maintenance:
+            lines.append("// maintenance (after the last stage, in the graph):")
+            lines.append(f"//   kv_append: each attention's k, v into row {CACHE_LEN} of its caches")
+            lines.extend(_launch_lines(self.maintenance))
         return "\n".join(lines) + "\n"
 
     def source_text(self) -> str:
@@ -238,6 +244,19 @@ class LaunchPlan:
 
 def _unique(items) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
+
+
+def _launch_lines(launches: Sequence[Launch]) -> list[str]:
+    lines = []
+    for launch in launches:
+        grid = "x".join(map(str, launch.grid))
+        block = "x".join(map(str, launch.block))
+        lines.append(f"//     kernel {launch.name} grid {grid} block {block}")
+        lines.append(f"//       reads  {', '.join(launch.reads) or '-'}")
+        lines.append(f"//       writes {', '.join(launch.writes) or '-'}")
+        args = ", ".join(f"{a.param}={a.ref}" for a in launch.args)
+        lines.append(f"//       args   ({args})")
+    return lines
 
 
 # ---------------------------------------------------------------------------------------------
@@ -607,6 +626,47 @@ class _Builder:
         return StagePlan(number, what, where(op), covers, launches)
 
 
+def _kv_append(b: _Builder, stage_plans: Sequence[StagePlan]) -> tuple[Launch, ...]:
+    """The `kv_append` launches of the plan (module docstring): one row per attention whose `k`,
+    `v`, `k_cache`, `v_cache` are bound, the caches `cache` buffers not yet appended to."""
+    from fwdshim.codegen import attention
+
+    rows: list[tuple[Arg, Arg, Arg, Arg]] = []
+    taken: set[str] = set()
+    for s in stage_plans:
+        for launch in s.launches:
+            by = {a.param: a for a in launch.args}
+            quad = tuple(by.get(p) for p in ("k", "v", "k_cache", "v_cache"))
+            if any(a is None for a in quad) or "pos" not in by:
+                continue
+            caches = {quad[2].buffer, quad[3].buffer}  # type: ignore[union-attr]
+            if caches & taken or any(b.meta[c][2] != "cache" for c in caches):
+                continue
+            taken |= caches
+            rows.append(quad)  # type: ignore[arg-type]
+    if not rows:
+        return ()
+    number = len(stage_plans)
+    out = []
+    per = attention.APPEND_LAYERS
+    chunks = -(-len(rows) // per)
+    size = -(-len(rows) // chunks)  # balanced: 30 attentions are two launches of 15
+    for c0 in range(0, len(rows), size):
+        chunk = rows[c0 : c0 + size]
+        shapes = []
+        for k, _, kc, _ in chunk:
+            width = b.parts[k.buffer][k.part].size
+            shapes.append((width, b.parts[kc.buffer][kc.part].size // width))
+        kern = attention.kv_append(tuple(shapes))
+        args = []
+        for i, quad in enumerate(chunk):
+            for param, a in zip((f"k{i}", f"v{i}", f"k_cache{i}", f"v_cache{i}"), quad):
+                args.append(Arg(param, a.buffer, a.part, "inout" if "cache" in param else "in"))
+        args.append(Arg("pos", CACHE_LEN, "", "in"))
+        out.append(Launch(number, kern, tuple(args)))
+    return tuple(out)
+
+
 def _meta(b: _Builder, n: str) -> tuple:
     dtype, shape, role = b.meta[n]
     return n, shape, dtype, role, tuple(b.parts[n].values()), b.tensors.get(n, "")
@@ -630,6 +690,7 @@ def build_plan(func: FuncOp, module: Operation | None = None) -> LaunchPlan:
             errors.append(error_at(op, f"{op.name} in a decode step — the launch plan lowers fwd stages only"))
     if errors:
         raise PlanError("\n".join(errors))
+    maintenance = _kv_append(b, stage_plans)
     try:
         inputs = tuple(b.buffer_of(a) for a in func.body.block.args)
         ret = func.body.block.last_op
@@ -642,7 +703,7 @@ def build_plan(func: FuncOp, module: Operation | None = None) -> LaunchPlan:
         (Buffer(*_meta(b, n)) for n in seen),
         key=lambda x: (order[x.role], seen.index(x.name)),
     )
-    return LaunchPlan(func.sym_name.data, tuple(buffers), tuple(stage_plans), inputs, outputs)
+    return LaunchPlan(func.sym_name.data, tuple(buffers), tuple(stage_plans), inputs, outputs, maintenance)
 
 
 def functions(root: Operation) -> list[FuncOp]:

@@ -5,7 +5,9 @@
 1. builds the launch plan (`codegen.plan.plan_for`), or takes one;
 2. allocates every buffer part of the plan as a zeroed device array and uploads the weights from the
    `WeightStore` (Q8_0 repacked by `weights.repack_q8_0` into `qs int8` + `dw float32`, F32 as is,
-   F16 as half, BF16 as its `uint16` bits);
+   F16 as half, BF16 as its `uint16` bits). The step's small buffers — every `input` that is not a
+   cache, and `%cache_len` — are views of one device allocation (`packed`, each at a 256-byte
+   boundary) mirrored by one host array, so a step that writes all of them uploads them in one copy;
 3. on a GPU: compiles every kernel, runs the stages once (so every module is loaded), then captures
    the whole forward with cuda.core's `GraphBuilder` — one kernel launch per plan launch, nothing
    else: the argument tuples are built before capture, so no allocation, sync or host array happens
@@ -19,10 +21,14 @@ scalar `%cache_len` that every attention kernel reads (so one capture serves eve
 one included: `cache_len=0` attends the current position alone), and replays the graph on the
 runtime's stream. It returns the function's results as device arrays of the declared shapes: views
 of the runtime's own buffers, valid until the next step (copy them, or `outputs_host()`).
-`run_stagewise(...)` does the same launching the stages one by one (the path under Numba's CUDA
+`set_inputs(...)` and `launch()` are its two halves. `run_stagewise(...)` does the same launching the stages one by one (the path under Numba's CUDA
 simulator, where there are no graphs, and the reference of the GPU test "graph == stagewise").
-`append_caches(row)` copies each attention's current `k`, `v` into row `row` of its caches (the
-cache maintenance after a step; outside the graph).
+
+Cache maintenance: where the plan has `kv_append` launches (`LaunchPlan.maintenance`), the step
+itself copies each attention's current `k`, `v` into row `cache_len` of its caches (inside the
+graph). `append_caches(row)` copies them into row `row` from the host side (stream-ordered copies);
+it skips the caches the last step already appended at that row, so a caller that appends after each
+step keeps working and costs nothing.
 
 Kernel source lives in the kernel cache directory (`codegen.compile.cache_dir`), so Numba's on-disk
 cache makes a second compile of the same model fast.
@@ -64,6 +70,23 @@ def _host_weight(buf: Buffer, weights: WeightStore) -> dict[str, np.ndarray]:
     return {"": np.asarray(wd.f32, dtype=np.float32).reshape(-1)}
 
 
+PACK_ALIGN = 256
+"""Byte alignment of each buffer inside the packed step allocation (16-byte vector loads need 16)."""
+
+
+def _packed_parts(plan: LaunchPlan) -> list[tuple[str, str, int, int, str]]:
+    """(buffer, part, byte offset, elements, dtype) of the packed step buffers: the non-cache inputs
+    and `%cache_len`, in plan order."""
+    out, off = [], 0
+    for buf in plan.buffers:
+        if buf.role not in ("input", "step"):
+            continue
+        for p in buf.parts:
+            out.append((buf.name, p.name, off, p.size, p.dtype))
+            off += -(-max(1, p.size * np.dtype(p.dtype).itemsize) // PACK_ALIGN) * PACK_ALIGN
+    return out
+
+
 def _names(name: str) -> tuple[str, str]:
     return (name, name[1:]) if name.startswith("%") else (f"%{name}", name)
 
@@ -91,9 +114,21 @@ class CompiledForward:
             # blocking: synchronous copies on the default stream (`copy_to_host()`) wait for its work
             self.stream = self.device.create_stream(options=StreamOptions(nonblocking=False))
         self.arrays: dict[tuple[str, str], Any] = {}
+        packed = _packed_parts(self.plan)
+        nbytes = sum(-(-max(1, n * np.dtype(t).itemsize) // PACK_ALIGN) * PACK_ALIGN for *_, n, t in packed)
+        self.packed = cuda.to_device(np.zeros(max(nbytes, PACK_ALIGN), dtype=np.uint8))
+        self._stage = np.zeros(max(nbytes, PACK_ALIGN), dtype=np.uint8)
+        """The host mirror of `packed`, uploaded whole by a step that writes every packed buffer."""
+        self._stage_views: dict[str, np.ndarray] = {}
+        for name, part, off, n, dtype in packed:
+            size = n * np.dtype(dtype).itemsize
+            self.arrays[(name, part)] = self.packed[off : off + size].view(dtype)
+            self._stage_views[name] = self._stage[off : off + size].view(dtype)
         for buf in self.plan.buffers:
             host = _host_weight(buf, weights) if buf.role == "weight" else {}
             for p in buf.parts:
+                if (buf.name, p.name) in self.arrays:
+                    continue
                 data = host.get(p.name)
                 if data is None:
                     data = np.zeros(p.size, dtype=p.dtype)
@@ -102,6 +137,13 @@ class CompiledForward:
                 self.arrays[(buf.name, p.name)] = cuda.to_device(np.ascontiguousarray(data))
         self._args = [tuple(self.arrays[(a.buffer, a.part)] for a in launch.args) for launch in self.plan.launches]
         self._caches = self._cache_pairs()
+        self._appended = {
+            a.buffer for launch in self.plan.maintenance for a in launch.args if a.param.startswith(("k_cache", "v_cache"))
+        }
+        """The cache buffers the step appends to itself (`kv_append`)."""
+        self._outs: list[Any] | None = None
+        self._last_len: int | None = None
+        """The cache length of the last step launched (its row appended by `kv_append`)."""
         self.graph = None
         self.graph_kernel_nodes: int | None = None
         if capture is None:
@@ -159,6 +201,9 @@ class CompiledForward:
             raise ValueError(f"input {buf.name} holds {dst.size} values, got {size}")
         if size == 0:
             return rows
+        mirror = self._stage_views.get(buf.name)
+        if mirror is not None and not dev:
+            mirror[:] = np.asarray(src, dtype=np.float32).reshape(size)
         target = dst[:size] if size != dst.size else dst
         if dev:
             if not src.is_c_contiguous():
@@ -168,7 +213,8 @@ class CompiledForward:
             target.copy_to_device(np.ascontiguousarray(src, dtype=np.float32).reshape(size), stream=self.stream)
         return rows
 
-    def _set_inputs(self, inputs: Mapping[str, Any] | Sequence[Any] | None, cache_len: int | None) -> None:
+    def set_inputs(self, inputs: Mapping[str, Any] | Sequence[Any] | None, cache_len: int | None = None) -> None:
+        """Write a step's inputs and cache length (what `step` does before launching)."""
         if inputs is None:
             inputs = {}
         if not isinstance(inputs, Mapping):
@@ -177,29 +223,67 @@ class CompiledForward:
             inputs = dict(zip(self.plan.inputs, inputs))
         known = set(self.plan.inputs)
         rows: set[int] = set()
+        staged: set[str] = set()
         for name, value in inputs.items():
             full = _names(name)[0]
             if full not in known:
                 raise ValueError(f"@{self.plan.function} has no input {full} (inputs: {', '.join(self.plan.inputs)})")
+            if self._stage_host(full, value):
+                staged.add(full)
+                continue
             r = self.write(full, value)
             if r is not None:
                 rows.add(r)
-        if CACHE_LEN not in {b.name for b in self.plan.buffers}:
+        has_len = CACHE_LEN in self._stage_views
+        if has_len:
+            if cache_len is None:
+                if len(rows) != 1:
+                    raise ValueError("give cache_len (the cache rows written so far), or the caches themselves")
+                cache_len = rows.pop()
+            self._check_len(cache_len)
+            self._stage_views[CACHE_LEN][0] = cache_len
+            staged.add(CACHE_LEN)
+            self._last_len = cache_len
+        if not staged:
             return
-        if cache_len is None:
-            if len(rows) != 1:
-                raise ValueError("give cache_len (the cache rows written so far), or the caches themselves")
-            cache_len = rows.pop()
-        self.set_cache_len(cache_len)
+        if staged == set(self._stage_views):  # every packed buffer: one upload
+            self.packed.copy_to_device(self._stage, stream=self.stream)
+            return
+        for name in staged:
+            self.arrays[(name, "")].copy_to_device(self._stage_views[name], stream=self.stream)
 
-    def set_cache_len(self, n: int) -> None:
-        """Write the number of cache rows the attention kernels attend (besides the current one)."""
+    def _stage_host(self, name: str, value: Any) -> bool:
+        """Put a host array for packed input `name` into the host mirror (checked); False for a
+        device array or a buffer that is not packed."""
+        mirror = self._stage_views.get(name)
+        if mirror is None or hasattr(value, "__cuda_array_interface__"):
+            return False
+        src = np.asarray(value)
+        if src.dtype != np.float32:
+            raise ValueError(f"input {name} is float32, got {src.dtype}")
+        if src.size != mirror.size:
+            raise ValueError(f"input {name} holds {mirror.size} values, got {src.size}")
+        mirror[:] = src.reshape(-1)
+        return True
+
+    def _check_len(self, n: int) -> None:
         cap = self.capacity() or 0
         if not 0 <= n <= cap:
             raise ValueError(f"cache length {n} outside 0..{cap} (the IR's l - 1)")
-        self.arrays[(CACHE_LEN, "")].copy_to_device(np.array([n], dtype=np.int32), stream=self.stream)
+
+    def set_cache_len(self, n: int) -> None:
+        """Write the number of cache rows the attention kernels attend (besides the current one)."""
+        self._check_len(n)
+        self._stage_views[CACHE_LEN][0] = n
+        self.arrays[(CACHE_LEN, "")].copy_to_device(self._stage_views[CACHE_LEN], stream=self.stream)
+        self._last_len = n
 
     def _outputs(self) -> list[Any]:
+        if self._outs is None:
+            self._outs = self._output_views()
+        return list(self._outs)
+
+    def _output_views(self) -> list[Any]:
         out = []
         for name in self.plan.outputs:
             buf = self.plan.buffer(name)
@@ -213,7 +297,8 @@ class CompiledForward:
         return [np.asarray(a.copy_to_host()) for a in self._outputs()]
 
     def append_caches(self, row: int) -> None:
-        """Copy each attention's current `k`, `v` rows into row `row` of its caches (stream-ordered)."""
+        """Copy each attention's current `k`, `v` rows into row `row` of its caches (stream-ordered);
+        the caches the last step appended at `row` itself (`kv_append`) are skipped."""
         for (cur_b, cur_p), (cache_b, cache_p) in self._caches:
             cur = self.arrays[(cur_b, cur_p)]
             buf = self.plan.buffer(cache_b)
@@ -222,6 +307,8 @@ class CompiledForward:
                 raise ValueError(f"cache row {row} outside 0..{buf.shape[0] - 1}")
             if cur.size != width:
                 raise ValueError(f"{cur_b} holds {cur.size} values, a row of {cache_b} {width}")
+            if row == self._last_len and cache_b in self._appended:
+                continue
             self.arrays[(cache_b, cache_p)][row * width : (row + 1) * width].copy_to_device(cur, stream=self.stream)
 
     # -----------------------------------------------------------------------------------------
@@ -237,17 +324,23 @@ class CompiledForward:
 
     def run_stagewise(self, inputs: Mapping[str, Any] | Sequence[Any] | None = None, cache_len: int | None = None) -> list[Any]:
         """One step launching the stages one by one (see the module docstring)."""
-        self._set_inputs(inputs, cache_len)
+        self.set_inputs(inputs, cache_len)
         self._launch_all(self.stream)
         return self._outputs()
 
     def step(self, inputs: Mapping[str, Any] | Sequence[Any] | None = None, cache_len: int | None = None) -> list[Any]:
         """One step: write the inputs and the cache length, replay the graph (stagewise without one)."""
-        if self.graph is None:
-            return self.run_stagewise(inputs, cache_len)
-        self._set_inputs(inputs, cache_len)
-        self.graph.launch(self.stream)
+        self.set_inputs(inputs, cache_len)
+        self.launch()
         return self._outputs()
+
+    def launch(self) -> None:
+        """Replay the graph on the runtime's stream (launch the stages one by one without one), on
+        the inputs and cache length written before."""
+        if self.graph is None:
+            self._launch_all(self.stream)
+        else:
+            self.graph.launch(self.stream)
 
     def sync(self) -> None:
         """Wait for the runtime's stream."""
