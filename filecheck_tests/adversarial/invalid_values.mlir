@@ -1,6 +1,6 @@
 // Structurally bad IR that used to verify (and then went to the kernels as "native"): weights read
 // as activations, stages yielding weights or quantized activations, dynamic and unranked shapes, a
-// rope's angle table of the wrong size, an attention of zero-wide heads, negative covers, nested
+// rope's angle table of the wrong size, empty tensors (an empty cache is fine), negative covers, nested
 // covers that disagree with their place, a negative eps. Each is a verify error at the op's
 // `file:line:col`.
 // RUN: fwdshim-opt %s --split-input-file --verify-diagnostics --allow-unregistered-dialect | filecheck %s
@@ -102,9 +102,35 @@ func.func @rope_angles(%x: tensor<576xf32>, %a: tensor<2x7xf32>) -> tensor<576xf
 // -----
 
 func.func @attention_zero_heads(%q: tensor<0xf32>, %k: tensor<0xf32>, %v: tensor<0xf32>, %kc: tensor<3x0xf32>, %vc: tensor<3x0xf32>) -> tensor<0xf32> {
-  // CHECK: invalid_values.mlir:[[# @LINE + 1]]:3: error: attention h, hd, vd and rows are positive
+  // CHECK: invalid_values.mlir:[[# @LINE + 1]]:3: error: fwd.attention operand 0 holds no values (tensor<0xf32>)
   %s = fwd.attention %q, %k, %v, %kc, %vc h 2 kv 1 hd 0 vd 0 l 4 rows 1 : tensor<0xf32>, tensor<0xf32>, tensor<0xf32>, tensor<3x0xf32>, tensor<3x0xf32> -> tensor<0xf32>
   func.return %s : tensor<0xf32>
+}
+
+// -----
+
+// An empty cache (l = 1: the first position) is a decode step's; an empty activation is not.
+func.func @empty_cache(%q: tensor<128xf32>, %k: tensor<64xf32>, %v: tensor<64xf32>, %kc: tensor<0x64xf32>, %vc: tensor<0x64xf32>) -> tensor<128xf32> {
+  %s = fwd.attention %q, %k, %v, %kc, %vc h 2 kv 1 hd 64 vd 64 l 1 rows 1 : tensor<128xf32>, tensor<64xf32>, tensor<64xf32>, tensor<0x64xf32>, tensor<0x64xf32> -> tensor<128xf32>
+  func.return %s : tensor<128xf32>
+}
+// CHECK-LABEL: func.func @empty_cache
+// CHECK: fwd.attention
+
+// -----
+
+func.func @empty_norm(%x: tensor<0xf32>) -> tensor<0xf32> {
+  // CHECK: invalid_values.mlir:[[# @LINE + 1]]:3: error: fwd.rms_norm operand 0 holds no values (tensor<0xf32>)
+  %s = fwd.rms_norm %x : tensor<0xf32> -> tensor<0xf32>
+  func.return %s : tensor<0xf32>
+}
+
+// -----
+
+func.func @yields_nothing(%x: tensor<4x64xf32>) -> tensor<0x64xf32> {
+  // CHECK: invalid_values.mlir:[[# @LINE + 1]]:3: error: fwd.transpose yields no values (tensor<0x64xf32>)
+  %s = fwd.transpose %x : tensor<4x64xf32> -> tensor<0x64xf32>
+  func.return %s : tensor<0x64xf32>
 }
 
 // -----

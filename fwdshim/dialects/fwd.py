@@ -172,7 +172,7 @@ class StageOp(IRDLOperation):
 
     Every stage's tensors have static shapes. A typed stage (not an op the forward never computes, not
     a fused op) reads `!fwd.weights` only at its `WEIGHT_OPERANDS` and yields no `!fwd.weights`; only
-    `fwd.quantize` yields a `!fwd.qact`."""
+    `fwd.quantize` yields a `!fwd.qact`; its tensors hold values (but at its `EMPTY_OPERANDS`)."""
 
     access = opt_prop_def(ArrayAttr[AccessAttr])
     into = opt_prop_def(StringAttr)
@@ -180,8 +180,13 @@ class StageOp(IRDLOperation):
     WEIGHT_OPERANDS: ClassVar[frozenset[int]] = frozenset()
     """The operand positions that may be `!fwd.weights` (a matmul's `w`, a mixture's matrices)."""
 
+    EMPTY_OPERANDS: ClassVar[frozenset[int]] = frozenset()
+    """The operand positions that may hold no values (an attention's k, v and caches: `l = 1`,
+    `kv = 0`); every other tensor of a typed stage is non-empty."""
+
     TYPED: ClassVar[bool] = True
-    """Whether the weights/quantized-activation rules above apply (not to refused or fused ops)."""
+    """Whether the weights/quantized-activation/non-empty rules above apply (not to refused or fused
+    ops)."""
 
     def accesses(self) -> list[str]:
         """One access per operand (`whole` where none is given)."""
@@ -211,7 +216,12 @@ class StageOp(IRDLOperation):
                 not isinstance(v.type, WeightsType) or i in self.WEIGHT_OPERANDS,
                 f"{self.name} operand {i} is {v.type}: a stage reads weights only as a matmul's `w` or a mixture's matrices",
             )
+            _want(
+                not isinstance(v.type, TensorType) or numel(v.type) != 0 or i in self.EMPTY_OPERANDS,
+                f"{self.name} operand {i} holds no values ({v.type})",
+            )
         for r in self.results:
+            _want(not isinstance(r.type, TensorType) or numel(r.type) != 0, f"{self.name} yields no values ({r.type})")
             _want(not isinstance(r.type, WeightsType), f"{self.name} yields {r.type}: only fwd.weight declares weights")
             _want(
                 not isinstance(r.type, QActType) or isinstance(self, QuantizeOp),
@@ -422,6 +432,7 @@ class AttentionOp(StageOp):
     `pos` (attend up to P), `window` (W positions)."""
 
     name = "fwd.attention"
+    EMPTY_OPERANDS: ClassVar[frozenset[int]] = frozenset({1, 2, 3, 4})
     q = operand_def()
     k = operand_def()
     v = operand_def()
