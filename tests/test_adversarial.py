@@ -345,3 +345,14 @@ def test_an_unlocated_refusal_names_its_result():
     module = Parser(ctx, SOFTCAP).parse_module()
     refused = legalize(ForwardShim(), module)
     assert [r.error_line() for _, r in refused] == [f"<unknown> %s: error: {K11}"]
+
+
+def test_a_stale_refusal_mark_is_dropped_where_the_op_now_fits(tmp_path, capsys):
+    """Marked under dequant (every quantize refused), legalized again under int8-act: the marks
+    stayed, the report said native, and fwd-lower-numba refused the marked ops."""
+    rc, marked, _ = opt(tmp_path, LLAMA.read_text(), "-p", "forward-shim{numerics=int8-act},fwd-legalize{mode=mark}", capsys=capsys)
+    assert rc == 0 and marked.count("fwd.refused") == 4
+    rc, out, err = opt(tmp_path, marked, "-p", "fwd-legalize{numerics=int8-act mode=mark}", capsys=capsys)
+    assert (rc, err) == (0, "") and "fwd.refused" not in out
+    rc, out, err = opt(tmp_path, marked, "-p", "fwd-legalize{numerics=dequant mode=mark}", capsys=capsys)
+    assert (rc, err) == (0, "") and out.count("fwd.refused") == 4

@@ -11,7 +11,8 @@ Per top-level stage, in program order:
 - every other stage goes to `fits` (`kernel_refusal` for a primitive).
 
 `strict` reports every refused op of the module in one run, each as `file:line:col: error: <reason>`,
-and fails; `mark` leaves refused ops in place with `fwd.refused = "<reason>"` and succeeds. On success
+and fails; `mark` leaves refused ops in place with `fwd.refused = "<reason>"` and succeeds. A
+`fwd.refused` mark already in the IR (an earlier run, other numerics) is dropped where the op fits. On success
 the module carries the numerics contract as `fwd.numerics` (the `Contract` plus `shim = name()`).
 """
 
@@ -140,6 +141,10 @@ class LegalizePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         shim = ForwardShim(Q8MatKind.parse(self.numerics))
         refused = legalize(shim, op)
+        targets = {target for target, _ in refused}
+        for o in op.walk():  # a mark left by an earlier run (other numerics) where the op now fits
+            if REFUSED_ATTR in o.attributes and o not in targets:
+                del o.attributes[REFUSED_ATTR]
         if self.mode == "mark":
             for target, r in refused:
                 target.attributes[REFUSED_ATTR] = StringAttr(r.reason)
