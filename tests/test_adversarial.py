@@ -356,3 +356,44 @@ def test_a_stale_refusal_mark_is_dropped_where_the_op_now_fits(tmp_path, capsys)
     assert (rc, err) == (0, "") and "fwd.refused" not in out
     rc, out, err = opt(tmp_path, marked, "-p", "fwd-legalize{numerics=dequant mode=mark}", capsys=capsys)
     assert (rc, err) == (0, "") and out.count("fwd.refused") == 4
+
+
+# ---------------------------------------------------------------------------------------------
+# scale: a many-layer step
+
+
+def _parse(text: str):
+    from fwdshim.diagnostics import LocatingParser
+    from fwdshim.driver import FwdOptMain
+
+    return LocatingParser(FwdOptMain(args=[]).ctx, text, "t.mlir").parse_module()
+
+
+def test_program_order_costs_the_distance_not_the_block():
+    """Sorting by `Block.get_operation_index` (a scan of the block) made fwd-fuse quadratic: 120
+    Llama layers took 25 s. The fusion and quantize passes order ops by `comes_before` now."""
+    from xdsl.ir import Block
+
+    from fwdshim.classes import Q8MatKind
+    from fwdshim.forward import ForwardShim
+    from fwdshim.passes.fuse import fuse_module
+    from fwdshim.passes.quantize_activations import quantize_activations
+    from fwdshim.passes.rules import comes_before, in_program_order
+
+    module = _parse(LLAMA.read_text())
+    ops = list(module.body.block.first_op.body.block.ops)  # type: ignore[union-attr]
+    assert [comes_before(a, b) for a, b in [(ops[0], ops[5]), (ops[5], ops[0]), (ops[3], ops[3])]] == [True, False, False]
+    assert in_program_order([ops[9], ops[2], ops[20], ops[0]]) == [ops[0], ops[2], ops[9], ops[20]]
+
+    def scan(self, op):
+        raise AssertionError("a block scanned for an op's index")
+
+    original = Block.get_operation_index
+    Block.get_operation_index = scan  # type: ignore[method-assign]
+    try:
+        shim = ForwardShim(Q8MatKind.INT8_ACT)
+        quantize_activations(module, shim)
+        fuse_module(module, shim)
+    finally:
+        Block.get_operation_index = original  # type: ignore[method-assign]
+    assert sum(1 for op in module.walk() if op.name == "fwd.fused") >= 4

@@ -200,33 +200,40 @@ class StageOp(IRDLOperation):
                 len(self.access.data) == len(self.operands),
                 f"`access` gives {len(self.access.data)} entries for {len(self.operands)} operands",
             )
-        values = [(f"operand {i}", v) for i, v in enumerate(self.operands)]
-        values += [("result" if len(self.results) == 1 else f"result {i}", r) for i, r in enumerate(self.results)]
-        for what, v in values:
+        for what, v in self._values():
             t = v.type
-            _want(not isinstance(t, UnrankedTensorType), f"{self.name} {what} is an unranked tensor ({t})")
-            if isinstance(t, TensorType):
-                _want(all(d >= 0 for d in t.get_shape()), f"{self.name} {what} has a dynamic shape ({t})")
+            if isinstance(t, UnrankedTensorType):
+                raise VerifyException(f"{self.name} {what} is an unranked tensor ({t})")
+            if isinstance(t, TensorType) and any(d < 0 for d in t.get_shape()):
+                raise VerifyException(f"{self.name} {what} has a dynamic shape ({t})")
         if self.TYPED:
             self.verify_value_kinds()
 
-    def verify_value_kinds(self) -> None:
+    def _values(self) -> Iterator[tuple[str, SSAValue]]:
+        """(`operand i` / `result`, value) of every operand and result."""
         for i, v in enumerate(self.operands):
-            _want(
-                not isinstance(v.type, WeightsType) or i in self.WEIGHT_OPERANDS,
-                f"{self.name} operand {i} is {v.type}: a stage reads weights only as a matmul's `w` or a mixture's matrices",
-            )
-            _want(
-                not isinstance(v.type, TensorType) or numel(v.type) != 0 or i in self.EMPTY_OPERANDS,
-                f"{self.name} operand {i} holds no values ({v.type})",
-            )
+            yield f"operand {i}", v
+        for i, r in enumerate(self.results):
+            yield ("result" if len(self.results) == 1 else f"result {i}"), r
+
+    def verify_value_kinds(self) -> None:
+        """The weights, quantized-activation and non-empty rules (messages built on failure only)."""
+        for i, v in enumerate(self.operands):
+            t = v.type
+            if isinstance(t, WeightsType) and i not in self.WEIGHT_OPERANDS:
+                raise VerifyException(
+                    f"{self.name} operand {i} is {t}: a stage reads weights only as a matmul's `w` or a mixture's matrices"
+                )
+            if isinstance(t, TensorType) and numel(t) == 0 and i not in self.EMPTY_OPERANDS:
+                raise VerifyException(f"{self.name} operand {i} holds no values ({t})")
         for r in self.results:
-            _want(not isinstance(r.type, TensorType) or numel(r.type) != 0, f"{self.name} yields no values ({r.type})")
-            _want(not isinstance(r.type, WeightsType), f"{self.name} yields {r.type}: only fwd.weight declares weights")
-            _want(
-                not isinstance(r.type, QActType) or isinstance(self, QuantizeOp),
-                f"{self.name} yields {r.type}: only fwd.quantize makes a quantized activation",
-            )
+            t = r.type
+            if isinstance(t, TensorType) and numel(t) == 0:
+                raise VerifyException(f"{self.name} yields no values ({t})")
+            if isinstance(t, WeightsType):
+                raise VerifyException(f"{self.name} yields {t}: only fwd.weight declares weights")
+            if isinstance(t, QActType) and not isinstance(self, QuantizeOp):
+                raise VerifyException(f"{self.name} yields {t}: only fwd.quantize makes a quantized activation")
 
     def verify_(self) -> None:
         self.verify_stage()
@@ -369,7 +376,8 @@ class RowReduceOp(StageOp):
         _want(eps is None or eps >= 0, f"{self.name} eps is negative ({eps})")
         for name, v in (("weight", self.weight), ("bias", self.bias)):
             if v is not None:
-                _want(isinstance(v.type, TensorType), f"{self.name} {name} is a tensor, not {v.type}")
+                if not isinstance(v.type, TensorType):
+                    raise VerifyException(f"{self.name} {name} is a tensor, not {v.type}")
                 _want(numel(v.type) == row, f"{self.name} {name} has {numel(v.type)} values for rows of {row}")
         if self.residual is not None:
             _want(dims_of(self.residual.type) == xd, f"{self.name} residual has the shape of x")
@@ -621,7 +629,8 @@ class QuantizeOp(StageOp):
     def verify_shapes(self) -> None:
         t = self.result.type
         assert isinstance(t, QActType)
-        _want(isinstance(self.x.type, TensorType), f"quantize x is a tensor of activations, not {self.x.type}")
+        if not isinstance(self.x.type, TensorType):
+            raise VerifyException(f"quantize x is a tensor of activations, not {self.x.type}")
         _want(t.size.data == numel(self.x.type), f"quantize result holds {t.size.data} values, x has {numel(self.x.type)}")
         _want(t.format == self.format, "quantize result format differs from `format`")
 
@@ -714,10 +723,11 @@ class FusedOp(StageOp):
         for p in parts:
             _want(isinstance(p, StageOp), f"fused part {p.name} is not a stage")
         for p, own in zip(parts, self.part_covers()):
-            if isinstance(p, FusedOp):
-                _want(p.cover_list == own, f"nested fused covers {list(p.cover_list)} where its place says {list(own)}")
+            if isinstance(p, FusedOp) and p.cover_list != own:
+                raise VerifyException(f"nested fused covers {list(p.cover_list)} where its place says {list(own)}")
         for r in self.res:
-            _want(not isinstance(r.type, WeightsType), f"{self.name} yields {r.type}: only fwd.weight declares weights")
+            if isinstance(r.type, WeightsType):
+                raise VerifyException(f"{self.name} yields {r.type}: only fwd.weight declares weights")
 
 
 @irdl_op_definition

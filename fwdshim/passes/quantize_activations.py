@@ -28,6 +28,7 @@ from fwdshim.classes import Q8MatKind
 from fwdshim.dialects.attributes import QActType, QuantFormat, QuantFormatAttr
 from fwdshim.diagnostics import error_at
 from fwdshim.dialects.fwd import FusedOp, QuantizeOp, StageOp, dims_of, numel
+from fwdshim.passes.rules import comes_before
 from fwdshim.shim import Shim
 
 
@@ -36,8 +37,7 @@ def _defined_before(q: Operation, consumer: Operation) -> bool:
     a: Operation | None = consumer
     while a is not None and a.parent_block() is not q.parent_block():
         a = a.parent_op()
-    block = q.parent_block()
-    return a is not None and block is not None and block.get_operation_index(q) < block.get_operation_index(a)
+    return a is not None and comes_before(q, a)
 
 
 def _quantize_of(v: SSAValue, fmt: QuantFormat, consumer: Operation) -> QuantizeOp | None:
