@@ -20,6 +20,13 @@ from fwdshim.diagnostics import LocatingParser, parse_error_line, verify_located
 
 
 class FwdOptMain(xDSLOptMain):
+    json_docs: list[dict[str, object]]
+    """The `--report-json` reports of the chunks so far (`--split-input-file`)."""
+
+    def __init__(self, *args, **kwargs):
+        self.json_docs = []
+        super().__init__(*args, **kwargs)
+
     def register_all_dialects(self):
         super().register_all_dialects()
         from fwdshim.dialects.fwd import Fwd
@@ -73,8 +80,7 @@ class FwdOptMain(xDSLOptMain):
             if self.args.explain or self.args.report_json is not None:
                 from fwdshim.report import explain_module
 
-                table = explain_module(prog, self.args.explain, self.args.report_json, self.pipeline_numerics())
-                print(table, end="", file=sys.stderr)
+                print(self.report(prog), end="", file=sys.stderr)
             raise
         if self.pipeline.passes and not self.args.disable_verify:
             try:
@@ -95,11 +101,16 @@ class FwdOptMain(xDSLOptMain):
     def output_resulting_program(self, prog: ModuleOp) -> str:
         text = super().output_resulting_program(prog)
         if self.args.explain or self.args.report_json is not None:
-            from fwdshim.report import explain_module
-
-            # the table follows the IR as `//` comment lines
-            text += explain_module(prog, self.args.explain, self.args.report_json, self.pipeline_numerics())
+            text += self.report(prog)  # the table follows the IR as `//` comment lines
         return text
+
+    def report(self, prog: ModuleOp) -> str:
+        """Write `--report-json` (a list, one report per chunk, under `--split-input-file`); return
+        the `--explain` table."""
+        from fwdshim.report import explain_module
+
+        docs = self.json_docs if self.args.split_input_file else None
+        return explain_module(prog, self.args.explain, self.args.report_json, self.pipeline_numerics(), docs)
 
 
 def _pass_help() -> str:

@@ -2,7 +2,7 @@
 
 `fwdshim-opt --explain` prints it after the IR as `//` comment lines (the output stays valid IR);
 `--report-json FILE` writes the same rows as JSON: `{"shim": ..., "rows": [{stage, op_name, location,
-verdict, detail, branch}, ...]}`. Verdicts come from `fwdshim.passes.legalize.check`, the function
+verdict, detail, branch}, ...]}` (with `--split-input-file`, a list of those, one per chunk). Verdicts come from `fwdshim.passes.legalize.check`, the function
 the pass itself refuses with, under the shim the module's `fwd.numerics` names (before legalization,
 the numerics the pipeline's passes ran with, e.g. `fwd-fuse{numerics=int8-act}`, else DEQUANT), so
 the table, the errors and the `fwd.refused` attributes agree.
@@ -117,20 +117,28 @@ def report_json(module: Operation, shim: ForwardShim | None = None) -> dict[str,
 
 
 def explain_module(
-    module: Operation, explain: bool, json_path: str | None, numerics: str | None = None
+    module: Operation,
+    explain: bool,
+    json_path: str | None,
+    numerics: str | None = None,
+    docs: list[dict[str, object]] | None = None,
 ) -> str:
     """Write the JSON report to `json_path` (when given); return the table when `explain` ('' if not).
 
     The shim judging is the one the module's `fwd.numerics` names, else the one of `numerics` (the
-    option the pipeline's passes ran with), else DEQUANT. The driver appends the returned table to
-    the printed IR."""
+    option the pipeline's passes ran with), else DEQUANT. With `docs` (the reports of the chunks
+    before this one, `--split-input-file`), this module's report is appended to it and the file
+    holds the list, one report per chunk. The driver appends the returned table to the printed IR."""
     shim = shim_of(module)
     if NUMERICS_ATTR not in module.attributes and numerics is not None:
         shim = ForwardShim(Q8MatKind.parse(numerics))
     if json_path is not None:
+        doc = report_json(module, shim)
+        if docs is not None:
+            docs.append(doc)
         try:
             with open(json_path, "w") as f:
-                json.dump(report_json(module, shim), f, indent=2, ensure_ascii=False)
+                json.dump(doc if docs is None else docs, f, indent=2, ensure_ascii=False)
                 f.write("\n")
         except OSError as e:  # a failed write or close names no file: name it
             if e.filename is None:

@@ -397,3 +397,16 @@ def test_program_order_costs_the_distance_not_the_block():
     finally:
         Block.get_operation_index = original  # type: ignore[method-assign]
     assert sum(1 for op in module.walk() if op.name == "fwd.fused") >= 4
+
+
+def test_report_json_of_split_input_holds_every_chunk(tmp_path, capsys):
+    """Each chunk overwrote the file: only the last chunk's report was left."""
+    report = tmp_path / "r.json"
+    chunk = func("  %s = fwd.softcap %x cap 3.0 : {T} -> {T}".replace("{T}", T576))
+    text = chunk + "\n// -----\n\n" + func(f"  %s = fwd.silu %x : {T576} -> {T576}") + "\n// -----\n\n" + chunk
+    rc, out, err = opt(tmp_path, text, "--split-input-file", "-p", "fwd-legalize{mode=mark}", "--report-json", str(report), capsys=capsys)
+    assert (rc, err) == (0, "")
+    docs = json.loads(report.read_text())
+    assert [[(Path(r["location"]).name, r["verdict"]) for r in d["rows"]] for d in docs] == [
+        [("t.mlir:2:3", "refused")], [("t.mlir:10:3", "native kernel")], [("t.mlir:18:3", "refused")],
+    ]  # fmt: skip
