@@ -408,5 +408,5 @@ def test_report_json_of_split_input_holds_every_chunk(tmp_path, capsys):
     assert (rc, err) == (0, "")
     docs = json.loads(report.read_text())
     assert [[(Path(r["location"]).name, r["verdict"]) for r in d["rows"]] for d in docs] == [
-        [("t.mlir:2:3", "refused")], [("t.mlir:10:3", "native kernel")], [("t.mlir:18:3", "refused")],
+        [("t.mlir:2:3", "refused")], [("t.mlir:9:3", "native kernel")], [("t.mlir:16:3", "refused")],
     ]  # fmt: skip
