@@ -117,21 +117,26 @@ class GpuForward:
     """The compiled step as a CUDA graph (`fwdshim.codegen.runtime.CompiledForward`), its KV caches
     on the device. Per step: one upload of `x`, `angles` and the cache length (the runtime's packed
     step buffers), one graph launch — whose last kernel, `kv_append`, writes the step's `k`, `v` rows
-    into row `pos` of every cache — and one copy of the logits into a host array kept for the next
-    step. Under Numba's CUDA simulator the runtime launches the stages one by one.
+    into row `pos` of every cache (a runtime without it gets a host-side append) — and one copy of
+    the logits into a page-locked host array kept for the next step. Under Numba's CUDA simulator the
+    runtime launches the stages one by one.
 
     `step(x, angles, pos) -> logits` returns a fresh array (the kept one copied); `timings` holds
-    the seconds spent per part of the last step (`inputs`, `launch`, `logits`) when `profile` is set."""
+    the seconds spent per part of the last step (`inputs`: the upload, `launch`, `logits`: the wait
+    for the graph and the copy back) when `profile` is set."""
 
     name = "gpu"
 
     def __init__(self, module: ModuleOp, model: ImportedModel, profile: bool = False):
         from fwdshim.codegen.runtime import CompiledForward
 
+        from numba import cuda
+
         self.runtime = CompiledForward(_func(module), model.weights)
         self.capacity = self.runtime.capacity() or 0
         self._logits_dev = self.runtime._outputs()[0].reshape(-1)
-        self._logits = np.zeros(self._logits_dev.size, dtype=np.float32)
+        self._logits = cuda.pinned_array(self._logits_dev.size, dtype=np.float32)  # one DMA back
+        self._host_append = not self.runtime.appends_caches
         self.profile = profile
         self.timings: dict[str, float] = {}
 
@@ -147,8 +152,8 @@ class GpuForward:
         else:
             self._logits_dev.copy_to_host(self._logits, stream=rt.stream)
             rt.sync()
-        if pos < self.capacity:
-            rt.append_caches(pos)  # a no-op where the graph appended (kv_append)
+        if self._host_append and pos < self.capacity:
+            rt.append_caches(pos)  # a runtime whose graph does not append (no kv_append)
         if self.profile:
             self.timings = {"inputs": t1 - t0, "launch": t2 - t1, "logits": time.perf_counter() - t2}
         return self._logits.copy()

@@ -77,10 +77,10 @@ def test_attention_row_layouts(hd, block, unroll, c):
 def test_default_launch_follows_the_cache():
     assert attention.default_block(64, 4096) == 1024 and attention.default_block(64, 6) == 64
     assert attention.default_block(256, 1024) == 256  # 8 partial rows of 256 fit beside 1024 scores
-    assert attention.default_unroll(64) == 4 and attention.default_unroll(256) == 2
+    assert attention.default_unroll(64) == 8 and attention.default_unroll(256) == 4
     assert attention.layout(64) == (4, 16, 1) and attention.layout(18) == (1, 32, 1) and attention.layout(160) == (4, 32, 2)
     k = attention.attention(9, 3, 64, 4096)
-    assert k.grid == (9,) and k.block == (1024,) and k.name == "attention_h9kv3d64_l4096_b1024u4"
+    assert k.grid == (9,) and k.block == (1024,) and k.name == "attention_h9kv3d64_l4096_b1024u8"
 
 
 def test_attention_bounds():

@@ -34,6 +34,7 @@ def _cache(fw: CompiledForward, name: str) -> np.ndarray:
 
 def test_step_appends_its_rows_at_the_cache_length():
     rng, m, weights, fw = _setup()
+    assert fw.appends_caches  # the runner appends nothing from the host
     rows = 1
     inputs = llama_inputs(rng, **TINY, rows=rows)
     out, k_r, v = _host(fw.step(inputs))

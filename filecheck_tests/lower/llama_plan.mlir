@@ -27,7 +27,7 @@
 // INT8-NEXT: //       reads  %wq, %h0_q
 // INT8-NEXT: //       writes %q
 // INT8:      //   stage 6: fwd.fused attn_output_quant covers [8, 9]
-// INT8-NEXT: //     kernel attention_one_word_h9kv3d64_l4096_b1024u4 grid 9 block 1024
+// INT8-NEXT: //     kernel attention_one_word_h9kv3d64_l4096_b1024u8 grid 9 block 1024
 // INT8-NEXT: //       reads  %q_r, %k_r, %v, %k_cache, %v_cache, %cache_len
 // INT8-NEXT: //       writes %att_q
 // INT8:      //   stage 8: fwd.fused add_norm_quant covers [11, 12, 13, 14]
@@ -61,7 +61,7 @@
 // DEQ:      //     kernel gemv_q8_0_1x576x576_{{.*}} grid {{[0-9x]+}} block {{[0-9]+}}
 // DEQ-NEXT: //       reads  %wq, %h0
 // DEQ:      //   stage 6: fwd.attention
-// DEQ-NEXT: //     kernel attention_h9kv3d64_l4096_b1024u4 grid 9 block 1024
+// DEQ-NEXT: //     kernel attention_h9kv3d64_l4096_b1024u8 grid 9 block 1024
 // DEQ:      //   stage 8: fwd.fused add_norm covers [9, 10, 11]
 // DEQ-NEXT: //     kernel rms_norm_res_w_sum_1x576_b256 grid 1 block 256
 // DEQ-NEXT: //       reads  %x, %o, %ffn_norm_w

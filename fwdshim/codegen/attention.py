@@ -85,9 +85,11 @@ def default_block(hd: int, l: int) -> int:  # noqa: E741
 
 
 def default_unroll(hd: int) -> int:
-    """Positions per lane per step: four 16-byte rows in flight per thread, fewer for wide heads."""
+    """Positions per lane per step: eight 16-byte loads in flight per thread (the fastest of 2, 4, 8
+    at 512 and 1024 threads on the H200, SmolLM2's heads at 4000 rows: bench/RESULTS.md), fewer
+    for wide heads."""
     _, _, c = layout(hd)
-    return max(1, 4 // c)
+    return max(1, 8 // c)
 
 
 @functools.cache

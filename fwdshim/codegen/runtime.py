@@ -117,8 +117,11 @@ class CompiledForward:
         packed = _packed_parts(self.plan)
         nbytes = sum(-(-max(1, n * np.dtype(t).itemsize) // PACK_ALIGN) * PACK_ALIGN for *_, n, t in packed)
         self.packed = cuda.to_device(np.zeros(max(nbytes, PACK_ALIGN), dtype=np.uint8))
-        self._stage = np.zeros(max(nbytes, PACK_ALIGN), dtype=np.uint8)
-        """The host mirror of `packed`, uploaded whole by a step that writes every packed buffer."""
+        self._stage = cuda.pinned_array(max(nbytes, PACK_ALIGN), dtype=np.uint8)
+        self._stage[:] = 0
+        """The host mirror of `packed` (page-locked: an upload is one DMA), uploaded whole by a step
+        that writes every packed buffer; rewritten only once the last upload from it is done."""
+        self._pending = False
         self._stage_views: dict[str, np.ndarray] = {}
         for name, part, off, n, dtype in packed:
             size = n * np.dtype(dtype).itemsize
@@ -203,7 +206,11 @@ class CompiledForward:
             return rows
         mirror = self._stage_views.get(buf.name)
         if mirror is not None and not dev:
+            self._stage_free()
             mirror[:] = np.asarray(src, dtype=np.float32).reshape(size)
+            dst.copy_to_device(mirror, stream=self.stream)
+            self._pending = True
+            return rows
         target = dst[:size] if size != dst.size else dst
         if dev:
             if not src.is_c_contiguous():
@@ -221,6 +228,7 @@ class CompiledForward:
             if len(inputs) > len(self.plan.inputs):
                 raise ValueError(f"@{self.plan.function} takes {len(self.plan.inputs)} inputs, got {len(inputs)}")
             inputs = dict(zip(self.plan.inputs, inputs))
+        self._stage_free()
         known = set(self.plan.inputs)
         rows: set[int] = set()
         staged: set[str] = set()
@@ -246,6 +254,7 @@ class CompiledForward:
             self._last_len = cache_len
         if not staged:
             return
+        self._pending = True
         if staged == set(self._stage_views):  # every packed buffer: one upload
             self.packed.copy_to_device(self._stage, stream=self.stream)
             return
@@ -274,8 +283,10 @@ class CompiledForward:
     def set_cache_len(self, n: int) -> None:
         """Write the number of cache rows the attention kernels attend (besides the current one)."""
         self._check_len(n)
+        self._stage_free()
         self._stage_views[CACHE_LEN][0] = n
         self.arrays[(CACHE_LEN, "")].copy_to_device(self._stage_views[CACHE_LEN], stream=self.stream)
+        self._pending = True
         self._last_len = n
 
     def _outputs(self) -> list[Any]:
@@ -295,6 +306,11 @@ class CompiledForward:
         """The results of the last step copied to the host (synchronizes)."""
         self.sync()
         return [np.asarray(a.copy_to_host()) for a in self._outputs()]
+
+    @property
+    def appends_caches(self) -> bool:
+        """Whether every attention's caches are appended by the step itself (`kv_append`)."""
+        return all(cache[0] in self._appended for _, cache in self._caches)
 
     def append_caches(self, row: int) -> None:
         """Copy each attention's current `k`, `v` rows into row `row` of its caches (stream-ordered);
@@ -344,9 +360,15 @@ class CompiledForward:
 
     def sync(self) -> None:
         """Wait for the runtime's stream."""
+        self._pending = False
         if self.simulated:
             return
         self.stream.sync()
+
+    def _stage_free(self) -> None:
+        """Wait for an upload from the host mirror still in flight (none after a `sync`)."""
+        if self._pending:
+            self.sync()
 
     # -----------------------------------------------------------------------------------------
     # the graph
