@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import IO
+from typing import IO, NoReturn
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute
@@ -50,6 +50,7 @@ class FwdOptMain(xDSLOptMain):
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser):
         super().register_all_arguments(arg_parser)
+        arg_parser.error = _usage_error  # type: ignore[method-assign]  # one line, exit status 1
         arg_parser.add_argument(
             "--explain",
             action="store_true",
@@ -128,6 +129,14 @@ def _pass_help() -> str:
     return "\n".join(lines)
 
 
+class UsageError(Exception):
+    """A bad command line (argparse's error, which would print the usage and exit 2)."""
+
+
+def _usage_error(message: str) -> NoReturn:
+    raise UsageError(message)
+
+
 def _pipeline_error(text: str) -> str:
     """xDSL's pipeline syntax error (a heading line, `pass-pipeline:1:C`, the text, a caret and the
     message) as `fwdshim-opt: error: -p ...: column C: message` and the text with its caret."""
@@ -163,6 +172,9 @@ def _run(args: list[str]) -> int:
             print("fwdshim-opt: error: --report-json needs a file name", file=sys.stderr)
             return 1
         tool.run()
+    except UsageError as e:
+        print(f"fwdshim-opt: error: {e} (fwdshim-opt --help lists the options)", file=sys.stderr)
+        return 1
     except ArgSpecParseError as e:  # a BaseException in xDSL 0.74: `-p 'fwd-legalize{'`
         print(_pipeline_error(str(e)), file=sys.stderr)
         return 1

@@ -410,3 +410,19 @@ def test_report_json_of_split_input_holds_every_chunk(tmp_path, capsys):
     assert [[(Path(r["location"]).name, r["verdict"]) for r in d["rows"]] for d in docs] == [
         [("t.mlir:2:3", "refused")], [("t.mlir:9:3", "native kernel")], [("t.mlir:16:3", "refused")],
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--bogus-flag"], "unrecognized arguments: --bogus-flag"),
+        (["-t", "bogus"], "argument -t/--target: invalid choice: 'bogus'"),
+        (["-p"], "argument -p/--passes: expected one argument"),
+    ],
+)
+def test_a_bad_command_line_is_one_line_and_status_1(tmp_path, capsys, args, message):
+    """argparse printed its whole usage and exited 2."""
+    rc, out, err = opt(tmp_path, func(f"  %s = fwd.silu %x : {T576} -> {T576}"), *args, capsys=capsys)
+    assert (rc, out) == (1, "")
+    assert len(err.splitlines()) == 1
+    assert err.startswith(f"fwdshim-opt: error: {message}") and err.rstrip().endswith("(fwdshim-opt --help lists the options)")
