@@ -7,7 +7,7 @@
    `WeightStore` (Q8_0 repacked by `weights.repack_q8_0` into `qs int8` + `dw float32`, F32 as is,
    F16 as half, BF16 as its `uint16` bits). The step's small buffers — every `input` that is not a
    cache, and `%cache_len` — are views of one device allocation (`packed`, each at a 256-byte
-   boundary) mirrored by one host array, so a step that writes all of them uploads them in one copy;
+   boundary) mirrored by one page-locked host array, so a step that writes all of them uploads them in one copy;
 3. on a GPU: compiles every kernel, runs the stages once (so every module is loaded), then captures
    the whole forward with cuda.core's `GraphBuilder` — one kernel launch per plan launch, nothing
    else: the argument tuples are built before capture, so no allocation, sync or host array happens
