@@ -1,13 +1,15 @@
 """`fwdshim-opt`: xDSL's opt driver with the `fwd` dialect, fwdshim's passes and targets.
 
 Beyond `xdsl-opt`: every op records where it was parsed, so parse errors, verify errors and refusals
-name `file:line:col`; user errors print one located message and exit 1, never a traceback;
+name `file:line:col`; user errors print one located message and exit 1, never a traceback (an
+internal error prints one line too; `FWDSHIM_TRACEBACK=1` lets its traceback through);
 `--explain` and `--report-json FILE` report the legality verdict of every stage.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import IO, NoReturn
 
@@ -194,6 +196,16 @@ def _run(args: list[str]) -> int:
         return 1
     except ValueError as e:  # e.g. an unknown file extension or pass option
         print(f"fwdshim-opt: error: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:  # a bug, or IR that --disable-verify let through: one line unless asked
+        if os.environ.get("FWDSHIM_TRACEBACK"):
+            raise
+        unverified = tool is not None and tool.args.disable_verify
+        why = "the input was not verified: --disable-verify" if unverified else "a bug in fwdshim: please report it"
+        print(
+            f"fwdshim-opt: internal error: {type(e).__name__}: {e} ({why}; FWDSHIM_TRACEBACK=1 shows where)",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -426,3 +426,19 @@ def test_a_bad_command_line_is_one_line_and_status_1(tmp_path, capsys, args, mes
     assert (rc, out) == (1, "")
     assert len(err.splitlines()) == 1
     assert err.startswith(f"fwdshim-opt: error: {message}") and err.rstrip().endswith("(fwdshim-opt --help lists the options)")
+
+
+def test_an_internal_error_is_one_line_unless_asked(tmp_path, capsys, monkeypatch):
+    """IR that --disable-verify let through (an unknown fused class) crashed the passes with a
+    traceback; now one line, and the traceback on request."""
+    monkeypatch.delenv("FWDSHIM_TRACEBACK", raising=False)
+    text = CHAIN.replace("CLASS", "silu")
+    rc, out, err = opt(tmp_path, text, "--disable-verify", "-p", "forward-shim", capsys=capsys)
+    assert (rc, out) == (1, "")
+    assert err.strip() == (
+        "fwdshim-opt: internal error: AssertionError: verified "
+        "(the input was not verified: --disable-verify; FWDSHIM_TRACEBACK=1 shows where)"
+    )
+    monkeypatch.setenv("FWDSHIM_TRACEBACK", "1")
+    with pytest.raises(AssertionError):
+        opt(tmp_path, text, "--disable-verify", "-p", "forward-shim", capsys=capsys)
