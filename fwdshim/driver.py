@@ -81,8 +81,6 @@ class FwdOptMain(xDSLOptMain):
             super().apply_passes(prog)
         except DiagnosticException:
             if self.args.explain or self.args.report_json is not None:
-                from fwdshim.report import explain_module
-
                 print(self.report(prog), end="", file=sys.stderr)
             raise
         if self.pipeline.passes and not self.args.disable_verify:
@@ -141,7 +139,7 @@ def _usage_error(message: str) -> NoReturn:
 
 def _pipeline_error(text: str) -> str:
     """xDSL's pipeline syntax error (a heading line, `pass-pipeline:1:C`, the text, a caret and the
-    message) as `fwdshim-opt: error: -p ...: column C: message` and the text with its caret."""
+    message) as `fwdshim-opt: error: -p: column C: message`, then the text with its caret."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if len(lines) < 5 or not lines[1].startswith("pass-pipeline:"):
         return f"fwdshim-opt: error: {' '.join(lines)}"
