@@ -36,6 +36,13 @@ def plan_of(func: FuncOp):
     return _PLANS.get(func)
 
 
+def _enclosing_func(op) -> FuncOp | None:
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, FuncOp):
+        parent = parent.parent_op()
+    return parent
+
+
 @dataclass(frozen=True)
 class LowerNumbaPass(ModulePass):
     """Plan the Numba CUDA kernel launches of each decode step (one kernel a stage, three a MoE)."""
@@ -45,7 +52,13 @@ class LowerNumbaPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from fwdshim.codegen.plan import PlanError, build_plan, functions
 
-        errors: list[str] = []
+        from fwdshim.diagnostics import error_at
+
+        errors: list[str] = [
+            error_at(stage, f"`{stage.name}` outside a func.func: the lowering plans the stages of a decode-step function")
+            for stage in stages(op)
+            if _enclosing_func(stage) is None
+        ]
         for func in functions(op):
             try:
                 plan = build_plan(func, op)
