@@ -229,30 +229,34 @@ def test_layer_fused_equals_unfused_sim():
 
 
 def test_other_primitives_match_reference():
-    """transpose, softmax, layer norm (weight, bias), dense F32/F16 GEMVs and silu, each one kernel."""
+    """transpose, softmax, layer norm (weight, bias), dense F32/F16 GEMVs (weights and an f16 tensor) and silu, each one kernel."""
     src = """\
-func.func @f(%x: tensor<4x32xf32>, %v: tensor<64xf32>) -> (tensor<32x4xf32>, tensor<4x32xf32>, tensor<4x32xf32>, tensor<16xf32>, tensor<16xf32>) {
+func.func @f(%x: tensor<4x32xf32>, %v: tensor<64xf32>) -> (tensor<32x4xf32>, tensor<4x32xf32>, tensor<4x32xf32>, tensor<16xf32>, tensor<16xf32>, tensor<8xf32>) {
   %lw = fwd.weight "ln.weight" : tensor<32xf32>
   %lb = fwd.weight "ln.bias" : tensor<32xf32>
   %w32 = fwd.weight "w32" : !fwd.weights<16x64, f32>
   %w16 = fwd.weight "w16" : !fwd.weights<16x64, f16>
+  %t16 = fwd.weight "t16" : tensor<8x64xf16>
   %t = fwd.transpose %x : tensor<4x32xf32> -> tensor<32x4xf32>
   %s = fwd.softmax %x : tensor<4x32xf32> -> tensor<4x32xf32>
   %l = fwd.layer_norm %x weight(%lw : tensor<32xf32>) bias(%lb : tensor<32xf32>) eps 1.0e-05 : tensor<4x32xf32> -> tensor<4x32xf32>
   %a = fwd.matmul %v, %w32 : tensor<64xf32>, !fwd.weights<16x64, f32> -> tensor<16xf32>
   %b = fwd.matmul %v, %w16 : tensor<64xf32>, !fwd.weights<16x64, f16> -> tensor<16xf32>
   %sb = fwd.silu %b : tensor<16xf32> -> tensor<16xf32>
-  func.return %t, %s, %l, %a, %sb : tensor<32x4xf32>, tensor<4x32xf32>, tensor<4x32xf32>, tensor<16xf32>, tensor<16xf32>
+  %c = fwd.matmul %v, %t16 : tensor<64xf32>, tensor<8x64xf16> -> tensor<8xf32>
+  func.return %t, %s, %l, %a, %sb, %c : tensor<32x4xf32>, tensor<4x32xf32>, tensor<4x32xf32>, tensor<16xf32>, tensor<16xf32>, tensor<8xf32>
 }
 """
     rng = np.random.default_rng()
     weights = DictWeights({
         "ln.weight": rng.standard_normal(32).astype(np.float32), "ln.bias": rng.standard_normal(32).astype(np.float32),
         "w32": rng.standard_normal((16, 64)).astype(np.float32), "w16": rng.standard_normal((16, 64)).astype(np.float16),
+        "t16": rng.standard_normal((8, 64)).astype(np.float16),
     })  # fmt: skip
     m = pipeline(parse(src), "dequant")
     fw = CompiledForward(m, weights)
-    assert [s.launches[0].name.split("_")[0] for s in fw.plan.stages] == ["transpose", "softmax", "layer", "gemv", "gemv", "silu"]
+    assert [s.launches[0].name.split("_")[0] for s in fw.plan.stages] == ["transpose", "softmax", "layer", "gemv", "gemv", "silu", "gemv"]
     assert fw.plan.buffer("%w16").parts[0].dtype == "float16"
+    assert fw.plan.buffer("%t16").parts[0].dtype == "float16"  # a tensor-typed f16 weight (legal by B03)
     inputs = {"x": rng.standard_normal((4, 32)).astype(np.float32), "v": rng.standard_normal(64).astype(np.float32)}
     _close(_host(fw.step(inputs)), reference.execute(m, inputs, weights), 1e-5)

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import DictionaryAttr, Float32Type, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import DictionaryAttr, Float16Type, Float32Type, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
@@ -329,6 +329,9 @@ def _type_parts(t) -> tuple[str, tuple[int, ...], tuple[Part, ...]]:
             parts.append(Part("s", "float32", -(-n // 32)))
         return f"qact.{fmt}", (n,), tuple(parts)
     if isinstance(t, TensorType):
+        if isinstance(t.element_type, Float16Type):
+            # only a dense matmul's weights: legality refuses every other non-f32 tensor (B05)
+            return "f16", tuple(t.get_shape()), (Part("", "float16", numel(t) or 0),)
         if not isinstance(t.element_type, Float32Type):
             raise Unlowerable(f"a tensor of {t.element_type} — the forward's buffers hold float32")
         return "f32", tuple(t.get_shape()), (Part("", "float32", numel(t) or 0),)
@@ -360,7 +363,7 @@ def _matmul(op: MatmulOp) -> list[Binding]:
         raise Unlowerable("a matmul over a weight that is not [N, K]")
     n, k = wd
     m = (numel(xt) or 0) // k
-    ggml = wt.type.value if isinstance(wt, WeightsType) else "f32"
+    ggml = wt.type.value if isinstance(wt, WeightsType) else _type_parts(wt)[0]
     if isinstance(xt, QActType):
         if ggml != "q8_0":
             raise Unlowerable(f"a quantized activation read by {ggml} weights — only the Q8_0 GEMV reads int8 activations")

@@ -755,7 +755,11 @@ def stages(root: Operation) -> Iterator[StageOp]:
 
 
 def stage_numbers(root: Operation) -> dict[Operation, int]:
-    """Stage numbers in program order, from 0; a fused op is numbered by its first cover."""
+    """The top-level stages of `root` numbered in program order, from 0 (a fused op counts once).
+
+    These are positions in the IR as it stands; a fused op's `covers` keep the numbers its parts had
+    before they were fused (`fwdshim.passes.rules.number_stages` numbers IR that already holds fused
+    ops by their covers)."""
     return {op: i for i, op in enumerate(stages(root))}
 
 
