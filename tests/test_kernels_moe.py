@@ -92,3 +92,14 @@ def test_moe_kernel_interfaces():
     dn = moe.down(8, 4096, 14336, 2)
     assert dn.param_names == ("dq", "dd", "h", "idx", "wts", "y")
     assert "int64(idx[k])" in dn.source  # the chosen experts are read on the device
+
+
+def test_router_nan_logits_stay_inside_the_expert_stacks():
+    """A NaN activation makes every logit NaN: the router's chosen indices must still name experts
+    (gate-up and down index the expert stacks with them), never `n_expert`."""
+    e, d = 6, 64
+    router = rng().standard_normal((e, d)).astype(F32)
+    _, rq, rd = q8_0(router)
+    x = np.full(d, np.nan, dtype=F32)
+    out = moe.router(e, d, 2, act="f32", warps=2).run(rq=rq, rd=rd, x=x)
+    assert all(0 <= int(i) < e for i in out["idx"]), list(out["idx"])

@@ -91,6 +91,8 @@ def router_k(rq, rd, {xs}, idx, wts):
                 if ov > v or (ov == v and oe < ei):
                     v = ov
                     ei = oe
+            if ei >= {e}:  # every candidate NaN: stay inside the expert stacks
+                ei = int64({e} - 1)
             if ei % 32 == lane:
                 taken |= int64(1) << (ei // 32)
             if r == 0:
