@@ -33,6 +33,7 @@ from fwdshim.dialects.fwd import (
     RmsNormOp,
     RopeOp,
     RowReduceOp,
+    SetRowOp,
     SiluOp,
     SoftcapOp,
     SoftmaxOp,
@@ -189,6 +190,12 @@ _KERNEL_ARMS: tuple[_Arm, ...] = (
 )
 
 
+def owns_destination(op: StageOp) -> bool:
+    """The seed's `dst.own()`: a stage owns its output buffer unless it writes into rows of another —
+    `fwd.set_row` always does, any stage with `into` does (DESIGN.md §2)."""
+    return op.into is None and not isinstance(op, SetRowOp)
+
+
 def is_primitive(op: Operation) -> bool:
     """A primitive stage (the seed's `Sym::Prim`): a stage other than quantize, view and fused."""
     return isinstance(op, StageOp) and not isinstance(op, QuantizeOp | ViewOp | FusedOp)
@@ -339,7 +346,7 @@ class ForwardShim:
             return None
         if not holds_accumulator(op):
             return Refusal.of(op, B01)
-        if any(a != "whole" for a in op.accesses()) or op.into is not None:
+        if any(a != "whole" for a in op.accesses()) or not owns_destination(op):
             return Refusal.of(op, F01)
         if isinstance(op, MoeOp) and not all(_q8_weights(w) for w in op.operands[1:5]):
             branch = kernel_branch(op)

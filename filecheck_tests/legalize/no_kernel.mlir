@@ -127,8 +127,8 @@ func.func @argmax(%x: tensor<64xf32>, %y: tensor<64xf32>) {
 
 // -----
 
-// K23: fwd.set_row
-// CHECK: no_kernel.mlir:[[# @LINE + 2]]:3: error: this lane has no kernel for the op
+// F01 before K23: fwd.set_row writes into rows of another buffer, so it owns no destination
+// CHECK: no_kernel.mlir:[[# @LINE + 2]]:3: error: the forward's stages read and write whole buffers
 func.func @set_row(%x: tensor<64xf32>, %y: tensor<64xf32>) {
   %z = fwd.set_row %x, %y : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
   func.return
