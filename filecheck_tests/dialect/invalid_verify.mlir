@@ -369,6 +369,19 @@ func.func @fused_yield(%x: tensor<576xf32>) -> tensor<576xf32> {
 
 // -----
 
+// A result that is a region argument passed through would be a buffer no kernel writes.
+func.func @fused_yields_argument(%x: tensor<576xf32>) -> (tensor<576xf32>, tensor<576xf32>) {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused op yields one of its own arguments: a fused kernel stores only what its parts compute
+  %f:2 = fwd.fused elementwise_chains covers [0] ins(%x) : (tensor<576xf32>) -> (tensor<576xf32>, tensor<576xf32>) {
+  ^bb0(%a: tensor<576xf32>):
+    %s = fwd.silu %a : tensor<576xf32> -> tensor<576xf32>
+    fwd.yield %s, %a : tensor<576xf32>, tensor<576xf32>
+  }
+  func.return %f#0, %f#1 : tensor<576xf32>, tensor<576xf32>
+}
+
+// -----
+
 func.func @fused_part_not_stage() -> tensor<576xf32> {
   // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused part fwd.weight is not a stage
   %f = fwd.fused elementwise_chains covers [0, 1] : () -> tensor<576xf32> {

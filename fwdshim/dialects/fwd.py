@@ -31,7 +31,7 @@ from xdsl.dialects.builtin import (
     f32,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -720,6 +720,11 @@ class FusedOp(StageOp):
             [v.type for v in last.operands] == [r.type for r in self.res],  # type: ignore[union-attr]
             "fused yield does not match its results",
         )
+        for v in last.operands:  # type: ignore[union-attr]
+            _want(
+                not isinstance(v, BlockArgument) or v.owner is not block,
+                "fused op yields one of its own arguments: a fused kernel stores only what its parts compute",
+            )
         for p in parts:
             _want(isinstance(p, StageOp), f"fused part {p.name} is not a stage")
         for p, own in zip(parts, self.part_covers()):
