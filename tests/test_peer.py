@@ -195,7 +195,9 @@ MOE = LlamaParams(n_layer=2, d=64, ff=64, h=4, kv=2, hd=16, rope_dim=16, rope_ba
                   vocab=257, n_expert=8, top_k=2, context_length=256)  # fmt: skip
 
 
-def _gpu_against_cpu(model: ImportedModel, prompt: list[int], numerics: str) -> tuple[list[int], float]:
+def _gpu_against_cpu(
+    model: ImportedModel, prompt: list[int], numerics: str, int8_bound: float = 1e-5
+) -> tuple[list[int], float]:
     cpu = generate(Decoder(model, numerics, "cpu"), prompt, STEPS)
     dec = Decoder(model, numerics, "gpu")
     gpu = generate(dec, prompt, STEPS)
@@ -204,8 +206,9 @@ def _gpu_against_cpu(model: ImportedModel, prompt: list[int], numerics: str) -> 
     # Under dequant the GPU's f32 sums and the executor's f64 sums agree closely. Under int8-act the
     # token-for-token agreement is the contract: both round x/d half away from zero, and where the
     # GPU's f32 norm lands an ulp on the other side of a .5 than the executor's f64 one, a quant moves
-    # by 1; over 30 layers of SmolLM2 that spreads to ~3e-2 of the logits (1e-7 on 2-layer models).
-    assert err < (1e-3 if numerics == "dequant" else 1e-1), (numerics, err)
+    # by 1; over 30 layers of SmolLM2 that spreads to ~3e-2 of the logits (1.3e-7 on the 2-layer
+    # models, which keep the tight default `int8_bound`).
+    assert err < (1e-3 if numerics == "dequant" else int8_bound), (numerics, err)
     print(f"\n{numerics}: gpu == cpu for {STEPS} tokens (logits rel err {err:.1e}); "
           f"{gpu.tokens_per_s:.1f} tokens/s on the GPU; {dec.stages} stages")  # fmt: skip
     return gpu.tokens, gpu.tokens_per_s
@@ -228,5 +231,5 @@ def test_smollm2_gpu_graph_matches_cpu(smollm2, numerics):
     from fwdshim.tokenizer import GGUFTokenizer
 
     tok = GGUFTokenizer(smollm2.reader, smollm2.gguf_path)
-    tokens, _ = _gpu_against_cpu(smollm2, tok.encode(PROMPTS[0]), numerics)
+    tokens, _ = _gpu_against_cpu(smollm2, tok.encode(PROMPTS[0]), numerics, int8_bound=1e-1)
     assert tok.decode(tokens).startswith(" Paris")
