@@ -43,9 +43,13 @@ def test_step_appends_its_rows_at_the_cache_length():
     np.testing.assert_array_equal(k_cache[rows], k_r)
     np.testing.assert_array_equal(v_cache[rows], v)
     assert not k_cache[rows + 1 :].any() and not v_cache[rows + 1 :].any()
-    # the host-side append of the same row: nothing to do; of another row: a copy
+    # the host-side append of the row the graph appended: nothing to do (a marked row stays marked);
+    # of another row: a copy
+    marked = _cache(fw, "k_cache")
+    marked[rows] = -7.0
+    fw.array("k_cache").copy_to_device(np.ascontiguousarray(marked.reshape(-1)))
     fw.append_caches(rows)
-    np.testing.assert_array_equal(_cache(fw, "k_cache")[rows], k_r)
+    np.testing.assert_array_equal(_cache(fw, "k_cache")[rows], np.full(WIDTH, -7.0, np.float32))
     fw.append_caches(rows + 1)
     np.testing.assert_array_equal(_cache(fw, "v_cache")[rows + 1], v)
     with pytest.raises(ValueError, match=r"cache row 3 outside 0..2"):
