@@ -6,7 +6,7 @@ what runs. This module turns such a string into a launchable kernel:
 
 - `KernelSource(name, source, entry)`: the text of one module and the name of its kernel function.
 - `compile_kernel(ks) -> dispatcher`: writes the source to the kernel cache directory
-  (`$FWDSHIM_CACHE`, else `~/.cache/fwdshim/kernels`) as `<name>_<sha>.py`, imports it with
+  (`$FWDSHIM_CACHE/kernels`, else `~/.cache/fwdshim/kernels`, beside the models) as `<name>_<sha>.py`, imports it with
   importlib and returns its `entry` (a `numba.cuda.jit(cache=True)` dispatcher). Numba's on-disk
   cache needs that real file; the file name hashes the source, the numba-cuda version and the
   execution mode, so a file is never rewritten once written (a rewrite would invalidate Numba's
@@ -56,7 +56,7 @@ def simulating() -> bool:
 def cache_dir() -> Path:
     """The directory generated kernel modules are written to (created on demand)."""
     root = os.environ.get(CACHE_ENV)
-    path = Path(root) if root else Path.home() / ".cache" / "fwdshim" / "kernels"
+    path = (Path(root) if root else Path.home() / ".cache" / "fwdshim") / "kernels"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
