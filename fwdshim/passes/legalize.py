@@ -18,6 +18,7 @@ the module carries the numerics contract as `fwd.numerics` (the `Contract` plus 
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -78,13 +79,13 @@ def _split_nested(shim: ForwardShim, op: FusedOp) -> None:
 def legalize(shim: ForwardShim, module: Operation) -> list[tuple[Operation, Refusal]]:
     """Decompose and check every top-level stage of `module`; returns the refused ops with why."""
     refused: list[tuple[Operation, Refusal]] = []
-    work = list(stages(module))
+    work = deque(stages(module))
     while work:
-        op = work.pop(0)
+        op = work.popleft()
         if isinstance(op, FusedOp):
             support = shim.supports(op.class_id)
             if support.is_decompose:
-                work[0:0] = decompose(op)
+                work.extendleft(reversed(decompose(op)))
                 continue
             if support.is_native:
                 _split_nested(shim, op)
