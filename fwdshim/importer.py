@@ -67,6 +67,8 @@ class ModelError(Exception):
 def check_file(path: str | Path) -> Path:
     """`path`, a file that starts like a GGUF. Raises: ModelError (missing, unreadable, not GGUF)."""
     path = Path(path)
+    if path.is_dir():
+        raise ModelError(f"{path}: is a directory, not a GGUF file")
     if not path.is_file():
         raise ModelError(f"{path}: no such file")
     try:
@@ -144,29 +146,50 @@ class LlamaParams:
 
 
 def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
-    """The `llama` hyperparameters of a file. Raises ModelError (another architecture, a missing key)."""
+    """The `llama` hyperparameters of a file.
+
+    Raises: ModelError naming the key, for another architecture, a missing key, or a value the step
+    cannot be built from (not a number, no layers, no heads, a rope wider than the head, ...)."""
     arch = field_value(reader, "general.architecture")
     if arch is None:
         raise ModelError(f"{path}: no `general.architecture` in the GGUF metadata")
     if arch != "llama":
         raise ModelError(f"{path}: unsupported architecture `{arch}` (fwdshim imports `llama`, dense or MoE)")
 
-    def need(key: str) -> int:
-        v = field_value(reader, f"llama.{key}")
+    def count(key: str, default: int | None = None, least: int = 1) -> int:
+        v = field_value(reader, f"llama.{key}", default)
         if v is None:
             raise ModelError(f"{path}: no `llama.{key}` in the GGUF metadata")
-        return v
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise ModelError(f"{path}: `llama.{key}` = {v!r} is not a whole number")
+        if v < least:
+            raise ModelError(f"{path}: `llama.{key}` = {v}: fwdshim needs at least {least}")
+        return int(v)
 
-    d, h = int(need("embedding_length")), int(need("attention.head_count"))
-    kv = int(field_value(reader, "llama.attention.head_count_kv", h))
-    hd = field_value(reader, "llama.attention.key_length")
-    if hd is None and (h <= 0 or d % h):
+    def real(key: str, default: float, positive: bool) -> float:
+        v = field_value(reader, f"llama.{key}", default)
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not np.isfinite(v):
+            raise ModelError(f"{path}: `llama.{key}` = {v!r} is not a finite number")
+        if v < 0 or (positive and v == 0):
+            must = "positive" if positive else "non-negative"
+            raise ModelError(f"{path}: `llama.{key}` = {v}: must be {must}")
+        return float(v)
+
+    d, h = count("embedding_length"), count("attention.head_count")
+    kv = count("attention.head_count_kv", h)
+    if field_value(reader, "llama.attention.key_length") is None and d % h:
         raise ModelError(f"{path}: embedding length {d} is not a whole number of {h} heads")
-    hd = int(hd) if hd is not None else d // h
-    vd = int(field_value(reader, "llama.attention.value_length", hd))
+    hd = count("attention.key_length", d // h)
+    vd = count("attention.value_length", hd)
     if vd != hd:
         raise ModelError(
             f"{path}: values of {vd} per head, keys of {hd}: fwdshim imports heads as wide for both"
+        )
+    rope_dim = count("rope.dimension_count", hd)
+    if rope_dim % 2 or rope_dim > hd:
+        raise ModelError(
+            f"{path}: `llama.rope.dimension_count` = {rope_dim}: rope turns an even number of a head's "
+            f"{hd} dimensions"
         )
     scaling = field_value(reader, "llama.rope.scaling.type", "none")
     if scaling not in ("none", None):
@@ -174,25 +197,25 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
             f"{path}: rope scaling `{scaling}` is not supported (fwdshim turns plain rope angles)"
         )
     tokens = reader.fields.get("tokenizer.ggml.tokens")
-    vocab = field_value(reader, "llama.vocab_size") or (len(tokens.data) if tokens is not None else 0)
-    n_expert = int(field_value(reader, "llama.expert_count", 0) or 0)
-    top_k = int(field_value(reader, "llama.expert_used_count", 0) or 0)
+    vocab = count("vocab_size", len(tokens.data) if tokens is not None else None)
+    n_expert = count("expert_count", 0, least=0)
+    top_k = count("expert_used_count", 0, least=0)
     if n_expert and not 1 <= top_k <= n_expert:
         raise ModelError(f"{path}: `llama.expert_used_count` = {top_k} for {n_expert} experts")
     return LlamaParams(
-        n_layer=int(need("block_count")),
+        n_layer=count("block_count"),
         d=d,
-        ff=int(need("feed_forward_length")),
+        ff=count("feed_forward_length"),
         h=h,
         kv=kv,
         hd=hd,
-        rope_dim=int(field_value(reader, "llama.rope.dimension_count", hd)),
-        rope_base=float(field_value(reader, "llama.rope.freq_base", 10000.0)),
-        eps=float(field_value(reader, "llama.attention.layer_norm_rms_epsilon", 1e-5)),
-        vocab=int(vocab),
+        rope_dim=rope_dim,
+        rope_base=real("rope.freq_base", 10000.0, positive=True),
+        eps=real("attention.layer_norm_rms_epsilon", 1e-5, positive=False),
+        vocab=vocab,
         n_expert=n_expert,
         top_k=top_k,
-        context_length=int(field_value(reader, "llama.context_length", 0) or 0),
+        context_length=count("context_length", 0, least=0),
     )
 
 
@@ -289,7 +312,7 @@ def conversions(
         qtype = types[name]
         if use.role in (NORM, BIAS):
             if qtype != QT.F32:
-                out[name] = QT.F32
+                out[name] = _convertible(name, qtype, path, QT.F32)
             continue
         if requantize == "none":
             continue
@@ -299,8 +322,19 @@ def conversions(
                 raise ModelError(
                     f"{path}: tensor `{name}` has rows of {use.shape[-1]} values, not whole Q8_0 blocks of 32"
                 )
-            out[name] = QT.Q8_0
+            out[name] = _convertible(name, qtype, path, QT.Q8_0)
     return out
+
+
+def _convertible(name: str, qtype: QT, path: str | Path, to: QT) -> QT:
+    """`to`, when gguf can dequantize a tensor of `qtype` (F32, F16 and its quantized types, BF16
+    included). Raises: ModelError naming the tensor (an integer or F64 tensor holds no weights)."""
+    if QT(qtype) in (QT.F32, QT.F16) or QT(qtype) in gguf.quants._type_traits:
+        return to
+    raise ModelError(
+        f"{path}: tensor `{name}` is {QT(qtype).name}, which fwdshim cannot convert to {to.name} "
+        "(gguf dequantizes F32, F16, BF16 and the quantized types)"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -497,18 +531,23 @@ def parse_step(text: str, source_name: str) -> ModuleOp:
 
 CONVERTED_KEY = "fwdshim.converted"
 """Metadata key of a sidecar GGUF: the names of the tensors fwdshim converted."""
+SOURCE_KEY = "fwdshim.source"
+"""Metadata key of a cached sidecar GGUF: the `models.source_stamp` of the file it was converted from."""
 
 
 def _cached_sidecar(path: Path, requantize: str):
-    """`(reader, params, uses, sidecar)` of the cached sidecar of `path`, when one exists and holds
-    nothing left to convert; None otherwise (then `path` itself is read)."""
-    from fwdshim.models import sidecar_path
+    """`(reader, params, uses, sidecar)` of the cached sidecar of `path`, when one exists, was
+    converted from `path` as it is now and holds nothing left to convert; None otherwise (then `path`
+    itself is read, and the sidecar written again: a stale, truncated or damaged one is replaced)."""
+    from fwdshim.models import sidecar_path, source_stamp
 
     side = sidecar_path(path, requantize)
     if not side.is_file():
         return None
     try:
         reader = open_gguf(side)
+        if field_value(reader, SOURCE_KEY) != source_stamp(path):
+            return None
         params = read_params(reader, side)
         uses = check_tensors(reader, params, side)
         if conversions(reader, uses, requantize, side):
@@ -527,10 +566,16 @@ def _read_or_convert(path: Path, requantize: str, sidecar: str | Path | None, pr
     if not todo:
         return reader, params, uses, path
     from fwdshim.gguf_export import write_converted
-    from fwdshim.models import sidecar_path
+    from fwdshim.models import sidecar_path, source_stamp
 
     out = Path(sidecar) if sidecar is not None else sidecar_path(path, requantize)
-    write_converted(reader, todo, out, progress=progress)
+    try:
+        write_converted(reader, todo, out, progress=progress, source=source_stamp(path))
+    except OSError as e:  # an unwritable or full disk: say where, and how to move the cache
+        hint = "" if sidecar is not None else "; FWDSHIM_CACHE names another cache directory"
+        raise ModelError(
+            f"{out}: cannot write the converted weights ({e.strerror or _one_line(e)}){hint}"
+        ) from None
     reader = open_gguf(out)
     uses = check_tensors(reader, params, out)
     left = conversions(reader, uses, requantize, out)
@@ -566,22 +611,24 @@ def import_gguf(
     path: str | Path,
     *,
     requantize: str = "q8_0",
-    context: int = DEFAULT_CONTEXT,
+    context: int | None = DEFAULT_CONTEXT,
     sidecar: str | Path | None = None,
     source_name: str | None = None,
     progress: bool = False,
 ) -> ImportedModel:
     """Import a GGUF `llama` model (see the module docstring).
 
-    `sidecar`: where to write the converted GGUF when tensors need converting (default: the model
-    cache, keyed on the file; reused when present). `source_name`: the file name the step's ops are
-    located in (default `<file>.decode_step.mlir`). Raises: ModelError."""
+    `context`: the attention's capacity `l` (None: `DEFAULT_CONTEXT`, or the model's own
+    `llama.context_length` when that is shorter). `sidecar`: where to write the converted GGUF when
+    tensors need converting (default: the model cache, keyed on the file; reused when present).
+    `source_name`: the file name the step's ops are located in (default `<file>.decode_step.mlir`).
+    Raises: ModelError."""
     path = Path(path)
     if requantize not in REQUANTIZE_MODES:
         raise ModelError(
             f"{path}: unknown --requantize `{requantize}` (expected one of: {', '.join(REQUANTIZE_MODES)})"
         )
-    if context < 2:
+    if context is not None and context < 2:
         raise ModelError(f"{path}: a context of {context} positions holds no cached row (need at least 2)")
     check_file(path)
     cached = _cached_sidecar(path, requantize) if sidecar is None else None
@@ -589,6 +636,9 @@ def import_gguf(
         reader, params, uses, weights_path = _read_or_convert(path, requantize, sidecar, progress)
     else:
         reader, params, uses, weights_path = cached
+    if context is None:
+        own = params.context_length
+        context = min(DEFAULT_CONTEXT, own) if own >= 2 else DEFAULT_CONTEXT
     types = {t.name: QT(t.tensor_type) for t in reader.tensors}
     converted = {n: types[n] for n in field_value(reader, CONVERTED_KEY, []) if n in types}
     text = describe(params, path, weights_path, converted, context) + step_text(params, uses, types, context)

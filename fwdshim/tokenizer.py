@@ -11,8 +11,9 @@ tokens matched whole in the text. There is no hand-written BPE here.
 `encode(text)` adds the BOS token only when `tokenizer.ggml.add_bos_token` says so; `chat(prompt)`
 renders the file's own `tokenizer.chat_template` (Jinja, sandboxed) for one user message.
 
-Errors: a file without a vocabulary, or of another tokenizer model or pre-tokenizer, raises
-`ModelError` with one line naming the file.
+Errors: a file without a vocabulary, of another tokenizer model or pre-tokenizer, or whose
+vocabulary, token types and merges disagree, and a chat template that fails, raise `ModelError`
+with one line naming the file.
 """
 
 from __future__ import annotations
@@ -75,9 +76,21 @@ class GGUFTokenizer:
         types: list[int] = list(field_value(reader, "tokenizer.ggml.token_type", [1] * len(tokens)))
         if not tokens:
             raise ModelError(f"{path}: the tokenizer has no `tokenizer.ggml.tokens`")
+        if len(types) != len(tokens):
+            raise ModelError(
+                f"{path}: `tokenizer.ggml.token_type` has {len(types)} entries for {len(tokens)} tokens"
+            )
+        bad = next((m for m in merges if not isinstance(m, str) or " " not in m), None)
+        if bad is not None:
+            raise ModelError(f"{path}: merge {bad!r} of `tokenizer.ggml.merges` is not two tokens `a b`")
         vocab = {t: i for i, t in enumerate(tokens)}
         pairs = [tuple(m.split(" ", 1)) for m in merges]
-        tok = Tokenizer(models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False))
+        try:
+            bpe = models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False)
+        except Exception as e:  # tokenizers' own check of the merges against the vocabulary
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise ModelError(f"{path}: the tokenizer's vocabulary and merges do not agree ({first})") from None
+        tok = Tokenizer(bpe)
         tok.pre_tokenizer = _pre_tokenizer(pre)
         tok.decoder = decoders.ByteLevel()
         control = [t for t, k in zip(tokens, types) if k == gguf.TokenType.CONTROL]
@@ -115,6 +128,7 @@ class GGUFTokenizer:
             raise ModelError(
                 f"{self.path}: the model has no chat template (`tokenizer.chat_template`); run without --chat"
             )
+        from jinja2 import TemplateError
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
         def raise_exception(message: str):
@@ -128,12 +142,18 @@ class GGUFTokenizer:
             {"role": "user", "content": prompt}
         ]
         name = lambda i: self.tokens[i] if i is not None and 0 <= i < len(self.tokens) else ""  # noqa: E731
-        return env.from_string(self.chat_template).render(
-            messages=messages,
-            add_generation_prompt=True,
-            bos_token=name(self.bos_id),
-            eos_token=name(self.eos_id),
-        )
+        try:
+            return env.from_string(self.chat_template).render(
+                messages=messages,
+                add_generation_prompt=True,
+                bos_token=name(self.bos_id),
+                eos_token=name(self.eos_id),
+            )
+        except TemplateError as e:  # a template that does not parse, or reads what is not there
+            line = f" line {e.lineno}" if getattr(e, "lineno", None) else ""
+            raise ModelError(
+                f"{self.path}: the chat template (`tokenizer.chat_template`{line}) fails: {str(e).rstrip('.')}; run without --chat"
+            ) from None
 
 
 def _ends_turn(token: str) -> bool:
