@@ -11,13 +11,17 @@
 - `random_llama(params, seed)`: random weights of a model's shapes; `byte_vocab(merges)`: a small
   byte-level vocabulary (the 256 byte tokens, some merges, `<|endoftext|>`) — test and demo data.
 
-Files are written to `path + ".tmp"` and moved into place, so an interrupted write leaves no file.
+Files are written to a temporary name of their own beside `path` (`.<name>.<pid>-<random>.tmp`) and moved
+into place, so an interrupted or failed write leaves no file, and two processes writing the same
+file (two `fwdshim run`s converting one model) each move a whole file into place.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import secrets
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import gguf
@@ -25,7 +29,9 @@ import numpy as np
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
-from fwdshim.importer import CONVERTED_KEY, MANIFEST, MATMUL, LlamaParams, expected_tensors, tensor_shape
+from fwdshim.importer import (
+    CONVERTED_KEY, MANIFEST, MATMUL, SOURCE_KEY, LlamaParams, expected_tensors, tensor_shape,
+)  # fmt: skip
 
 _SKIP_KEYS = ("GGUF.", "general.architecture")
 
@@ -55,38 +61,61 @@ def convert_tensor(t: gguf.ReaderTensor, qtype: QT) -> np.ndarray:
     return gguf.quants.quantize(values, qtype)
 
 
+@contextmanager
+def _written(path: Path) -> Iterator[Path]:
+    """A fresh temporary name beside `path`, unique to this call, to write the file into (see the
+    module docstring); removed when the body fails (Ctrl-C included)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        yield tmp
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def _finish(writer: gguf.GGUFWriter, tmp: Path, path: Path, progress: bool) -> None:
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file(progress=progress)
-    writer.close()
+    try:
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file(progress=progress)
+    finally:
+        writer.close()
     os.replace(tmp, path)
 
 
 def write_converted(
-    reader: gguf.GGUFReader, conversions: Mapping[str, QT], path: str | Path, *, progress: bool = False
+    reader: gguf.GGUFReader,
+    conversions: Mapping[str, QT],
+    path: str | Path,
+    *,
+    progress: bool = False,
+    source: str | None = None,
 ) -> Path:
     """Copy the file `reader` holds to `path`, converting each tensor named in `conversions` to its
     type (see the module docstring). `general.file_type` becomes MOSTLY_Q8_0 when any tensor is
-    requantized to Q8_0. Returns `path`."""
+    requantized to Q8_0 (else it is kept); `source`, when given, is recorded as `fwdshim.source`
+    (the stamp of the file converted). Returns `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     arch = reader.fields["general.architecture"].contents()
-    writer = gguf.GGUFWriter(tmp, arch)
-    skip = (CONVERTED_KEY, "general.file_type") if QT.Q8_0 in conversions.values() else (CONVERTED_KEY,)
-    copy_metadata(reader, writer, skip=skip)
-    if skip:
-        writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
-    if conversions:
-        writer.add_array(CONVERTED_KEY, list(conversions))
-    for t in reader.tensors:
-        qtype = conversions.get(t.name)
-        if qtype is None:
-            writer.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
-        else:
-            writer.add_tensor(t.name, convert_tensor(t, qtype), raw_dtype=qtype)
-    _finish(writer, tmp, path, progress)
+    q8 = QT.Q8_0 in conversions.values()
+    with _written(path) as tmp:
+        writer = gguf.GGUFWriter(tmp, arch)
+        skip = (CONVERTED_KEY, SOURCE_KEY) + (("general.file_type",) if q8 else ())
+        copy_metadata(reader, writer, skip=skip)
+        if q8:
+            writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+        if conversions:
+            writer.add_array(CONVERTED_KEY, list(conversions))
+        if source is not None:
+            writer.add_string(SOURCE_KEY, source)
+        for t in reader.tensors:
+            qtype = conversions.get(t.name)
+            if qtype is None:
+                writer.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+            else:
+                writer.add_tensor(t.name, convert_tensor(t, qtype), raw_dtype=qtype)
+        _finish(writer, tmp, path, progress)
     return path
 
 
@@ -122,54 +151,53 @@ def write_llama(
     token_types)` of a byte-level BPE vocabulary (`byte_vocab`), written as `tokenizer.ggml.*`.
     Raises KeyError for a tensor the model needs that `weights` lacks."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    w = gguf.GGUFWriter(tmp, "llama")
-    w.add_name(name)
-    w.add_block_count(params.n_layer)
-    w.add_context_length(params.context_length or 2048)
-    w.add_embedding_length(params.d)
-    w.add_feed_forward_length(params.ff)
-    w.add_head_count(params.h)
-    w.add_head_count_kv(params.kv)
-    if params.hd * params.h != params.d:
-        w.add_key_length(params.hd)
-        w.add_value_length(params.hd)
-    w.add_rope_dimension_count(params.rope_dim)
-    w.add_rope_freq_base(params.rope_base)
-    w.add_layer_norm_rms_eps(params.eps)
-    w.add_vocab_size(params.vocab)
-    if params.moe:
-        w.add_expert_count(params.n_expert)
-        w.add_expert_used_count(params.top_k)
-    if vocab is not None:
-        tokens, merges, token_types = vocab
-        w.add_tokenizer_model("gpt2")
-        w.add_tokenizer_pre("default")
-        w.add_token_list(tokens)
-        w.add_token_types(token_types)
-        w.add_token_merges(merges)
-        eot = tokens.index("<|endoftext|>") if "<|endoftext|>" in tokens else 0
-        w.add_bos_token_id(eot)
-        w.add_eos_token_id(eot)
-        w.add_add_bos_token(False)
-    uses = expected_tensors(params, tied="output.weight" not in weights)
-    for tname, use in uses.items():
-        if use.optional and tname not in weights:
-            continue
-        a = np.asarray(weights[tname], dtype=np.float32).reshape(use.shape)
-        if permute and tname.startswith("blk.") and tname.split(".")[2] in ("attn_q", "attn_k"):
-            a = permute_rows(a, params.h if tname.split(".")[2] == "attn_q" else params.kv)
-        qtype = (types or {}).get(tname, default_type(use.role))
-        data = (
-            a
-            if qtype == QT.F32
-            else a.astype(np.float16)
-            if qtype == QT.F16
-            else gguf.quants.quantize(a, qtype)
-        )
-        w.add_tensor(tname, data, raw_dtype=qtype)
-    _finish(w, tmp, path, False)
+    with _written(path) as tmp:
+        w = gguf.GGUFWriter(tmp, "llama")
+        w.add_name(name)
+        w.add_block_count(params.n_layer)
+        w.add_context_length(params.context_length or 2048)
+        w.add_embedding_length(params.d)
+        w.add_feed_forward_length(params.ff)
+        w.add_head_count(params.h)
+        w.add_head_count_kv(params.kv)
+        if params.hd * params.h != params.d:
+            w.add_key_length(params.hd)
+            w.add_value_length(params.hd)
+        w.add_rope_dimension_count(params.rope_dim)
+        w.add_rope_freq_base(params.rope_base)
+        w.add_layer_norm_rms_eps(params.eps)
+        w.add_vocab_size(params.vocab)
+        if params.moe:
+            w.add_expert_count(params.n_expert)
+            w.add_expert_used_count(params.top_k)
+        if vocab is not None:
+            tokens, merges, token_types = vocab
+            w.add_tokenizer_model("gpt2")
+            w.add_tokenizer_pre("default")
+            w.add_token_list(tokens)
+            w.add_token_types(token_types)
+            w.add_token_merges(merges)
+            eot = tokens.index("<|endoftext|>") if "<|endoftext|>" in tokens else 0
+            w.add_bos_token_id(eot)
+            w.add_eos_token_id(eot)
+            w.add_add_bos_token(False)
+        uses = expected_tensors(params, tied="output.weight" not in weights)
+        for tname, use in uses.items():
+            if use.optional and tname not in weights:
+                continue
+            a = np.asarray(weights[tname], dtype=np.float32).reshape(use.shape)
+            if permute and tname.startswith("blk.") and tname.split(".")[2] in ("attn_q", "attn_k"):
+                a = permute_rows(a, params.h if tname.split(".")[2] == "attn_q" else params.kv)
+            qtype = (types or {}).get(tname, default_type(use.role))
+            data = (
+                a
+                if qtype == QT.F32
+                else a.astype(np.float16)
+                if qtype == QT.F16
+                else gguf.quants.quantize(a, qtype)
+            )
+            w.add_tensor(tname, data, raw_dtype=qtype)
+        _finish(w, tmp, path, False)
     return path
 
 

