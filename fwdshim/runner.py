@@ -262,7 +262,8 @@ def generate(
     on_token: Callable[[int], None] | None = None,
 ) -> Generation:
     """Greedy decoding (see the module docstring). `on_token(id)` is called for each generated
-    token that is not a stop token. Raises RunError for an empty prompt."""
+    token that is not a stop token. Raises RunError for an empty prompt, or logits that are not
+    finite (NaN or inf: the text would be noise)."""
     prompt = list(prompt_ids)
     if not prompt:
         raise RunError("the prompt has no tokens")
@@ -277,6 +278,11 @@ def generate(
     while len(gen.tokens) < max_tokens:
         assert logits is not None
         nxt = int(np.argmax(logits))
+        if not np.isfinite(logits[nxt]):  # argmax finds a NaN or +inf first: one look, not a scan
+            raise RunError(
+                f"{decoder.model.gguf_path}: the logits at position {decoder.pos - 1} are not finite "
+                f"(logit {nxt} is {logits[nxt]}): the weights hold NaN/inf or the step overflowed"
+            )
         gen.tokens.append(nxt)
         gen.logits.append(logits)
         if nxt in stops:
