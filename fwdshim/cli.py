@@ -2,154 +2,352 @@
 
     fwdshim run --model smollm2 --prompt "The capital of France is" --max-tokens 16
     fwdshim import MODEL.gguf -o step.mlir [--requantize q8_0|none] [--context N]
-    fwdshim fetch-model smollm2
+    fwdshim fetch-model smollm2 [--force]
 
 `run` imports the model (requantizing what the kernels do not compute into a cached sidecar GGUF),
 compiles its decode step once through `forward-shim{numerics}`, and decodes greedily: on the GPU as a
 CUDA graph when one is present, else with the NumPy reference executor. It prints the prompt and the
 generated text on stdout, then the tokens/s on stderr.
 
-A user error (a missing, truncated or non-GGUF file, an unsupported model, a refused step) prints one
-line `fwdshim: error: ...` naming the file and exits 1, without a traceback.
+A user error (a bad command line, a missing, truncated or non-GGUF file, an unsupported model, a
+refused step, an output that cannot be written) prints one line `fwdshim: error: ...` naming the
+file or the argument and exits 1, without a traceback; Ctrl-C prints `fwdshim: interrupted` and exits
+130. Anything else is a bug: one line `fwdshim: internal error: ...` (`FWDSHIM_TRACEBACK=1` shows
+the traceback), exit 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 DEFAULT_CONTEXT = 4096
+MAX_CONTEXT = 12256
+"""The largest context whose attention score row fits the kernel's 48 KiB of shared memory."""
 REQUANTIZE = ("q8_0", "none")
 NUMERICS = ("dequant", "int8-act", "two-pass-int8")
 DEVICES = ("auto", "gpu", "cpu")
 
+_EPILOG = """\
+examples:
+  fwdshim run --model smollm2 --prompt "The capital of France is" --max-tokens 16
+  fwdshim run --model smollm2 --prompt "What is 2+2?" --chat --device cpu
+  fwdshim import model.gguf -o step.mlir && fwdshim-opt step.mlir -p forward-shim --explain
+  fwdshim fetch-model smollm2
+
+`fwdshim COMMAND --help` explains each command's options. Models and converted weights are
+cached under $FWDSHIM_CACHE (default ~/.cache/fwdshim); deleting that directory is always safe."""
+
+_CONTEXT_HELP = (
+    f"the attention's context capacity: prompt plus generated tokens (default: {DEFAULT_CONTEXT}, "
+    f"or the model's own context length when shorter; 2 to {MAX_CONTEXT}, the most whose score "
+    "row fits the kernel's 48 KiB of shared memory)"
+)
+_REQUANTIZE_HELP = (
+    "q8_0 (default): requantize weights the kernels do not compute (Q4_1, K-quants, ...) to Q8_0 "
+    "in a cached sidecar GGUF; none: keep them (the legality pass then refuses their matmuls, "
+    "naming the type and the op's line)"
+)
+
+
+class UsageError(Exception):
+    """A bad command line: argparse's own errors and the range checks of `main`."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one error line and exit status 1 (not the usage and status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (`{self.prog} --help` lists the options)")
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="fwdshim", description="The forward shim's main job: run a GGUF llama model."
+    parser = _Parser(
+        prog="fwdshim",
+        description="The forward shim's main job: import, fetch and run GGUF llama models (dense or MoE).",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    imp = sub.add_parser("import", help="write the decode-step IR of a GGUF model")
-    imp.add_argument("model", metavar="MODEL.gguf", help="a GGUF file of architecture llama (dense or MoE)")
+    imp = sub.add_parser(
+        "import", help="write the decode-step IR of a GGUF model",
+        description="Write one decode step of a GGUF llama model as `fwd` IR (for fwdshim-opt). "
+        "Weights the kernels do not compute are requantized into STEP.weights.gguf beside the output "
+        "(or into the cache when writing to stdout).",
+    )  # fmt: skip
+    imp.add_argument("model", metavar="MODEL",
+                     help="a GGUF file of architecture llama, or a known model name (smollm2)")  # fmt: skip
     imp.add_argument("-o", "--output", metavar="STEP.mlir", help="where to write the IR (default: stdout)")
-    imp.add_argument("--requantize", choices=REQUANTIZE, default="q8_0",
-                     help="requantize weights the kernels do not compute to Q8_0 (default), or keep them "
-                     "(the legality pass then refuses their matmuls)")  # fmt: skip
-    imp.add_argument("--context", type=int, default=DEFAULT_CONTEXT, metavar="N",
-                     help="the attention's context capacity l (default 4096; at most 12256 fits the kernel)")  # fmt: skip
+    imp.add_argument("--requantize", choices=REQUANTIZE, default="q8_0", help=_REQUANTIZE_HELP)
+    imp.add_argument("--context", type=int, metavar="N", help=_CONTEXT_HELP)
 
-    fetch = sub.add_parser("fetch-model", help="download a known model into the cache and print its path")
-    fetch.add_argument("name", help="smollm2 (SmolLM2-135M-Instruct, Q4_1)")
+    fetch = sub.add_parser(
+        "fetch-model", help="download a known model into the cache and print its path",
+        description="Download a known model into the cache (once) and print the path of its .gguf.",
+    )  # fmt: skip
+    fetch.add_argument("name", help="smollm2 (SmolLM2-135M-Instruct, Q4_1, ~100 MB)")
+    fetch.add_argument("--force", action="store_true", help="fetch it again even when it is cached")
 
-    run = sub.add_parser("run", help="generate text with a model, greedily")
-    run.add_argument("--model", required=True, metavar="NAME|PATH.gguf", help="smollm2, or a GGUF llama file")
-    run.add_argument("--prompt", required=True, metavar="TEXT")
-    run.add_argument(
-        "--max-tokens", type=int, default=32, metavar="N", help="tokens to generate (default 32)"
-    )
-    run.add_argument("--numerics", choices=NUMERICS, default="dequant")
-    run.add_argument("--device", choices=DEVICES, default="auto", help="auto: the GPU when present")
-    run.add_argument("--context", type=int, default=DEFAULT_CONTEXT, metavar="N",
-                     help="context capacity (default 4096; at most 12256)")  # fmt: skip
-    run.add_argument("--requantize", choices=REQUANTIZE, default="q8_0")
-    run.add_argument(
-        "--logits-out", metavar="FILE.npy", help="save each generated step's logits, [n, vocab] float32"
-    )
-    run.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    run = sub.add_parser(
+        "run", help="generate text with a model, greedily",
+        description="Generate text greedily: the prompt goes to stdout, then the generated text as it "
+        "comes; a summary line (tokens/s, why it stopped) goes to stderr.",
+    )  # fmt: skip
+    run.add_argument("--model", required=True, metavar="NAME|PATH.gguf",
+                     help="smollm2 (fetched on first use), or a GGUF llama file")  # fmt: skip
+    run.add_argument("--prompt", required=True, metavar="TEXT",
+                     help="the text to continue (UTF-8; with --chat, the user's message)")  # fmt: skip
+    run.add_argument("--max-tokens", type=int, default=32, metavar="N",
+                     help="the most tokens to generate (default 32); it stops earlier at an end-of-turn "
+                     "token or a full context")  # fmt: skip
+    run.add_argument("--numerics", choices=NUMERICS, default="dequant",
+                     help="dequant (default): f32 activations times dequantized weights; int8-act: the "
+                     "activation a Q8_0 projection reads is quantized to int8 blocks of 32 in its "
+                     "producer's epilogue, for int32 block dot products; two-pass-int8: the same in a "
+                     "separate quantize stage, keeping d and d*sum(q) per block (as ggml's q8_1)")
+    run.add_argument("--device", choices=DEVICES, default="auto",
+                     help="gpu: a CUDA graph; cpu: the NumPy reference executor (slow: ~20 tokens/s on "
+                     "SmolLM2); auto (default): the GPU when present")  # fmt: skip
+    run.add_argument("--context", type=int, metavar="N", help=_CONTEXT_HELP)
+    run.add_argument("--requantize", choices=REQUANTIZE, default="q8_0", help=_REQUANTIZE_HELP)
+    run.add_argument("--logits-out", metavar="FILE.npy",
+                     help="save each generated token's logits there, float32 [n, vocab] (under the "
+                     "exact name given)")  # fmt: skip
+    run.add_argument("--chat", action="store_true",
+                     help="wrap the prompt in the model's own chat template (one user turn)")  # fmt: skip
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `fwdshim`. Returns the exit status (0 ok, 1 a user error, 2 a usage error)."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 0
-    from fwdshim.importer import ModelError
-    from fwdshim.runner import RunError
-
+    """Entry point of `fwdshim`. Returns the exit status (0 ok, 1 an error, 130 interrupted)."""
+    out = _Output()
     try:
-        return {"import": _import, "fetch-model": _fetch, "run": _run}[args.command](args)
-    except (ModelError, RunError) as e:
-        lines = str(e).strip().splitlines() or ["failed"]
-        print(f"fwdshim: error: {lines[0]}", file=sys.stderr)
-        for line in lines[1:]:
-            print(f"  {line}", file=sys.stderr)
-        return 1
+        parser = _parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 0
+        return {"import": _import, "fetch-model": _fetch, "run": _run}[args.command](args, out)
+    except UsageError as e:
+        out.end_line()
+        return _error(str(e))
     except KeyboardInterrupt:
+        out.end_line()
         print("fwdshim: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # `fwdshim ... | head`: stop quietly, and keep Python's exit flush quiet too
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except Exception as e:
+        from fwdshim.importer import ModelError
+        from fwdshim.runner import RunError
+
+        if isinstance(e, (ModelError, RunError)):
+            out.end_line()
+            return _error(str(e))
+        if os.environ.get("FWDSHIM_TRACEBACK"):
+            raise
+        out.end_line()
+        first = (str(e).strip().splitlines() or [""])[0]
+        print(
+            f"fwdshim: internal error: {type(e).__name__}: {first} "
+            "(a bug in fwdshim: please report it; FWDSHIM_TRACEBACK=1 shows where)",
+            file=sys.stderr,
+        )
+        return 1
 
 
-def _import(args) -> int:
+def _error(message: str) -> int:
+    lines = message.strip().splitlines() or ["failed"]
+    print(f"fwdshim: error: {lines[0]}", file=sys.stderr)
+    for line in lines[1:]:
+        print(f"  {line}", file=sys.stderr)
+    return 1
+
+
+class _Output:
+    """stdout, remembering whether its last line is unfinished (so that an error starts on its own)."""
+
+    def __init__(self) -> None:
+        self.open_line = False
+
+    def write(self, text: str) -> None:
+        if text:
+            self.open_line = not text.endswith("\n")  # first: a Ctrl-C may land just after the flush
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+    def end_line(self) -> None:
+        if self.open_line:
+            self.write("\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# checks of the command line, before any work
+
+
+def _check_context(context: int | None) -> None:
+    if context is not None and not 2 <= context <= MAX_CONTEXT:
+        raise UsageError(
+            f"--context {context}: the context holds 2 to {MAX_CONTEXT} positions (the attention keeps "
+            f"a score row of one float per position in 48 KiB of shared memory)"
+        )
+
+
+def _check_writable(path: Path, option: str, model: Path | None = None) -> None:
+    """`path` can be written as a new file: not a directory, not the model, in a writable directory."""
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a directory (give a file name)")
+    if model is not None and path.exists() and model.exists() and path.samefile(model):
+        raise UsageError(f"{option} {path}: is the model itself (give another file name)")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"{option} {path}: no such directory {parent}")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UsageError(f"{option} {path}: not writable (permission denied)")
+    probe = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # what `_write_file` will create
+    try:
+        probe.touch()
+        probe.unlink()
+    except OSError as e:
+        raise UsageError(f"{option} {path}: cannot write there ({e.strerror or e})") from None
+
+
+def _write_file(path: Path, option: str, write) -> None:
+    """`write(f)` into a temporary file beside `path`, then move it to `path`.
+
+    Raises: UsageError naming `option` when the file cannot be written."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise UsageError(f"{option} {path}: cannot write the file ({e.strerror or e})") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _note_context(args, model) -> None:
+    """A warning when `--context` passes the positions the model was trained on."""
+    own = model.params.context_length
+    if args.context is not None and own and args.context > own:
+        print(
+            f"fwdshim: warning: --context {args.context} is past the model's own context length {own} "
+            f"(`llama.context_length`): positions after {own} are beyond what it was trained on",
+            file=sys.stderr,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# the commands
+
+
+def _import(args, out: _Output) -> int:
     from fwdshim.importer import import_gguf
+    from fwdshim.models import damaged_cache_hint, resolve_model
 
-    out = Path(args.output) if args.output else None
-    sidecar = out.with_suffix(".weights.gguf") if out is not None else None
-    model = import_gguf(
-        args.model, requantize=args.requantize, context=args.context, sidecar=sidecar,
-        source_name=str(out) if out is not None else "<stdout>", progress=sys.stderr.isatty(),
-    )  # fmt: skip
-    if out is None:
-        sys.stdout.write(model.text)
+    _check_context(args.context)
+    path = resolve_model(args.model)
+    dest = Path(args.output) if args.output else None
+    sidecar = dest.with_suffix(".weights.gguf") if dest is not None else None
+    if dest is not None:
+        _check_writable(dest, "-o", path)
+        if sidecar.exists() and path.exists() and sidecar.samefile(path):
+            raise UsageError(f"-o {dest}: its converted weights {sidecar} would overwrite the model")
+    model = _import_model(import_gguf, damaged_cache_hint, args, path, dest, sidecar)
+    _note_context(args, model)
+    if dest is None:
+        out.write(model.text)
     else:
-        out.write_text(model.text)
+        _write_file(dest, "-o", lambda f: f.write(model.text.encode()))
     p = model.params
     note = f"; {len(model.converted)} tensors converted into {model.gguf_path}" if model.converted else ""
-    where = f"wrote {out}" if out is not None else "imported"
-    print(f"fwdshim: {where}: {p.n_layer} layers, context {args.context}{note}", file=sys.stderr)
+    where = f"wrote {dest}" if dest is not None else "imported"
+    layers = f"{p.n_layer} layer{'s' if p.n_layer != 1 else ''}"
+    print(f"fwdshim: {where}: {layers}, context {model.context}{note}", file=sys.stderr)
     return 0
 
 
-def _fetch(args) -> int:
+def _import_model(import_gguf, hint, args, path: Path, dest: Path | None, sidecar: Path | None):
+    from fwdshim.importer import ModelError
+
+    try:
+        return import_gguf(
+            path, requantize=args.requantize, context=args.context, sidecar=sidecar,
+            source_name=str(dest) if dest is not None else "<stdout>", progress=sys.stderr.isatty(),
+        )  # fmt: skip
+    except ModelError as e:
+        raise ModelError(f"{e}{hint(args.model)}") from None
+
+
+def _fetch(args, out: _Output) -> int:
     from fwdshim.models import fetch_model
 
-    print(fetch_model(args.name))
+    out.write(f"{fetch_model(args.name, force=args.force)}\n")
     return 0
 
 
-def _run(args) -> int:
-    import numpy as np
+def _run(args, out: _Output) -> int:
+    import hashlib
 
     from fwdshim.importer import import_gguf
-    from fwdshim.models import models_dir, resolve_model
+    from fwdshim.models import damaged_cache_hint, models_dir, resolve_model
     from fwdshim.runner import Decoder, RunError, generate
     from fwdshim.tokenizer import GGUFTokenizer
 
     if args.max_tokens < 1:
-        raise RunError(f"--max-tokens {args.max_tokens}: ask for at least one token")
+        raise UsageError(f"--max-tokens {args.max_tokens}: ask for at least one token")
+    _check_context(args.context)
+    if not args.prompt:
+        raise UsageError("--prompt is empty: give the text to continue")
+    logits_out = Path(args.logits_out) if args.logits_out else None
+    if logits_out is not None:
+        _check_writable(logits_out, "--logits-out")
     path = resolve_model(args.model)
-    step_file = models_dir() / f"{path.stem}.{args.requantize}.ctx{args.context}.decode_step.mlir"
-    model = import_gguf(path, requantize=args.requantize, context=args.context, source_name=str(step_file),
-                        progress=sys.stderr.isatty())  # fmt: skip
+    key = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]  # one step file per model file
+    ctx = args.context or "default"
+    step_file = models_dir() / f"{path.stem}.{key}.{args.requantize}.ctx{ctx}.decode_step.mlir"
+    model = _import_model(import_gguf, damaged_cache_hint, args, path, step_file, None)
+    _note_context(args, model)
     step_file.parent.mkdir(parents=True, exist_ok=True)
-    step_file.write_text(model.text)  # so that a refusal's file:line:col can be opened
+    # the step as compiled, so that a refusal's file:line:col can be opened
+    _write_file(step_file, "the step file", lambda f: f.write(model.text.encode()))
     tok = GGUFTokenizer(model.reader, model.gguf_path)
     prompt = tok.chat(args.prompt) if args.chat else args.prompt
     ids = tok.encode(prompt)
-    decoder = Decoder(model, args.numerics, args.device)
+    if not ids:
+        raise UsageError("--prompt: the text has no tokens")
     if len(ids) >= model.context:
-        raise RunError(
-            f"the prompt has {len(ids)} tokens, the context holds {model.context} (raise --context)"
+        raise UsageError(
+            f"--prompt: its {len(ids)} tokens fill the context of {model.context} positions "
+            f"(raise --context, at most {min(MAX_CONTEXT, model.params.context_length or MAX_CONTEXT)})"
         )
+    decoder = Decoder(model, args.numerics, args.device)
     if not args.chat:
-        sys.stdout.write(args.prompt)
-        sys.stdout.flush()
-    stream = _Stream(tok)
+        out.write(args.prompt)
+    stream = _Stream(tok, out)
     gen = generate(decoder, ids, args.max_tokens, stop_ids=tok.stop_ids, on_token=stream.add)
     stream.finish()
-    if args.logits_out:
-        np.save(args.logits_out, np.stack(gen.logits).astype(np.float32))
+    if logits_out is not None:
+        import numpy as np
+
+        logits = np.stack(gen.logits).astype(np.float32)
+        _write_file(logits_out, "--logits-out", lambda f: np.save(f, logits))
     p = model.params
+    if gen.stopped == "context full":
+        why = f"context full: {model.context} positions, raise --context"
+    else:
+        why = gen.stopped
     print(
         f"fwdshim: {len(gen.tokens)} tokens, {gen.tokens_per_s:.1f} tokens/s "
         f"({decoder.device}, {args.numerics}; {p.n_layer} layers, d {p.d}, {decoder.stages} stages); "
-        f"prompt {len(ids)} tokens in {gen.prefill_s:.2f} s; stopped: {gen.stopped}",
+        f"prompt {len(ids)} token{'s' if len(ids) != 1 else ''} in {gen.prefill_s:.2f} s; stopped: {why}",
         file=sys.stderr,
     )
     return 0
@@ -158,8 +356,9 @@ def _run(args) -> int:
 class _Stream:
     """Prints generated text as it comes, holding back an incomplete UTF-8 sequence."""
 
-    def __init__(self, tok):
+    def __init__(self, tok, out: _Output):
         self.tok = tok
+        self.out = out
         self.ids: list[int] = []
         self.shown = 0
 
@@ -168,14 +367,12 @@ class _Stream:
         text = self.tok.decode(self.ids)
         if text.endswith("\ufffd"):
             return
-        sys.stdout.write(text[self.shown :])
-        sys.stdout.flush()
+        self.out.write(text[self.shown :])
         self.shown = len(text)
 
     def finish(self) -> None:
         text = self.tok.decode(self.ids)
-        sys.stdout.write(text[self.shown :] + "\n")
-        sys.stdout.flush()
+        self.out.write(text[self.shown :] + "\n")
 
 
 if __name__ == "__main__":

