@@ -233,6 +233,10 @@ def _write_file(path: Path, option: str, write) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _note_context(args, model) -> None:
     """A warning when `--context` passes the positions the model was trained on."""
     own = model.params.context_length
@@ -269,8 +273,7 @@ def _import(args, out: _Output) -> int:
     p = model.params
     note = f"; {len(model.converted)} tensors converted into {model.gguf_path}" if model.converted else ""
     where = f"wrote {dest}" if dest is not None else "imported"
-    layers = f"{p.n_layer} layer{'s' if p.n_layer != 1 else ''}"
-    print(f"fwdshim: {where}: {layers}, context {model.context}{note}", file=sys.stderr)
+    print(f"fwdshim: {where}: {_plural(p.n_layer, 'layer')}, context {model.context}{note}", file=sys.stderr)
     return 0
 
 
@@ -345,9 +348,9 @@ def _run(args, out: _Output) -> int:
     else:
         why = gen.stopped
     print(
-        f"fwdshim: {len(gen.tokens)} tokens, {gen.tokens_per_s:.1f} tokens/s "
-        f"({decoder.device}, {args.numerics}; {p.n_layer} layers, d {p.d}, {decoder.stages} stages); "
-        f"prompt {len(ids)} token{'s' if len(ids) != 1 else ''} in {gen.prefill_s:.2f} s; stopped: {why}",
+        f"fwdshim: {_plural(len(gen.tokens), 'token')}, {gen.tokens_per_s:.1f} tokens/s "
+        f"({decoder.device}, {args.numerics}; {_plural(p.n_layer, 'layer')}, d {p.d}, {decoder.stages} stages); "
+        f"prompt {_plural(len(ids), 'token')} in {gen.prefill_s:.2f} s; stopped: {why}",
         file=sys.stderr,
     )
     return 0

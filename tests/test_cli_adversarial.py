@@ -275,7 +275,7 @@ def test_context_defaults_to_the_model_and_warns_past_it(tmp_path, capsys):
         "fwdshim: warning: --context 300 is past the model's own context length 256 "
         "(`llama.context_length`): positions after 256 are beyond what it was trained on"
     )
-    assert err[1].startswith("fwdshim: 1 tokens,")
+    assert err[1].startswith("fwdshim: 1 token, ")
 
 
 def test_prompt_longer_than_the_context(tmp_path, capsys):
@@ -345,6 +345,8 @@ def test_moe_import_through_the_cli(tmp_path, capsys):
     out = tmp_path / "moe.mlir"
     assert cli.main(["import", str(path), "-o", str(out), "--context", "64"]) == 0
     assert capsys.readouterr().err == f"fwdshim: wrote {out}: 1 layer, context 64\n"
+    assert cli.main(run_argv(path, "--numerics", "int8-act", prompt="abc")) == 0
+    assert "(cpu, int8-act; 1 layer, d 64, 13 stages); prompt 1 token in " in capsys.readouterr().err
     text = out.read_text()
     assert text.count("fwd.moe ") == 1 and "n_expert 4 top_k 2" in text
 
