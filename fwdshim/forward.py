@@ -6,7 +6,7 @@ this dialect's syntax where the seed names its own (`capped at C` → the attent
 
 Every refusing branch is a numbered `SeedBranch`: `KERNEL_REFUSAL` (K01–K23, `kernel_refusal`'s arms in
 seed order), `FITS` (F01–F08), `SUPPORTS` (S01–S13, the `Refuse` arms of `supports`) and, after the
-seed's, `BEYOND_SEED` (B01–B06: where fwdshim's kernels compute less than the seed's lane, or where
+seed's, `BEYOND_SEED` (B01–B07: where fwdshim's kernels compute less than the seed's lane, or where
 the seed hides the wording).
 """
 
@@ -46,6 +46,7 @@ from fwdshim.dialects.fwd import (
     numel,
 )
 from fwdshim.diagnostics import where
+from fwdshim.fused_shapes import fused_shape_refusal
 from fwdshim.refusal import Refusal, SeedBranch
 from fwdshim.shim import Contract, Position, Scheme
 
@@ -120,7 +121,10 @@ SUPPORTS: tuple[SeedBranch, ...] = (S01, S02, S03, S04, S05, S06, S07, S08, S09,
 #   (DESIGN.md §3 names f32 element types a limit of the kernels, refused by legality);
 #   B06 in the fused arm, after the leaves, where the seed's `_ => Ok(())` takes the other classes:
 #   five Native classes are ones the forward forms itself (its GEMV, its graph, its mixture's three
-#   kernels), so a `fwd.fused` of one in input IR is no kernel the lowering can build.
+#   kernels), so a `fwd.fused` of one in input IR is no kernel the lowering can build;
+#   B07 last in the fused arm, after the seed's class checks (F05–F08 win): a native class whose
+#   parts are not the shape its one kernel computes (`fwdshim.fused_shapes`, the lowering's checks
+#   too), e.g. a hand-written `norm_weight` of a silu and a softmax.
 
 B01 = B("B01", "an op over 64-bit values — the forward's kernels accumulate in 32 bits")
 B02 = B("B02", "a matmul over {} weights — its kernels dequantize F32, F16, BF16 and Q8_0 rows only")
@@ -128,7 +132,8 @@ B03 = B("B03", "a matmul over a {} tensor — its dense kernel multiplies F32 an
 B04 = B("B04", "`{}` reading a quantized activation — only a Q8_0 matmul's and a mixture's kernels read int8 blocks, as their input")
 B05 = B("B05", "an op over {} tensors — the forward's kernels read and write f32 buffers")
 B06 = B("B06", "a fused {} — the forward forms that class itself, never from fused parts")
-BEYOND_SEED: tuple[SeedBranch, ...] = (B01, B02, B03, B04, B05, B06)
+B07 = B("B07", "a fused {} of parts its kernel does not compute — {}")
+BEYOND_SEED: tuple[SeedBranch, ...] = (B01, B02, B03, B04, B05, B06, B07)
 
 ALL_BRANCHES: tuple[SeedBranch, ...] = KERNEL_REFUSAL + FITS + SUPPORTS + BEYOND_SEED
 
@@ -340,7 +345,8 @@ class ForwardShim:
         Order (the seed's): 64-bit values (B01); access and ownership (F01); then by kind — a MoE
         outside the manifest (its kernel reason, else F02), a primitive (`kernel_refusal`, then
         B02–B05), a view (F03), a quantize under DEQUANT (F04, else B05), a fused op (each leaf, then its
-        class: add_norm F05/F06, elementwise_chains F07, attn_output_quant F08, a self-formed class B06). `supports` is not
+        class: a self-formed class B06, add_norm F05/F06, elementwise_chains F07, attn_output_quant F08, then
+        the shape its kernel computes B07). `supports` is not
         consulted here: the legality pass asks it first."""
         if not isinstance(op, StageOp):
             return None
@@ -390,15 +396,23 @@ class ForwardShim:
         cls = op.class_id
         if cls in _SELF_FORMED:
             return Refusal.of(op, B06, B06.why(cls.value))
+        r = None
         if cls is C.ADD_NORM:
-            return self._add_norm(op)
-        if cls is C.ELEMENTWISE_CHAINS:
-            return self._chain(op)
-        if cls is C.ATTN_OUTPUT_QUANT:
-            host = op.parts()[0]
-            ok = isinstance(host, AttentionOp) and host.hd.value.data % 32 == 0
-            return None if ok else Refusal.of(op, F08)
-        return None
+            r = self._add_norm(op)
+        elif cls is C.ELEMENTWISE_CHAINS:
+            r = self._chain(op)
+        elif cls is C.ATTN_OUTPUT_QUANT:
+            r = self._attn_quant(op)
+        if r is not None:
+            return r
+        what = fused_shape_refusal(op)
+        return None if what is None else Refusal.of(op, B07, B07.why(cls.value, what))
+
+    @staticmethod
+    def _attn_quant(op: FusedOp) -> Refusal | None:
+        host = op.parts()[0]
+        ok = isinstance(host, AttentionOp) and host.hd.value.data % 32 == 0
+        return None if ok else Refusal.of(op, F08)
 
     @staticmethod
     def _add_norm(op: FusedOp) -> Refusal | None:

@@ -71,6 +71,7 @@ SEED = {
     "B04": "`fwd.rms_norm` reading a quantized activation — only a Q8_0 matmul's and a mixture's kernels read int8 blocks, as their input",
     "B05": "an op over F16 tensors — the forward's kernels read and write f32 buffers",
     "B06": "a fused cuda_graphs — the forward forms that class itself, never from fused parts",
+    "B07": "a fused norm_weight of parts its kernel does not compute — fwd.silu, fwd.softmax, where it computes [add] rms_norm [mul by a weight] [quantize]",
 }
 
 
@@ -205,6 +206,7 @@ CASES: dict[str, tuple[str, Q8MatKind]] = {
     "B04": (X + f"%q = fwd.quantize %x one_word : {E} -> !fwd.qact<64, one_word>\n%z = fwd.rms_norm %q : !fwd.qact<64, one_word> -> {E}\n", Q8MatKind.INT8_ACT),
     "B05": (val("h", T(64, ty="f16")) + f"%z = fwd.silu %h : {T(64, ty='f16')} -> {T(64, ty='f16')}\n", Q8MatKind.DEQUANT),
     "B06": (fused("cuda_graphs", "0", f"  %s = fwd.silu %a_ : {E} -> {E}\n", ins=("a",)), Q8MatKind.DEQUANT),
+    "B07": (fused("norm_weight", "0, 1", f"  %t = fwd.silu %a_ : {E} -> {E}\n  %s = fwd.softmax %t : {E} -> {E}\n", ins=("a",)), Q8MatKind.DEQUANT),
 }
 for _i, (_sid, _cls) in enumerate(
     [("S01", "relu_sqr"), ("S02", "flash_decode"), ("S03", "softcap"), ("S04", "attn_lse_merge"), ("S05", "grouped_topk"),
@@ -497,3 +499,69 @@ def test_moe_manifest_names_an_unnamed_stage_by_location() -> None:
     text = moe(extra="renormalize act swiglu scoring softmax", router_ty=T(4, 64)).replace("%moe =", "%0 =")
     (r,) = refusals(text)
     assert r.reason == "moe stage `fwd.moe at t.mlir:6:1` has no entry in the MoE weight manifest"
+
+
+# ---- B07: the shapes of parts each native fused class's kernel computes ----------------------
+
+_WANT = "where it computes [add] rms_norm [mul by a weight] [quantize]"
+_Q = "!fwd.qact<64, one_word>"
+B07_CASES = [
+    # (class, covers, body, ins, outs, yields, branch, the words after B07's dash)
+    ("norm_weight", "0, 1", f"  %t = fwd.rms_norm %a_ : {E} -> {E}\n" + ew("s", "mul", "t", "t"), ("a",), (E,), "%s",
+     "B07", "a multiply after the norm that is not by a weight vector"),
+    ("norm_weight", "0, 1", f"  %t = fwd.rms_norm %a_ : {E} -> {E}\n" + ew("s", "mul", "t", "b_"), ("a", "b"), (E, E), "%s, %s",
+     "B07", "its normed row yielded 2 times, where it writes it once"),
+    ("norm_quant", "0, 1", f"  %t = fwd.rms_norm %a_ : {E} -> {E}\n  %s = fwd.silu %t : {E} -> {E}\n", ("a",), (E,), "%s",
+     "B07", f"a fwd.silu after the norm, {_WANT}"),
+    ("add_norm_quant", "0, 1", ew("t", "sub", "a_", "b_") + f"  %s = fwd.rms_norm %t : {E} -> {E}\n", ("a", "b"), (E,), "%s",
+     "B07", "an elementwise sub into the norm, where it adds a residual"),
+    ("add_norm", "0, 1", ew("t", "add", "a_", "b_") + f"  %s = fwd.layer_norm %t : {E} -> {E}\n", ("a", "b"), (E,), "%s",
+     "B07", f"fwd.elementwise add, fwd.layer_norm, {_WANT}"),
+    ("elementwise_regions", "0, 1", ew("t", "add", "a_", "b_") + f"  %s = fwd.softmax %t : {E} -> {E}\n", ("a", "b"), (E,), "%s",
+     "B07", "a fwd.softmax, where it computes silus and elementwise ops only"),
+    ("elementwise_chains", "0, 1", f"  %t = fwd.rms_norm %a_ : {E} -> {E}\n  %s = fwd.silu %t : {E} -> {E}\n", ("a",), (E,), "%s",
+     "B07", "a fwd.rms_norm, where it computes silus and elementwise ops only"),
+    # the seed's class checks win: F05 (the norm is not the next stage) over a layer_norm's B07
+    ("add_norm", "0, 2", ew("t", "add", "a_", "b_") + f"  %s = fwd.layer_norm %t : {E} -> {E}\n", ("a", "b"), (E,), "%s",
+     "F05", None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", B07_CASES, ids=lambda c: c[0])
+def test_fused_shapes_legality_and_lowering_agree(case) -> None:
+    """A native fused op of parts its kernel does not compute: refused by B07 after the seed's class
+    checks, and `fwd-lower-numba`'s `Unlowerable` says the same words (one source)."""
+    from fwdshim.codegen.fused import Unlowerable, lower_fused
+
+    cls, covers, body, ins, outs, yields, branch, what = case
+    module = parse(fused(cls, covers, body, ins=ins, outs=outs, yields=yields))
+    got = [r for _, r in legalize(ForwardShim(Q8MatKind.INT8_ACT), module)]
+    reason = f"a fused {cls} of parts its kernel does not compute — {what}" if what else SEED[branch]
+    assert [(r.branch, r.reason) for r in got] == [(branch, reason)]
+    if what is not None:
+        op = next(o for o in module.walk() if isinstance(o, FusedOp))
+        with pytest.raises(Unlowerable) as e:
+            lower_fused(op)
+        assert str(e.value) == reason
+
+
+def test_well_formed_fused_ops_fit_and_lower() -> None:
+    """Each norm class over `[add] rms_norm [mul w] [quantize]`, and the elementwise classes: native."""
+    from fwdshim.codegen.fused import lower_fused
+
+    norm_mul = f"  %t = fwd.rms_norm %a_ : {E} -> {E}\n" + ew("s", "mul", "t", "b_")
+    add_norm = ew("t", "add", "a_", "b_") + f"  %s = fwd.rms_norm %t : {E} -> {E}\n"
+    quant = f"  %q = fwd.quantize %s one_word : {E} -> {_Q}\n"
+    texts = [
+        fused("norm_weight", "0, 1", norm_mul),
+        fused("add_norm", "0, 1", add_norm, outs=(E, E), yields="%t, %s"),
+        fused("norm_quant", "0, 1, 2", norm_mul + quant, outs=(_Q,), yields="%q"),
+        fused("add_norm_quant", "0, 1, 2", add_norm + quant, outs=(E, _Q), yields="%t, %q"),
+        fused("elementwise_chains", "0, 1", ew("t", "add", "a_", "b_") + f"  %s = fwd.silu %t : {E} -> {E}\n"),
+        fused("elementwise_regions", "0, 1, 2", ew("t", "add", "a_", "b_") + ew("u", "sub", "a_", "t") + ew("s", "mul", "t", "u")),
+    ]
+    module = parse(regions(*texts))
+    assert [r for _, r in legalize(ForwardShim(Q8MatKind.INT8_ACT), module)] == []
+    ops = [o for o in module.walk() if isinstance(o, FusedOp)]
+    assert [o.class_.data for o in ops] == ["norm_weight", "add_norm", "norm_quant", "add_norm_quant", "elementwise_chains", "elementwise_regions"]
+    assert all(len(lower_fused(o)) == 1 for o in ops)

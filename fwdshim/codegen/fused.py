@@ -1,7 +1,7 @@
 """One generated kernel per `fwd.fused` op (DESIGN.md §6): what each native class lowers to.
 
-- `flatten(op) -> Flat`: a fused op's primitive leaves in program order (the seed's `leaves`, nested
-  fused parts walked), every operand traced to its source (`Flat.src`): the result of an earlier
+- `flatten(op) -> Flat` (`fwdshim.fused_shapes`'): a fused op's primitive leaves in program order
+  (the seed's `leaves`, nested fused parts walked), every operand traced to its source (`Flat.src`): the result of an earlier
   leaf or a value outside the op (an operand of the top fused op), and which results of the top op
   each leaf value is yielded as (`Flat.results_of`).
 - `elementwise_kernel(spec) -> Kernel`: the register-carried kernel of `elementwise_chains` and
@@ -17,7 +17,9 @@
   (`norms.rms_norm`: a weight, a residual added first with the sum written on, a quantize epilogue);
   `attn_output_quant` -> the attention kernel with its quantize epilogue (`attention.attention`);
   `elementwise_chains`, `elementwise_regions` -> `elementwise_kernel`.
-  A shape of parts the kernels do not compute raises `Unlowerable` (a reason, never a silent skip).
+  A shape of parts the kernels do not compute raises `Unlowerable` with legality's B07 reason: the
+  shape checks are `fwdshim.fused_shapes`' (one source for `fits` and the lowering); the messages
+  kept here are about kernel parameters (an attention's sizes, the kernel factories' limits).
 """
 
 from __future__ import annotations
@@ -27,21 +29,12 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
+from xdsl.ir import SSAValue
 
 from fwdshim.codegen.compile import Kernel, Param, build, check_block
 from fwdshim.codegen.unary import binary_expr, silu_expr
-from fwdshim.dialects.fwd import (
-    AttentionOp,
-    ElementwiseOp,
-    FusedOp,
-    QuantizeOp,
-    RmsNormOp,
-    SiluOp,
-    YieldOp,
-    dims_of,
-    numel,
-)
+from fwdshim.dialects.fwd import AttentionOp, ElementwiseOp, FusedOp, SiluOp, numel
+from fwdshim.fused_shapes import Flat, attn_quant_refusal, elementwise_refusal, flatten, norm_shape
 
 CACHE_LEN = "%cache_len"
 """The per-step buffer (`int32 [1]`) holding how many cache rows are written: every attention reads it
@@ -85,69 +78,12 @@ def qact_refs(v: SSAValue, fmt: str, prefix: str = "") -> dict[str, Ref]:
     return {f"{prefix}{p}": Ref(v, p) for p in parts}
 
 
-# ---------------------------------------------------------------------------------------------
-# flattening
+def _refuse(flat: Flat, what: str | None) -> None:
+    """`Unlowerable` with B07's reason where `what` (a `fused_shapes` refusal) is given."""
+    from fwdshim.forward import B07
 
-
-def _canon(v: SSAValue) -> SSAValue:
-    """Trace a value used inside a fused op to its source: an earlier leaf's result or a value
-    outside every fused op (a region argument is its op's operand, a nested result its yield)."""
-    while True:
-        if isinstance(v, BlockArgument) and isinstance(v.block.parent_op(), FusedOp):
-            v = v.block.parent_op().operands[v.index]  # type: ignore[union-attr]
-            continue
-        if isinstance(v, OpResult) and isinstance(v.op, FusedOp) and isinstance(v.op.parent_op(), FusedOp):
-            y = v.op.body.block.last_op
-            assert isinstance(y, YieldOp), "a verified fused region ends in fwd.yield"
-            v = y.operands[v.index]
-            continue
-        return v
-
-
-@dataclass
-class Flat:
-    """A fused op seen as its leaves (see the module docstring)."""
-
-    op: FusedOp
-    leaves: list[Operation]
-    yields: dict[SSAValue, list[SSAValue]]
-
-    def src(self, v: SSAValue) -> SSAValue:
-        return _canon(v)
-
-    def is_leaf_value(self, v: SSAValue) -> bool:
-        return isinstance(v, OpResult) and v.op in self._leaf_set
-
-    def results_of(self, v: SSAValue) -> list[SSAValue]:
-        """The results of the top fused op that yield leaf value `v` (its buffer(s))."""
-        return self.yields.get(v, [])
-
-    def __post_init__(self) -> None:
-        self._leaf_set = set(self.leaves)
-
-
-def _leaves(op: FusedOp) -> list[Operation]:
-    out: list[Operation] = []
-    for p in op.parts():
-        out.extend(_leaves(p) if isinstance(p, FusedOp) else [p])
-    return out
-
-
-def flatten(op: FusedOp) -> Flat:
-    """The leaves of `op` and where each of its results comes from."""
-    y = op.body.block.last_op
-    assert isinstance(y, YieldOp), "a verified fused region ends in fwd.yield"
-    yields: dict[SSAValue, list[SSAValue]] = {}
-    for res, v in zip(op.results, y.operands, strict=True):
-        yields.setdefault(_canon(v), []).append(res)
-    return Flat(op, _leaves(op), yields)
-
-
-def _one_result(flat: Flat, v: SSAValue, what: str) -> SSAValue | None:
-    res = flat.results_of(v)
-    if len(res) > 1:
-        raise Unlowerable(f"the fused op yields its {what} {len(res)} times — its kernel writes it once")
-    return res[0] if res else None
+    if what is not None:
+        raise Unlowerable(B07.why(flat.op.class_.data, what))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,6 +155,7 @@ def fused_k({", ".join(ins + outs)}):
 def elementwise_spec(flat: Flat) -> tuple[ElementwiseSpec, list[SSAValue], list[SSAValue]]:
     """The kernel spec of an elementwise chain or region, its external inputs (in first-use order)
     and the fused op's results in output order."""
+    _refuse(flat, elementwise_refusal(flat))
     n = numel(flat.op.results[0].type) if flat.op.results else None
     inputs: list[SSAValue] = []
     step_of: dict[SSAValue, int] = {}
@@ -226,12 +163,9 @@ def elementwise_spec(flat: Flat) -> tuple[ElementwiseSpec, list[SSAValue], list[
     for leaf in flat.leaves:
         if isinstance(leaf, SiluOp):
             kind, operands = "silu", [leaf.x]
-        elif isinstance(leaf, ElementwiseOp) and leaf.row is None:
-            kind, operands = leaf.kind.data.value, [leaf.a, leaf.b]
         else:
-            raise Unlowerable(f"a {leaf.name} inside an elementwise {flat.op.class_.data} — its kernel computes silu and elementwise ops only")
-        if numel(leaf.results[0].type) != n:
-            raise Unlowerable("an elementwise kernel over values of different sizes")
+            assert isinstance(leaf, ElementwiseOp), "elementwise_refusal"
+            kind, operands = leaf.kind.data.value, [leaf.a, leaf.b]
         args: list[tuple[str, int]] = []
         for v in operands:
             s = flat.src(v)
@@ -265,76 +199,25 @@ def _lower_elementwise(flat: Flat) -> list[Binding]:
 # the norm classes: one RMS norm row kernel
 
 
-def _rows_n(v: SSAValue) -> tuple[int, int]:
-    d = dims_of(v.type)
-    if not d:
-        raise Unlowerable("a norm over an unranked value")
-    rows = 1
-    for x in d[:-1]:
-        rows *= x
-    return rows, d[-1]
-
-
 def _lower_norm(flat: Flat) -> list[Binding]:
-    """norm_weight, add_norm, norm_quant, add_norm_quant: `[add] rms_norm [mul weight] [quantize]`."""
+    """norm_weight, add_norm, norm_quant, add_norm_quant: `[add] rms_norm [mul] [quantize]`."""
     from fwdshim.codegen import norms
 
-    leaves = list(flat.leaves)
-    refs: dict[str, Ref] = {}
-    add = leaves.pop(0) if leaves and isinstance(leaves[0], ElementwiseOp) else None
-    if not leaves or not isinstance(leaves[0], RmsNormOp):
-        raise Unlowerable(f"a {flat.op.class_.data} whose parts are not [add] rms_norm [mul] [quantize]")
-    norm = leaves.pop(0)
-    if norm.bias is not None:
-        raise Unlowerable("a bias on an RMSNorm — its kernel scales and never shifts")
-    x = flat.src(norm.x)
-    residual: SSAValue | None = None if norm.residual is None else flat.src(norm.residual)
-    if add is not None:
-        if add.kind.data.value != "add" or add.row is not None:
-            raise Unlowerable(f"an {add.kind.data.value} into a norm — its kernel adds the residual")
-        if x != add.result or residual is not None:
-            raise Unlowerable("an add that is not the norm's whole input")
-        x, residual = flat.src(add.a), flat.src(add.b)
-    weight = None if norm.weight is None else flat.src(norm.weight)
-    last = norm.result
-    if leaves and isinstance(leaves[0], ElementwiseOp) and leaves[0].kind.data.value == "mul":
-        mul = leaves.pop(0)
-        a, b = flat.src(mul.a), flat.src(mul.b)
-        other = b if a == last else a if b == last else None
-        if other is None or other == last or weight is not None or flat.is_leaf_value(other):
-            raise Unlowerable("a multiply after a norm that is not by a weight vector")
-        if flat.results_of(last):
-            raise Unlowerable("a weighted norm whose unweighted result is read too — its kernel writes one")
-        weight, last = other, mul.result
-    quant = None
-    if leaves and isinstance(leaves[0], QuantizeOp) and flat.src(leaves[0].x) == last:
-        quant = leaves.pop(0)
-    if leaves:
-        raise Unlowerable(f"a {leaves[0].name} after the norm in a {flat.op.class_.data}")
-    rows, n = _rows_n(norm.x)
-    if weight is not None and numel(weight.type) != n:
-        raise Unlowerable("a norm weight that is not one value per column")
-    sum_out = _one_result(flat, add.result, "sum") if add is not None else None
-    y_out = _one_result(flat, last, "normed row")
-    fmt = quant.format.data.value if quant is not None else None
-    q_out = _one_result(flat, quant.result, "quantized row") if quant is not None else None
-    eps = norm.eps.value.data if norm.eps is not None else DEFAULT_EPS
+    shape = norm_shape(flat)
+    if isinstance(shape, str):
+        _refuse(flat, shape)
+    assert not isinstance(shape, str)
+    fmt = shape.quant.format.data.value if shape.quant is not None else None
+    eps = shape.norm.eps.value.data if shape.norm.eps is not None else DEFAULT_EPS
     k = norms.rms_norm(
-        n, rows, eps, weight=weight is not None, residual=residual is not None,
-        write_sum=sum_out is not None, quant=fmt if q_out is not None else None,
-        store_y=y_out is not None,
+        shape.n, shape.rows, eps, weight=shape.weight is not None, residual=shape.residual is not None,
+        write_sum=shape.sum_out is not None, quant=fmt if shape.q_out is not None else None,
+        store_y=shape.y_out is not None,
     )  # fmt: skip
-    refs["x"] = Ref(x)
-    if residual is not None:
-        refs["residual"] = Ref(residual)
-    if weight is not None:
-        refs["weight"] = Ref(weight)
-    if y_out is not None:
-        refs["y"] = Ref(y_out)
-    if q_out is not None:
-        refs.update(qact_refs(q_out, fmt))  # type: ignore[arg-type]
-    if sum_out is not None:
-        refs["sum"] = Ref(sum_out)
+    named = {"x": shape.x, "residual": shape.residual, "weight": shape.weight, "y": shape.y_out, "sum": shape.sum_out}
+    refs = {name: Ref(v) for name, v in named.items() if v is not None}
+    if shape.q_out is not None:
+        refs.update(qact_refs(shape.q_out, fmt))  # type: ignore[arg-type]
     return [Binding(k, refs)]
 
 
@@ -365,15 +248,13 @@ def attention_sizes(op: AttentionOp) -> tuple[int, int, int, int]:
 def _lower_attn_quant(flat: Flat) -> list[Binding]:
     from fwdshim.codegen import attention
 
-    if len(flat.leaves) != 2 or not isinstance(flat.leaves[0], AttentionOp) or not isinstance(flat.leaves[1], QuantizeOp):
-        raise Unlowerable("an attn_output_quant whose parts are not an attention and a quantize")
+    _refuse(flat, attn_quant_refusal(flat))
     att, quant = flat.leaves
-    if flat.src(quant.x) != att.result:
-        raise Unlowerable("an attn_output_quant quantizing another value than the attention's")
+    assert isinstance(att, AttentionOp), "attn_quant_refusal"
     h, kv, hd, l = attention_sizes(att)  # noqa: E741
     fmt = quant.format.data.value
-    y_out = _one_result(flat, att.result, "attention result")
-    q_out = _one_result(flat, quant.result, "quantized attention result")
+    y_out = next(iter(flat.results_of(att.result)), None)
+    q_out = next(iter(flat.results_of(quant.result)), None)
     try:
         k = attention.attention(h, kv, hd, l, quant=fmt if q_out is not None else None, store_y=y_out is not None)
     except ValueError as e:

@@ -381,8 +381,7 @@ def _matmul(op: MatmulOp) -> list[Binding]:
 def _elementwise(op: ElementwiseOp) -> list[Binding]:
     from fwdshim.codegen import unary
 
-    if op.row is not None:
-        raise Unlowerable("an elementwise op over a row combined with every row of a block — its kernel reads both at one index")
+    assert op.row is None, "kernel_refusal K01: legality runs first (_Builder.stage)"
     kern = unary.elementwise(op.kind.data.value, numel(op.result.type) or 0)
     return [Binding(kern, {"a": Ref(op.a), "b": Ref(op.b), "y": Ref(op.result)})]
 
@@ -405,8 +404,7 @@ def _transpose(op: TransposeOp) -> list[Binding]:
 def _rms_norm(op: RmsNormOp) -> list[Binding]:
     from fwdshim.codegen import norms
 
-    if op.bias is not None:
-        raise Unlowerable("a bias on an RMSNorm — its kernel scales and never shifts")
+    assert op.bias is None, "kernel_refusal K02: legality runs first (_Builder.stage)"
     rows, n = _rows_n(op.x)
     kern = norms.rms_norm(n, rows, _eps(op), weight=op.weight is not None, residual=op.residual is not None)
     refs = {"x": Ref(op.x), "y": Ref(op.result)}
@@ -417,8 +415,7 @@ def _rms_norm(op: RmsNormOp) -> list[Binding]:
 def _layer_norm(op: LayerNormOp) -> list[Binding]:
     from fwdshim.codegen import norms
 
-    if op.residual is not None:
-        raise Unlowerable("a residual added before a layernorm")
+    assert op.residual is None, "kernel_refusal K04: legality runs first (_Builder.stage)"
     rows, n = _rows_n(op.x)
     kern = norms.layer_norm(n, rows, _eps(op), weight=op.weight is not None, bias=op.bias is not None)
     refs = {"x": Ref(op.x), "y": Ref(op.result)}
@@ -429,8 +426,7 @@ def _layer_norm(op: LayerNormOp) -> list[Binding]:
 def _softmax(op: SoftmaxOp) -> list[Binding]:
     from fwdshim.codegen import norms
 
-    if op.weight is not None or op.residual is not None or op.bias is not None:
-        raise Unlowerable("a weight, residual or bias on a softmax")
+    assert op.weight is None and op.residual is None and op.bias is None, "kernel_refusal K03: legality runs first"
     rows, n = _rows_n(op.x)
     return [Binding(norms.softmax(n, rows), {"x": Ref(op.x), "y": Ref(op.result)})]
 
@@ -439,10 +435,7 @@ def _rope(op: RopeOp) -> list[Binding]:
     from fwdshim.codegen import rope
 
     hd, half, rows = (op.properties[p].value.data for p in ("hd", "half", "rows"))  # type: ignore[attr-defined]
-    if op.from_ is not None:
-        raise Unlowerable("a rope reading its angles from a position in a cache of angles")
-    if rows != 1:
-        raise Unlowerable("a rope with a table row per row of the query — its kernel reads one row of angles")
+    assert op.from_ is None and rows == 1, "kernel_refusal K05, K06: legality runs first (_Builder.stage)"
     if numel(op.angles.type) != 2 * half:
         raise Unlowerable(f"rope angles of {numel(op.angles.type)} values — its kernel reads one row of 2x{half}")
     kern = rope.rope(numel(op.x.type) or 0, hd, half)
@@ -477,17 +470,11 @@ def _moe(op: MoeOp) -> list[Binding]:
     scratch buffers `idx` (the chosen experts), `wts` (their weights) and `h` (the SwiGLU rows)."""
     from fwdshim.codegen import moe
 
-    if op.router_bias is not None or any(b is not None for b in op.biases):
-        raise Unlowerable("an expert mixture with biases — its kernels add none")
-    if op.renormalize is None:
-        raise Unlowerable("an expert mixture without renormalizing — its router renormalizes the kept experts' weights")
-    if op.act.data.value != "swiglu":
-        raise Unlowerable("an expert mixture with a clamped SwiGLU — its kernels gate with SwiGLU")
-    if not op.weighs_outputs_by_softmax():
-        raise Unlowerable("an expert mixture whose router is not a softmax weighting its experts' outputs")
+    assert op.router_bias is None and all(b is None for b in op.biases), "kernel_refusal K19: legality runs first"
+    assert op.renormalize is not None and op.act.data.value == "swiglu", "kernel_refusal K20, K21: legality runs first"
+    assert op.weighs_outputs_by_softmax(), "kernel_refusal K22: legality runs first (_Builder.stage)"
     ws = (op.router, op.gate_exps, op.up_exps, op.down_exps)
-    if any(not isinstance(w.type, WeightsType) or w.type.type.value != "q8_0" for w in ws):
-        raise Unlowerable("an expert mixture whose router and experts are not all Q8_0 — the MoE weight manifest")
+    assert all(isinstance(w.type, WeightsType) and w.type.type.value == "q8_0" for w in ws), "fits F02: legality runs first"
     e, top_k = op.n_expert.value.data, op.top_k.value.data
     d = numel(op.x.type) or 0
     ff = dims_of(op.gate_exps.type)[1]  # type: ignore[index]
