@@ -30,9 +30,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from fwdshim.dialects.attributes import QuantFormat
+from fwdshim.weights import QK8_0
 
-QK = 32
-"""Values per activation block."""
+QK = QK8_0
+"""Values per activation block (GGML's Q8_0 block)."""
 
 
 @dataclass(frozen=True, eq=False)

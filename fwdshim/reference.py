@@ -56,8 +56,7 @@ from fwdshim.dialects.attributes import QActType, QuantFormat, WeightsType
 from fwdshim.numerics import QAct, gemv_int8, quantize_act
 from fwdshim.weights import WeightData, WeightStore, dequantize_raw, repack_q8_0
 
-DEFAULT_EPS = 1e-5
-"""The `eps` of a norm that gives none."""
+DEFAULT_EPS = fwd.DEFAULT_EPS
 
 Value = np.ndarray | QAct | WeightData
 F32, F64 = np.float32, np.float64

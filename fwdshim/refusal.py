@@ -59,6 +59,11 @@ DECOMPOSED = "decomposed"
 REFUSED = "refused"
 REMARK = "remark"
 
+REFUSED_ATTR = "fwd.refused"
+"""The `mark` mode's attribute on a refused op: its reason."""
+REMARK_ATTR = "fwd.remark"
+"""The fusion pass's attribute on an op whose rule matched a class the shim refuses: `<rule>: <reason>`."""
+
 
 @dataclass(frozen=True)
 class Verdict:

@@ -25,9 +25,7 @@ from fwdshim.diagnostics import where
 from fwdshim.dialects.fwd import FusedOp, QuantizeOp, stage_numbers
 from fwdshim.forward import ForwardShim
 from fwdshim.passes.legalize import DECOMPOSED_ATTR, NUMERICS_ATTR, check, shim_of
-from fwdshim.refusal import DECOMPOSED, NATIVE, REMARK, Verdict
-
-REMARK_ATTR = "fwd.remark"
+from fwdshim.refusal import DECOMPOSED, NATIVE, REMARK, REMARK_ATTR, Verdict
 
 
 def _stage_rows(shim: ForwardShim, op: Operation, stage: int, part_of: str | None) -> list[Verdict]:

@@ -33,15 +33,14 @@ from xdsl.ir import SSAValue
 
 from fwdshim.codegen.compile import Kernel, Param, build, check_block
 from fwdshim.codegen.unary import binary_expr, silu_expr
-from fwdshim.dialects.fwd import AttentionOp, ElementwiseOp, FusedOp, SiluOp, numel
+from fwdshim.dialects.fwd import DEFAULT_EPS, AttentionOp, ElementwiseOp, FusedOp, SiluOp, numel
 from fwdshim.fused_shapes import Flat, attn_quant_refusal, elementwise_refusal, flatten, norm_shape
 
 CACHE_LEN = "%cache_len"
 """The per-step buffer (`int32 [1]`) holding how many cache rows are written: every attention reads it
 (its `pos` parameter); the runtime writes it before each launch."""
 
-DEFAULT_EPS = 1e-5
-"""The `eps` of an RMS norm that gives none (as the reference executor's)."""
+
 
 
 class Unlowerable(Exception):

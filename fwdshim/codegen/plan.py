@@ -55,6 +55,7 @@ from fwdshim.codegen.fused import (
     qact_refs,
 )
 from fwdshim.diagnostics import error_at, where
+from fwdshim.refusal import REFUSED_ATTR
 from fwdshim.dialects.attributes import QActType, WeightsType
 from fwdshim.dialects.fwd import (
     AttentionOp,
@@ -76,7 +77,6 @@ from fwdshim.dialects.fwd import (
     stages,
 )
 
-REFUSED_ATTR = "fwd.refused"
 ROLES = ("input", "cache", "weight", "output", "intermediate", "step")
 
 

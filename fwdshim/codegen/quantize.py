@@ -20,8 +20,9 @@ from __future__ import annotations
 import functools
 
 from fwdshim.codegen.compile import Kernel, Param, build, check_block, indent
+from fwdshim.weights import QK8_0
 
-QK = 32
+QK = QK8_0
 FORMATS = ("one_word", "two_words")
 
 

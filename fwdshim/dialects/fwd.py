@@ -351,6 +351,10 @@ class ElementwiseOp(StageOp):
         )
 
 
+DEFAULT_EPS = 1e-5
+"""The `eps` of a norm that gives none (the executor and the kernels both read it from here)."""
+
+
 class RowReduceOp(StageOp):
     """The seed's `FusedRow`: a row reduction with optional `weight`, `residual` and `bias`."""
 

@@ -32,9 +32,9 @@ from xdsl.utils.exceptions import PassFailedException
 from fwdshim.classes import Q8MatKind
 from fwdshim.dialects.fwd import FusedOp, YieldOp
 from fwdshim.passes.rules import ChipRule, FuseContext, Match, compose, dependents_between, producer
+from fwdshim.refusal import REMARK_ATTR as REMARK
 from fwdshim.shim import Shim
 
-REMARK = "fwd.remark"
 """The discardable attribute that records why a rule's match was not fused: `"<rule>: <reason>"`."""
 
 

@@ -32,9 +32,8 @@ from fwdshim.classes import Q8MatKind
 from fwdshim.diagnostics import where
 from fwdshim.dialects.fwd import FusedOp, YieldOp, stages
 from fwdshim.forward import REFUSED_CLASSES, ForwardShim
-from fwdshim.refusal import Refusal
+from fwdshim.refusal import REFUSED_ATTR, Refusal
 
-REFUSED_ATTR = "fwd.refused"
 DECOMPOSED_ATTR = "fwd.decomposed_from"
 NUMERICS_ATTR = "fwd.numerics"
 MODES = ("strict", "mark")
