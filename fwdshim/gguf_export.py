@@ -30,10 +30,12 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
 from fwdshim.importer import (
-    CONVERTED_KEY, MANIFEST, MATMUL, SOURCE_KEY, LlamaParams, expected_tensors, tensor_shape,
+    CONVERTED_KEY, MANIFEST, MATMUL, ROPE_FREQS, SOURCE_KEY, LlamaParams, expected_tensors, tensor_shape,
 )  # fmt: skip
 
-_SKIP_KEYS = ("GGUF.", "general.architecture")
+_SKIP_KEYS = ("GGUF.", "general.architecture", "general.alignment")
+"""Keys the writer writes itself (the alignment through `add_custom_alignment`, so that the data is
+padded as the key says)."""
 
 
 def copy_metadata(reader: gguf.GGUFReader, writer: gguf.GGUFWriter, *, skip: Sequence[str] = ()) -> None:
@@ -101,6 +103,8 @@ def write_converted(
     q8 = QT.Q8_0 in conversions.values()
     with _written(path) as tmp:
         writer = gguf.GGUFWriter(tmp, arch)
+        if reader.alignment != gguf.GGUF_DEFAULT_ALIGNMENT:  # written at the alignment it declares
+            writer.add_custom_alignment(reader.alignment)
         skip = (CONVERTED_KEY, SOURCE_KEY) + (("general.file_type",) if q8 else ())
         copy_metadata(reader, writer, skip=skip)
         if q8:
@@ -143,16 +147,22 @@ def write_llama(
     vocab: tuple[list[str], list[str], list[int]] | None = None,
     name: str = "fwdshim-test-llama",
     permute: bool = True,
+    pre: str = "default",
+    alignment: int | None = None,
 ) -> Path:
     """A GGUF `llama` file of `params` holding `weights` (float arrays by GGUF tensor name, logical
     shape `[N, K]`, Q/K rows in the halves layout, permuted here unless `permute=False`).
 
     `types`: a GGML type per tensor (default `default_type` of its role). `vocab`: `(tokens, merges,
     token_types)` of a byte-level BPE vocabulary (`byte_vocab`), written as `tokenizer.ggml.*`.
+    `pre`: the tokenizer's `tokenizer.ggml.pre`; `alignment`: `general.alignment` (the data padded to
+    it; None: gguf's default 32, no key). `params.rope_factors` are written as `rope_freqs.weight` (F32, or F16 when `types` says so).
     Raises KeyError for a tensor the model needs that `weights` lacks."""
     path = Path(path)
     with _written(path) as tmp:
         w = gguf.GGUFWriter(tmp, "llama")
+        if alignment is not None:
+            w.add_custom_alignment(alignment)
         w.add_name(name)
         w.add_block_count(params.n_layer)
         w.add_context_length(params.context_length or 2048)
@@ -173,7 +183,7 @@ def write_llama(
         if vocab is not None:
             tokens, merges, token_types = vocab
             w.add_tokenizer_model("gpt2")
-            w.add_tokenizer_pre("default")
+            w.add_tokenizer_pre(pre)
             w.add_token_list(tokens)
             w.add_token_types(token_types)
             w.add_token_merges(merges)
@@ -181,6 +191,10 @@ def write_llama(
             w.add_bos_token_id(eot)
             w.add_eos_token_id(eot)
             w.add_add_bos_token(False)
+        if params.rope_factors is not None:
+            f16 = (types or {}).get(ROPE_FREQS) == QT.F16
+            f = np.asarray(params.rope_factors, dtype=np.float16 if f16 else np.float32)
+            w.add_tensor(ROPE_FREQS, f, raw_dtype=QT.F16 if f16 else QT.F32)
         uses = expected_tensors(params, tied="output.weight" not in weights)
         for tname, use in uses.items():
             if use.optional and tname not in weights:

@@ -120,7 +120,8 @@ class LlamaParams:
 
     `d` embedding width, `ff` feed-forward width, `h`/`kv` query/key-value heads, `hd` head width,
     `rope_dim` rotated dimensions per head (`hd` unless a partial rotary), `rope_base` its frequency
-    base, `eps` the RMS norm epsilon, `n_expert`/`top_k` the mixture (0/0: dense)."""
+    base, `eps` the RMS norm epsilon, `n_expert`/`top_k` the mixture (0/0: dense), `rope_factors`
+    the divisor of each rope frequency (None: none)."""
 
     n_layer: int
     d: int
@@ -135,6 +136,9 @@ class LlamaParams:
     n_expert: int = 0
     top_k: int = 0
     context_length: int = 0
+    rope_factors: tuple[float, ...] | None = None
+    """Each rope frequency's divisor (`half` of them): the `rope_freqs.weight` tensor (Llama 3.1/3.2)
+    times a linear `rope.scaling.factor`; None: plain rope."""
 
     @property
     def half(self) -> int:
@@ -191,11 +195,8 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
             f"{path}: `llama.rope.dimension_count` = {rope_dim}: rope turns an even number of a head's "
             f"{hd} dimensions"
         )
-    scaling = field_value(reader, "llama.rope.scaling.type", "none")
-    if scaling not in ("none", None):
-        raise ModelError(
-            f"{path}: rope scaling `{scaling}` is not supported (fwdshim turns plain rope angles)"
-        )
+    refuse_metadata(reader, path)
+    factors = rope_factors(reader, path, rope_dim // 2)
     tokens = reader.fields.get("tokenizer.ggml.tokens")
     vocab = count("vocab_size", len(tokens.data) if tokens is not None else None)
     n_expert = count("expert_count", 0, least=0)
@@ -216,7 +217,140 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
         n_expert=n_expert,
         top_k=top_k,
         context_length=count("context_length", 0, least=0),
+        rope_factors=factors,
     )
+
+
+# The `llama.*` keys the import reads, or that change nothing the step computes. Every other
+# `llama.*` key is refused by name (`refuse_metadata`): a key fwdshim ignored could change what the
+# model computes (llama.cpp reads it) while fwdshim silently computed something else.
+_READ_KEYS = frozenset(
+    "llama." + k
+    for k in (
+        "context_length", "embedding_length", "block_count", "feed_forward_length", "vocab_size",
+        "expert_count", "expert_used_count", "attention.head_count", "attention.head_count_kv",
+        "attention.key_length", "attention.value_length", "attention.layer_norm_rms_epsilon",
+        "rope.dimension_count", "rope.freq_base", "rope.scaling.type", "rope.scaling.factor",
+        "rope.scale_linear", "rope.scaling.original_context_length", "rope.scaling.finetuned",
+        "attention.causal",
+    )
+)  # fmt: skip
+
+_REFUSED_KEYS = {
+    "attn_logit_softcapping": "attention soft-capping (`c·tanh(s/c)` of the scores)",
+    "final_logit_softcapping": "final-logit soft-capping",
+    "router_logit_softcapping": "router-logit soft-capping",
+    "attention.sliding_window": "sliding-window attention",
+    "attention.sliding_window_pattern": "sliding-window attention",
+    "attention.scale": "an attention scale other than 1/sqrt(hd)",
+    "attention.clamp_kqv": "clamped q/k/v",
+    "attention.max_alibi_bias": "ALiBi position biases",
+    "attention.layer_norm_epsilon": "layer norms",
+    "logit_scale": "scaled logits",
+    "embedding_scale": "a scaled embedding",
+    "residual_scale": "scaled residuals",
+    "use_parallel_residual": "parallel residuals",
+    "tensor_data_layout": "a tensor layout other than GGUF's",
+    "expert_shared_count": "shared experts",
+    "expert_weights_scale": "scaled expert weights",
+    "expert_gating_func": "an expert gating function other than softmax",
+    "rope.scaling.attn_factor": "a rope attention factor",
+    "rope.dimension_sections": "sectioned (multimodal) rope",
+}
+"""`llama.*` keys that change the computation in a way the step does not compute: what each asks for."""
+
+QK_NORM_TENSORS = ("attn_q_norm.weight", "attn_k_norm.weight")
+"""Per-layer tensors of a model with qk-norm (a norm of each head's q and k rows before rope)."""
+_REFUSED_TENSORS = {
+    "attn_q_norm.weight": "qk-norm (each head's q row normed before rope)",
+    "attn_k_norm.weight": "qk-norm (each head's k row normed before rope)",
+    "ffn_gate.bias": "a feed-forward gate bias",
+    "ffn_up.bias": "a feed-forward up bias",
+    "ffn_down.bias": "a feed-forward down bias",
+    "attn_qkv.weight": "a fused qkv projection",
+    "attn_post_norm.weight": "a post-attention norm",
+    "ffn_post_norm.weight": "a post-feed-forward norm",
+    "ffn_gate_shexp.weight": "shared experts",
+    "exp_probs_b.bias": "an expert-selection bias",
+    "ffn_gate_inp.bias": "a router bias",
+}
+"""Tensors of a model whose computation the step does not hold (the suffix after `blk.N.`)."""
+
+
+def refuse_metadata(reader: gguf.GGUFReader, path: str | Path) -> None:
+    """Every `llama.*` key and tensor that would change the computation is honoured or refused by name.
+
+    Honoured: the hyperparameters `read_params` reads, `rope.scaling.type` none or linear with its
+    `rope.scaling.factor` (`rope_factors`), `attention.causal` true, attention/output biases (the
+    step adds them). Raises: ModelError naming the first other key (what it asks for, when known) or
+    tensor (qk-norm, feed-forward biases, ...)."""
+    for key in reader.fields:
+        if not key.startswith("llama.") or key in _READ_KEYS:
+            continue
+        what = _REFUSED_KEYS.get(key.removeprefix("llama."))
+        value = _short(field_value(reader, key))
+        if what is not None:
+            raise ModelError(f"{path}: `{key}` = {value} asks for {what}, which fwdshim does not compute")
+        raise ModelError(
+            f"{path}: metadata key `{key}` = {value} is not one fwdshim reads (it may change the "
+            "computation, so the model is refused rather than run without it)"
+        )
+    if field_value(reader, "llama.attention.causal", True) is not True:
+        raise ModelError(f"{path}: `llama.attention.causal` = false: fwdshim computes causal attention only")
+    scaling = field_value(reader, "llama.rope.scaling.type", "none")
+    if scaling not in ("none", "linear"):
+        raise ModelError(
+            f"{path}: `llama.rope.scaling.type` = {scaling!r} is not computed (fwdshim turns plain or "
+            "linearly scaled rope angles, and the `rope_freqs.weight` factors)"
+        )
+    for t in reader.tensors:
+        m = re.fullmatch(r"blk\.\d+\.(.+)", t.name)
+        what = _REFUSED_TENSORS.get(m.group(1)) if m else None
+        if what is not None:
+            raise ModelError(f"{path}: tensor `{t.name}` asks for {what}, which fwdshim does not compute")
+
+
+def _short(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+ROPE_FREQS = "rope_freqs.weight"
+"""The tensor of Llama 3.1/3.2 rope scaling: one divisor per rope frequency."""
+
+
+def rope_factors(reader: gguf.GGUFReader, path: str | Path, half: int) -> tuple[float, ...] | None:
+    """The divisor of each of the `half` rope frequencies: `rope_freqs.weight` (llama.cpp's
+    `freq_factors`: `θ_i = pos · base^(-2i/rope_dim) / f_i`) times a linear scaling factor
+    (`rope.scaling.factor`, or the older `rope.scale_linear`: `θ_i / factor`, as llama.cpp's
+    `freq_scale` whatever the scaling type; 0 means none). None when neither.
+
+    Raises: ModelError for a factor tensor of the wrong size or with a value that is not a finite
+    positive number, or a linear factor that is not."""
+    factors = np.ones(half, dtype=np.float64)
+    scaled = False
+    t = next((t for t in reader.tensors if t.name == ROPE_FREQS), None)
+    if t is not None:
+        n = int(np.prod(t.shape))
+        if n != half:
+            raise ModelError(f"{path}: tensor `{ROPE_FREQS}` has {n} values for {half} rope frequencies")
+        try:
+            values = np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float64).reshape(-1)
+        except Exception:
+            raise ModelError(f"{path}: tensor `{ROPE_FREQS}` is {QT(t.tensor_type).name}, not a float vector") from None
+        if not (np.all(np.isfinite(values)) and np.all(values > 0)):
+            raise ModelError(f"{path}: tensor `{ROPE_FREQS}` holds a factor that is not finite and positive")
+        factors *= values
+        scaled = True
+    key = next((k for k in ("llama.rope.scaling.factor", "llama.rope.scale_linear") if k in reader.fields), None)
+    if key is not None:  # llama.cpp divides the frequencies by it whatever the scaling type (`freq_scale`)
+        f = field_value(reader, key)
+        if isinstance(f, bool) or not isinstance(f, (int, float, np.number)) or not np.isfinite(f) or f < 0:
+            raise ModelError(f"{path}: rope scaling `{key}` = {f!r}: needs a finite positive factor")
+        if f not in (0, 1):
+            factors *= float(f)
+            scaled = True
+    return tuple(float(v) for v in factors) if scaled else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -501,7 +635,9 @@ def describe(p: LlamaParams, source: Path, weights: Path, converted: dict[str, Q
     mix = f", {p.n_expert} experts top-{p.top_k}" if p.moe else ""
     lines = [
         f"// fwdshim import of {source.name}: llama, {p.n_layer} layers, d {p.d}, ff {p.ff}{mix}, "
-        f"{p.h} heads / {p.kv} kv heads of {p.hd}, rope base {p.rope_base:g}, vocab {p.vocab}",
+        f"{p.h} heads / {p.kv} kv heads of {p.hd}, rope base {p.rope_base:g}"
+        + (" (frequencies divided by their rope factors)" if p.rope_factors else "")
+        + f", vocab {p.vocab}",
         f"// weights: {weights}" + (f" ({len(converted)} tensors converted by fwdshim)" if converted else ""),
         "// the Q/K rows of each layer are un-permuted from GGUF's interleaved layout when loaded",
         f"// context capacity l = {context}; per token the runner passes the embedding row, the rope angles",

@@ -153,11 +153,16 @@ def elementwise(kind: str, a, b, row: bool = False) -> np.ndarray:
 # rope
 
 
-def rope_angles(pos: float, half: int, base: float = 10000.0, hd: int | None = None) -> np.ndarray:
+def rope_angles(
+    pos: float, half: int, base: float = 10000.0, hd: int | None = None, factors: Sequence[float] | None = None
+) -> np.ndarray:
     """Angles of position `pos`: float32 `[2, half]`, row 0 `cos θ_i`, row 1 `sin θ_i`, with
-    `θ_i = pos · base^(-2i/hd)` (`hd` defaults to `2*half`: standard Llama/NeoX), in float64."""
+    `θ_i = pos · base^(-2i/hd) / f_i` (`hd` defaults to `2*half`: standard Llama/NeoX; `factors` the
+    `f_i`, default 1: llama.cpp's rope `freq_factors`, Llama 3.1's `rope_freqs.weight`), in float64."""
     hd = 2 * half if hd is None else hd
     theta = float(pos) * np.power(float(base), -2.0 * np.arange(half, dtype=F64) / hd)
+    if factors is not None:
+        theta = theta / np.asarray(factors, dtype=F64).reshape(half)
     return np.stack([np.cos(theta), np.sin(theta)]).astype(F32)
 
 

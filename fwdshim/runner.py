@@ -236,7 +236,7 @@ class Decoder:
         from fwdshim.reference import rope_angles
 
         p = self.params
-        return rope_angles(pos, p.half, p.rope_base, hd=p.rope_dim)
+        return rope_angles(pos, p.half, p.rope_base, hd=p.rope_dim, factors=p.rope_factors)
 
     def step(self, token: int) -> np.ndarray:
         """Run the step for `token` at the next position; returns its logits (`float32 [vocab]`)."""

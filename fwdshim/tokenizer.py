@@ -5,7 +5,8 @@ vocabulary (`tokenizer.ggml.tokens`, spelled in GPT-2's byte alphabet), its merg
 (`tokenizer.ggml.merges`, `"a b"` in rank order), the kind of each token (`token_type`: 3 control, 4
 user-defined) and the name of its pre-tokenizer (`tokenizer.ggml.pre`). `GGUFTokenizer` builds a
 `tokenizers.Tokenizer` from exactly those: a BPE model of the vocabulary and merges, the pre-tokenizer
-llama.cpp uses for that name (`PRE_TOKENIZERS`), a byte-level decoder, and control / user-defined
+llama.cpp uses for that name (`PRE_TOKENIZERS`; whole words looked up first for `IGNORE_MERGES`),
+a byte-level decoder, and control / user-defined
 tokens matched whole in the text. There is no hand-written BPE here.
 
 `encode(text)` adds the BOS token only when `tokenizer.ggml.add_bos_token` says so; `chat(prompt)`
@@ -42,6 +43,11 @@ PRE_TOKENIZERS: dict[str, tuple[str, ...]] = {
     "qwen2": (_QWEN2_SPLIT,),
 }
 """The splitting regexes of each supported pre-tokenizer name."""
+
+IGNORE_MERGES = frozenset({"llama-bpe", "llama3"})
+"""Pre-tokenizers whose words are looked up whole in the vocabulary before any merge is applied
+(llama.cpp's `ignore_merges` of LLAMA3; HF's BPE `ignore_merges=True` in Llama 3's tokenizer.json):
+a word that is a token is that one token even when no merge builds it."""
 
 
 def _pre_tokenizer(name: str) -> pre_tokenizers.PreTokenizer:
@@ -86,7 +92,9 @@ class GGUFTokenizer:
         vocab = {t: i for i, t in enumerate(tokens)}
         pairs = [tuple(m.split(" ", 1)) for m in merges]
         try:
-            bpe = models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False)
+            bpe = models.BPE(
+                vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False, ignore_merges=pre in IGNORE_MERGES
+            )
         except Exception as e:  # tokenizers' own check of the merges against the vocabulary
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise ModelError(f"{path}: the tokenizer's vocabulary and merges do not agree ({first})") from None

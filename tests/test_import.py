@@ -53,6 +53,8 @@ def numpy_llama(w: dict[str, np.ndarray], p: LlamaParams, tokens: list[int]) -> 
     W = {k: np.asarray(v, np.float64) for k, v in w.items()}
     out_w = W.get("output.weight", W["token_embd.weight"])
     inv = p.rope_base ** (-np.arange(0, p.hd, 2) / p.hd)
+    if p.rope_factors is not None:  # Llama 3.1's rope_freqs: each frequency divided by its factor
+        inv = inv / np.asarray(p.rope_factors, np.float64)
     ks: list[list] = [[] for _ in range(p.n_layer)]
     vs: list[list] = [[] for _ in range(p.n_layer)]
 
@@ -70,9 +72,9 @@ def numpy_llama(w: dict[str, np.ndarray], p: LlamaParams, tokens: list[int]) -> 
         for i in range(p.n_layer):
             b = f"blk.{i}."
             h = rms(x, W[b + "attn_norm.weight"])
-            q = rope((W[b + "attn_q.weight"] @ h).reshape(p.h, p.hd), pos)
-            ks[i].append(rope((W[b + "attn_k.weight"] @ h).reshape(p.kv, p.hd), pos))
-            vs[i].append((W[b + "attn_v.weight"] @ h).reshape(p.kv, p.hd))
+            q = rope(((W[b + "attn_q.weight"] @ h + W.get(b + "attn_q.bias", 0.0))).reshape(p.h, p.hd), pos)
+            ks[i].append(rope(((W[b + "attn_k.weight"] @ h + W.get(b + "attn_k.bias", 0.0))).reshape(p.kv, p.hd), pos))
+            vs[i].append(((W[b + "attn_v.weight"] @ h + W.get(b + "attn_v.bias", 0.0))).reshape(p.kv, p.hd))
             K, V = np.stack(ks[i]), np.stack(vs[i])  # [t, kv, hd]
             att = []
             for j in range(p.h):
@@ -80,7 +82,7 @@ def numpy_llama(w: dict[str, np.ndarray], p: LlamaParams, tokens: list[int]) -> 
                 sc = K[:, g] @ q[j] / np.sqrt(p.hd)
                 pr = np.exp(sc - sc.max())
                 att.append((pr / pr.sum()) @ V[:, g])
-            x = x + W[b + "attn_output.weight"] @ np.concatenate(att)
+            x = x + W[b + "attn_output.weight"] @ np.concatenate(att) + W.get(b + "attn_output.bias", 0.0)
             h = rms(x, W[b + "ffn_norm.weight"])
             gate = W[b + "ffn_gate.weight"] @ h
             x = x + W[b + "ffn_down.weight"] @ (gate / (1 + np.exp(-gate)) * (W[b + "ffn_up.weight"] @ h))
