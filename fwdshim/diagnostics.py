@@ -15,18 +15,24 @@ import re
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.parser.generic_parser import ParserState
 from xdsl.utils.exceptions import ParseError, VerifyException
-from xdsl.utils.lexer import Span
+from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
+
+from fwdshim.lexer import FwdLexer
 
 
 class LocatingParser(Parser):
     """A `Parser` that sets each parsed op's `location` to where its text starts.
 
-    `line_offset` shifts line numbers (for `--split-input-file` chunks)."""
+    `line_offset` shifts line numbers (for `--split-input-file` chunks). The input is lexed by
+    `FwdLexer` (string literals in linear time)."""
 
     def __init__(self, ctx, input: str | bytes, name: str = "<unknown>", line_offset: int = 0):
-        super().__init__(ctx, input, name)
+        super().__init__(ctx, "", name)  # xDSL's lexer would lex the first token: it may hang
+        text = input.decode("utf-8") if isinstance(input, bytes) else input
+        self._parser_state = ParserState(FwdLexer(Input(text, name)))
         self._line_offset = line_offset
         self._first_use: dict[str, Span] = {}
 

@@ -1,0 +1,51 @@
+r"""`FwdLexer`: xDSL 0.74's MLIR lexer with its string literals lexed in linear time.
+
+xDSL's `MLIRLexer._lex_string_literal` matches `"(?:[^"\\\n\v\f]+|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"`:
+a `+` nested in a `*`. On a string with no closing quote the regex engine tries every way of
+splitting the rest of the line before it gives up, so the time doubles with each character (a line
+of 40 never ends). Every string-like token goes through it: a string attribute, a quoted op name,
+a `@"symbol"`, a `loc("file")`, a dictionary key, a resource blob. Here the body is matched one
+character or one escape per step, possessively (never re-tried), and a failure says why: the line
+ends first (located at the opening quote) or an escape is not one (located at the backslash).
+"""
+
+from __future__ import annotations
+
+import re
+
+from xdsl.utils.exceptions import ParseError
+from xdsl.utils.lexer import Position, Span, Token
+from xdsl.utils.mlir_lexer import MLIRLexer, MLIRToken, MLIRTokenKind, StringLiteral
+
+_STRING_BODY = re.compile(r'(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*+')
+r"""What may stand between the quotes: a character other than a quote, a backslash or a line break,
+or an escape (`\n`, `\t`, `\\`, `\"`, two hex digits)."""
+
+
+class FwdLexer(MLIRLexer):
+    def _lex_string_literal(self, start_pos: Position) -> MLIRToken:
+        """The string literal whose opening quote is at `start_pos` (`STRING_LIT`; `BYTES_LIT` when
+        its escapes make bytes that are not ASCII, as xDSL's).
+
+        Raises: ParseError at the opening quote when the line or the input ends first, at the
+        backslash of an escape that is not one."""
+        content = self.input.content
+        end = _STRING_BODY.match(content, start_pos + 1).end()  # type: ignore[union-attr]  # `*+` always matches
+        stop = content[end : end + 1]
+        if stop == "\\":
+            escape = content[end : end + 2].rstrip("\n\v\f")
+            raise ParseError(
+                Span(end, end + len(escape), self.input),
+                f'invalid escape `{escape}` in a string literal (escapes: \\n \\t \\\\ \\" or two hex digits)',
+            )
+        if stop != '"':
+            where = "the end of the input" if stop == "" else "the end of the line"
+            raise ParseError(
+                Span(start_pos, start_pos + 1, self.input),
+                f'string literal not terminated: no closing `"` before {where}',
+            )
+        self.pos = end + 1
+        literal = StringLiteral(start_pos, self.pos, self.input)
+        if "\\" in literal.text and not literal.bytes_contents.isascii():
+            return Token(MLIRTokenKind.BYTES_LIT, literal)
+        return Token(MLIRTokenKind.STRING_LIT, literal)
