@@ -1,6 +1,6 @@
 """The decode step's attention and cache append on a GPU (`FWDSHIM_GPU=1 pytest -m gpu -s`):
 
-- the attention kernel at its default launch (1024 threads at l = 4096) against the reference
+- the attention kernel at its default launch (128 threads, 30 splits a head at l = 4096) against the reference
   executor at SmolLM2's and a Llama-3-8B layer's head shapes, empty, partial and full caches, with
   the quantize epilogue bit for bit against the storing variant;
 - `kv_append` inside the captured graph: a SmolLM-sized layer (dequant) decoded step after step writing only

@@ -20,6 +20,7 @@ F32 = np.float32
 
 def check_attention(
     h: int, kv: int, hd: int, l: int, c: int, quant: str | None = None, block: int | None = 32, unroll: int | None = None,
+    splits: int | None = None,
 ) -> None:  # fmt: skip
     g = rng()
     q = g.standard_normal(h * hd).astype(F32)
@@ -27,18 +28,20 @@ def check_attention(
     v = g.standard_normal(kv * hd).astype(F32)
     kc = g.standard_normal((l - 1, kv * hd)).astype(F32)
     vc = g.standard_normal((l - 1, kv * hd)).astype(F32)
-    kern = attention.attention(h, kv, hd, l, quant=quant, store_y=True, block=block, unroll=unroll)
+    kern = attention.attention(h, kv, hd, l, quant=quant, store_y=True, block=block, unroll=unroll, splits=splits)
     given = dict(q=q, k=k, v=v, k_cache=kc, v_cache=vc, pos=np.array([c], np.int32))
     out = kern.run(**given)
     want = R.attention(q, k, v, kc[:c], vc[:c], h, kv, hd)
     close(out["y"], want, 2e-6 * (1 + np.abs(want)) * np.sqrt(hd), f"attention h={h} kv={kv} c={c}")
+    if "count" in out:
+        assert not out["count"].any(), "the last split of each head leaves its count at zero"
     if quant:
         ref = quantize_act(out["y"], quant)
         bits_equal(out["yq"], ref.q, "attention quant q")
         bits_equal(out["yd"], ref.d, "attention quant d")
         if quant == "two_words":
             bits_equal(out["ys"], ref.s, "attention quant s")
-        only = attention.attention(h, kv, hd, l, quant=quant, store_y=False, block=block, unroll=unroll).run(**given)
+        only = attention.attention(h, kv, hd, l, quant=quant, store_y=False, block=block, unroll=unroll, splits=splits).run(**given)
         for part in ("yq", "yd", "ys") if quant == "two_words" else ("yq", "yd"):
             bits_equal(only[part], out[part], f"attention quant-only {part}")  # fused: EXACT
 
@@ -74,13 +77,62 @@ def test_attention_row_layouts(hd, block, unroll, c):
     check_attention(h=2, kv=1, hd=hd, l=20, c=c, block=block, unroll=unroll)
 
 
+@pytest.mark.parametrize(
+    ("c", "splits", "active"),
+    [
+        (0, 6, 1),  # the current position alone: one split, no combine
+        (5, 6, 2),  # 6 positions in splits of 4: two active, four blocks return at once
+        (22, 6, 6),  # 23 positions in splits of 4: every split active, the last partial
+        (22, 3, 3),  # splits of 8: two passes of the block's segments each
+    ],
+)
+def test_attention_splits(c, splits, active):
+    """hd 32 at 32 threads: 4 segments a pass, so splits of ceil((c+1)/splits) round up to 4 rows."""
+    assert -(-(c + 1) // attention.split_rows(c, splits, 32, 32)) == active
+    check_attention(h=3, kv=1, hd=32, l=24, c=c, block=32, unroll=1, splits=splits)
+
+
+@pytest.mark.parametrize("fmt", ["one_word", "two_words"])
+def test_attention_splits_quant(fmt):
+    check_attention(h=2, kv=1, hd=32, l=24, c=19, quant=fmt, block=64, unroll=2, splits=5)
+
+
+def test_attention_split_counts_reset_between_launches():
+    """The count the last split resets serves the next launch: two launches on the same arrays."""
+    from numba import cuda
+
+    g = rng()
+    h, kv, hd, l = 2, 1, 32, 24  # noqa: E741
+    kern = attention.attention(h, kv, hd, l, block=32, unroll=1, splits=4)
+    given = dict(
+        q=g.standard_normal(h * hd).astype(F32), k=g.standard_normal(kv * hd).astype(F32),
+        v=g.standard_normal(kv * hd).astype(F32), k_cache=g.standard_normal((l - 1) * kv * hd).astype(F32),
+        v_cache=g.standard_normal((l - 1) * kv * hd).astype(F32),
+    )  # fmt: skip
+    arrays = kern.host_arrays(**given, pos=np.array([17], np.int32))
+    dev = [cuda.to_device(a) for a in arrays]
+    names = kern.param_names
+    for c in (17, 9):
+        dev[names.index("pos")] = cuda.to_device(np.array([c], np.int32))
+        kern.fn[kern.grid, kern.block](*dev)
+        y = dev[names.index("y")].copy_to_host()
+        kc, vc = (given[n].reshape(l - 1, -1)[:c] for n in ("k_cache", "v_cache"))
+        want = R.attention(given["q"], given["k"], given["v"], kc, vc, h, kv, hd)
+        close(y, want, 2e-6 * (1 + np.abs(want)) * np.sqrt(hd), f"launch at c={c}")
+        assert not dev[names.index("count")].copy_to_host().any()
+
+
 def test_default_launch_follows_the_cache():
-    assert attention.default_block(64, 4096) == 1024 and attention.default_block(64, 6) == 64
-    assert attention.default_block(256, 1024) == 256  # 8 partial rows of 256 fit beside 1024 scores
-    assert attention.default_unroll(64) == 8 and attention.default_unroll(256) == 4
+    assert attention.default_block(64, 4096) == 128 and attention.default_block(64, 6) == 64
+    assert attention.default_block(8, 20) == 32  # 16 positions a warp: one warp covers the cache
+    assert attention.default_unroll(64) == 4 and attention.default_unroll(256) == 2
     assert attention.layout(64) == (4, 16, 1) and attention.layout(18) == (1, 32, 1) and attention.layout(160) == (4, 32, 2)
+    assert attention.default_splits(9, 64, 4096, 128) == 30  # 270 blocks over SmolLM2's 9 heads
+    assert attention.default_splits(32, 128, 4096, 128) == 9
+    assert attention.default_splits(2, 32, 6, 32) == 2  # no more splits than passes of 4 rows
     k = attention.attention(9, 3, 64, 4096)
-    assert k.grid == (9,) and k.block == (1024,) and k.name == "attention_h9kv3d64_l4096_b1024u8"
+    assert k.grid == (270,) and k.block == (128,) and k.name == "attention_h9kv3d64_l4096_b128u4s30"
+    assert k.param_names[-3:] == ("part_o", "part_ml", "count")
 
 
 def test_attention_bounds():
@@ -92,8 +144,9 @@ def test_attention_bounds():
     with pytest.raises(ValueError, match="whole 32-value blocks"):
         attention.attention(2, 1, 40, 8, quant="one_word")
     k = attention.attention(32, 8, 128, 4096)
-    assert k.grid == (32,) and "cuda.shared.array(4096, float32)" in k.source
-    assert k.param_names == ("q", "k", "v", "k_cache", "v_cache", "pos", "y")
+    assert k.grid == (32 * 9,) and "cuda.shared.array(512, float32)" in k.source  # 4 partial rows of 128
+    one = attention.attention(32, 8, 128, 64, splits=1)
+    assert one.param_names == ("q", "k", "v", "k_cache", "v_cache", "pos", "y")
 
 
 def check_rope(heads: int, hd: int, half: int, pos: float = 7.0) -> None:

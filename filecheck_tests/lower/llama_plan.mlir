@@ -5,7 +5,7 @@
 // RUN: fwdshim-opt %S/../../examples/llama_layer.mlir -p 'forward-shim{numerics=dequant}' -t 'numba{plan_only=true}' | filecheck %s --check-prefix=DEQ
 // RUN: fwdshim-opt %S/../../examples/llama_layer.mlir -p 'forward-shim{numerics=two-pass-int8}' -t 'numba{plan_only=true}' | filecheck %s --check-prefix=TWO
 
-// INT8:      // launch plan @decode_step: 15 stages, 16 kernels, 30 buffers
+// INT8:      // launch plan @decode_step: 15 stages, 16 kernels, 33 buffers
 // INT8-NEXT: //   inputs (%x, %angles, %k_cache, %v_cache) -> outputs (%out, %k_r, %v)
 // INT8-NEXT: // buffers:
 // INT8-NEXT: //   %x {{ +}}input{{ +}}f32[576] = data f32[576]
@@ -27,9 +27,9 @@
 // INT8-NEXT: //       reads  %wq, %h0_q
 // INT8-NEXT: //       writes %q
 // INT8:      //   stage 6: fwd.fused attn_output_quant covers [8, 9]
-// INT8-NEXT: //     kernel attention_one_word_h9kv3d64_l4096_b1024u8 grid 9 block 1024
-// INT8-NEXT: //       reads  %q_r, %k_r, %v, %k_cache, %v_cache, %cache_len
-// INT8-NEXT: //       writes %att_q
+// INT8-NEXT: //     kernel attention_one_word_h9kv3d64_l4096_b128u4s30 grid 270 block 128
+// INT8-NEXT: //       reads  %q_r, %k_r, %v, %k_cache, %v_cache, %cache_len, %att_q.part_o, %att_q.part_ml, %att_q.count
+// INT8-NEXT: //       writes %att_q, %att_q.part_o, %att_q.part_ml, %att_q.count
 // INT8:      //   stage 8: fwd.fused add_norm_quant covers [11, 12, 13, 14]
 // INT8-NEXT: //     kernel rms_norm_res_w_sum_one_word_1x576_b256 grid 1 block 256
 // INT8-NEXT: //       reads  %x, %o, %ffn_norm_w
@@ -54,14 +54,14 @@
 // INT8-NEXT: //       args   (k0=%k_r, v0=%v, k_cache0=%k_cache, v_cache0=%v_cache, pos=%cache_len)
 // INT8-NOT:  //   stage 15
 
-// DEQ:      // launch plan @decode_step: 14 stages, 15 kernels, 29 buffers
+// DEQ:      // launch plan @decode_step: 14 stages, 15 kernels, 32 buffers
 // DEQ-NOT:  qact
 // DEQ:      //   stage 0: fwd.fused norm_weight covers [0, 1]
 // DEQ-NEXT: //     kernel rms_norm_w_1x576_b256 grid 1 block 256
 // DEQ:      //     kernel gemv_q8_0_1x576x576_{{.*}} grid {{[0-9x]+}} block {{[0-9]+}}
 // DEQ-NEXT: //       reads  %wq, %h0
 // DEQ:      //   stage 6: fwd.attention
-// DEQ-NEXT: //     kernel attention_h9kv3d64_l4096_b1024u8 grid 9 block 1024
+// DEQ-NEXT: //     kernel attention_h9kv3d64_l4096_b128u4s30 grid 270 block 128
 // DEQ:      //   stage 8: fwd.fused add_norm covers [9, 10, 11]
 // DEQ-NEXT: //     kernel rms_norm_res_w_sum_1x576_b256 grid 1 block 256
 // DEQ-NEXT: //       reads  %x, %o, %ffn_norm_w

@@ -1,35 +1,45 @@
-"""Single-query GQA attention over a cache, the score row in static shared memory.
+"""Single-query GQA attention over a cache, each head's rows split over blocks (flash-decoding).
 
-`attention(h, kv, hd, l, quant=None, store_y=None, block=None, unroll=None) -> Kernel`, one CUDA
-block per query head:
+`attention(h, kv, hd, l, quant=None, store_y=None, block=None, unroll=None, splits=None) -> Kernel`,
+`splits` blocks per query head (grid `h * splits`; block `b` is head `b % h`, split `b // h`):
 
 params `q f32 [h*hd]`, `k f32 [kv*hd]`, `v f32 [kv*hd]` (the current position's own key and value),
 `k_cache f32 [(l-1)*kv*hd]`, `v_cache f32 [(l-1)*kv*hd]` (the cache allocation, row-major
 `[l-1, kv*hd]`), `pos int32 [1]` (c: how many cache rows are written, `0 <= c <= l-1`, read on the
 device so one compiled kernel and one captured graph serve every step), then the outputs `y f32
 [h*hd]` (unless `store_y=False`) and, with `quant` (`one_word`/`two_words`, needs `hd % 32 == 0`),
-`yq`/`yd`(/`ys`) of the quantized `y` (`codegen.quantize`; the class `attn_output_quant`).
+`yq`/`yd`(/`ys`) of the quantized `y` (`codegen.quantize`; the class `attn_output_quant`); with
+`splits > 1` three scratch arrays: `part_o f32 [h*splits*hd]` and `part_ml f32 [h*splits*2]` (each
+split's unnormalized output, score max and exp-sum) and `count int32 [h]` (splits finished per head:
+zero before the first launch, and left zero by every launch).
 
 Query head `j` reads kv head `j // (h/kv)`; the keys are cache rows `0..c-1` then `k`; scores
-`q·key / √hd` into `sc` (shared), softmax over the `c+1` positions, `y = Σ p v`.
-
-Static shared memory is one float32 row `sc[max(l, warps*hd)]` plus one 32-float reduction row:
-`4*max(l, warps*hd) + 128` bytes, within the 48 KiB every architecture grants (the seed's bound;
-`l <= 12256`; FlashDecode's split over blocks is a refused class). The block's threads all work:
+`q·key / √hd`, softmax over the `c+1` positions, `y = Σ p v`. The `c+1` positions are cut into
+`active` splits of `rows` positions (`split_rows`: `ceil((c+1)/splits)` rounded up to a whole pass
+of the block's lane segments; the blocks of the splits past `active` return at once), so a long cache
+is read by every SM: `default_splits` aims at `TARGET_BLOCKS` blocks over all heads. A split's block:
 
 - a head's row is read as `hd/4` 16-byte vectors (`ld_f32x4`; scalars when `hd % 4`) by a segment of
   `S` lanes (`S` the power of two >= `hd/4`, at most 32), so a warp takes `32/S` positions at a
-  time and `unroll` of them per lane per step (the loads issued before any use: `unroll` 16-byte
-  reads in flight per thread); scores: each segment's dot, reduced over its lanes (`shfl_xor`);
-- softmax: the block's max and sum (`block_reduce`) over `sc`, `sc[p]` becoming `exp(s_p - max)`;
+  time, the block's segments consecutive rows, and `unroll` of them per lane per step (the loads
+  issued before any use); scores: each segment's dot, reduced over its lanes (`shfl_xor`), into `sc`
+  (static shared memory);
+- softmax of the split: the block's max `m` and sum (`block_reduce`) over `sc`, `sc[p]` becoming
+  `exp(s_p - m)`;
 - output: each lane accumulates its dims over its positions, reading V rows the same coalesced way;
   the segments of a warp are combined by `shfl_xor`, the warps' partial rows through `sc` (reused
-  once every score is read), summed per dim in warp order by one thread per dim, divided by the
-  softmax sum, then stored and/or quantized (the epilogue: a warp holds one block of 32 dims).
+  once every score is read), summed per dim in warp order by one thread per dim;
+- with one split active (a short cache) the block divides by its sum and stores and/or quantizes
+  (the epilogue: a warp holds one block of 32 dims). Otherwise it writes its partial row, max and
+  sum, fences, and counts itself done (`atomic.add` on `count[head]`); the block that finishes last
+  resets the count and combines the head: `M = max m_t`, `y = Σ_t e^(m_t-M) o_t / Σ_t e^(m_t-M) l_t`
+  in split order, then stores and/or quantizes as above.
 
-The order of every sum depends on `(hd, block, unroll)` and `c` only, so the stored and quantizing
-variants agree bit for bit (`fused: EXACT`). The default `block` (`default_block`) and `unroll`
-(`default_unroll`) follow the cache length `l` and the head width.
+Static shared memory: `sc` of `max(rows of the widest split, warps*hd, splits)` floats, a 32-float
+reduction row and a flag. The seed's bound stays: `4*l + 128 <= 48 KiB` (`l <= 12256`, legality's
+K18). The order of every sum depends on `(hd, block, unroll, splits)` and `c` only, so the stored and
+quantizing variants agree bit for bit (`fused: EXACT`). The default `block` (`default_block`, 128
+threads), `unroll` (`default_unroll`) and `splits` follow the head width, `l` and `h`.
 
 `kv_append(caches) -> Kernel`: the cache maintenance of a decode step, one launch at the end of the
 plan (`codegen.plan`, inside the captured graph): for each attention `i` with a cache of `rows_i`
@@ -71,42 +81,71 @@ def layout(hd: int) -> tuple[int, int, int]:
     return w, s, -(-nv // s)
 
 
-def shared_floats(hd: int, l: int, block: int) -> int:  # noqa: E741
-    """The floats of the score row: `l` scores, or the warps' partial output rows if more."""
-    return max(l, (block // 32) * hd)
-
-
 def default_block(hd: int, l: int) -> int:  # noqa: E741
-    """Threads per block: about one per 4 positions, 64..1024, kept within the shared-memory bound."""
-    b = min(1024, max(64, _pow2_at_least(-(-l // 4))))
-    while b > 32 and 4 * shared_floats(hd, l, b) + 128 > STATIC_SHARED_BYTES:
+    """Threads per block: 128 (4 warps; a head's rows are split over blocks, `default_splits`), fewer
+    when the split rows of a short cache would leave warps idle, within the shared-memory bound."""
+    _, s, _ = layout(hd)
+    b = 128
+    while b > 32 and (b // 32) * (32 // s) > max(1, l):
+        b //= 2
+    while b > 32 and 4 * max(l, (b // 32) * hd) + 128 > STATIC_SHARED_BYTES:
         b //= 2
     return b
 
 
 def default_unroll(hd: int) -> int:
-    """Positions per lane per step: eight 16-byte loads in flight per thread (the fastest of 2, 4, 8
-    at 512 and 1024 threads on the H200, SmolLM2's heads at 4000 rows: bench/RESULTS.md), fewer
-    for wide heads."""
+    """Positions per lane per step: four 16-byte loads in flight per thread (a split holds tens to a
+    few hundred rows), fewer for wide heads."""
     _, _, c = layout(hd)
-    return max(1, 8 // c)
+    return max(1, 4 // c)
+
+
+TARGET_BLOCKS = 2 * 132
+"""Blocks the attention aims to run over a long cache: two per SM of an H200."""
+
+
+def default_splits(h: int, hd: int, l: int, block: int) -> int:  # noqa: E741
+    """Blocks per head (flash-decoding splits): enough for `TARGET_BLOCKS` over all heads, and no more
+    than a split of one position per lane segment of the block's warps needs."""
+    _, s, _ = layout(hd)
+    per_pass = (block // 32) * (32 // s)
+    return max(1, min(-(-l // per_pass), -(-TARGET_BLOCKS // h)))
+
+
+def split_rows(c: int, splits: int, block: int, hd: int) -> int:
+    """Rows per split for `c` cache rows (c + 1 positions with the current one): the positions over
+    `splits`, rounded up to a whole pass of the block's lane segments. The kernel computes the same."""
+    _, s, _ = layout(hd)
+    per_pass = (block // 32) * (32 // s)
+    per_split = -(-(c + 1) // splits)
+    return per_pass * -(-per_split // per_pass)
 
 
 @functools.cache
 def attention(
     h: int, kv: int, hd: int, l: int, *, quant: str | None = None, store_y: bool | None = None,
-    block: int | None = None, unroll: int | None = None,
+    block: int | None = None, unroll: int | None = None, splits: int | None = None,
 ) -> Kernel:  # fmt: skip
     """The single-query GQA attention kernel (see the module docstring)."""
     if min(h, kv, hd) <= 0 or l < 1 or h % kv:
         raise ValueError(f"attention of {h} query heads over {kv} kv heads of {hd}, l = {l}")
+    if 4 * l + 4 * 32 > STATIC_SHARED_BYTES:  # the seed's bound (legality's K18), kept with the split
+        raise ValueError(f"attention score row of l = {l} exceeds the 48 KiB of static shared memory")
     block = check_block(block if block is not None else default_block(hd, l))
     unroll = unroll if unroll is not None else default_unroll(hd)
     if unroll < 1:
         raise ValueError(f"attention unrolled {unroll} times")
-    ns = shared_floats(hd, l, block)
+    ns_max = splits if splits is not None else default_splits(h, hd, l, block)
+    if ns_max < 1:
+        raise ValueError(f"attention split {ns_max} ways")
+    warps = block // 32
+    w, s, nc = layout(hd)
+    segs = 32 // s
+    per_pass = warps * segs
+    rows_max = split_rows(l - 1, ns_max, block, hd)
+    ns = max(rows_max, warps * hd, ns_max)
     if 4 * ns + 4 * 32 > STATIC_SHARED_BYTES:
-        what = f"score row of l = {l}" if ns == l else f"{block // 32} partial rows of {hd}"
+        what = f"score row of {rows_max} rows" if ns == rows_max else f"{warps} partial rows of {hd}"
         raise ValueError(f"attention {what} exceeds the 48 KiB of static shared memory")
     if quant is not None:
         check_format(quant)
@@ -116,13 +155,9 @@ def attention(
     if not store_y and quant is None:
         raise ValueError("an attention that neither stores nor quantizes its result")
     g = h // kv
-    warps = block // 32
     row = kv * hd
-    w, s, nc = layout(hd)
     nv = hd // w
-    segs = 32 // s
-    per_warp = segs * unroll
-    per_block = warps * per_warp
+    per_block = per_pass * unroll
     zero = "float32(0.0)"
 
     def valid(j: int) -> str | None:
@@ -169,10 +204,14 @@ def attention(
     def dot(src: str) -> str:
         return " + ".join(f"q{j}_{t} * {src}{j}_{t}" for j, t in regs)
 
-    # scores of the cache rows: U positions per lane per step, loads first
+    def position(u: int) -> str:
+        """Position `u` of this lane's segment in a step: the block's segments take consecutive rows."""
+        return f"p{u} = base + {u * per_pass} + mine\nok{u} = p{u} < r1".replace(" + 0 +", " +")
+
+    # scores of the split's cache rows: U positions per lane per step, loads first
     score_loads, score_sums = [], []
     for u in range(unroll):
-        score_loads.append(f"p{u} = base + {u * segs + 0} + seg\nok{u} = p{u} < c".replace(" + 0 +", " +"))
+        score_loads.append(position(u))
         for j in range(nc):
             score_loads.append(load(f"k{u}_{j}_", "k_cache", f"p{u} * {row} + ko", j, both(f"ok{u}", valid(j))).rstrip())
     for u in range(unroll):
@@ -180,7 +219,7 @@ def attention(
     for u in range(unroll):
         score_sums.append(seg_sum(f"s{u}", down))
     for u in range(unroll):
-        score_sums.append(f"if sl == 0 and ok{u}:\n    sc[p{u}] = fmul_rn(s{u}, {f32(1.0 / math.sqrt(hd))})")
+        score_sums.append(f"if sl == 0 and ok{u}:\n    sc[p{u} - r0] = fmul_rn(s{u}, {f32(1.0 / math.sqrt(hd))})")
     cur_k = "\n".join(
         f"kc{j}_{t} = {pick(valid(j), f'k[ko + {elem(j, t)}]')}" for j, t in regs
     )
@@ -188,12 +227,12 @@ def attention(
     acc_init = "\n".join(f"a{j}_{t} = {zero}" for j, t in regs)
     out_loads, out_sums = [], []
     for u in range(unroll):
-        out_loads.append(f"p{u} = base + {u * segs} + seg\nok{u} = p{u} < c\nw{u} = sc[p{u}] if ok{u} else {zero}".replace(" + 0 +", " +"))
+        out_loads.append(position(u) + f"\nw{u} = sc[p{u} - r0] if ok{u} else {zero}")
         for j in range(nc):
             out_loads.append(load(f"v{u}_{j}_", "v_cache", f"p{u} * {row} + ko", j, both(f"ok{u}", valid(j))).rstrip())
     for u in range(unroll):
         out_sums.extend(f"a{j}_{t} += w{u} * v{u}_{j}_{t}" for j, t in regs)
-    cur_v = "wc = sc[c]\n" + "\n".join(
+    cur_v = "wc = sc[c - r0]\n" + "\n".join(
         guarded(valid(j), f"a{j}_{t} += wc * v[ko + {elem(j, t)}]") for j, t in regs
     )
     combine = "\n".join(seg_sum(f"a{j}_{t}", up) for j, t in regs if up)
@@ -213,6 +252,12 @@ def attention(
         params.append(Param("y", "float32", h * hd, "out", f"[{h}, {hd}]"))
     if quant:
         params.extend(qact_params(h * hd, 1, quant, prefix="y"))
+    if ns_max > 1:
+        params += [
+            Param("part_o", "float32", h * ns_max * hd, "inout", f"[{h}, {ns_max}, {hd}]: each split's unnormalized output"),
+            Param("part_ml", "float32", h * ns_max * 2, "inout", f"[{h}, {ns_max}, 2]: each split's score max and sum"),
+            Param("count", "int32", h, "inout", f"[{h}]: splits done per head (0 between launches)"),
+        ]
     names = ", ".join(p.name for p in params)
     store = "if ok:\n    y[qo + dd] = out\n" if store_y else ""
     finish = store + (epilogue("out", "qo + dd", "ok", "(qo + dd) // 32", "ok", quant, prefix="y") if quant else "")
@@ -222,13 +267,60 @@ def attention(
     if quant:
         loop += f"\n    if d0 + warp * 32 < {hd}:"
         body_indent = 2
-    outer = f"""\
+    single = f"""\
 out = {zero}
 if ok:
     for wi in range({warps}):
         out += sc[wi * {hd} + dd]
     out = fdiv_rn(out, total)
 {finish}"""
+    merged = f"""\
+out = {zero}
+if ok:
+    for t in range(active):
+        out = fadd_rn(out, fmul_rn(sc[t], part_o[(slot0 + t) * {hd} + dd]))
+    out = fdiv_rn(out, total)
+{finish}"""
+    if ns_max > 1:
+        tail = f"""\
+if active == 1:
+{indent(loop, 1)}
+{indent(single, 1 + body_indent)}
+    return
+slot = head * {ns_max} + sp
+for dd in range(tid, {hd}, {block}):
+    out = {zero}
+    for wi in range({warps}):
+        out += sc[wi * {hd} + dd]
+    part_o[slot * {hd} + dd] = out
+if tid == 0:
+    part_ml[2 * slot] = m
+    part_ml[2 * slot + 1] = total
+cuda.threadfence()
+cuda.syncthreads()
+if tid == 0:
+    flag[0] = cuda.atomic.add(count, head, 1)
+cuda.syncthreads()
+if flag[0] != active - 1:
+    return
+cuda.threadfence()
+slot0 = head * {ns_max}
+if tid == 0:
+    count[head] = 0
+m = float32(-math.inf)
+for t in range(active):
+    m = max(m, part_ml[2 * (slot0 + t)])
+cuda.syncthreads()
+for t in range(tid, active, {block}):
+    sc[t] = float32(math.exp(fsub_rn(part_ml[2 * (slot0 + t)], m)))
+cuda.syncthreads()
+total = {zero}
+for t in range(active):
+    total = fadd_rn(total, fmul_rn(sc[t], part_ml[2 * (slot0 + t) + 1]))
+{loop}
+{indent(merged, body_indent)}"""
+    else:
+        tail = f"{loop}\n{indent(single, body_indent)}"
     # on a GPU the block size bounds the registers (64 a thread at 1024 threads: the launch never fails
     # for want of them); the simulator's `cuda.jit` takes no launch bounds
     bounds = "" if simulating() else f", launch_bounds={block}"
@@ -237,57 +329,67 @@ if ok:
 def attention_k({names}):
     sc = cuda.shared.array({ns}, float32)
     red0 = cuda.shared.array(32, float32)
+    flag = cuda.shared.array(1, int32)
     tid = cuda.threadIdx.x
     lane = tid % 32
     warp = tid // 32
     seg = lane // {s}
     sl = lane % {s}
-    head = cuda.blockIdx.x
+    mine = warp * {segs} + seg
+    head = cuda.blockIdx.x % {h}
+    sp = cuda.blockIdx.x // {h}
     kvh = head // {g}
     qo = head * {hd}
     ko = kvh * {hd}
     c = min(max(pos[0], 0), {l - 1})
+    rows = {per_pass} * ((((c + {ns_max}) // {ns_max}) + {per_pass - 1}) // {per_pass})
+    active = (c + rows) // rows
+    if sp >= active:
+        return
+    r0 = sp * rows
+    r1 = min(r0 + rows, c)
+    last = sp == active - 1
 {indent(qload, 1)}
-    for base in range(warp * {per_warp}, c, {per_block}):
+    for base in range(r0, r1, {per_block}):
 {indent(chr(10).join(score_loads), 2)}
 {indent(chr(10).join(score_sums), 2)}
-    if warp == 0:
+    if last and warp == 0:
 {indent(cur_k, 2)}
         s0 = {dot("kc")}
 {indent(seg_sum("s0", down), 2)}
         if lane == 0:
-            sc[c] = fmul_rn(s0, {f32(1.0 / math.sqrt(hd))})
+            sc[c - r0] = fmul_rn(s0, {f32(1.0 / math.sqrt(hd))})
     cuda.syncthreads()
+    n = min(r0 + rows, c + 1) - r0
     m = float32(-math.inf)
-    for p in range(tid, c + 1, {block}):
+    for p in range(tid, n, {block}):
         m = max(m, sc[p])
 {indent(block_reduce("m", "max", "red0", warps), 1)}
     cuda.syncthreads()
     total = {zero}
-    for p in range(tid, c + 1, {block}):
+    for p in range(tid, n, {block}):
         e = float32(math.exp(fsub_rn(sc[p], m)))
         sc[p] = e
         total = fadd_rn(total, e)
 {indent(block_reduce("total", "sum", "red0", warps), 1)}
     cuda.syncthreads()
 {indent(acc_init, 1)}
-    for base in range(warp * {per_warp}, c, {per_block}):
+    for base in range(r0, r1, {per_block}):
 {indent(chr(10).join(out_loads), 2)}
 {indent(chr(10).join(out_sums), 2)}
-    if warp == 0 and seg == 0:
+    if last and warp == 0 and seg == 0:
 {indent(cur_v, 2)}
 {indent(combine, 1)}
     cuda.syncthreads()
     if seg == 0:
 {indent(partials, 2)}
     cuda.syncthreads()
-{indent(loop, 1)}
-{indent(outer, 1 + body_indent)}
+{indent(tail, 1)}
 """
     tag = f"_{quant}" if quant else ""
-    name = f"attention{tag}_h{h}kv{kv}d{hd}_l{l}_b{block}u{unroll}"
-    notes = f"single-query GQA attention, {h} heads over {kv} kv heads of {hd}, l = {l}"
-    return build(name, body, "attention_k", (h,), (block,), params, notes)
+    name = f"attention{tag}_h{h}kv{kv}d{hd}_l{l}_b{block}u{unroll}s{ns_max}"
+    notes = f"single-query GQA attention, {h} heads over {kv} kv heads of {hd}, l = {l}, {ns_max} splits a head"
+    return build(name, body, "attention_k", (h * ns_max,), (block,), params, notes)
 
 
 @functools.cache
