@@ -1,4 +1,5 @@
-r"""`FwdLexer`: xDSL 0.74's MLIR lexer with its string literals lexed in linear time.
+r"""`FwdLexer`: xDSL 0.74's MLIR lexer with its string literals lexed in linear time, and read back
+as strings when the printer wrote them with escapes.
 
 xDSL's `MLIRLexer._lex_string_literal` matches `"(?:[^"\\\n\v\f]+|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"`:
 a `+` nested in a `*`. On a string with no closing quote the regex engine tries every way of
@@ -7,6 +8,12 @@ of 40 never ends). Every string-like token goes through it: a string attribute, 
 a `@"symbol"`, a `loc("file")`, a dictionary key, a resource blob. Here the body is matched one
 character or one escape per step, possessively (never re-tried), and a failure says why: the line
 ends first (located at the opening quote) or an escape is not one (located at the backslash).
+
+xDSL's printer writes every byte of a string outside printable ASCII as an escape (`blk.0.é` as
+`"blk.0.\C3\A9"`, MLIR's form), and its lexer called any literal whose escapes made non-ASCII bytes
+`BYTES_LIT`, which no string attribute, property or keyword accepts: printed IR did not parse back.
+Here a literal is `STRING_LIT` when its bytes are UTF-8 (as xDSL's own docstring says it should be),
+`BYTES_LIT` only when they are not.
 """
 
 from __future__ import annotations
@@ -24,8 +31,8 @@ or an escape (`\n`, `\t`, `\\`, `\"`, two hex digits)."""
 
 class FwdLexer(MLIRLexer):
     def _lex_string_literal(self, start_pos: Position) -> MLIRToken:
-        """The string literal whose opening quote is at `start_pos` (`STRING_LIT`; `BYTES_LIT` when
-        its escapes make bytes that are not ASCII, as xDSL's).
+        """The string literal whose opening quote is at `start_pos`: `STRING_LIT`, or `BYTES_LIT`
+        when its escapes make bytes that are not UTF-8.
 
         Raises: ParseError at the opening quote when the line or the input ends first, at the
         backslash of an escape that is not one."""
@@ -46,6 +53,14 @@ class FwdLexer(MLIRLexer):
             )
         self.pos = end + 1
         literal = StringLiteral(start_pos, self.pos, self.input)
-        if "\\" in literal.text and not literal.bytes_contents.isascii():
+        if "\\" in literal.text and not _is_utf8(literal.bytes_contents):
             return Token(MLIRTokenKind.BYTES_LIT, literal)
         return Token(MLIRTokenKind.STRING_LIT, literal)
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
