@@ -109,10 +109,12 @@ def build_fused(match: Match, ctx: FuseContext) -> tuple[FusedOp, list[SSAValue]
     return fused, outs
 
 
-def splice(fused: FusedOp, outs: list[SSAValue], parts: tuple[Operation, ...], rewriter: PatternRewriter) -> None:
+def splice(
+    fused: FusedOp, outs: list[SSAValue], parts: tuple[Operation, ...], rewriter: PatternRewriter, ctx: FuseContext
+) -> None:
     """Put `fused` in place of `parts`: after the last part, with the outside ops between the parts
     that read them moved after it; the parts' outside uses read `fused`'s results."""
-    movers = dependents_between(parts)
+    movers = dependents_between(parts, ctx)
     rewriter.insert(fused, InsertPoint.after(parts[-1]))
     anchor: Operation = fused
     for m in movers:
@@ -124,6 +126,8 @@ def splice(fused: FusedOp, outs: list[SSAValue], parts: tuple[Operation, ...], r
         rewriter.replace_uses_with_if(old, new, lambda use: use.operation not in inside)
     for p in reversed(parts):
         rewriter.erase(p)
+    ctx.placed(fused, parts, movers)
+    ctx.changed()
 
 
 class RulePattern(RewritePattern):
@@ -149,7 +153,7 @@ class RulePattern(RewritePattern):
         if reason is not None:
             fused.erase(safe_erase=False)
             return self._not_fused(match, NotFused(reason, remark=True))
-        splice(fused, outs, match.parts, rewriter)
+        splice(fused, outs, match.parts, rewriter, self.ctx)
 
 
 def fuse_module(module: ModuleOp, shim: Shim, rules: tuple[ChipRule, ...] | None = None) -> None:
