@@ -28,11 +28,15 @@ GGUF `llama` files store the Q and K projection rows of each head permuted for i
 permutation of the stored blocks) when it hands them out, so the file stays in GGUF layout.
 
 Errors: a missing, truncated or non-GGUF file, another architecture, a missing tensor, a tensor of an
-unexpected shape or an unusable hyperparameter raise `ModelError` with one line naming the file.
+unexpected shape or an unusable hyperparameter raise `ModelError` with one line naming the file. The
+file's layout is checked before gguf's reader trusts it (`gguf_layout`: counts and lengths against
+the file's size, UTF-8 strings, the value type of every key read, each tensor's bytes against its
+type and shape).
 """
 
 from __future__ import annotations
 
+import mmap
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +50,7 @@ from xdsl.dialects.func import Func
 from xdsl.utils.exceptions import ParseError, VerifyException
 
 from fwdshim.dialects.attributes import ggml_of
+from fwdshim.gguf_layout import LayoutError, Truncated, check_metadata, scan
 from fwdshim.weights import MissingWeight, WeightData
 
 KERNEL_TYPES = frozenset({QT.F32, QT.F16, QT.BF16, QT.Q8_0})
@@ -81,23 +86,36 @@ def check_file(path: str | Path) -> Path:
     return path
 
 
-def open_gguf(path: str | Path) -> gguf.GGUFReader:
-    """A `GGUFReader` over `path`, every tensor's data inside the file.
-
-    Raises: ModelError for a missing or unreadable file, one that is not GGUF, or a truncated one."""
-    path = check_file(path)
+def check_layout(path: Path) -> None:
+    """The layout of GGUF file `path` checked (`gguf_layout.scan`: every count, length, string and
+    tensor extent against the file's size; `check_metadata`: the value types of the keys fwdshim
+    reads) before anything trusts it. Raises: ModelError naming the file and the key or tensor."""
     size = path.stat().st_size
     try:
+        with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            layout = scan(data)
+        check_metadata(layout)
+    except Truncated as e:
+        raise ModelError(f"{path}: truncated or corrupt GGUF file of {size} bytes ({e})") from None
+    except LayoutError as e:
+        raise ModelError(f"{path}: {e}") from None
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read the file ({e.strerror})") from None
+
+
+def open_gguf(path: str | Path) -> gguf.GGUFReader:
+    """A `GGUFReader` over `path`, its layout checked first (`check_layout`).
+
+    Raises: ModelError for a missing or unreadable file, one that is not GGUF, a truncated or corrupt
+    one, or metadata of the wrong type."""
+    path = check_file(path)
+    check_layout(path)
+    try:
         reader = gguf.GGUFReader(path)
-    except Exception as e:  # gguf raises ValueError, IndexError, struct errors... on a cut file
-        raise ModelError(
-            f"{path}: truncated or corrupt GGUF file of {size} bytes (gguf: {_one_line(e)})"
-        ) from None
-    for t in reader.tensors:
-        if t.data_offset + t.n_bytes > size or t.data.nbytes != t.n_bytes:
-            raise ModelError(
-                f"{path}: truncated GGUF file (tensor `{t.name}` runs past its end at {size} bytes)"
-            )
+    except Exception as e:  # the layout held: a gguf limit fwdshim does not know of
+        raise ModelError(f"{path}: gguf cannot read the file ({_one_line(e)})") from None
+    for t in reader.tensors:  # the layout said so; gguf must agree
+        assert t.data.nbytes == t.n_bytes, t.name
     return reader
 
 
@@ -766,7 +784,7 @@ def import_gguf(
         )
     if context is not None and context < 2:
         raise ModelError(f"{path}: a context of {context} positions holds no cached row (need at least 2)")
-    check_file(path)
+    check_layout(check_file(path))  # a cached sidecar does not vouch for its source (older code wrote it)
     cached = _cached_sidecar(path, requantize) if sidecar is None else None
     if cached is None:
         reader, params, uses, weights_path = _read_or_convert(path, requantize, sidecar, progress)

@@ -108,14 +108,23 @@ class GGUFTokenizer:
         self._tok = tok
         self.tokens = tokens
         self.vocab_size = len(tokens)
-        self.bos_id = field_value(reader, "tokenizer.ggml.bos_token_id")
-        self.eos_id = field_value(reader, "tokenizer.ggml.eos_token_id")
+        self.bos_id = self._token_id(reader, "tokenizer.ggml.bos_token_id")
+        self.eos_id = self._token_id(reader, "tokenizer.ggml.eos_token_id")
         self.add_bos = bool(field_value(reader, "tokenizer.ggml.add_bos_token", False))
         self.chat_template = field_value(reader, "tokenizer.chat_template")
         ends = {
             i for i, (t, k) in enumerate(zip(tokens, types)) if k == gguf.TokenType.CONTROL and _ends_turn(t)
         }
         self.stop_ids = frozenset(ends | ({self.eos_id} if self.eos_id is not None else set()))
+
+    def _token_id(self, reader: gguf.GGUFReader, key: str) -> int | None:
+        """The token id metadata `key` holds (an integer: `gguf_layout.check_metadata`), or None.
+        Raises: ModelError when it is not an id of the vocabulary."""
+        i = field_value(reader, key)
+        if i is not None and not 0 <= i < len(self.tokens):
+            n = len(self.tokens)
+            raise ModelError(f"{self.path}: `{key}` = {i} is not a token id (the vocabulary holds {n})")
+        return i
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text` (control tokens written in the text are matched whole)."""

@@ -214,13 +214,16 @@ class DictWeights:
 
 
 class GGUFWeights:
-    """The tensors of a GGUF file by name: `GGUFWeights(gguf.GGUFReader(path))` or `GGUFWeights(path)`.
+    """The tensors of a GGUF file by name: `GGUFWeights(gguf.GGUFReader(path))` or `GGUFWeights(path)`
+    (opened by `importer.open_gguf`: its layout checked first; raises `ModelError`).
 
     Shapes are logical (`[N, K]`: GGUF's `ne` order reversed); data stays memory-mapped until used."""
 
     def __init__(self, reader: gguf.GGUFReader | str | PathLike):
         if not isinstance(reader, gguf.GGUFReader):
-            reader = gguf.GGUFReader(reader)
+            from fwdshim.importer import open_gguf
+
+            reader = open_gguf(reader)
         self.reader = reader
         self._tensors = {t.name: t for t in reader.tensors}
 

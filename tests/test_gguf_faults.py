@@ -1,0 +1,233 @@
+"""Bad GGUF files (issue 10, items 1 and 2): each is one line naming the file (and the key or
+tensor), exit status 1, for `fwdshim import` and `fwdshim run` alike; nothing hangs, nothing is
+silently wrong, no library warning reaches the terminal.
+
+`tests/cases/gguf_*.gguf` are the files found by testing (a 2-layer d-64 llama with one field
+changed); beside each kind a sibling of our own, a byte edit or a rewrite of a tiny seeded model.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import warnings
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as QT
+from gguf import GGUFValueType as VT
+
+from fwdshim import cli
+from fwdshim.gguf_export import byte_vocab, copy_metadata, random_llama, write_llama
+from fwdshim.gguf_layout import scan
+from fwdshim.importer import LlamaParams
+
+CASES = Path(__file__).parent / "cases"
+TINY = LlamaParams(n_layer=2, d=64, ff=96, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
+                   vocab=262, context_length=256)  # fmt: skip
+BIG = 1 << 40
+
+# file -> (the error after `fwdshim: error: FILE: ` for import, and for run; None: it succeeds)
+CASE_ERRORS = {
+    "gguf_hang_array_length": "truncated or corrupt GGUF file of 90080 bytes (metadata `tokenizer.ggml.token_type` "
+                              "claims 1099511627776 UINT8 elements, more than the 86837 bytes left in the file hold)",
+    "gguf_crash_tokens_elem_array": "metadata `tokenizer.ggml.tokens` is an array of arrays, which GGUF readers do "
+                                    "not support",
+    "gguf_internal_arch_utf8": "metadata `general.architecture` is not UTF-8 (byte 0xff at 2 of its 5)",
+    "gguf_internal_token_utf8": "metadata `tokenizer.ggml.tokens`[64] is not UTF-8 (byte 0xff at 0 of its 1)",
+    "gguf_internal_bos_string": "`tokenizer.ggml.bos_token_id` = 'x' is not a whole number",
+    "gguf_silent_tensor_type_attn_norm_bf16": "tensor `blk.0.attn_norm.weight` (BF16 64: 128 bytes) has 256 bytes "
+                                              "of data before the next tensor `blk.0.attn_q.weight`: its type or "
+                                              "shape does not match its data",
+}  # fmt: skip
+RUN_ONLY: dict[str, str] = {}
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("FWDSHIM_TRACEBACK", raising=False)
+
+
+def argv(command: str, path: Path, tmp_path: Path) -> list[str]:
+    if command == "import":
+        return ["import", str(path), "-o", str(tmp_path / "step.mlir")]
+    return ["run", "--model", str(path), "--prompt", "hi", "--device", "cpu", "--max-tokens", "2"]
+
+
+def one_line(capsys, args: list[str], path: Path, why: str | None) -> None:
+    """`fwdshim args` exits 1 with exactly `fwdshim: error: PATH: WHY` (or 0 when `why` is None), and
+    no warning is raised on the way (numpy's RuntimeWarning lines would reach the terminal)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rc = cli.main(args)
+    err = capsys.readouterr().err
+    assert [str(w.message) for w in caught] == []
+    if why is None:
+        assert rc == 0, err
+        return
+    assert (rc, err) == (1, f"fwdshim: error: {path}: {why}\n")
+
+
+@pytest.mark.parametrize("command", ["import", "run"])
+@pytest.mark.parametrize("case", sorted(CASE_ERRORS) + sorted(RUN_ONLY))
+def test_case_file_is_one_line(tmp_path, capsys, case, command):
+    path = CASES / f"{case}.gguf"
+    why = CASE_ERRORS.get(case) or (RUN_ONLY[case] if command == "run" else None)
+    one_line(capsys, argv(command, path, tmp_path), path, why)
+
+
+# ---------------------------------------------------------------------------------------------
+# siblings: byte edits and rewrites of a tiny model of our own
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory) -> Path:
+    w = random_llama(TINY, seed=10)
+    w["token_embd.weight"][-1] = 0.0  # the stop token never wins: the run goes its full length
+    return write_llama(tmp_path_factory.mktemp("good") / "good.gguf", TINY, w,
+                       vocab=byte_vocab([("a", "b"), ("ab", "c"), ("Ġ", "t"), ("h", "e"), ("Ġt", "he")]))  # fmt: skip
+
+
+def _value_at(data: bytes, key: str) -> int:
+    """The offset of metadata `key`'s value type in GGUF bytes `data`."""
+    k = key.encode()
+    return data.index(struct.pack("<Q", len(k)) + k) + 8 + len(k)
+
+
+def _info_at(data: bytes, name: str) -> int:
+    """The offset of tensor `name`'s dimension count in its tensor info."""
+    return _value_at(data, name)
+
+
+def _edit(src: Path, dst: Path, *edits: tuple[int, bytes]) -> Path:
+    data = bytearray(src.read_bytes())
+    for at, new in edits:
+        data[at : at + len(new)] = new
+    dst.write_bytes(bytes(data))
+    return dst
+
+
+def _rewrite(src: Path, dst: Path, *, kv=None, add=None, types=None) -> Path:
+    """A copy of `src` with metadata `kv` (key -> (value, type[, element type])) set, tensors `add`
+    (name -> float32 array) added and the tensor types `types` (name -> type) declared, their data
+    left as it was."""
+    r = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(dst, "llama")
+    copy_metadata(r, w, skip=tuple(kv or ()))
+    for k, (v, t, *sub) in (kv or {}).items():
+        w.add_key_value(k, v, t, sub[0] if sub else None)
+    for t in r.tensors:
+        if t.name in (types or {}):  # the same bytes under another (unquantized) type
+            w.add_tensor(t.name, np.asarray(t.data), raw_shape=tuple(reversed(t.shape.tolist())),
+                         raw_dtype=types[t.name])  # fmt: skip
+        else:
+            w.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+    for name, a in (add or {}).items():
+        w.add_tensor(name, a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return dst
+
+
+def _siblings(good: Path, tmp: Path) -> dict[str, tuple[Path, str | None, str | None]]:
+    """name -> (file, the import error, the run error)."""
+    data = good.read_bytes()
+    size = len(data)
+    out: dict[str, tuple[Path, str | None, str | None]] = {}
+
+    def both(name: str, path: Path, why: str) -> None:
+        out[name] = (path, why, why)
+
+    # lengths and counts past the file's size
+    at = _value_at(data, "general.name") + 4
+    both("string length", _edit(good, tmp / "strlen.gguf", (at, struct.pack("<Q", BIG))),
+         f"truncated or corrupt GGUF file of {size} bytes (metadata `general.name`: a string of {BIG} bytes at "
+         f"offset {at + 8} runs past the end of the file ({size} bytes))")
+    both("tensor count", _edit(good, tmp / "count.gguf", (8, struct.pack("<Q", BIG))),
+         f"truncated or corrupt GGUF file of {size} bytes (the header claims {BIG} tensors, more than the file holds)")
+    at = _info_at(data, "blk.1.ffn_down.weight") + 4 + 8
+    both("tensor dims", _edit(good, tmp / "dims.gguf", (at, struct.pack("<Q", BIG))),
+         f"truncated or corrupt GGUF file of {size} bytes (tensor `blk.1.ffn_down.weight` claims {BIG}x96 values "
+         f"of Q8_0: {BIG * 96 // 32 * 34} bytes, more than the file's {size})")
+    # element and value types GGUF readers do not read
+    at = _value_at(data, "tokenizer.ggml.merges") + 4
+    both("merges of arrays", _edit(good, tmp / "nested.gguf", (at, struct.pack("<I", VT.ARRAY))),
+         "metadata `tokenizer.ggml.merges` is an array of arrays, which GGUF readers do not support")
+    at = _value_at(data, "general.name")
+    both("unknown value type", _edit(good, tmp / "vtype.gguf", (at, struct.pack("<I", 77))),
+         "metadata `general.name` has unknown value type 77")
+    # strings that are not UTF-8
+    at = _info_at(data, "blk.0.attn_q.weight") - len("blk.0.attn_q.weight")
+    both("tensor name", _edit(good, tmp / "tname.gguf", (at, b"\xfe")),
+         "the name of tensor #2 is not UTF-8 (byte 0xfe at 0 of its 19)")
+    at = _value_at(data, "tokenizer.ggml.merges") + 4 + 4 + 8 + 8
+    both("merge", _edit(good, tmp / "merge.gguf", (at, b"\xc3")),
+         "metadata `tokenizer.ggml.merges`[0] is not UTF-8 (byte 0xc3 at 0 of its 3)")
+    key = "tokenizer.ggml.pre"
+    at = _value_at(data, key) - len(key)
+    i = list(gguf.GGUFReader(good).fields).index(key) - 3  # after GGUF.version, tensor_count, kv_count
+    both("key", _edit(good, tmp / "key.gguf", (at, b"\x80")), f"metadata key #{i} is not UTF-8 (byte 0x80 at 0 of its 18)")
+    # metadata of the wrong type
+    both("add_bos string", _rewrite(good, tmp / "addbos.gguf", kv={"tokenizer.ggml.add_bos_token": ("yes", VT.STRING)}),
+         "`tokenizer.ggml.add_bos_token` = 'yes' is not true or false")
+    both("tokens of ints", _rewrite(good, tmp / "tokints.gguf", kv={"tokenizer.ggml.tokens": ([1, 2, 3], VT.ARRAY, VT.INT32)}),
+         "`tokenizer.ggml.tokens` = an array of 3 INT32s is not an array of strings")
+    both("rope base string", _rewrite(good, tmp / "base.gguf", kv={"llama.rope.freq_base": ("1e4", VT.STRING)}),
+         "`llama.rope.freq_base` = '1e4' is not a number")
+    out["eos past the vocabulary"] = (
+        _rewrite(good, tmp / "eos.gguf", kv={"tokenizer.ggml.eos_token_id": (999, VT.UINT32)}),
+        None, "`tokenizer.ggml.eos_token_id` = 999 is not a token id (the vocabulary holds 262)")
+    # a tensor's type or shape that does not match its bytes
+    both("last tensor F16", _rewrite(good, tmp / "lastf16.gguf", types={"output_norm.weight": QT.F16}),
+         "tensor `output_norm.weight` (F16 64: 128 bytes) is followed by 128 bytes no tensor accounts for: its "
+         "type or shape does not match its data")
+    at = _info_at(data, "blk.1.ffn_norm.weight") + 4
+    both("shape halved", _edit(good, tmp / "half.gguf", (at, struct.pack("<Q", 32))),
+         "tensor `blk.1.ffn_norm.weight` (F32 32: 128 bytes) has 256 bytes of data before the next tensor "
+         "`blk.1.ffn_gate.weight`: its type or shape does not match its data")
+    return out
+
+
+def test_siblings_are_one_line(tmp_path, capsys, good):
+    for command in ("import", "run"):
+        for name, (path, on_import, on_run) in _siblings(good, tmp_path).items():
+            why = on_import if command == "import" else on_run
+            try:
+                one_line(capsys, argv(command, path, tmp_path), path, why)
+            except AssertionError as e:
+                raise AssertionError(f"{name} ({command}): {e}") from None
+
+
+def test_good_model_runs_and_its_layout_is_the_readers(tmp_path, capsys, good):
+    one_line(capsys, argv("run", good, tmp_path), good, None)
+    with good.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        layout = scan(data)
+    r = gguf.GGUFReader(good)
+    assert layout.data_start == r.data_offset
+    assert [(t.name, t.type, layout.data_start + t.offset, t.n_bytes) for t in layout.tensors] == [
+        (t.name, t.tensor_type, t.data_offset, t.n_bytes) for t in r.tensors
+    ]
+    assert {k: (m.type, m.count) for k, m in layout.meta.items()} == {
+        k: (f.types[0], len(f.data)) for k, f in r.fields.items() if not k.startswith("GGUF.")
+    }
+
+
+def test_a_cached_sidecar_does_not_vouch_for_its_source(tmp_path, capsys):
+    """A source changed in place (same size and mtime) after its converted copy was cached is still
+    checked: the copy was written by whatever fwdshim ran then."""
+    w = random_llama(TINY, seed=11)
+    src = write_llama(tmp_path / "src.gguf", TINY, w, types={"output_norm.weight": QT.F16},
+                      vocab=byte_vocab([("a", "b"), ("ab", "c"), ("Ġ", "t"), ("h", "e"), ("Ġt", "he")]))  # fmt: skip
+    one_line(capsys, argv("run", src, tmp_path), src, None)  # writes the sidecar
+    st = src.stat()
+    data = src.read_bytes()
+    _edit(src, src, (_value_at(data, "general.architecture") + 4 + 8 + 1, b"\xff"))
+    os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
+    one_line(capsys, argv("run", src, tmp_path), src,
+             "metadata `general.architecture` is not UTF-8 (byte 0xff at 1 of its 5)")  # fmt: skip
