@@ -217,6 +217,10 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
     factors = rope_factors(reader, path, rope_dim // 2)
     tokens = reader.fields.get("tokenizer.ggml.tokens")
     vocab = count("vocab_size", len(tokens.data) if tokens is not None else None)
+    if tokens is not None and len(tokens.data) != vocab:  # ids past the list would print as nothing
+        raise ModelError(
+            f"{path}: `tokenizer.ggml.tokens` holds {len(tokens.data)} tokens, but `llama.vocab_size` = {vocab}"
+        )
     n_expert = count("expert_count", 0, least=0)
     top_k = count("expert_used_count", 0, least=0)
     if n_expert and not 1 <= top_k <= n_expert:
@@ -420,16 +424,25 @@ def expected_tensors(p: LlamaParams, tied: bool) -> dict[str, TensorUse]:
     return out
 
 
+_BLOCK = re.compile(r"blk\.(\d+)\.")
+
+
 def tensor_shape(t: gguf.ReaderTensor) -> tuple[int, ...]:
     """A reader tensor's logical shape, outermost first (GGUF's `ne` order reversed)."""
     return tuple(int(n) for n in reversed(t.shape.tolist()))
 
 
 def check_tensors(reader: gguf.GGUFReader, p: LlamaParams, path: str | Path) -> dict[str, TensorUse]:
-    """The tensors the step reads, each present with its expected shape.
+    """The tensors the step reads, each present with its expected shape, and no other.
 
-    Raises: ModelError naming the first missing tensor or the first of an unexpected shape."""
+    Raises: ModelError naming the first missing tensor, the first of an unexpected shape or the
+    first the step would not read (a `blk.N` past `llama.block_count`: llama.cpp refuses a file of
+    tensors its metadata does not account for, and running without them computes another model)."""
     have = {t.name: t for t in reader.tensors}
+    blocks = 1 + max((int(m.group(1)) for n in have if (m := _BLOCK.match(n))), default=-1)
+    if blocks != p.n_layer:  # before building a tensor list of `block_count` layers
+        held = f"tensors of {blocks} blocks (blk.0 to blk.{blocks - 1})" if blocks else "no `blk.N` tensors"
+        raise ModelError(f"{path}: `llama.block_count` = {p.n_layer}, but the file holds {held}")
     uses = expected_tensors(p, tied="output.weight" not in have)
     for name, use in uses.items():
         t = have.get(name)
@@ -444,6 +457,13 @@ def check_tensors(reader: gguf.GGUFReader, p: LlamaParams, path: str | Path) -> 
             raise ModelError(
                 f"{path}: tensor `{name}` has shape {_dims(shape)}, expected {use.meaning} = {_dims(use.shape)}"
             )
+    unused = next((n for n in have if n not in uses and n != ROPE_FREQS), None)  # rope_factors reads it
+    if unused is not None:
+        kind = f"a mixture of {p.n_expert} experts" if p.moe else "a dense model"
+        raise ModelError(
+            f"{path}: tensor `{unused}` is not one the llama step of {kind} reads "
+            "(fwdshim would run the model without it)"
+        )
     return {n: u for n, u in uses.items() if n in have}
 
 

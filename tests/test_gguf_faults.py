@@ -36,9 +36,12 @@ CASE_ERRORS = {
                               "claims 1099511627776 UINT8 elements, more than the 86837 bytes left in the file hold)",
     "gguf_crash_tokens_elem_array": "metadata `tokenizer.ggml.tokens` is an array of arrays, which GGUF readers do "
                                     "not support",
+    "gguf_hang_block_count": "`llama.block_count` = 4294967295, but the file holds tensors of 2 blocks (blk.0 to blk.1)",
     "gguf_internal_arch_utf8": "metadata `general.architecture` is not UTF-8 (byte 0xff at 2 of its 5)",
     "gguf_internal_token_utf8": "metadata `tokenizer.ggml.tokens`[64] is not UTF-8 (byte 0xff at 0 of its 1)",
     "gguf_internal_bos_string": "`tokenizer.ggml.bos_token_id` = 'x' is not a whole number",
+    "gguf_silent_block_count1": "`llama.block_count` = 1, but the file holds tensors of 2 blocks (blk.0 to blk.1)",
+    "gguf_silent_tokens200": "`tokenizer.ggml.tokens` holds 200 tokens, but `llama.vocab_size` = 262",
     "gguf_silent_tensor_type_attn_norm_bf16": "tensor `blk.0.attn_norm.weight` (BF16 64: 128 bytes) has 256 bytes "
                                               "of data before the next tensor `blk.0.attn_q.weight`: its type or "
                                               "shape does not match its data",
@@ -162,6 +165,11 @@ def _siblings(good: Path, tmp: Path) -> dict[str, tuple[Path, str | None, str | 
     at = _value_at(data, "general.name")
     both("unknown value type", _edit(good, tmp / "vtype.gguf", (at, struct.pack("<I", 77))),
          "metadata `general.name` has unknown value type 77")
+    # hyperparameters bounded by the tensors before use
+    both("block count 3", _rewrite(good, tmp / "blocks3.gguf", kv={"llama.block_count": (3, VT.UINT32)}),
+         "`llama.block_count` = 3, but the file holds tensors of 2 blocks (blk.0 to blk.1)")
+    both("block count 2^40", _rewrite(good, tmp / "blocksbig.gguf", kv={"llama.block_count": (BIG, VT.UINT64)}),
+         f"`llama.block_count` = {BIG}, but the file holds tensors of 2 blocks (blk.0 to blk.1)")
     # strings that are not UTF-8
     at = _info_at(data, "blk.0.attn_q.weight") - len("blk.0.attn_q.weight")
     both("tensor name", _edit(good, tmp / "tname.gguf", (at, b"\xfe")),
@@ -183,6 +191,17 @@ def _siblings(good: Path, tmp: Path) -> dict[str, tuple[Path, str | None, str | 
     out["eos past the vocabulary"] = (
         _rewrite(good, tmp / "eos.gguf", kv={"tokenizer.ggml.eos_token_id": (999, VT.UINT32)}),
         None, "`tokenizer.ggml.eos_token_id` = 999 is not a token id (the vocabulary holds 262)")
+    # tensors the metadata does not account for
+    both("unused tensor", _rewrite(good, tmp / "extra.gguf", add={"token_embd_norm.weight": np.ones(64, np.float32)}),
+         "tensor `token_embd_norm.weight` is not one the llama step of a dense model reads (fwdshim would run "
+         "the model without it)")
+    # a vocabulary longer than the embedding's rows
+    r = gguf.GGUFReader(good)
+    tokens = r.fields["tokenizer.ggml.tokens"].contents() + ["zz"]
+    types = r.fields["tokenizer.ggml.token_type"].contents() + [1]
+    both("263 tokens", _rewrite(good, tmp / "tok263.gguf", kv={"tokenizer.ggml.tokens": (tokens, VT.ARRAY, VT.STRING),
+                                                                "tokenizer.ggml.token_type": (types, VT.ARRAY, VT.INT32)}),
+         "`tokenizer.ggml.tokens` holds 263 tokens, but `llama.vocab_size` = 262")
     # a tensor's type or shape that does not match its bytes
     both("last tensor F16", _rewrite(good, tmp / "lastf16.gguf", types={"output_norm.weight": QT.F16}),
          "tensor `output_norm.weight` (F16 64: 128 bytes) is followed by 128 bytes no tensor accounts for: its "
