@@ -541,7 +541,15 @@ def execute(
     *,
     entry: str | None = None,
 ) -> list[Value]:
-    """Run a function of the `fwd` dialect on NumPy inputs; returns its results (module docstring)."""
+    """Run a function of the `fwd` dialect on NumPy inputs; returns its results (module docstring).
+
+    NaN and inf propagate as IEEE arithmetic has them, as on the GPU, without NumPy's warnings:
+    the caller judges the results (the runner stops on logits that are not finite)."""
+    with np.errstate(all="ignore"):
+        return _execute(func, inputs, weights, entry)
+
+
+def _execute(func, inputs, weights, entry) -> list[Value]:
     f = _entry(func, entry)
     args = f.body.block.args
     if isinstance(inputs, Mapping):

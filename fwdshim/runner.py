@@ -281,7 +281,7 @@ def generate(
         if not np.isfinite(logits[nxt]):  # argmax finds a NaN or +inf first: one look, not a scan
             raise RunError(
                 f"{decoder.model.gguf_path}: the logits at position {decoder.pos - 1} are not finite "
-                f"(logit {nxt} is {logits[nxt]}): the weights hold NaN/inf or the step overflowed"
+                f"(logit {nxt} is {logits[nxt]}): {_nonfinite_cause(decoder.model)}"
             )
         gen.tokens.append(nxt)
         gen.logits.append(logits)
@@ -298,3 +298,18 @@ def generate(
         logits = decoder.step(nxt)
     gen.decode_s = time.perf_counter() - t1
     return gen
+
+
+def _nonfinite_cause(model: ImportedModel) -> str:
+    """Why logits are not finite: the first weight holding NaN or inf, by name (each dequantized
+    alone; only on this error path), or an overflow of the step when every weight is finite."""
+    from fwdshim.weights import dequantize_raw
+
+    for name in model.weights.names():
+        wd = model.weights.get(name)
+        with np.errstate(all="ignore"):  # a NaN/inf Q8_0 scale times its quants
+            values = np.asarray(dequantize_raw(wd.raw, wd.qtype))
+        bad = values[~np.isfinite(values)]
+        if bad.size:
+            return f"weight `{name}` holds {bad[0]}"
+    return "every weight is finite: the step overflowed"
