@@ -47,6 +47,7 @@ from fwdshim.dialects.fwd import (
 )
 from fwdshim.diagnostics import where
 from fwdshim.fused_shapes import fused_shape_refusal
+from fwdshim.ggml_blocks import GEMV_GGML, GEMV_TYPES, INT8_ACT_GGML, names
 from fwdshim.refusal import Refusal, SeedBranch
 from fwdshim.shim import Contract, Position, Scheme
 
@@ -127,9 +128,9 @@ SUPPORTS: tuple[SeedBranch, ...] = (S01, S02, S03, S04, S05, S06, S07, S08, S09,
 #   too), e.g. a hand-written `norm_weight` of a silu and a softmax.
 
 B01 = B("B01", "an op over 64-bit values — the forward's kernels accumulate in 32 bits")
-B02 = B("B02", "a matmul over {} weights — its kernels dequantize F32, F16, BF16 and Q8_0 rows only")
+B02 = B("B02", "a matmul over {} weights — its kernels dequantize " + names(GEMV_TYPES) + " rows only")
 B03 = B("B03", "a matmul over a {} tensor — its dense kernel multiplies F32 and F16 rows only")
-B04 = B("B04", "`{}` reading a quantized activation — only a Q8_0 matmul's and a mixture's kernels read int8 blocks, as their input")
+B04 = B("B04", "`{}` reading a quantized activation — only a block-quantized matmul's and a mixture's kernels read int8 blocks, as their input")
 B05 = B("B05", "an op over {} tensors — the forward's kernels read and write f32 buffers")
 B06 = B("B06", "a fused {} — the forward forms that class itself, never from fused parts")
 B07 = B("B07", "a fused {} of parts its kernel does not compute — {}")
@@ -137,7 +138,8 @@ BEYOND_SEED: tuple[SeedBranch, ...] = (B01, B02, B03, B04, B05, B06, B07)
 
 ALL_BRANCHES: tuple[SeedBranch, ...] = KERNEL_REFUSAL + FITS + SUPPORTS + BEYOND_SEED
 
-_GEMV_TYPES = {GgmlType.F32, GgmlType.F16, GgmlType.BF16, GgmlType.Q8_0}
+_GEMV_TYPES = GEMV_GGML
+"""The weight types a matmul's GEMV reads (`fwdshim.ggml_blocks`, one place for the limits)."""
 _DENSE_DTYPES = {"f32", "f16"}
 
 # ---------------------------------------------------------------------------------------------
@@ -278,6 +280,12 @@ def _q8_weights(value: SSAValue) -> bool:
     return ggml_type_of(value) == "q8_0"
 
 
+def _int8_weights(value: SSAValue) -> bool:
+    """Weights whose GEMV reads an int8 activation (`ggml_blocks.INT8_ACT_TYPES`)."""
+    t = value.type
+    return isinstance(t, WeightsType) and t.type in INT8_ACT_GGML
+
+
 def _stage_name(op: Operation) -> str:
     hint = op.results[0].name_hint if op.results else None
     return f"%{hint}" if hint else f"{op.name} at {where(op)}"
@@ -383,7 +391,7 @@ class ForwardShim:
         for i, v in enumerate(op.operands):
             if not isinstance(v.type, QActType):
                 continue
-            reads_blocks = i == 0 and (isinstance(op, MoeOp) or (isinstance(op, MatmulOp) and _q8_weights(op.w)))
+            reads_blocks = i == 0 and (isinstance(op, MoeOp) or (isinstance(op, MatmulOp) and _int8_weights(op.w)))
             if not reads_blocks:
                 return Refusal.of(op, B04, B04.why(op.name))
         return _not_f32(op)
@@ -442,11 +450,12 @@ class ForwardShim:
 
     @staticmethod
     def q8_product(op: Operation) -> bool:
-        """Whether a product reads Q8_0 rows: the forward's int8 projection."""
-        return isinstance(op, MatmulOp) and ggml_type_of(op.w) == "q8_0"
+        """Whether a product reads block-quantized rows (Q8_0 and the affine types of
+        `ggml_blocks`): the forward's int8 projections, read against an int8 activation."""
+        return isinstance(op, MatmulOp) and _int8_weights(op.w)
 
     def activation(self, consumer: Operation, operand: int) -> QuantFormat | None:
-        """Operand 0 of a Q8_0 matmul or a MoE is read quantized: one_word under INT8_ACT,
+        """Operand 0 of a block-quantized matmul or a MoE is read quantized: one_word under INT8_ACT,
         two_words under TWO_PASS_INT8; nothing under DEQUANT."""
         if self.kind is Q8MatKind.DEQUANT:
             return None

@@ -16,12 +16,14 @@ the token-embedding lookup and the append of each layer's `k`, `v` rows to its c
 RMS norm is `fwd.rms_norm` then `fwd.elementwise mul` by the weight (the `norm_weight` rule fuses them).
 The logits read `output.weight`, or `token_embd.weight` when the file ties them.
 
-Weights keep their GGUF tensor names. Weight types the kernels do not compute (anything but F32, F16,
-BF16 and Q8_0) are requantized to Q8_0 under `requantize="q8_0"` (gguf's dequantizer, then gguf's Q8_0
-quantizer), as are the four weights of a mixture (its manifest: router, gate, up, down); norm vectors
-become F32. The converted tensors go into a sidecar GGUF (`gguf_export.write_converted`), a complete
-`llama` file in GGUF layout that the step is then imported from. Under `requantize="none"` a matmul
-keeps its type and the legality pass refuses it, naming the type.
+Weights keep their GGUF tensor names and, under `requantize="none"`, their types: the GEMVs read
+F32, F16, BF16, Q8_0 and the block types of `fwdshim.ggml_blocks` (Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K)
+as the file stores them, and the legality pass refuses a matmul over any other type, naming it.
+Under `requantize="q8_0"` every projection of a type other than F32, F16, BF16 and Q8_0 is
+requantized to Q8_0 (gguf's dequantizer, then gguf's Q8_0 quantizer). Either way the four weights
+of a mixture (its manifest: router, gate, up, down) become Q8_0 under `q8_0` and norm and bias
+vectors become F32. The converted tensors go into a sidecar GGUF (`gguf_export.write_converted`), a
+complete `llama` file in GGUF layout that the step is then imported from.
 
 GGUF `llama` files store the Q and K projection rows of each head permuted for interleaved-pair rope;
 `fwd.rope` turns pairs `(i, i + half)`. `ModelWeights` un-permutes those rows (an exact row
@@ -50,11 +52,14 @@ from xdsl.dialects.func import Func
 from xdsl.utils.exceptions import ParseError, VerifyException
 
 from fwdshim.dialects.attributes import ggml_of
+from fwdshim.ggml_blocks import GEMV_TYPES
 from fwdshim.gguf_layout import LayoutError, Truncated, check_metadata, scan
 from fwdshim.weights import MissingWeight, WeightData
 
-KERNEL_TYPES = frozenset({QT.F32, QT.F16, QT.BF16, QT.Q8_0})
-"""The weight types the forward's GEMV kernels dequantize."""
+KERNEL_TYPES = GEMV_TYPES
+"""The weight types the forward's GEMV kernels dequantize (`fwdshim.ggml_blocks`)."""
+Q8_0_KEEPS = frozenset({QT.F32, QT.F16, QT.BF16, QT.Q8_0})
+"""The projection types `requantize="q8_0"` keeps; every other is requantized to Q8_0."""
 REQUANTIZE_MODES = ("q8_0", "none")
 DEFAULT_CONTEXT = 4096
 MAX_CONTEXT = 12256
@@ -488,7 +493,7 @@ def conversions(
             continue
         if requantize == "none":
             continue
-        wanted = use.role == MANIFEST or qtype not in KERNEL_TYPES
+        wanted = use.role == MANIFEST or qtype not in Q8_0_KEEPS
         if wanted and qtype != QT.Q8_0:
             if use.shape[-1] % 32:
                 raise ModelError(

@@ -51,7 +51,7 @@ def test_import_writes_ir_that_fwdshim_opt_compiles(tmp_path, capsys):
 
 
 def test_import_requantizes_beside_the_output_and_locates_refusals(tmp_path, capsys):
-    path = tiny(tmp_path, types={"blk.0.ffn_up.weight": QT.Q4_1, "blk.1.attn_v.weight": QT.Q5_1})
+    path = tiny(tmp_path, types={"blk.0.ffn_up.weight": QT.Q4_1, "blk.1.attn_v.weight": QT.MXFP4})
     out = tmp_path / "step.mlir"
     assert cli.main(["import", str(path), "-o", str(out)]) == 0
     side = tmp_path / "step.weights.gguf"
@@ -59,7 +59,8 @@ def test_import_requantizes_beside_the_output_and_locates_refusals(tmp_path, cap
     types = {t.name: t.tensor_type for t in gguf.GGUFReader(side).tensors}
     assert types["blk.0.ffn_up.weight"] == types["blk.1.attn_v.weight"] == QT.Q8_0
     assert f"// weights: {side} (2 tensors converted by fwdshim)" in out.read_text()
-    # --requantize none: the legality pass refuses the matmul at its line of the written IR
+    # --requantize none: the legality pass refuses the matmul the GEMVs do not read (MXFP4; Q4_1 they do)
+    # at its line of the written IR
     assert cli.main(["import", str(path), "-o", str(out), "--requantize", "none"]) == 0
     capsys.readouterr()
     assert opt_main([str(out), "-p", "forward-shim"]) == 1
@@ -67,8 +68,8 @@ def test_import_requantizes_beside_the_output_and_locates_refusals(tmp_path, cap
     lines = out.read_text().splitlines()
     loc, msg = err.split(": error: ", 1)
     line = int(loc.rsplit(":", 2)[1])
-    assert loc.startswith(str(out)) and "fwd.matmul" in lines[line - 1] and "q4_1" in lines[line - 1]
-    assert msg.startswith("a matmul over Q4_1 weights")
+    assert loc.startswith(str(out)) and "fwd.matmul" in lines[line - 1] and "mxfp4" in lines[line - 1]
+    assert msg.startswith("a matmul over MXFP4 weights")
 
 
 def test_import_to_stdout(tmp_path, capsys):

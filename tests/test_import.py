@@ -208,12 +208,12 @@ def test_requantize_q4_1_into_sidecar(tmp_path):
 
 
 def test_requantize_none_is_refused_naming_the_type(tmp_path):
-    types = {"blk.1.ffn_down.weight": QT.Q4_1}
+    types = {"blk.1.ffn_down.weight": QT.MXFP4}
     path, _ = tiny(tmp_path, types=types)
     m = import_gguf(path, requantize="none")
     assert not m.converted and m.gguf_path == path
     with pytest.raises(
-        RunError, match=r"tiny\.gguf\.decode_step\.mlir:\d+:\d+: error: a matmul over Q4_1 weights"
+        RunError, match=r"tiny\.gguf\.decode_step\.mlir:\d+:\d+: error: a matmul over MXFP4 weights"
     ):
         compile_step(m, "dequant")
 

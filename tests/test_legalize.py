@@ -66,9 +66,9 @@ SEED = {
     "S12": "the forward replays a graph of a kernel a stage",
     "S13": "the forward's stages read and write whole buffers",
     "B01": "an op over 64-bit values — the forward's kernels accumulate in 32 bits",
-    "B02": "a matmul over Q4_1 weights — its kernels dequantize F32, F16, BF16 and Q8_0 rows only",
+    "B02": "a matmul over MXFP4 weights — its kernels dequantize F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and BF16 rows only",
     "B03": "a matmul over a BF16 tensor — its dense kernel multiplies F32 and F16 rows only",
-    "B04": "`fwd.rms_norm` reading a quantized activation — only a Q8_0 matmul's and a mixture's kernels read int8 blocks, as their input",
+    "B04": "`fwd.rms_norm` reading a quantized activation — only a block-quantized matmul's and a mixture's kernels read int8 blocks, as their input",
     "B05": "an op over F16 tensors — the forward's kernels read and write f32 buffers",
     "B06": "a fused cuda_graphs — the forward forms that class itself, never from fused parts",
     "B07": "a fused norm_weight of parts its kernel does not compute — fwd.silu, fwd.softmax, where it computes [add] rms_norm [mul by a weight] [quantize]",
@@ -201,7 +201,7 @@ CASES: dict[str, tuple[str, Q8MatKind]] = {
         Q8MatKind.INT8_ACT,
     ),
     "B01": (val("x", T(64, ty="f64")) + f"%z = fwd.silu %x : {T(64, ty='f64')} -> {T(64, ty='f64')}\n", Q8MatKind.DEQUANT),
-    "B02": (X + f'%w = fwd.weight "w" : !fwd.weights<32x64, q4_1>\n%z = fwd.matmul %x, %w : {E}, !fwd.weights<32x64, q4_1> -> {T(32)}\n', Q8MatKind.DEQUANT),
+    "B02": (X + f'%w = fwd.weight "w" : !fwd.weights<32x64, mxfp4>\n%z = fwd.matmul %x, %w : {E}, !fwd.weights<32x64, mxfp4> -> {T(32)}\n', Q8MatKind.DEQUANT),
     "B03": (X + val("w", T(32, 64, ty="bf16")) + f"%z = fwd.matmul %x, %w : {E}, {T(32, 64, ty='bf16')} -> {T(32)}\n", Q8MatKind.DEQUANT),
     "B04": (X + f"%q = fwd.quantize %x one_word : {E} -> !fwd.qact<64, one_word>\n%z = fwd.rms_norm %q : !fwd.qact<64, one_word> -> {E}\n", Q8MatKind.INT8_ACT),
     "B05": (val("h", T(64, ty="f16")) + f"%z = fwd.silu %h : {T(64, ty='f16')} -> {T(64, ty='f16')}\n", Q8MatKind.DEQUANT),
@@ -361,8 +361,10 @@ def test_quantize_fits_under_int8_numerics() -> None:
 
 
 def test_matmul_weight_types() -> None:
-    """B02 for every GGML type but F32, F16, BF16, Q8_0 (64-bit types are B01)."""
-    for ggml, want in [("f32", []), ("f16", []), ("bf16", []), ("q8_0", []), ("q4_0", ["B02"]), ("q6_k", ["B02"]),
+    """B02 for every GGML type but the GEMVs' (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K;
+    64-bit types are B01)."""
+    read = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]
+    for ggml, want in [*((g, []) for g in read), ("mxfp4", ["B02"]), ("tq2_0", ["B02"]), ("iq4_nl", ["B02"]),
                        ("iq2_xxs", ["B02"]), ("i32", ["B02"]), ("f64", ["B01"]), ("i64", ["B01"])]:  # fmt: skip
         text = X + f'%w = fwd.weight "w" : !fwd.weights<32x64, {ggml}>\n%z = fwd.matmul %x, %w : {E}, !fwd.weights<32x64, {ggml}> -> {T(32)}\n'
         got = refusals(text)

@@ -11,8 +11,8 @@ from fwdshim.driver import main
 
 LAYER = """\
 func.func @layer(%x: tensor<64xf32>, %g: tensor<32xf32>) -> tensor<32xf32> {
-  %w = fwd.weight "blk.0.ffn_up.weight" {fwd.remark = "merged_gate_up: a remark off any stage"} : !fwd.weights<32x64, q4_1>
-  %u = fwd.matmul %x, %w : tensor<64xf32>, !fwd.weights<32x64, q4_1> -> tensor<32xf32>
+  %w = fwd.weight "blk.0.ffn_up.weight" {fwd.remark = "merged_gate_up: a remark off any stage"} : !fwd.weights<32x64, mxfp4>
+  %u = fwd.matmul %x, %w : tensor<64xf32>, !fwd.weights<32x64, mxfp4> -> tensor<32xf32>
   %s = fwd.softcap %u cap 3.0e+01 : tensor<32xf32> -> tensor<32xf32>
   %f = fwd.fused glu_act_mul covers [2, 3] ins(%g, %s) : (tensor<32xf32>, tensor<32xf32>) -> tensor<32xf32> {
   ^bb0(%a: tensor<32xf32>, %b: tensor<32xf32>):
@@ -29,7 +29,7 @@ func.func @layer(%x: tensor<64xf32>, %g: tensor<32xf32>) -> tensor<32xf32> {
 }
 """
 
-B02 = "a matmul over Q4_1 weights — its kernels dequantize F32, F16, BF16 and Q8_0 rows only"
+B02 = "a matmul over MXFP4 weights — its kernels dequantize F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and BF16 rows only"
 K11 = "a soft-capped tensor (`cap C`) — no kernel caps one"
 S13 = "the forward's stages read and write whole buffers"
 

@@ -216,21 +216,21 @@ func.func @chain_leaf_refused(%a: tensor<64xf32>, %b: tensor<64xf32>) {
 
 // -----
 
-// B02 (beyond the seed): the GEMV dequantizes F32, F16, BF16 and Q8_0 rows only
-// CHECK: fits.mlir:[[# @LINE + 3]]:3: error: a matmul over Q4_1 weights — its kernels dequantize F32, F16, BF16 and Q8_0 rows only
-func.func @matmul_q4_1(%x: tensor<64xf32>) {
-  %w = fwd.weight "w" : !fwd.weights<32x64, q4_1>
-  %z = fwd.matmul %x, %w : tensor<64xf32>, !fwd.weights<32x64, q4_1> -> tensor<32xf32>
+// B02 (beyond the seed): the GEMVs dequantize F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and BF16 rows only
+// CHECK: fits.mlir:[[# @LINE + 3]]:3: error: a matmul over MXFP4 weights — its kernels dequantize F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and BF16 rows only
+func.func @matmul_mxfp4(%x: tensor<64xf32>) {
+  %w = fwd.weight "w" : !fwd.weights<32x64, mxfp4>
+  %z = fwd.matmul %x, %w : tensor<64xf32>, !fwd.weights<32x64, mxfp4> -> tensor<32xf32>
   func.return
 }
 
 // -----
 
-// B02: Q6_K
-// CHECK: fits.mlir:[[# @LINE + 3]]:3: error: a matmul over Q6_K weights — its kernels dequantize F32, F16, BF16 and Q8_0 rows only
-func.func @matmul_q6_k(%x: tensor<64xf32>) {
-  %w = fwd.weight "w" : !fwd.weights<32x64, q6_k>
-  %z = fwd.matmul %x, %w : tensor<64xf32>, !fwd.weights<32x64, q6_k> -> tensor<32xf32>
+// B02: IQ4_NL
+// CHECK: fits.mlir:[[# @LINE + 3]]:3: error: a matmul over IQ4_NL weights — its kernels dequantize F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and BF16 rows only
+func.func @matmul_iq4_nl(%x: tensor<64xf32>) {
+  %w = fwd.weight "w" : !fwd.weights<32x64, iq4_nl>
+  %z = fwd.matmul %x, %w : tensor<64xf32>, !fwd.weights<32x64, iq4_nl> -> tensor<32xf32>
   func.return
 }
 

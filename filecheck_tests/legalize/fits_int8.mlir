@@ -15,8 +15,8 @@ func.func @attn_output_quant_hd48(%q: tensor<96xf32>, %k: tensor<48xf32>, %v: te
 
 // -----
 
-// B04 (beyond the seed): only a Q8_0 matmul and a mixture read int8 blocks
-// CHECK: fits_int8.mlir:[[# @LINE + 3]]:3: error: `fwd.rms_norm` reading a quantized activation — only a Q8_0 matmul's and a mixture's kernels read int8 blocks, as their input
+// B04 (beyond the seed): only a block-quantized matmul and a mixture read int8 blocks
+// CHECK: fits_int8.mlir:[[# @LINE + 3]]:3: error: `fwd.rms_norm` reading a quantized activation — only a block-quantized matmul's and a mixture's kernels read int8 blocks, as their input
 func.func @norm_reads_qact(%x: tensor<64xf32>) {
   %q = fwd.quantize %x one_word : tensor<64xf32> -> !fwd.qact<64, one_word>
   %z = fwd.rms_norm %q : !fwd.qact<64, one_word> -> tensor<64xf32>
@@ -26,7 +26,7 @@ func.func @norm_reads_qact(%x: tensor<64xf32>) {
 // -----
 
 // B04: a matmul over F16 rows reads no int8 blocks
-// CHECK: fits_int8.mlir:[[# @LINE + 4]]:3: error: `fwd.matmul` reading a quantized activation — only a Q8_0 matmul's and a mixture's kernels read int8 blocks, as their input
+// CHECK: fits_int8.mlir:[[# @LINE + 4]]:3: error: `fwd.matmul` reading a quantized activation — only a block-quantized matmul's and a mixture's kernels read int8 blocks, as their input
 func.func @f16_matmul_reads_qact(%x: tensor<64xf32>) {
   %q = fwd.quantize %x one_word : tensor<64xf32> -> !fwd.qact<64, one_word>
   %w = fwd.weight "w" : !fwd.weights<32x64, f16>

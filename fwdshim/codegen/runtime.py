@@ -4,7 +4,8 @@
 
 1. builds the launch plan (`codegen.plan.plan_for`), or takes one;
 2. allocates every buffer part of the plan as a zeroed device array and uploads the weights from the
-   `WeightStore` (Q8_0 repacked by `weights.repack_q8_0` into `qs int8` + `dw float32`, F32 as is,
+   `WeightStore` (Q8_0 repacked by `weights.repack_q8_0` into `qs int8` + `dw float32`, the affine
+   block types by `ggml_blocks.repack` into `qs int8` + `sc`, `mn float32`, F32 as is,
    F16 as half, BF16 as its `uint16` bits). The step's small buffers — every `input` that is not a
    cache, and `%cache_len` — are views of one device allocation (`packed`, each at a 256-byte
    boundary) mirrored by one page-locked host array, so a step that writes all of them uploads them in one copy;
@@ -49,6 +50,7 @@ from xdsl.ir import Operation
 from fwdshim.codegen.compile import simulating
 from fwdshim.codegen.fused import CACHE_LEN
 from fwdshim.codegen.plan import Buffer, LaunchPlan, plan_for
+from fwdshim.ggml_blocks import AFFINE, repack
 from fwdshim.weights import WeightStore
 
 
@@ -63,6 +65,11 @@ def _host_weight(buf: Buffer, weights: WeightStore) -> dict[str, np.ndarray]:
             raise ValueError(f"weight `{buf.tensor}` is {ggml}, the IR declares q8_0")
         qs, d = wd.q8_0
         return {"qs": qs.reshape(-1), "dw": d.reshape(-1)}
+    if wd.qtype in AFFINE:
+        if buf.dtype != ggml:
+            raise ValueError(f"weight `{buf.tensor}` is {ggml}, the IR declares {buf.dtype}")
+        qs, sc, mn = repack(wd.raw, wd.qtype)
+        return {"qs": qs.reshape(-1), "sc": sc.reshape(-1), "mn": mn.reshape(-1)}
     if buf.dtype == "f16":
         return {"": np.asarray(wd.raw, dtype=np.float16).reshape(-1)}
     if buf.dtype == "bf16":

@@ -1,0 +1,232 @@
+"""Which GGML weight types the forward's GEMVs read, and the affine sub-block layout they read them in.
+
+One place for the limits (legality's B02, the importer's requantization, the lowering read these):
+
+- `GEMV_TYPES`: the types a matmul's weight may have on the GPU: F32, F16, BF16 (the dense GEMV),
+  Q8_0 (`codegen.gemv`) and the `AFFINE` types (`codegen.gemv_ggml`).
+- `INT8_ACT_TYPES`: the types whose GEMV also reads an int8 activation (Q8_0 and `AFFINE`).
+- `AFFINE`: every block type whose values are `sc · q + mn` over sub-blocks of 16 or 32 values with
+  small unsigned integers `q`: Q4_0, Q4_1, Q5_0, Q5_1 (blocks of 32), Q2_K, Q3_K, Q6_K (sub-blocks of
+  16 in super-blocks of 256), Q4_K, Q5_K (sub-blocks of 32 in super-blocks of 256).
+
+The layout (`repack`, at load time; the values are the file's, bit for bit): per row of K values,
+- `qs`: the quants `q`, either nibbles (`NIB`: types of at most 4 bits; 16 bytes per 32 values, byte
+  `b` of a 32-value chunk holding value `b` in its low nibble and value `b + 16` in its high one — GGML
+  Q4_0's own order) or bytes (`BYTE`: 5- and 6-bit types; one int8 per value, 0..63);
+- `sc`, `mn`: float32 `[K / S]`, one scale and one offset per sub-block of `S` values.
+
+`sc` and `mn` are gguf's own products (`d · scale`, `-dmin · min`, `-8 d`, ...) formed in float32,
+where they are exact (an f16 times an integer of at most 8 bits), so `sc · q + mn` in float32 is
+exactly `gguf.quants.dequantize` (checked by the tests for every type).
+
+The int8-activation product (llama.cpp's MMVQ: the activation quantized in blocks of 32, one scale
+each, `x ≈ d_x · q_x`): `y[n] = Σ_sub sc · d_x · Σ_j q_j q_x,j + mn · d_x · Σ_j q_x,j` — the integer
+sums exact (dp4a), which is `Σ_j w_j · (d_x q_x,j)` with `w_j` the dequantized weight, re-associated.
+The executor computes that value in float64 as `W · (d_x q_x)` (`reference.matmul` of a `QAct`);
+`int8_act_dot` computes the block form literally (for kernel tests).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from gguf import GGMLQuantizationType as QT
+
+from fwdshim.dialects.attributes import GgmlType, ggml_of
+
+NIB, BYTE = "nib", "byte"
+
+AFFINE: dict[QT, tuple[str, int]] = {
+    QT.Q4_0: (NIB, 32), QT.Q4_1: (NIB, 32), QT.Q5_0: (BYTE, 32), QT.Q5_1: (BYTE, 32),
+    QT.Q2_K: (NIB, 16), QT.Q3_K: (NIB, 16), QT.Q4_K: (NIB, 32), QT.Q5_K: (BYTE, 32), QT.Q6_K: (BYTE, 16),
+}  # fmt: skip
+"""Each affine type's quant storage and sub-block size `S`."""
+
+DENSE_TYPES = frozenset({QT.F32, QT.F16, QT.BF16})
+GEMV_TYPES = frozenset(DENSE_TYPES | {QT.Q8_0} | set(AFFINE))
+INT8_ACT_TYPES = frozenset({QT.Q8_0} | set(AFFINE))
+GEMV_GGML = frozenset(ggml_of(t) for t in GEMV_TYPES)
+"""`GEMV_TYPES` as the dialect's `GgmlType`s."""
+INT8_ACT_GGML = frozenset(ggml_of(t) for t in INT8_ACT_TYPES)
+AFFINE_GGML: dict[GgmlType, tuple[str, int]] = {ggml_of(t): v for t, v in AFFINE.items()}
+
+
+def names(types) -> str:
+    """`F32, F16, ... and BF16`: the types in GGML's order."""
+    out = [QT(t).name for t in sorted(types, key=int)]
+    return out[0] if len(out) == 1 else ", ".join(out[:-1]) + " and " + out[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# unpacking GGML blocks: q (uint8, one per value), sc, mn (float32, one per sub-block)
+
+QK_K = 256
+
+
+def _f16(b: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(b).view(np.float16).astype(np.float32)
+
+
+def _split(blocks: np.ndarray, *sizes: int) -> list[np.ndarray]:
+    return np.hsplit(blocks, np.cumsum(sizes).tolist())
+
+
+def _q4_0(b):
+    d, qs = _split(b, 2)
+    d = _f16(d)
+    q = np.concatenate([qs & 0xF, qs >> 4], axis=1)
+    return q, d, -8 * d
+
+
+def _q4_1(b):
+    d, m, qs = _split(b, 2, 2)
+    q = np.concatenate([qs & 0xF, qs >> 4], axis=1)
+    return q, _f16(d), _f16(m)
+
+
+def _q5(b, has_min: bool):
+    if has_min:
+        d, m, qh, qs = _split(b, 2, 2, 4)
+    else:
+        d, qh, qs = _split(b, 2, 4)
+    qh = np.ascontiguousarray(qh).view("<u4")  # [nb, 1]
+    hi = ((qh >> np.arange(32, dtype=np.uint32)) & 1).astype(np.uint8)
+    q = np.concatenate([qs & 0xF, qs >> 4], axis=1) | (hi << 4)
+    d = _f16(d)
+    return q, d, (_f16(m) if has_min else -16 * d)
+
+
+def _scale_min_k4(scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Q4_K/Q5_K's 6-bit scales and mins of the 8 sub-blocks (gguf's `Q4_K.get_scale_min`)."""
+    s = scales.reshape(-1, 3, 4)
+    d, m, md = s[:, 0], s[:, 1], s[:, 2]
+    sc = np.concatenate([d & 0x3F, (md & 0x0F) | ((d >> 2) & 0x30)], axis=-1)
+    mn = np.concatenate([m & 0x3F, (md >> 4) | ((m >> 2) & 0x30)], axis=-1)
+    return sc, mn
+
+
+def _q4_k(b):
+    d, dmin, scales, qs = _split(b, 2, 2, 12)
+    sc, m = _scale_min_k4(scales)
+    qs = qs.reshape(-1, 4, 1, 32) >> np.array([0, 4], np.uint8).reshape(1, 1, 2, 1)
+    q = (qs & 0xF).reshape(-1, QK_K)
+    return q, _f16(d) * sc.astype(np.float32), -(_f16(dmin) * m.astype(np.float32))
+
+
+def _q5_k(b):
+    d, dmin, scales, qh, qs = _split(b, 2, 2, 12, 32)
+    sc, m = _scale_min_k4(scales)
+    ql = (qs.reshape(-1, 4, 1, 32) >> np.array([0, 4], np.uint8).reshape(1, 1, 2, 1)) & 0xF
+    hi = (qh.reshape(-1, 1, 1, 32) >> np.arange(8, dtype=np.uint8).reshape(1, 4, 2, 1)) & 1
+    q = (ql | (hi << 4)).reshape(-1, QK_K)
+    return q, _f16(d) * sc.astype(np.float32), -(_f16(dmin) * m.astype(np.float32))
+
+
+def _q6_k(b):
+    ql, qh, scales, d = _split(b, 128, 64, 16)
+    lo = ((ql.reshape(-1, 2, 1, 64) >> np.array([0, 4], np.uint8).reshape(1, 1, 2, 1)) & 0xF).reshape(-1, 2, 4, 32)
+    hi = ((qh.reshape(-1, 2, 1, 32) >> np.array([0, 2, 4, 6], np.uint8).reshape(1, 1, 4, 1)) & 3).reshape(-1, 2, 4, 32)
+    q = (lo | (hi << 4)).reshape(-1, QK_K)
+    sc = _f16(d) * scales.view(np.int8).astype(np.float32)
+    return q, sc, -32 * sc
+
+
+def _q2_k(b):
+    scales, qs, d, dmin = _split(b, 16, 64, 2)
+    q = ((qs.reshape(-1, 2, 1, 32) >> np.array([0, 2, 4, 6], np.uint8).reshape(1, 1, 4, 1)) & 3).reshape(-1, QK_K)
+    return q, _f16(d) * (scales & 0xF).astype(np.float32), -(_f16(dmin) * (scales >> 4).astype(np.float32))
+
+
+def _q3_k(b):
+    hmask, qs, scales, d = _split(b, 32, 64, 12)
+    lsc = (scales[:, :8].reshape(-1, 1, 8) >> np.array([0, 4], np.uint8).reshape(1, 2, 1)).reshape(-1, 16)
+    hsc = (scales[:, 8:].reshape(-1, 1, 4) >> np.array([0, 2, 4, 6], np.uint8).reshape(1, 4, 1)).reshape(-1, 16)
+    sc = ((lsc & 0x0F) | ((hsc & 3) << 4)).astype(np.float32) - 32
+    ql = ((qs.reshape(-1, 2, 1, 32) >> np.array([0, 2, 4, 6], np.uint8).reshape(1, 1, 4, 1)) & 3).reshape(-1, QK_K)
+    hb = ((hmask.reshape(-1, 1, 32) >> np.arange(8, dtype=np.uint8).reshape(1, 8, 1)) & 1).reshape(-1, QK_K)
+    dl = _f16(d) * sc
+    return ql | (hb << 2), dl, -4 * dl  # gguf: dl * (ql - 4 (1 - hb)) = dl * (ql + 4 hb) - 4 dl
+
+
+_UNPACK = {
+    QT.Q4_0: (_q4_0, 32, 18), QT.Q4_1: (_q4_1, 32, 20), QT.Q5_0: (lambda b: _q5(b, False), 32, 22),
+    QT.Q5_1: (lambda b: _q5(b, True), 32, 24), QT.Q2_K: (_q2_k, QK_K, 84), QT.Q3_K: (_q3_k, QK_K, 110),
+    QT.Q4_K: (_q4_k, QK_K, 144), QT.Q5_K: (_q5_k, QK_K, 176), QT.Q6_K: (_q6_k, QK_K, 210),
+}  # fmt: skip
+"""(unpacker, values per block, bytes per block) of each affine type."""
+
+
+def unpack(raw: np.ndarray, qtype: QT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """GGML blocks `uint8 [..., N, row bytes]` of an affine type -> (`q uint8 [..., N, K]`,
+    `sc float32 [..., N, K/S]`, `mn float32 [..., N, K/S]`), value `j` = `sc[j // S] · q[j] + mn[j // S]`."""
+    qtype = QT(qtype)
+    fn, per, size = _UNPACK[qtype]
+    s = AFFINE[qtype][1]
+    raw = np.ascontiguousarray(raw, dtype=np.uint8)
+    lead, row = raw.shape[:-1], raw.shape[-1]
+    if row % size:
+        raise ValueError(f"{qtype.name} rows of {row} bytes are not whole {size}-byte blocks")
+    k = row // size * per
+    q, sc, mn = fn(raw.reshape(-1, size))
+    return (
+        np.ascontiguousarray(q, dtype=np.uint8).reshape(*lead, k),
+        np.ascontiguousarray(sc, dtype=np.float32).reshape(*lead, k // s),
+        np.ascontiguousarray(mn, dtype=np.float32).reshape(*lead, k // s),
+    )
+
+
+def pack_nibbles(q: np.ndarray) -> np.ndarray:
+    """`q` (uint8 < 16) `[..., K]` -> `int8 [..., K/2]`: per 32-value chunk, byte `b` = `q[b] | q[b+16] << 4`."""
+    c = q.reshape(*q.shape[:-1], -1, 2, 16)
+    return np.ascontiguousarray((c[..., 0, :] | (c[..., 1, :] << 4)).reshape(*q.shape[:-1], -1)).view(np.int8)
+
+
+def repack(raw: np.ndarray, qtype: QT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The kernels' layout of an affine type (see the module docstring): (`qs int8 [..., N, K/2 or K]`,
+    `sc float32 [..., N, K/S]`, `mn float32 [..., N, K/S]`)."""
+    q, sc, mn = unpack(raw, qtype)
+    if AFFINE[QT(qtype)][0] == NIB:
+        return pack_nibbles(q), sc, mn
+    return np.ascontiguousarray(q).view(np.int8), sc, mn
+
+
+def affine_values(q: np.ndarray, sc: np.ndarray, mn: np.ndarray) -> np.ndarray:
+    """`sc · q + mn` per value, float32 (each sub-block's scale and offset repeated over its values)."""
+    s = q.shape[-1] // sc.shape[-1]
+    return np.repeat(sc, s, axis=-1) * q.astype(np.float32) + np.repeat(mn, s, axis=-1)
+
+
+def int8_act_dot(raw: np.ndarray, qtype: QT, xq: np.ndarray, xd: np.ndarray) -> np.ndarray:
+    """The int8-activation GEMV of an affine type, literally (module docstring): `y [M, N]`, float64,
+    the integer sums exact, over `xq int8 [M, K]` with one scale `xd [M, K/32]` per 32 values."""
+    q, sc, mn = unpack(raw, qtype)
+    n, k = q.shape
+    s = AFFINE[QT(qtype)][1]
+    xq = np.asarray(xq, np.int64).reshape(-1, k // s, s)
+    dx = np.repeat(np.asarray(xd, np.float64).reshape(-1, k // 32), 32 // s, axis=-1)  # [M, K/S]
+    qsum = np.einsum("nbs,mbs->mnb", q.reshape(n, k // s, s).astype(np.int64), xq)  # Σ q q_x per sub-block
+    xsum = xq.sum(axis=-1)  # Σ q_x per sub-block [M, K/S]
+    return np.einsum("nb,mnb->mn", sc.astype(np.float64), qsum * dx[:, None, :]) + (
+        (xsum * dx) @ mn.astype(np.float64).T
+    )
+
+
+_F16_FIELDS = {QT.Q2_K: (80, 82), QT.Q3_K: (108,), QT.Q4_K: (0, 2), QT.Q5_K: (0, 2), QT.Q6_K: (208,)}
+"""Byte offsets of the f16 scales in a block of the types gguf cannot quantize."""
+
+
+def random_raw(qtype: QT, n: int, k: int, rng: np.random.Generator, scale: float = 0.02) -> np.ndarray:
+    """Random GGML blocks `uint8 [n, row bytes]` of `qtype` (rows of `k` values): gguf's own quantizer
+    of normal values where it has one (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), else random bytes whose f16
+    scales are finite (`scale · U(0.5, 1.5)`, so values stay near `scale` times a small integer) —
+    test and benchmark data."""
+    qtype = QT(qtype)
+    if qtype in _F16_FIELDS:
+        _, per, size = _UNPACK[qtype]
+        raw = rng.integers(0, 256, (n * k // per, size), dtype=np.uint8)
+        for off in _F16_FIELDS[qtype]:
+            d = (scale * rng.uniform(0.5, 1.5, raw.shape[0])).astype(np.float16)
+            raw[:, off : off + 2] = d.view(np.uint8).reshape(-1, 2)
+        return raw.reshape(n, -1)
+    from gguf.quants import quantize
+
+    return quantize((rng.standard_normal((n, k)) * scale * 8).astype(np.float32), qtype)
