@@ -183,7 +183,10 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
     if arch != "llama":
         raise ModelError(f"{path}: unsupported architecture `{arch}` (fwdshim imports `llama`, dense or MoE)")
 
-    def count(key: str, default: int | None = None, least: int = 1) -> int:
+    # every width the step is built of is a dimension of some tensor: bounded before anything sized by it
+    widest = max((int(n) for t in reader.tensors for n in t.shape.tolist()), default=0)
+
+    def count(key: str, default: int | None = None, least: int = 1, width: bool = True) -> int:
         v = field_value(reader, f"llama.{key}", default)
         if v is None:
             raise ModelError(f"{path}: no `llama.{key}` in the GGUF metadata")
@@ -191,6 +194,11 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
             raise ModelError(f"{path}: `llama.{key}` = {v!r} is not a whole number")
         if v < least:
             raise ModelError(f"{path}: `llama.{key}` = {v}: fwdshim needs at least {least}")
+        if width and v > widest:
+            raise ModelError(
+                f"{path}: `llama.{key}` = {v} is wider than any tensor of the file "
+                f"(the widest dimension is {widest})"
+            )
         return int(v)
 
     def real(key: str, default: float, positive: bool) -> float:
@@ -227,11 +235,11 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
             f"{path}: `tokenizer.ggml.tokens` holds {len(tokens.data)} tokens, but `llama.vocab_size` = {vocab}"
         )
     n_expert = count("expert_count", 0, least=0)
-    top_k = count("expert_used_count", 0, least=0)
+    top_k = count("expert_used_count", 0, least=0, width=False)
     if n_expert and not 1 <= top_k <= n_expert:
         raise ModelError(f"{path}: `llama.expert_used_count` = {top_k} for {n_expert} experts")
     return LlamaParams(
-        n_layer=count("block_count"),
+        n_layer=count("block_count", width=False),
         d=d,
         ff=count("feed_forward_length"),
         h=h,
@@ -243,7 +251,7 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
         vocab=vocab,
         n_expert=n_expert,
         top_k=top_k,
-        context_length=count("context_length", 0, least=0),
+        context_length=count("context_length", 0, least=0, width=False),
         rope_factors=factors,
     )
 

@@ -117,13 +117,14 @@ def _edit(src: Path, dst: Path, *edits: tuple[int, bytes]) -> Path:
     return dst
 
 
-def _rewrite(src: Path, dst: Path, *, kv=None, add=None, types=None) -> Path:
-    """A copy of `src` with metadata `kv` (key -> (value, type[, element type])) set, tensors `add`
+def _rewrite(src: Path, dst: Path, *, kv=None, drop=(), add=None, types=None) -> Path:
+    """A copy of `src` with metadata `kv` (key -> (value, type[, element type])) set, keys `drop`
+    removed, tensors `add`
     (name -> float32 array) added and the tensor types `types` (name -> type) declared, their data
     left as it was."""
     r = gguf.GGUFReader(src)
     w = gguf.GGUFWriter(dst, "llama")
-    copy_metadata(r, w, skip=tuple(kv or ()))
+    copy_metadata(r, w, skip=tuple(kv or ()) + tuple(drop))
     for k, (v, t, *sub) in (kv or {}).items():
         w.add_key_value(k, v, t, sub[0] if sub else None)
     for t in r.tensors:
@@ -173,6 +174,11 @@ def _siblings(good: Path, tmp: Path) -> dict[str, tuple[Path, str | None, str | 
          "`llama.block_count` = 3, but the file holds tensors of 2 blocks (blk.0 to blk.1)")
     both("block count 2^40", _rewrite(good, tmp / "blocksbig.gguf", kv={"llama.block_count": (BIG, VT.UINT64)}),
          f"`llama.block_count` = {BIG}, but the file holds tensors of 2 blocks (blk.0 to blk.1)")
+    wide = _rewrite(good, tmp / "wide.gguf", kv={"llama.attention.key_length": (BIG, VT.UINT64),
+                                                 "llama.attention.value_length": (BIG, VT.UINT64)},
+                    drop=("llama.rope.dimension_count",))  # a rope as wide as the head: 2^39 frequencies
+    both("head width 2^40", wide, f"`llama.attention.key_length` = {BIG} is wider than any tensor of the file "
+                                  "(the widest dimension is 262)")
     # strings that are not UTF-8
     at = _info_at(data, "blk.0.attn_q.weight") - len("blk.0.attn_q.weight")
     both("tensor name", _edit(good, tmp / "tname.gguf", (at, b"\xfe")),
