@@ -11,6 +11,9 @@ use (`%s = fwd.silu %s` verifies in xDSL, and would send a fusion pass round a c
 from __future__ import annotations
 
 import re
+import struct
+from collections.abc import Callable
+from typing import NoReturn
 
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
@@ -20,7 +23,7 @@ from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
-from fwdshim.lexer import FwdLexer
+from fwdshim.lexer import FwdLexer, number_literals
 
 
 class LocatingParser(Parser):
@@ -72,14 +75,49 @@ class LocatingParser(Parser):
             op = super().parse_operation()
         except VerifyException as e:
             # An attribute or type whose parameters do not verify (raised while it is built): a parse
-            # error at the op, not an unlocated message.
-            self.raise_error(str(e.args[0]) if e.args else str(e), span)
+            # error at the op (at the integer, when it is one out of its type's range), not an
+            # unlocated message.
+            message = str(e.args[0]) if e.args else str(e)
+            m = _INTEGER_OUT_OF_RANGE.match(message)
+            at = m and self._last_number(span.start, lambda v: str(v) == m[1])
+            self.raise_error(message, at or span)
+        except (struct.error, OverflowError) as e:
+            self._number_out_of_range(span, e)
         if isinstance(op.location, UnknownLoc):
             loc = span.get_location()
             op.location = FileLineColLoc(
                 StringAttr(loc.file), IntAttr(loc.line + self._line_offset), IntAttr(loc.col)
             )
         return op
+
+    def _last_number(self, start: int, pick: Callable[[int | float], bool]) -> Span | None:
+        """The last number literal from `start` to the current token that `pick` chooses."""
+        spans = [s for s, v in number_literals(self.lexer.input, start, self.pos) if pick(v)]
+        return spans[-1] if spans else None
+
+    def _number_out_of_range(self, op: Span, e: Exception) -> NoReturn:
+        """A number the attribute being built cannot store (xDSL packs it with `struct` and fails:
+        `covers [9223372036854775808]`, `eps 1.0e39` for an f32): an error at the number."""
+        m = _FLOAT_FORMAT.search(str(e)) if isinstance(e, OverflowError) else None
+        if m is not None:
+            fmt = m[1]
+            at = self._last_number(op.start, lambda v: isinstance(v, float) and not _packs(fmt, v))
+            if at is not None:
+                self.raise_error(f"{at.text} is out of range of {_FLOAT_TYPES.get(fmt, 'its float type')}", at)
+        if isinstance(e, struct.error):
+            at = self._last_number(op.start, lambda v: isinstance(v, int) and not _packs("q", v))
+            if at is not None:
+                self.raise_error(f"{at.text} is out of range of a signed 64-bit integer", at)
+        self.raise_error(f"a number out of range of its attribute ({e})", op)
+
+    def _parse_optional_integer_or_float_type(self):
+        """As xDSL's, but an integer type wider than MLIR's limit is an error at it (xDSL computed
+        `1 << width`: `i100000000000000000000` ran out of memory or overflowed)."""
+        token = self._current_token
+        m = _INTEGER_TYPE.fullmatch(token.text) if token.kind == MLIRTokenKind.BARE_IDENT else None
+        if m is not None and (len(m[1].lstrip("0")) > 8 or int(m[1]) > _MAX_INTEGER_WIDTH):
+            self.raise_error(f"integer bitwidth is limited to {_MAX_INTEGER_WIDTH} bits", token.span)
+        return super()._parse_optional_integer_or_float_type()
 
     def _get_op_by_name(self, name: str) -> type[Operation]:
         """As xDSL's, but an unknown op is reported at its name (xDSL points at the next token)."""
@@ -94,6 +132,21 @@ class LocatingParser(Parser):
         if content[start - 1 : start] in ('"', b'"'):  # the generic form's quoted name
             start, end = start - 1, end + 1
         self.raise_error(f"Operation {name} is not registered", start, end)
+
+
+_INTEGER_OUT_OF_RANGE = re.compile(r"Integer value (-?\d+) is out of range")
+_FLOAT_FORMAT = re.compile(r"with (\w) format")
+_FLOAT_TYPES = {"f": "f32", "e": "f16"}
+_INTEGER_TYPE = re.compile(r"[su]?i(\d+)")
+_MAX_INTEGER_WIDTH = (1 << 24) - 1  # MLIR's IntegerType::kMaxWidth
+
+
+def _packs(fmt: str, value: int | float) -> bool:
+    try:
+        struct.pack(f"<{fmt}", value)
+    except (struct.error, OverflowError):
+        return False
+    return True
 
 
 def where(op: Operation) -> str:

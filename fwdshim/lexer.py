@@ -14,14 +14,20 @@ xDSL's printer writes every byte of a string outside printable ASCII as an escap
 `BYTES_LIT`, which no string attribute, property or keyword accepts: printed IR did not parse back.
 Here a literal is `STRING_LIT` when its bytes are UTF-8 (as xDSL's own docstring says it should be),
 `BYTES_LIT` only when they are not.
+
+A decimal integer literal longer than Python converts (`sys.get_int_max_str_digits()`, 4300 digits)
+is an error at the literal (it was a ValueError where xDSL converts it). `number_literals` lists the
+numbers of a stretch of input, for errors that must name one (`LocatingParser`: an integer or float
+that does not fit the attribute being built).
 """
 
 from __future__ import annotations
 
 import re
+import sys
 
 from xdsl.utils.exceptions import ParseError
-from xdsl.utils.lexer import Position, Span, Token
+from xdsl.utils.lexer import Input, Position, Span, Token
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRToken, MLIRTokenKind, StringLiteral
 
 _STRING_BODY = re.compile(r'(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*+')
@@ -57,6 +63,15 @@ class FwdLexer(MLIRLexer):
             return Token(MLIRTokenKind.BYTES_LIT, literal)
         return Token(MLIRTokenKind.STRING_LIT, literal)
 
+    def _lex_number(self, start_pos: Position) -> MLIRToken:
+        """As xDSL's; a decimal integer too long to convert is an error at it."""
+        token = super()._lex_number(start_pos)
+        limit = sys.get_int_max_str_digits()
+        digits = len(token.text)
+        if token.kind == MLIRTokenKind.INTEGER_LIT and 0 < limit < digits and not token.text[:2] in ("0x", "0X"):
+            raise ParseError(token.span, f"integer literal too long: {digits} digits (at most {limit})")
+        return token
+
 
 def _is_utf8(data: bytes) -> bool:
     try:
@@ -64,3 +79,28 @@ def _is_utf8(data: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def number_literals(input: Input, start: Position, end: Position) -> list[tuple[Span, int | float]]:
+    """The integer and float literals of `input` from `start` up to `end` with their values, a minus
+    sign just before one included (up to text that does not lex)."""
+    lexer = FwdLexer(input)
+    lexer.pos = start
+    found: list[tuple[Span, int | float]] = []
+    previous: MLIRToken | None = None
+    try:
+        while (token := lexer.lex()).kind != MLIRTokenKind.EOF and token.span.start < end:
+            if token.kind in (MLIRTokenKind.INTEGER_LIT, MLIRTokenKind.FLOAT_LIT):
+                value = (
+                    token.kind.get_int_value(token.span)
+                    if token.kind == MLIRTokenKind.INTEGER_LIT
+                    else token.kind.get_float_value(token.span)
+                )
+                span = token.span
+                if previous is not None and previous.kind == MLIRTokenKind.MINUS and previous.span.end == span.start:
+                    value, span = -value, Span(previous.span.start, span.end, input)
+                found.append((span, value))
+            previous = token
+    except ParseError:
+        pass
+    return found

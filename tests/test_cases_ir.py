@@ -1,5 +1,6 @@
 """`fwdshim-opt` on the IR inputs kept in tests/cases/ (issue 10): each is one located error line,
-exit status 1, quickly (the unterminated strings hung: the lexer's time doubled per character)."""
+exit status 1, quickly (the unterminated strings hung: the lexer's time doubled per character; a
+number past its attribute's storage was an "internal error"), or IR that prints and parses back."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ ERRORS = {
     # file: (line, column, message) of the first stderr line
     "ir_hang_unterminated_string.mlir": (2, 19, 'string literal not terminated: no closing `"` before the end of the line'),
     "ir_hang_unterminated_symbol.mlir": (1, 12, 'string literal not terminated: no closing `"` before the end of the line'),
+    "ir_internal_covers_overflow.mlir": (2, 45, "9223372036854775808 is out of range of a signed 64-bit integer"),
+    "ir_internal_eps_overflow.mlir": (2, 56, "1.0e39 is out of range of f32"),
 }
 
 
@@ -91,3 +94,22 @@ def test_printed_ir_parses_back(name, generic):
     again = subprocess.run([*tool, "-p", pipeline, *generic], input=first.stdout, capture_output=True, text=True, timeout=60)
     assert again.returncode == 0, again.stderr
     assert again.stdout == first.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("%w = fwd.weight \"w\" : tensor<64xf32>\n" + "%c = \"test.op\"() {v = " + "7" * 5000 + "} : () -> ()", "stdin:2:23: error: integer literal too long: 5000 digits (at most 4300)"),
+        ('"builtin.module"() ({}) {v = 1 : i99999999999999999999} : () -> ()', "stdin:1:34: error: integer bitwidth is limited to 16777215 bits"),
+        ('"builtin.module"() ({}) {v = 1 : i' + "9" * 5000 + "} : () -> ()", "stdin:1:34: error: integer bitwidth is limited to 16777215 bits"),
+        ('"builtin.module"() ({^bb0:}) {v = 70000.0 : f16} : () -> ()', "stdin:1:35: error: 70000.0 is out of range of f16"),
+    ],
+    ids=["digits", "width", "width digits", "f16"],
+)
+def test_numbers_too_large_to_convert_or_store(text, expected):
+    """A decimal integer Python will not convert, an integer type wider than MLIR allows, a float
+    past its type: errors at the number (were a ValueError line, an OverflowError "internal error"
+    or memory exhausted computing 2**width)."""
+    r = subprocess.run([*_tool("fwdshim-opt"), "--allow-unregistered-dialect"], input=text, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.splitlines()[0] == expected
