@@ -291,6 +291,11 @@ def _check_extents(layout: Layout, size: int) -> None:
                     "the first tensor starts at 0"
                 )
             gap = t.offset - before.offset
+            if gap < before.n_bytes:
+                raise LayoutError(
+                    f"tensor `{before.name}` ({before.describe()}) overlaps the next tensor `{t.name}`, "
+                    f"{gap} bytes after its start: its type or shape does not match its data"
+                )
             raise LayoutError(
                 f"tensor `{before.name}` ({before.describe()}) has {gap} bytes of data before the next "
                 f"tensor `{t.name}`: its type or shape does not match its data"

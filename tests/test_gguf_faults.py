@@ -211,6 +211,10 @@ def _siblings(good: Path, tmp: Path) -> dict[str, tuple[Path, str | None, str | 
     both("263 tokens", _rewrite(good, tmp / "tok263.gguf", kv={"tokenizer.ggml.tokens": (tokens, VT.ARRAY, VT.STRING),
                                                                 "tokenizer.ggml.token_type": (types, VT.ARRAY, VT.INT32)}),
          "`tokenizer.ggml.tokens` holds 263 tokens, but `llama.vocab_size` = 262")
+    short = {"tokenizer.ggml.tokens": (tokens[:200], VT.ARRAY, VT.STRING),
+             "tokenizer.ggml.token_type": (types[:200], VT.ARRAY, VT.INT32)}  # fmt: skip
+    both("200 tokens, no vocab_size", _rewrite(good, tmp / "tok200.gguf", kv=short, drop=("llama.vocab_size",)),
+         "tensor `token_embd.weight` has shape 262x64, expected vocab x d = 200x64")
     # a tensor's type or shape that does not match its bytes
     both("last tensor F16", _rewrite(good, tmp / "lastf16.gguf", types={"output_norm.weight": QT.F16}),
          "tensor `output_norm.weight` (F16 64: 128 bytes) is followed by 128 bytes no tensor accounts for: its "
@@ -219,6 +223,10 @@ def _siblings(good: Path, tmp: Path) -> dict[str, tuple[Path, str | None, str | 
     both("shape halved", _edit(good, tmp / "half.gguf", (at, struct.pack("<Q", 32))),
          "tensor `blk.1.ffn_norm.weight` (F32 32: 128 bytes) has 256 bytes of data before the next tensor "
          "`blk.1.ffn_gate.weight`: its type or shape does not match its data")
+    at = _info_at(data, "blk.0.ffn_norm.weight") + 4 + 8
+    both("type widened", _edit(good, tmp / "f64.gguf", (at, struct.pack("<I", QT.F64))),
+         "tensor `blk.0.ffn_norm.weight` (F64 64: 512 bytes) overlaps the next tensor `blk.0.ffn_gate.weight`, "
+         "256 bytes after its start: its type or shape does not match its data")
     # NaN in a Q8_0 scale: the run stops naming the weight, and no numpy warning on the way
     info = next(t for t in r.tensors if t.name == "blk.1.ffn_down.weight")
     out["NaN scale"] = (_edit(good, tmp / "nan.gguf", (info.data_offset, struct.pack("<e", np.nan))), None,
