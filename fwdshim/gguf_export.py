@@ -32,6 +32,7 @@ from gguf import GGUFValueType as VT
 from fwdshim.importer import (
     CONVERTED_KEY, MANIFEST, MATMUL, ROPE_FREQS, SOURCE_KEY, LlamaParams, expected_tensors, tensor_shape,
 )  # fmt: skip
+from fwdshim.weights import Q8_0_BLOCK_BYTES
 
 _SKIP_KEYS = ("GGUF.", "general.architecture", "general.alignment")
 """Keys the writer writes itself (the alignment through `add_custom_alignment`, so that the data is
@@ -53,14 +54,33 @@ def copy_metadata(reader: gguf.GGUFReader, writer: gguf.GGUFWriter, *, skip: Seq
         writer.add_key_value(key, value, vtype, sub)
 
 
+class NotStorable(ValueError):
+    """A tensor whose values the type it is converted to cannot hold; `str(e)` names it (one line)."""
+
+
 def convert_tensor(t: gguf.ReaderTensor, qtype: QT) -> np.ndarray:
     """A reader tensor's values stored as `qtype`: gguf's dequantizer, then gguf's quantizer (F32: the
-    dequantized values). The result is what `GGUFWriter.add_tensor(..., raw_dtype=qtype)` takes."""
+    dequantized values). The result is what `GGUFWriter.add_tensor(..., raw_dtype=qtype)` takes.
+
+    Raises: NotStorable for a quantized `qtype` when a value is NaN or inf, or so large that its
+    block's f16 scale overflows (llama.cpp's quantizer refuses such data too); NumPy's warnings on
+    the way are not shown: the values are judged here, by name."""
     shape = tensor_shape(t)
-    values = np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(shape)
+    with np.errstate(all="ignore"):  # a NaN/inf scale of a quantized source: judged below
+        values = np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(shape)
     if qtype == QT.F32:
         return values
-    return gguf.quants.quantize(values, qtype)
+    bad = values[~np.isfinite(values)]
+    if bad.size:
+        raise NotStorable(f"tensor `{t.name}` holds {bad[0]}, which {qtype.name} cannot hold")
+    with np.errstate(all="ignore"):  # an f16 scale that overflows: judged below
+        out = gguf.quants.quantize(values, qtype)
+    if qtype == QT.Q8_0 and not np.isfinite(out.reshape(-1, Q8_0_BLOCK_BYTES)[:, :2].copy().view(np.float16)).all():
+        raise NotStorable(
+            f"tensor `{t.name}` holds a value of {float(np.abs(values).max()):.6g}, past what the f16 "
+            f"scale of a {qtype.name} block holds"
+        )
+    return out
 
 
 @contextmanager

@@ -752,12 +752,14 @@ def _read_or_convert(path: Path, requantize: str, sidecar: str | Path | None, pr
     todo = conversions(reader, uses, requantize, path)
     if not todo:
         return reader, params, uses, path
-    from fwdshim.gguf_export import write_converted
+    from fwdshim.gguf_export import NotStorable, write_converted
     from fwdshim.models import sidecar_path, source_stamp
 
     out = Path(sidecar) if sidecar is not None else sidecar_path(path, requantize)
     try:
         write_converted(reader, todo, out, progress=progress, source=source_stamp(path))
+    except NotStorable as e:
+        raise ModelError(f"{path}: {e}") from None
     except OSError as e:  # an unwritable or full disk: say where, and how to move the cache
         hint = "" if sidecar is not None else "; FWDSHIM_CACHE names another cache directory"
         raise ModelError(

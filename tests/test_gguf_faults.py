@@ -28,6 +28,9 @@ from fwdshim.importer import LlamaParams
 CASES = Path(__file__).parent / "cases"
 TINY = LlamaParams(n_layer=2, d=64, ff=96, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
                    vocab=262, context_length=256)  # fmt: skip
+MOE = LlamaParams(n_layer=1, d=64, ff=64, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
+                  vocab=262, n_expert=4, top_k=2)  # fmt: skip
+MERGES = [("a", "b"), ("ab", "c"), ("Ġ", "t"), ("h", "e"), ("Ġt", "he")]
 BIG = 1 << 40
 
 # file -> (the error after `fwdshim: error: FILE: ` for import, and for run; None: it succeeds)
@@ -95,7 +98,7 @@ def good(tmp_path_factory) -> Path:
     w = random_llama(TINY, seed=10)
     w["token_embd.weight"][-1] = 0.0  # the stop token never wins: the run goes its full length
     return write_llama(tmp_path_factory.mktemp("good") / "good.gguf", TINY, w,
-                       vocab=byte_vocab([("a", "b"), ("ab", "c"), ("Ġ", "t"), ("h", "e"), ("Ġt", "he")]))  # fmt: skip
+                       vocab=byte_vocab(MERGES))  # fmt: skip
 
 
 def _value_at(data: bytes, key: str) -> int:
@@ -264,7 +267,7 @@ def test_a_cached_sidecar_does_not_vouch_for_its_source(tmp_path, capsys):
     checked: the copy was written by whatever fwdshim ran then."""
     w = random_llama(TINY, seed=11)
     src = write_llama(tmp_path / "src.gguf", TINY, w, types={"output_norm.weight": QT.F16},
-                      vocab=byte_vocab([("a", "b"), ("ab", "c"), ("Ġ", "t"), ("h", "e"), ("Ġt", "he")]))  # fmt: skip
+                      vocab=byte_vocab(MERGES))  # fmt: skip
     one_line(capsys, argv("run", src, tmp_path), src, None)  # writes the sidecar
     st = src.stat()
     data = src.read_bytes()
@@ -272,3 +275,24 @@ def test_a_cached_sidecar_does_not_vouch_for_its_source(tmp_path, capsys):
     os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
     one_line(capsys, argv("run", src, tmp_path), src,
              "metadata `general.architecture` is not UTF-8 (byte 0xff at 1 of its 5)")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "value, why",
+    [(np.inf, "holds inf, which Q8_0 cannot hold"), (np.nan, "holds nan, which Q8_0 cannot hold"),
+     (1e7, "holds a value of 1e+07, past what the f16 scale of a Q8_0 block holds")],
+)  # fmt: skip
+def test_a_weight_requantized_to_q8_0_holds_what_q8_0_holds(tmp_path, capsys, value, why):
+    """A mixture's weights are requantized to Q8_0: NaN, inf or a value past the f16 block scale is
+    refused naming the tensor (llama.cpp's quantizer refuses such data), with no numpy warning."""
+    w = random_llama(MOE, seed=12)
+    w["token_embd.weight"][-1] = 0.0
+    w["blk.0.ffn_up_exps.weight"][1, 3, 5] = value
+    path = write_llama(tmp_path / "moe.gguf", MOE, w, types={"blk.0.ffn_up_exps.weight": QT.F32},
+                       vocab=byte_vocab(MERGES))  # fmt: skip
+    for command in ("import", "run"):
+        one_line(capsys, argv(command, path, tmp_path), path, f"tensor `blk.0.ffn_up_exps.weight` {why}")
+    w["blk.0.ffn_up_exps.weight"][1, 3, 5] = 6e4  # f16's largest is 65504, a Q8_0 scale 1/127 of it
+    fine = write_llama(tmp_path / "fine.gguf", MOE, w, types={"blk.0.ffn_up_exps.weight": QT.F32},
+                       vocab=byte_vocab(MERGES))  # fmt: skip
+    one_line(capsys, argv("import", fine, tmp_path), fine, None)
