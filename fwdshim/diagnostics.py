@@ -10,6 +10,7 @@ use (`%s = fwd.silu %s` verifies in xDSL, and would send a fusion pass round a c
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 from collections.abc import Callable
@@ -26,11 +27,40 @@ from xdsl.utils.mlir_lexer import MLIRTokenKind
 from fwdshim.lexer import FwdLexer, number_literals
 
 
+MAX_NESTING = 48
+"""How deep operations, attributes, types, locations and tensor literals may nest in parsed IR (each
+op, attribute, type, location or `[` of a literal inside another is one level; a decode step needs
+about 8). xDSL parses, verifies and prints recursively: past ~90 levels of some of these, Python's
+recursion limit was an "internal error: RecursionError". At 48, the deepest construct (nested fused
+ops) takes ~600 of Python's 1000 frames through parse, forward-shim and print."""
+
+_TOO_DEEP = f"nesting too deep: more than {MAX_NESTING} levels of operations, attributes and types"
+
+
+def _nested(method):
+    """`method` of `LocatingParser` counted as one level of nesting: past `MAX_NESTING`, a parse
+    error at the current token."""
+
+    @functools.wraps(method)
+    def counted(self, *args, **kwargs):
+        if self._depth >= MAX_NESTING:
+            self.raise_error(_TOO_DEEP)
+        self._depth += 1
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._depth -= 1
+
+    return counted
+
+
 class LocatingParser(Parser):
     """A `Parser` that sets each parsed op's `location` to where its text starts.
 
     `line_offset` shifts line numbers (for `--split-input-file` chunks). The input is lexed by
-    `FwdLexer` (string literals in linear time)."""
+    `FwdLexer` (string literals in linear time). Nesting deeper than `MAX_NESTING` is a parse error."""
+
+    _depth: int = 0
 
     def __init__(self, ctx, input: str | bytes, name: str = "<unknown>", line_offset: int = 0):
         super().__init__(ctx, "", name)  # xDSL's lexer would lex the first token: it may hang
@@ -46,6 +76,8 @@ class LocatingParser(Parser):
             return ModuleOp([])
         try:
             return super().parse_module(allow_implicit_module)
+        except RecursionError:  # a recursion `MAX_NESTING` does not count (an affine expression)
+            self.raise_error(_TOO_DEEP.split(":")[0])
         except ParseError as e:
             # xDSL names undefined values at the end of the input: name the first one at its use.
             undefined = [n for n in self.forward_ssa_references if n in self._first_use]
@@ -69,6 +101,23 @@ class LocatingParser(Parser):
             self.raise_error("expected an operation, `}` or a block label (`^bb1:`)")
         return super()._parse_block()
 
+    @_nested
+    def parse_optional_attribute(self):
+        return super().parse_optional_attribute()
+
+    @_nested
+    def parse_optional_type(self):
+        return super().parse_optional_type()
+
+    @_nested
+    def _parse_location(self):
+        return super()._parse_location()
+
+    @_nested
+    def _parse_tensor_literal(self):
+        return super()._parse_tensor_literal()
+
+    @_nested
     def parse_operation(self) -> Operation:
         span = self._current_token.span
         try:

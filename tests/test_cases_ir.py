@@ -1,6 +1,7 @@
 """`fwdshim-opt` on the IR inputs kept in tests/cases/ (issue 10): each is one located error line,
 exit status 1, quickly (the unterminated strings hung: the lexer's time doubled per character; a
-number past its attribute's storage was an "internal error"), or IR that prints and parses back."""
+number past its attribute's storage and deep nesting were "internal error"s), or IR that prints and
+parses back."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ ERRORS = {
     "ir_hang_unterminated_symbol.mlir": (1, 12, 'string literal not terminated: no closing `"` before the end of the line'),
     "ir_internal_covers_overflow.mlir": (2, 45, "9223372036854775808 is out of range of a signed 64-bit integer"),
     "ir_internal_eps_overflow.mlir": (2, 56, "1.0e39 is out of range of f32"),
+    "ir_internal_recursion_nest150.mlir": (1, 769, "nesting too deep: more than 48 levels of operations, attributes and types"),
+    "ir_internal_recursion_array200.mlir": (2, 74, "nesting too deep: more than 48 levels of operations, attributes and types"),
 }
 
 
