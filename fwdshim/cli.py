@@ -322,6 +322,8 @@ def _run(args, out: _Output) -> int:
     # the step as compiled, so that a refusal's file:line:col can be opened
     _write_file(step_file, "the step file", lambda f: f.write(model.text.encode()))
     tok = GGUFTokenizer(model.reader, model.gguf_path)
+    for line in tok.warnings:
+        print(f"fwdshim: warning: {line}", file=sys.stderr)
     prompt = tok.chat(args.prompt) if args.chat else args.prompt
     ids = tok.encode(prompt)
     if not ids:

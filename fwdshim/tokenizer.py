@@ -14,7 +14,8 @@ renders the file's own `tokenizer.chat_template` (Jinja, sandboxed) for one user
 
 Errors: a file without a vocabulary, of another tokenizer model or pre-tokenizer, or whose
 vocabulary, token types and merges disagree, and a chat template that fails, raise `ModelError`
-with one line naming the file.
+with one line naming the file. A BOS or EOS id outside the vocabulary is left out, one line in
+`warnings` saying so (llama.cpp warns and runs such a file).
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ class GGUFTokenizer:
         self._tok = tok
         self.tokens = tokens
         self.vocab_size = len(tokens)
+        self.warnings: list[str] = []
         self.bos_id = self._token_id(reader, "tokenizer.ggml.bos_token_id")
         self.eos_id = self._token_id(reader, "tokenizer.ggml.eos_token_id")
         self.add_bos = bool(field_value(reader, "tokenizer.ggml.add_bos_token", False))
@@ -119,11 +121,16 @@ class GGUFTokenizer:
 
     def _token_id(self, reader: gguf.GGUFReader, key: str) -> int | None:
         """The token id metadata `key` holds (an integer: `gguf_layout.check_metadata`), or None.
-        Raises: ModelError when it is not an id of the vocabulary."""
+
+        One that is not an id of the vocabulary is left out with a line in `warnings`, as llama.cpp
+        does ("bad special token": it warns and runs with its default)."""
         i = field_value(reader, key)
         if i is not None and not 0 <= i < len(self.tokens):
-            n = len(self.tokens)
-            raise ModelError(f"{self.path}: `{key}` = {i} is not a token id (the vocabulary holds {n})")
+            self.warnings.append(
+                f"{self.path}: `{key}` = {i} is not a token id (the vocabulary holds {len(self.tokens)}): "
+                "running without it"
+            )
+            return None
         return i
 
     def encode(self, text: str) -> list[int]:

@@ -200,9 +200,6 @@ def _siblings(good: Path, tmp: Path) -> dict[str, tuple[Path, str | None, str | 
          "`tokenizer.ggml.tokens` = an array of 3 INT32s is not an array of strings")
     both("rope base string", _rewrite(good, tmp / "base.gguf", kv={"llama.rope.freq_base": ("1e4", VT.STRING)}),
          "`llama.rope.freq_base` = '1e4' is not a number")
-    out["eos past the vocabulary"] = (
-        _rewrite(good, tmp / "eos.gguf", kv={"tokenizer.ggml.eos_token_id": (999, VT.UINT32)}),
-        None, "`tokenizer.ggml.eos_token_id` = 999 is not a token id (the vocabulary holds 262)")
     # tensors the metadata does not account for
     both("unused tensor", _rewrite(good, tmp / "extra.gguf", add={"token_embd_norm.weight": np.ones(64, np.float32)}),
          "tensor `token_embd_norm.weight` is not one the llama step of a dense model reads (fwdshim would run "
@@ -296,3 +293,17 @@ def test_a_weight_requantized_to_q8_0_holds_what_q8_0_holds(tmp_path, capsys, va
     fine = write_llama(tmp_path / "fine.gguf", MOE, w, types={"blk.0.ffn_up_exps.weight": QT.F32},
                        vocab=byte_vocab(MERGES))  # fmt: skip
     one_line(capsys, argv("import", fine, tmp_path), fine, None)
+
+
+def test_a_special_token_past_the_vocabulary_is_a_warning(tmp_path, capsys, good):
+    """llama.cpp runs such a file ("bad special token", its default id instead): fwdshim runs it
+    without that token, saying so once on stderr."""
+    path = _rewrite(good, tmp_path / "eos.gguf", kv={"tokenizer.ggml.eos_token_id": (999, VT.UINT32)})
+    assert cli.main(argv("run", path, tmp_path)) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("hi")
+    assert err.splitlines()[0] == (
+        f"fwdshim: warning: {path}: `tokenizer.ggml.eos_token_id` = 999 is not a token id (the vocabulary "
+        "holds 262): running without it"
+    )
+    assert len(err.splitlines()) == 2 and err.splitlines()[1].startswith("fwdshim: 2 tokens")
