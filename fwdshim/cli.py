@@ -1,10 +1,11 @@
 """`fwdshim`: the main job — import a GGUF model, fetch one, run one.
 
     fwdshim run --model smollm2 --prompt "The capital of France is" --max-tokens 16
-    fwdshim import MODEL.gguf -o step.mlir [--requantize q8_0|none] [--context N]
+    fwdshim import MODEL.gguf -o step.mlir [--requantize none|q8_0] [--context N]
     fwdshim fetch-model smollm2 [--force]
 
-`run` imports the model (requantizing what the kernels do not compute into a cached sidecar GGUF),
+`run` imports the model as the file stores it (its own weight types, read by the kernels; with
+`--requantize q8_0`, every other type requantized to Q8_0 into a cached sidecar GGUF),
 compiles its decode step once through `forward-shim{numerics}`, and decodes greedily: on the GPU as a
 CUDA graph when one is present, else with the NumPy reference executor. It prints the prompt and the
 generated text on stdout, then the tokens/s on stderr.
@@ -47,9 +48,10 @@ _CONTEXT_HELP = (
     "row fits the kernel's 48 KiB of shared memory)"
 )
 _REQUANTIZE_HELP = (
-    "q8_0 (default): requantize weights the kernels do not compute (Q4_1, K-quants, ...) to Q8_0 "
-    "in a cached sidecar GGUF; none: keep them (the legality pass then refuses their matmuls, "
-    "naming the type and the op's line)"
+    "none (default): run the weights as the file stores them (the kernels read F32, F16, BF16, Q8_0, "
+    "Q4_0, Q4_1, Q5_0, Q5_1 and Q2_K..Q6_K; the legality pass refuses a matmul of any other type, "
+    "naming the type and the op's line); q8_0: requantize every weight but F32, F16, BF16 and Q8_0 "
+    "to Q8_0 in a cached sidecar GGUF (a second rounding: the model's answers may change)"
 )
 
 
@@ -76,13 +78,14 @@ def _parser() -> argparse.ArgumentParser:
     imp = sub.add_parser(
         "import", help="write the decode-step IR of a GGUF model",
         description="Write one decode step of a GGUF llama model as `fwd` IR (for fwdshim-opt). "
-        "Weights the kernels do not compute are requantized into STEP.weights.gguf beside the output "
-        "(or into the cache when writing to stdout).",
+        "Weights keep their types unless --requantize q8_0; converted weights (requantized ones, "
+        "norms widened to F32) go into STEP.weights.gguf beside the output (or into the cache when "
+        "writing to stdout).",
     )  # fmt: skip
     imp.add_argument("model", metavar="MODEL",
                      help="a GGUF file of architecture llama, or a known model name (smollm2)")  # fmt: skip
     imp.add_argument("-o", "--output", metavar="STEP.mlir", help="where to write the IR (default: stdout)")
-    imp.add_argument("--requantize", choices=REQUANTIZE, default="q8_0", help=_REQUANTIZE_HELP)
+    imp.add_argument("--requantize", choices=REQUANTIZE, default="none", help=_REQUANTIZE_HELP)
     imp.add_argument("--context", type=int, metavar="N", help=_CONTEXT_HELP)
 
     fetch = sub.add_parser(
@@ -113,7 +116,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="gpu: a CUDA graph; cpu: the NumPy reference executor (slow: ~20 tokens/s on "
                      "SmolLM2); auto (default): the GPU when present")  # fmt: skip
     run.add_argument("--context", type=int, metavar="N", help=_CONTEXT_HELP)
-    run.add_argument("--requantize", choices=REQUANTIZE, default="q8_0", help=_REQUANTIZE_HELP)
+    run.add_argument("--requantize", choices=REQUANTIZE, default="none", help=_REQUANTIZE_HELP)
     run.add_argument("--logits-out", metavar="FILE.npy",
                      help="save each generated token's logits there, float32 [n, vocab] (under the "
                      "exact name given)")  # fmt: skip

@@ -20,9 +20,9 @@ Weights keep their GGUF tensor names and, under `requantize="none"`, their types
 F32, F16, BF16, Q8_0 and the block types of `fwdshim.ggml_blocks` (Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K)
 as the file stores them, and the legality pass refuses a matmul over any other type, naming it.
 Under `requantize="q8_0"` every projection of a type other than F32, F16, BF16 and Q8_0 is
-requantized to Q8_0 (gguf's dequantizer, then gguf's Q8_0 quantizer). Either way the four weights
-of a mixture (its manifest: router, gate, up, down) become Q8_0 under `q8_0` and norm and bias
-vectors become F32. The converted tensors go into a sidecar GGUF (`gguf_export.write_converted`), a
+requantized to Q8_0 (gguf's dequantizer, then gguf's Q8_0 quantizer). Under either mode the four
+weights of a mixture (its manifest: router, gate, up, down) become Q8_0 (the mixture's kernels read
+Q8_0 only) and norm and bias vectors become F32. The converted tensors go into a sidecar GGUF (`gguf_export.write_converted`), a
 complete `llama` file in GGUF layout that the step is then imported from.
 
 GGUF `llama` files store the Q and K projection rows of each head permuted for interleaved-pair rope;
@@ -487,10 +487,12 @@ def _dims(shape: tuple[int, ...]) -> str:
 def conversions(
     reader: gguf.GGUFReader, uses: dict[str, TensorUse], requantize: str, path: str | Path
 ) -> dict[str, QT]:
-    """The tensors to convert, and to what: norm and bias vectors to F32; under `q8_0`, projections of
-    a type the kernels do not compute and every mixture-manifest weight not already Q8_0 to Q8_0.
+    """The tensors to convert, and to what: norm and bias vectors to F32; every mixture-manifest
+    weight not already Q8_0 to Q8_0 (the mixture's kernels read Q8_0 only); under `q8_0` also the
+    projections of a type other than F32, F16, BF16 and Q8_0.
 
-    Raises: ModelError when a tensor to requantize has rows that are not whole Q8_0 blocks."""
+    Raises: ModelError when a tensor to requantize has rows that are not whole Q8_0 blocks, or one
+    holds no weights (an integer or F64 tensor)."""
     types = {t.name: t.tensor_type for t in reader.tensors}
     out: dict[str, QT] = {}
     for name, use in uses.items():
@@ -499,7 +501,12 @@ def conversions(
             if qtype != QT.F32:
                 out[name] = _convertible(name, qtype, path, QT.F32)
             continue
-        if requantize == "none":
+        if requantize == "none" and use.role != MANIFEST:  # the mixture's kernels read Q8_0 only
+            if not _dequantizable(qtype):
+                raise ModelError(
+                    f"{path}: tensor `{name}` is {QT(qtype).name}, which fwdshim cannot read as weights "
+                    "(gguf dequantizes F32, F16, BF16 and the quantized types)"
+                )
             continue
         wanted = use.role == MANIFEST or qtype not in Q8_0_KEEPS
         if wanted and qtype != QT.Q8_0:
@@ -511,10 +518,14 @@ def conversions(
     return out
 
 
+def _dequantizable(qtype: QT) -> bool:
+    return QT(qtype) in (QT.F32, QT.F16) or QT(qtype) in gguf.quants._type_traits
+
+
 def _convertible(name: str, qtype: QT, path: str | Path, to: QT) -> QT:
     """`to`, when gguf can dequantize a tensor of `qtype` (F32, F16 and its quantized types, BF16
     included). Raises: ModelError naming the tensor (an integer or F64 tensor holds no weights)."""
-    if QT(qtype) in (QT.F32, QT.F16) or QT(qtype) in gguf.quants._type_traits:
+    if _dequantizable(qtype):
         return to
     raise ModelError(
         f"{path}: tensor `{name}` is {QT(qtype).name}, which fwdshim cannot convert to {to.name} "

@@ -53,7 +53,7 @@ def test_import_writes_ir_that_fwdshim_opt_compiles(tmp_path, capsys):
 def test_import_requantizes_beside_the_output_and_locates_refusals(tmp_path, capsys):
     path = tiny(tmp_path, types={"blk.0.ffn_up.weight": QT.Q4_1, "blk.1.attn_v.weight": QT.MXFP4})
     out = tmp_path / "step.mlir"
-    assert cli.main(["import", str(path), "-o", str(out)]) == 0
+    assert cli.main(["import", str(path), "-o", str(out), "--requantize", "q8_0"]) == 0
     side = tmp_path / "step.weights.gguf"
     assert f"2 tensors converted into {side}" in capsys.readouterr().err
     types = {t.name: t.tensor_type for t in gguf.GGUFReader(side).tensors}

@@ -206,7 +206,7 @@ def _bad_models(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     for qtype, arr in (("I32", np.ones((64, 64), np.int32)), ("F64", np.ones((64, 64), np.float64))):
         out[qtype] = (
             rewrite(good, tmp_path / f"{qtype}.gguf", replace={"blk.0.attn_q.weight": arr}),
-            f"tensor `blk.0.attn_q.weight` is {qtype}, which fwdshim cannot convert to Q8_0",
+            f"tensor `blk.0.attn_q.weight` is {qtype}, which fwdshim cannot read as weights",
         )
     return out
 
@@ -462,7 +462,7 @@ def test_interrupt_while_converting_leaves_no_temporary(tmp_path, monkeypatch, c
 
     real = export.convert_tensor
     monkeypatch.setattr(export, "convert_tensor", interrupted)
-    assert cli.main(run_argv(path)) == 130
+    assert cli.main(run_argv(path, "--requantize", "q8_0")) == 130
     assert capsys.readouterr() == ("", "fwdshim: interrupted\n")
     assert cached(tmp_path) == []  # neither the sidecar nor its temporary
 
@@ -559,7 +559,7 @@ def test_concurrent_runs_share_one_cache(tmp_path):
     """Three runs convert the same model at once: each succeeds with the same text, one sidecar, no
     temporaries (they shared one temporary name, and the losers' rename failed with a traceback)."""
     path = tiny(tmp_path, types={n: QT.Q4_1 for n in ("blk.0.attn_q.weight", "blk.1.ffn_up.weight", "blk.1.ffn_down.weight")})
-    argv = [EXE, "run", "--model", str(path), "--prompt", "the abc", "--device", "cpu", "--context", "32",
+    argv = [EXE, "run", "--model", str(path), "--prompt", "the abc", "--device", "cpu", "--context", "32", "--requantize", "q8_0",
             "--max-tokens", "4"]  # fmt: skip
     procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
     results = [(p.communicate(timeout=120), p.returncode) for p in procs]

@@ -2,7 +2,9 @@
 
 fwdshim writes a GGUF holding exactly the weights it runs (requantized to Q8_0, in GGUF layout, by
 its own exporter); transformers loads *that file* through its own GGUF loader and its own GGUF
-tokenizer, so the peer un-permutes Q/K and tokenizes by itself. Under dequant numerics the logits of
+tokenizer, so the peer un-permutes Q/K and tokenizes by itself. SmolLM2 as shipped (Q4_1, read by
+fwdshim's own Q4_1 GEMV, `requantize="none"`): transformers loads the original file itself, and five
+prompts (two through the chat template) give the same 32 greedy tokens, logits within 1e-3. Under dequant numerics the logits of
 the first 8 steps agree within ||Δ||/||ref|| <= 1e-3 and 16 greedy tokens are identical.
 
 SmolLM2-135M-Instruct is fetched once into fwdshim's model cache (about 100 MB); the tiny models are
@@ -45,13 +47,13 @@ def hf_model(torch, model: ImportedModel):
     return hf.eval()
 
 
-def hf_greedy(torch, hf, prompt: list[int]) -> tuple[list[int], np.ndarray]:
-    """The peer's own greedy decoding (`generate`, its KV cache) of STEPS tokens after `prompt`:
+def hf_greedy(torch, hf, prompt: list[int], steps: int = STEPS) -> tuple[list[int], np.ndarray]:
+    """The peer's own greedy decoding (`generate`, its KV cache) of `steps` tokens after `prompt`:
     its tokens and the raw logits each was chosen from."""
     from transformers import GenerationConfig
 
     cfg = GenerationConfig(
-        max_new_tokens=STEPS, do_sample=False, eos_token_id=None, pad_token_id=0,
+        max_new_tokens=steps, do_sample=False, eos_token_id=None, pad_token_id=0,
         return_dict_in_generate=True, output_logits=True,
     )  # fmt: skip
     with torch.no_grad():
@@ -60,14 +62,17 @@ def hf_greedy(torch, hf, prompt: list[int]) -> tuple[list[int], np.ndarray]:
 
 
 def compare(
-    torch, hf, model: ImportedModel, prompt: list[int], hf_prompt: list[int] | None = None, numerics="dequant"
-):
+    torch, hf, model: ImportedModel, prompt: list[int], hf_prompt: list[int] | None = None, numerics="dequant",
+    steps: int = STEPS, decoder: Decoder | None = None,
+):  # fmt: skip
     """Our greedy run against the peer's own (from its own prompt ids, `hf_prompt`, when given):
     returns (our generation, the peer's tokens, relative errors of the logits of every step)."""
-    gen = generate(Decoder(model, numerics, "cpu"), prompt, STEPS)
-    assert len(gen.tokens) == STEPS
-    tokens, ref = hf_greedy(torch, hf, prompt if hf_prompt is None else hf_prompt)
-    ours = np.stack(gen.logits).astype(np.float64)
+    dec = decoder or Decoder(model, numerics, "cpu")
+    dec.reset()
+    gen = generate(dec, prompt, steps)
+    assert len(gen.tokens) == steps
+    tokens, ref = hf_greedy(torch, hf, prompt if hf_prompt is None else hf_prompt, steps)
+    ours = np.stack(gen.logits).astype(np.float64)[: len(ref)]  # the peer stops at its EOS token
     err = np.linalg.norm(ours - ref, axis=1) / np.linalg.norm(ref, axis=1)
     return gen, tokens, err
 
@@ -189,6 +194,56 @@ def test_smollm2_int8_act_cpu_run_is_recorded(torch, smollm2, smollm2_hf):
 
 
 # ---------------------------------------------------------------------------------------------
+# SmolLM2-135M-Instruct as shipped: its own Q4_1 projections and Q8_0 embedding, no requantization;
+# transformers loads the very same (original) file
+
+SHIPPED_STEPS = 32
+CHAT_PROMPTS = ["Hello", "What is the capital of France?"]
+
+
+@pytest.fixture(scope="module")
+def smollm2_shipped():
+    from fwdshim.models import fetch_model
+
+    return import_gguf(fetch_model("smollm2", quiet=True), requantize="none", context=128)
+
+
+def test_smollm2_shipped_is_read_as_it_is(smollm2_shipped):
+    m = smollm2_shipped
+    assert m.gguf_path == m.source_path and not m.converted
+    types = {t.name: QT(t.tensor_type) for t in m.reader.tensors}
+    assert {types[n] for n in types if n.startswith("blk.") and n.endswith("_q.weight")} == {QT.Q4_1}
+    assert types["token_embd.weight"] == QT.Q8_0
+
+
+def test_smollm2_shipped_dequant_matches_transformers_on_the_original_file(torch, smollm2_shipped):
+    """Five prompts (two through the chat template, as `--chat`), 32 greedy tokens each: identical
+    tokens, every step's logits within 1e-3 relative."""
+    from transformers import AutoTokenizer
+
+    from fwdshim.tokenizer import GGUFTokenizer
+
+    m = smollm2_shipped
+    hf = hf_model(torch, m)
+    hf_tok = AutoTokenizer.from_pretrained(m.gguf_path.parent, gguf_file=m.gguf_path.name)
+    tok = GGUFTokenizer(m.reader, m.gguf_path)
+    dec = Decoder(m, "dequant", "cpu")
+    texts = [*PROMPTS, *(tok.chat(p) for p in CHAT_PROMPTS)]
+    for text in texts:
+        ours, theirs = tok.encode(text), hf_tok(text)["input_ids"]
+        assert ours == theirs, text
+        gen, peer_tokens, err = compare(torch, hf, m, ours, theirs, steps=SHIPPED_STEPS, decoder=dec)
+        print(f"\nshipped Q4_1 {text!r}: max rel err {err.max():.2e}; {tok.decode(gen.tokens)!r}")
+        # the peer stops after its end-of-turn token; ours (no stop ids) goes on: the same up to there
+        assert len(peer_tokens) == SHIPPED_STEPS or peer_tokens[-1] in tok.stop_ids, (text, peer_tokens)
+        assert gen.tokens[: len(peer_tokens)] == peer_tokens, (text, tok.decode(gen.tokens), tok.decode(peer_tokens))
+        assert err.max() <= TOL, (text, err)
+    hello = tok.chat("Hello")
+    assert tok.decode(generate(dec, tok.encode(hello), SHIPPED_STEPS).tokens).startswith("Hello! How can I")
+    dec.reset()
+
+
+# ---------------------------------------------------------------------------------------------
 # on the GPU (`FWDSHIM_GPU=1 pytest -m gpu tests/test_peer.py`): the CUDA graph against the executor
 
 MOE = LlamaParams(n_layer=2, d=64, ff=64, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
@@ -232,4 +287,15 @@ def test_smollm2_gpu_graph_matches_cpu(smollm2, numerics):
 
     tok = GGUFTokenizer(smollm2.reader, smollm2.gguf_path)
     tokens, _ = _gpu_against_cpu(smollm2, tok.encode(PROMPTS[0]), numerics, int8_bound=1e-1)
+    assert tok.decode(tokens).startswith(" Paris")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
+def test_smollm2_shipped_gpu_graph_matches_cpu(smollm2_shipped, numerics):
+    """SmolLM2 as shipped (Q4_1 GEMVs over the file's own blocks) on the GPU against the executor."""
+    from fwdshim.tokenizer import GGUFTokenizer
+
+    tok = GGUFTokenizer(smollm2_shipped.reader, smollm2_shipped.gguf_path)
+    tokens, _ = _gpu_against_cpu(smollm2_shipped, tok.encode(PROMPTS[0]), numerics, int8_bound=1e-1)
     assert tok.decode(tokens).startswith(" Paris")
