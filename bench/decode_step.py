@@ -2,7 +2,7 @@
 
     python bench/decode_step.py [--fills 1000,4000] [--steps 40] [--check] [--sweep] [--json FILE]
 
-The model is random (`gguf_export.random_llama`) with SmolLM2-135M's shape: 30 layers, d 576, 9
+The model is random (`export.random_llama`) with SmolLM2-135M's shape: 30 layers, d 576, 9
 heads over 3 kv heads of 64, ff 1536, vocab 49152 (tied embedding, Q8_0 projections), context 4096,
 decoded by `runner.Decoder` on the GPU (numerics `--numerics`, default dequant, as `fwdshim run`).
 For each cache fill F the decoder is set to position F (the caches' contents do not change the
@@ -43,8 +43,9 @@ def emit(out: list, **rec) -> None:
 
 
 def model(context: int):
-    from fwdshim.gguf_export import random_llama, write_llama
-    from fwdshim.importer import LlamaParams, import_gguf
+    from fwdshim.frontend.export import random_llama, write_llama
+    from fwdshim.frontend.gguf_model import LlamaParams
+    from fwdshim.frontend.importer import import_gguf
 
     p = LlamaParams(**SMOL)
     path = Path(tempfile.gettempdir()) / "fwdshim_bench" / "smol_shape.gguf"
@@ -106,7 +107,7 @@ def main() -> None:
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     out: list = []
-    from fwdshim.runner import Decoder
+    from fwdshim.tools.runner import Decoder
 
     m = model(4096)
     t0 = time.perf_counter()

@@ -9,7 +9,7 @@ API (stable):
   argument (an attention cache) may have fewer rows than declared: the rows written so far, maybe 0.
   `weights`: a `WeightStore` (`fwdshim.weights`); `fwd.weight "name"` is looked up there and its
   shape checked against the declared type. Outputs are float32 arrays of the declared shapes, or
-  `QAct` (`fwdshim.numerics`) for a returned `!fwd.qact`.
+  `QAct` (`fwdshim.int8`) for a returned `!fwd.qact`.
 - `execute_op(op, operand_values, weights=None) -> list`: one op (a stage, `fwd.weight` or a
   `fwd.fused` with its region) on values given in operand order; one value per result.
 - Per-op functions on arrays, for kernel tests: `rms_norm`, `layer_norm`, `softmax`, `silu`,
@@ -53,7 +53,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from fwdshim.diagnostics import where
 from fwdshim.dialects import fwd
 from fwdshim.dialects.attributes import QActType, QuantFormat, WeightsType
-from fwdshim.numerics import QAct, gemv_int8, quantize_act
+from fwdshim.int8 import QAct, gemv_int8, quantize_act
 from fwdshim.weights import WeightData, WeightStore, dequantize_raw, repack_q8_0
 
 DEFAULT_EPS = fwd.DEFAULT_EPS

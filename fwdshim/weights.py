@@ -17,7 +17,7 @@ API (stable; the reference executor, the Numba runtime and the kernel tests use 
 - `DictWeights(mapping)`: from numpy arrays (`float32` -> F32, `float16` -> F16), `WeightData`, or
   `(raw, qtype)` pairs such as `(gguf.quants.quantize(a, Q8_0), Q8_0)`; `quantize_weight(a, "q8_0")`
   builds the same `WeightData` in one call.
-- `GGUFWeights(reader_or_path)`: the tensors of a `gguf.GGUFReader` by name (memory-mapped, read lazily).
+- `GGUFWeights(reader_or_path)` (in `frontend.gguf_model`): the tensors of a `gguf.GGUFReader` by name.
 - `dequantize(wd) -> float32` through `gguf.quants.dequantize`; `repack_q8_0(raw) -> (qs, d)`: the
   kernels' aligned layout, int8 quants `[..., N, K]` and float32 scales `[..., N, K/32]` (the f16
   scale of each 34-byte block widened exactly).
@@ -28,11 +28,9 @@ makes the CPU decode loop a float64 BLAS GEMV per projection instead of a dequan
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from os import PathLike
 from typing import Protocol, runtime_checkable
 
 import gguf
@@ -211,32 +209,3 @@ class DictWeights:
 
     def names(self) -> list[str]:
         return list(self._data)
-
-
-class GGUFWeights:
-    """The tensors of a GGUF file by name: `GGUFWeights(gguf.GGUFReader(path))` or `GGUFWeights(path)`
-    (opened by `importer.open_gguf`: its layout checked first; raises `ModelError`).
-
-    Shapes are logical (`[N, K]`: GGUF's `ne` order reversed); data stays memory-mapped until used."""
-
-    def __init__(self, reader: gguf.GGUFReader | str | PathLike):
-        if not isinstance(reader, gguf.GGUFReader):
-            from fwdshim.importer import open_gguf
-
-            reader = open_gguf(reader)
-        self.reader = reader
-        self._tensors = {t.name: t for t in reader.tensors}
-
-    @functools.cache  # noqa: B019 - one store per model, kept for the model's life
-    def get(self, name: str) -> WeightData:
-        t = self._tensors.get(name)
-        if t is None:
-            raise MissingWeight(f"weight `{name}` is not in the GGUF file")
-        shape = tuple(int(n) for n in reversed(t.shape.tolist()))
-        return WeightData(name, ggml_of(t.tensor_type), shape, t.data)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._tensors
-
-    def names(self) -> list[str]:
-        return list(self._tensors)

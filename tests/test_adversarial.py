@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fwdshim.driver import main
+from fwdshim.tools.driver import main
 
 T576 = "tensor<576xf32>"
 
@@ -71,7 +71,7 @@ def test_value_of_another_branch_is_an_error(tmp_path, capsys):
 
     from fwdshim.diagnostics import LocatingParser, verify_located
     from fwdshim.dialects.fwd import SiluOp
-    from fwdshim.driver import FwdOptMain
+    from fwdshim.tools.driver import FwdOptMain
 
     text = f"""func.func @f(%x: {T576}, %c: i1) -> {T576} {{
   %r = scf.if %c -> ({T576}) {{
@@ -336,7 +336,7 @@ def test_an_unlocated_refusal_names_its_result():
     from xdsl.parser import Parser
 
     from fwdshim.dialects.fwd import Fwd
-    from fwdshim.forward import ForwardShim
+    from fwdshim.shim.forward import ForwardShim
     from fwdshim.passes.legalize import legalize
 
     ctx = Context()
@@ -364,7 +364,7 @@ def test_a_stale_refusal_mark_is_dropped_where_the_op_now_fits(tmp_path, capsys)
 
 def _parse(text: str):
     from fwdshim.diagnostics import LocatingParser
-    from fwdshim.driver import FwdOptMain
+    from fwdshim.tools.driver import FwdOptMain
 
     return LocatingParser(FwdOptMain(args=[]).ctx, text, "t.mlir").parse_module()
 
@@ -375,7 +375,7 @@ def test_program_order_costs_the_distance_not_the_block():
     from xdsl.ir import Block
 
     from fwdshim.classes import Q8MatKind
-    from fwdshim.forward import ForwardShim
+    from fwdshim.shim.forward import ForwardShim
     from fwdshim.passes.fuse import fuse_module
     from fwdshim.passes.quantize_activations import quantize_activations
     from fwdshim.passes.rules import comes_before, in_program_order

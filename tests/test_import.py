@@ -1,7 +1,7 @@
 """GGUF import: the decode-step IR, the Q/K un-permutation, requantization into the sidecar, the
 tokenizer, and one clear line for each kind of bad input.
 
-The models are tiny `llama` files written by `gguf_export.write_llama` from fresh random weights; the
+The models are tiny `llama` files written by `export.write_llama` from fresh random weights; the
 oracle is a float64 NumPy Llama written here from the weights in the halves layout (never from what
 the importer un-permuted), fed the same Q8_0-rounded values.
 """
@@ -16,12 +16,13 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as QT
 
-from fwdshim import cli
+from fwdshim.tools import cli
 from fwdshim.dialects import fwd
-from fwdshim.gguf_export import byte_vocab, copy_metadata, permute_rows, random_llama, write_llama
-from fwdshim.importer import LlamaParams, ModelError, import_gguf, unpermute_rows
-from fwdshim.runner import Decoder, RunError, compile_step, generate
-from fwdshim.tokenizer import GGUFTokenizer
+from fwdshim.frontend.export import byte_vocab, copy_metadata, permute_rows, random_llama, write_llama
+from fwdshim.frontend.gguf_model import LlamaParams, ModelError, unpermute_rows
+from fwdshim.frontend.importer import import_gguf
+from fwdshim.tools.runner import Decoder, RunError, compile_step, generate
+from fwdshim.frontend.tokenizer import GGUFTokenizer
 
 TINY = LlamaParams(n_layer=2, d=64, ff=96, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
                    vocab=262, context_length=256)  # fmt: skip

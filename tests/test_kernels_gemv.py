@@ -12,7 +12,7 @@ from kernels_common import close, fast_simulator, q8_0, rng  # noqa: F401
 
 from fwdshim import reference as R
 from fwdshim.codegen import gemv
-from fwdshim.numerics import gemv_int8, quantize_act
+from fwdshim.int8 import gemv_int8, quantize_act
 from fwdshim.weights import dequantize_raw
 
 F32 = np.float32

@@ -23,7 +23,7 @@ from kernels_common import close, fast_simulator, rng  # noqa: F401
 from fwdshim import ggml_blocks as G
 from fwdshim import reference as R
 from fwdshim.codegen import gemv_ggml
-from fwdshim.numerics import quantize_act
+from fwdshim.int8 import quantize_act
 from fwdshim.weights import WeightData
 
 TYPES = list(G.AFFINE)
@@ -87,9 +87,10 @@ def test_int8_act_gemv(t):
 
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
 def test_step_of_mixed_types_gpu_vs_executor(tmp_path, monkeypatch, numerics):
-    from fwdshim.gguf_export import random_llama, write_llama
-    from fwdshim.importer import LlamaParams, import_gguf
-    from fwdshim.runner import Decoder, GpuForward, compile_step
+    from fwdshim.frontend.export import random_llama, write_llama
+    from fwdshim.frontend.gguf_model import LlamaParams
+    from fwdshim.frontend.importer import import_gguf
+    from fwdshim.tools.runner import Decoder, GpuForward, compile_step
 
     monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
     p = LlamaParams(n_layer=1, d=64, ff=64, h=2, kv=1, hd=32, rope_dim=32, rope_base=10000.0, eps=1e-5, vocab=64)

@@ -12,7 +12,7 @@ from kernels_common import close, fast_simulator, q8_0, rng  # noqa: F401
 from fwdshim import reference as R
 from fwdshim.codegen import moe
 from fwdshim.dialects.attributes import GgmlType
-from fwdshim.numerics import quantize_act
+from fwdshim.int8 import quantize_act
 from fwdshim.weights import WeightData
 
 F32 = np.float32

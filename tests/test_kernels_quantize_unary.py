@@ -9,7 +9,7 @@ from kernels_common import bits_equal, close, fast_simulator, rng  # noqa: F401
 
 from fwdshim import reference as R
 from fwdshim.codegen import quantize, unary
-from fwdshim.numerics import quantize_act
+from fwdshim.int8 import quantize_act
 
 F32 = np.float32
 

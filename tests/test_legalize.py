@@ -17,7 +17,7 @@ from xdsl.utils.exceptions import PassFailedException
 from fwdshim.classes import Q8MatKind
 from fwdshim.diagnostics import LocatingParser
 from fwdshim.dialects.fwd import REFUSED_PRIMITIVES, FusedOp, Fwd, stages
-from fwdshim.forward import ALL_BRANCHES, ForwardShim, kernel_refusal
+from fwdshim.shim.forward import ALL_BRANCHES, ForwardShim, kernel_refusal
 from fwdshim.passes.legalize import LegalizePass, legalize
 
 SEED = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from fwdshim.forward import ALL_BRANCHES, BEYOND_SEED, FITS, KERNEL_REFUSAL, SUPPORTS
+from fwdshim.shim.forward import ALL_BRANCHES, BEYOND_SEED, FITS, KERNEL_REFUSAL, SUPPORTS
 
 ROOT = Path(__file__).resolve().parent.parent / "filecheck_tests" / "legalize"
 CHECK = re.compile(r"^// [A-Z][A-Z0-9_-]*(-NEXT|-SAME)?: (.*)$")
@@ -40,7 +40,7 @@ def test_every_branch_has_a_filecheck_case() -> None:
 
 def test_every_no_kernel_op_and_refused_class_has_a_case() -> None:
     from fwdshim.dialects.fwd import REFUSED_PRIMITIVES
-    from fwdshim.forward import REFUSED_CLASSES
+    from fwdshim.shim.forward import REFUSED_CLASSES
 
     text = "\n".join(p.read_text() for p in ROOT.glob("*.mlir"))
     for op in (*REFUSED_PRIMITIVES,):

@@ -15,10 +15,11 @@ import pytest
 from gguf import GGMLQuantizationType as QT
 from test_import import MERGES, TINY, numpy_llama, rounded
 
-from fwdshim.gguf_export import byte_vocab, copy_metadata, random_llama, write_llama
-from fwdshim.importer import ModelError, import_gguf
-from fwdshim.runner import Decoder
-from fwdshim.tokenizer import GGUFTokenizer
+from fwdshim.frontend.export import byte_vocab, copy_metadata, random_llama, write_llama
+from fwdshim.frontend.gguf_model import ModelError
+from fwdshim.frontend.importer import import_gguf
+from fwdshim.tools.runner import Decoder
+from fwdshim.frontend.tokenizer import GGUFTokenizer
 
 
 @pytest.fixture(autouse=True)

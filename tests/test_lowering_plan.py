@@ -200,7 +200,7 @@ def test_pass_attaches_the_plan():
 
 
 def test_target_prints_the_llama_example_plan():
-    from fwdshim.driver import main
+    from fwdshim.tools.driver import main
 
     out = io.StringIO()
     import contextlib

@@ -13,9 +13,10 @@ from __future__ import annotations
 import gguf
 import numpy as np
 
-from fwdshim.gguf_export import random_llama, write_llama
-from fwdshim.importer import LlamaParams, import_gguf
-from fwdshim.runner import Decoder, generate
+from fwdshim.frontend.export import random_llama, write_llama
+from fwdshim.frontend.gguf_model import LlamaParams
+from fwdshim.frontend.importer import import_gguf
+from fwdshim.tools.runner import Decoder, generate
 
 MOE = LlamaParams(n_layer=2, d=64, ff=64, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
                   vocab=257, n_expert=8, top_k=2, context_length=256)  # fmt: skip

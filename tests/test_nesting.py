@@ -10,7 +10,7 @@ import re
 import pytest
 
 from fwdshim.diagnostics import MAX_NESTING
-from fwdshim.driver import main
+from fwdshim.tools.driver import main
 
 T = "tensor<64xf32>"
 

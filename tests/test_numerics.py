@@ -1,4 +1,4 @@
-"""Activation quantization and the int8 GEMV (fwdshim.numerics) against float64 hand formulas and
+"""Activation quantization and the int8 GEMV (fwdshim.int8) against float64 hand formulas and
 gguf's own Q8_0 quantizer, on fresh random inputs."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from gguf import GGMLQuantizationType as QT
 
 from fwdshim.dialects.attributes import QuantFormat
-from fwdshim.numerics import QK, QAct, gemv_int8, quantize_act, round_half_away
+from fwdshim.int8 import QK, QAct, gemv_int8, quantize_act, round_half_away
 from fwdshim.weights import repack_q8_0
 
 rng = np.random.default_rng()

@@ -19,9 +19,10 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as QT
 
-from fwdshim.gguf_export import byte_vocab, random_llama, write_llama
-from fwdshim.importer import ImportedModel, LlamaParams, import_gguf
-from fwdshim.runner import Decoder, generate
+from fwdshim.frontend.export import byte_vocab, random_llama, write_llama
+from fwdshim.frontend.gguf_model import LlamaParams
+from fwdshim.frontend.importer import ImportedModel, import_gguf
+from fwdshim.tools.runner import Decoder, generate
 
 TOL = 1e-3
 STEPS, LOGIT_STEPS = 16, 8
@@ -112,7 +113,7 @@ PROMPTS = ["The capital of France is", "Once upon a time, in a small village,", 
 
 @pytest.fixture(scope="module")
 def smollm2():
-    from fwdshim.models import fetch_model
+    from fwdshim.frontend.cache import fetch_model
 
     return import_gguf(fetch_model("smollm2", quiet=True), context=64)
 
@@ -142,7 +143,7 @@ def test_smollm2_is_requantized_q8_0(smollm2):
 
 
 def test_smollm2_prompt_ids_equal_transformers(smollm2, smollm2_hf):
-    from fwdshim.tokenizer import GGUFTokenizer
+    from fwdshim.frontend.tokenizer import GGUFTokenizer
 
     ours = GGUFTokenizer(smollm2.reader, smollm2.gguf_path)
     _, hf_tok = smollm2_hf
@@ -155,7 +156,7 @@ def test_smollm2_prompt_ids_equal_transformers(smollm2, smollm2_hf):
 
 
 def test_smollm2_dequant_matches_transformers(torch, smollm2, smollm2_hf):
-    from fwdshim.tokenizer import GGUFTokenizer
+    from fwdshim.frontend.tokenizer import GGUFTokenizer
 
     hf, hf_tok = smollm2_hf
     tok = GGUFTokenizer(smollm2.reader, smollm2.gguf_path)
@@ -173,8 +174,8 @@ def test_smollm2_dequant_matches_transformers(torch, smollm2, smollm2_hf):
 
 def test_smollm2_int8_act_cpu_run_is_recorded(torch, smollm2, smollm2_hf):
     """The executor's int8-act run (the GPU graph is checked against this record on the device)."""
-    from fwdshim.models import models_dir
-    from fwdshim.tokenizer import GGUFTokenizer
+    from fwdshim.frontend.cache import models_dir
+    from fwdshim.frontend.tokenizer import GGUFTokenizer
 
     hf, hf_tok = smollm2_hf
     tok = GGUFTokenizer(smollm2.reader, smollm2.gguf_path)
@@ -203,7 +204,7 @@ CHAT_PROMPTS = ["Hello", "What is the capital of France?"]
 
 @pytest.fixture(scope="module")
 def smollm2_shipped():
-    from fwdshim.models import fetch_model
+    from fwdshim.frontend.cache import fetch_model
 
     return import_gguf(fetch_model("smollm2", quiet=True), requantize="none", context=128)
 
@@ -221,7 +222,7 @@ def test_smollm2_shipped_dequant_matches_transformers_on_the_original_file(torch
     tokens, every step's logits within 1e-3 relative."""
     from transformers import AutoTokenizer
 
-    from fwdshim.tokenizer import GGUFTokenizer
+    from fwdshim.frontend.tokenizer import GGUFTokenizer
 
     m = smollm2_shipped
     hf = hf_model(torch, m)
@@ -283,7 +284,7 @@ def test_tiny_gpu_graph_matches_cpu(tmp_path, monkeypatch, params, numerics):
 def test_smollm2_gpu_graph_matches_cpu(smollm2, numerics):
     """Needs SmolLM2 in the model cache (`$FWDSHIM_CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf`: the
     device cannot download it)."""
-    from fwdshim.tokenizer import GGUFTokenizer
+    from fwdshim.frontend.tokenizer import GGUFTokenizer
 
     tok = GGUFTokenizer(smollm2.reader, smollm2.gguf_path)
     tokens, _ = _gpu_against_cpu(smollm2, tok.encode(PROMPTS[0]), numerics, int8_bound=1e-1)
@@ -294,7 +295,7 @@ def test_smollm2_gpu_graph_matches_cpu(smollm2, numerics):
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
 def test_smollm2_shipped_gpu_graph_matches_cpu(smollm2_shipped, numerics):
     """SmolLM2 as shipped (Q4_1 GEMVs over the file's own blocks) on the GPU against the executor."""
-    from fwdshim.tokenizer import GGUFTokenizer
+    from fwdshim.frontend.tokenizer import GGUFTokenizer
 
     tok = GGUFTokenizer(smollm2_shipped.reader, smollm2_shipped.gguf_path)
     tokens, _ = _gpu_against_cpu(smollm2_shipped, tok.encode(PROMPTS[0]), numerics, int8_bound=1e-1)

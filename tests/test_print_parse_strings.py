@@ -16,7 +16,7 @@ from xdsl.printer import Printer
 
 from fwdshim.diagnostics import LocatingParser
 from fwdshim.dialects.fwd import ElementwiseOp, FusedOp, WeightOp
-from fwdshim.driver import FwdOptMain
+from fwdshim.tools.driver import FwdOptMain
 
 TEMPLATE = """\
 func.func @f(%x: tensor<64xf32>) -> tensor<64xf32> {

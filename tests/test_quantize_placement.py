@@ -13,7 +13,7 @@ from fwdshim.classes import Q8MatKind
 from fwdshim.dialects.attributes import QActType, QuantFormat
 from fwdshim.diagnostics import LocatingParser
 from fwdshim.dialects.fwd import Fwd, MatmulOp, MoeOp, QuantizeOp, stages
-from fwdshim.forward import ForwardShim
+from fwdshim.shim.forward import ForwardShim
 from fwdshim.passes.quantize_activations import QuantizeActivationsPass, quantize_activations
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -13,7 +13,7 @@ from xdsl.dialects.func import Func
 from fwdshim import reference as ref
 from fwdshim.diagnostics import LocatingParser
 from fwdshim.dialects.fwd import Fwd
-from fwdshim.numerics import QAct
+from fwdshim.int8 import QAct
 from fwdshim.weights import DictWeights, MissingWeight, quantize_weight
 
 rng = np.random.default_rng()

@@ -11,7 +11,7 @@ import pytest
 from gguf import GGMLQuantizationType as QT
 
 from fwdshim import reference as ref
-from fwdshim.numerics import quantize_act
+from fwdshim.int8 import quantize_act
 from fwdshim.weights import quantize_weight
 
 rng = np.random.default_rng()

@@ -9,9 +9,9 @@ import pytest
 from gguf import GGMLQuantizationType as QT
 
 from fwdshim.dialects.attributes import GgmlType
+from fwdshim.frontend.gguf_model import GGUFWeights
 from fwdshim.weights import (
     DictWeights,
-    GGUFWeights,
     MissingWeight,
     WeightStore,
     dequantize,

@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from fwdshim.driver import main
+from fwdshim.tools.driver import main
 
 LAYER = """\
 func.func @layer(%x: tensor<64xf32>, %g: tensor<32xf32>) -> tensor<32xf32> {

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from fwdshim.classes import ClassId, Q8MatKind
-from fwdshim.forward import ForwardShim
+from fwdshim.shim.forward import ForwardShim
 from fwdshim.passes.rules import RULES, ChipRule, compose, rule_named
-from fwdshim.shim import Position
+from fwdshim.shim.protocol import Position
 
 SHARED = ("norm_weight add_norm add_norm_quant norm_quant attn_output_quant glu_act_mul merged_gate_up "
           "qk_norm_rope relu_sqr elementwise_regions elementwise_chains").split()  # fmt: skip

@@ -20,7 +20,7 @@ from test_lowering_modules import SMOL, llama_inputs, llama_src, llama_weights, 
 from test_runtime_sim import FUSED_CASES, TOL, _close, fused_vs_unfused, layer_fused_vs_unfused
 
 from fwdshim import reference
-from fwdshim.codegen.compile import simulating
+from fwdshim.codegen.kernel import simulating
 from fwdshim.codegen.plan import plan_for
 from fwdshim.codegen.runtime import CompiledForward
 

@@ -12,7 +12,7 @@ from test_lowering_modules import TINY, llama_inputs, llama_src, llama_weights, 
 from test_runtime_sim import TOL, _close, _host
 
 from fwdshim import reference
-from fwdshim.codegen.compile import simulating
+from fwdshim.codegen.kernel import simulating
 from fwdshim.codegen.fused import CACHE_LEN
 from fwdshim.codegen.runtime import CompiledForward, _packed_parts
 

@@ -20,7 +20,7 @@ from test_lowering_modules import (
 )
 
 from fwdshim import reference
-from fwdshim.codegen.compile import simulating
+from fwdshim.codegen.kernel import simulating
 from fwdshim.codegen.runtime import CompiledForward
 from fwdshim.weights import DictWeights
 

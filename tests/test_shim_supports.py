@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fwdshim.classes import ClassId, Q8MatKind, Support
-from fwdshim.forward import ForwardShim
+from fwdshim.shim.forward import ForwardShim
 
 # The seed's `supports` match (forward_shim.rs lines 132–161), transcribed arm by arm.
 SEED_NATIVE = "NormWeight AddNorm ElementwiseChains ElementwiseRegions GemmDequantInkernel CudaGraphs RouterTopk MoeGateUpAct MoeDownCombine"

@@ -1,5 +1,5 @@
 // B07 (beyond the seed): a native fused class whose parts are not the shape its one kernel computes
-// (fwdshim.fused_shapes, the lowering's own checks) is refused, after the seed's class checks (F05-F08
+// (fwdshim.shim.fused_shapes, the lowering's own checks) is refused, after the seed's class checks (F05-F08
 // win). The seed's `_ => Ok(())` called a hand-written one a native kernel and fwd-lower-numba failed.
 // int8-act numerics, so the producer-quant classes are native too.
 // RUN: fwdshim-opt %s --split-input-file --verify-diagnostics -p 'fwd-legalize{numerics=int8-act}' | filecheck %s

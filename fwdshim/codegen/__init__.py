@@ -1,7 +1,7 @@
 """Numba CUDA kernel families of the forward (DESIGN.md §6), generated as Python source.
 
 One module per family, each a set of cached factories taking a kernel spec (sizes, `eps`, options)
-and returning a `compile.Kernel` (generated source, compiled dispatcher, grid, block, parameters in
+and returning a `kernel.Kernel` (generated source, compiled dispatcher, grid, block, parameters in
 launch order with dtype, size and logical shape):
 
 - `norms`: RMS norm (weighted, residual, add+norm writing the sum on, quantize epilogue), layer norm,
@@ -15,6 +15,6 @@ launch order with dtype, size and logical shape):
 - `attention`: single-query GQA attention, scores in static shared memory, optional quantize epilogue.
 - `moe`: top-k router, gate-up SwiGLU, down-and-combine.
 
-`compile` turns generated source into kernels (disk cache, simulator prelude); `intrinsics` holds
-the GPU primitives and `simshim` their simulator equivalents.
+`kernel` turns generated source into kernels (disk cache, simulator prelude); `intrinsics` holds
+the GPU primitives and `simulator` their simulator equivalents.
 """

@@ -57,7 +57,7 @@ import functools
 import hashlib
 import math
 
-from fwdshim.codegen.compile import Kernel, Param, block_reduce, build, check_block, f32, indent, simulating
+from fwdshim.codegen.kernel import Kernel, Param, block_reduce, build, check_block, f32, indent, simulating
 from fwdshim.codegen.quantize import check_format, epilogue, qact_params
 
 STATIC_SHARED_BYTES = 48 * 1024

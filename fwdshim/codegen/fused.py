@@ -1,6 +1,6 @@
 """One generated kernel per `fwd.fused` op (DESIGN.md §6): what each native class lowers to.
 
-- `flatten(op) -> Flat` (`fwdshim.fused_shapes`'): a fused op's primitive leaves in program order
+- `flatten(op) -> Flat` (`fwdshim.shim.fused_shapes`'): a fused op's primitive leaves in program order
   (the seed's `leaves`, nested fused parts walked), every operand traced to its source (`Flat.src`): the result of an earlier
   leaf or a value outside the op (an operand of the top fused op), and which results of the top op
   each leaf value is yielded as (`Flat.results_of`).
@@ -18,7 +18,7 @@
   `attn_output_quant` -> the attention kernel with its quantize epilogue (`attention.attention`);
   `elementwise_chains`, `elementwise_regions` -> `elementwise_kernel`.
   A shape of parts the kernels do not compute raises `Unlowerable` with legality's B07 reason: the
-  shape checks are `fwdshim.fused_shapes`' (one source for `fits` and the lowering); the messages
+  shape checks are `fwdshim.shim.fused_shapes`' (one source for `fits` and the lowering); the messages
   kept here are about kernel parameters (an attention's sizes, the kernel factories' limits).
 """
 
@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 
 from xdsl.ir import SSAValue
 
-from fwdshim.codegen.compile import Kernel, Param, build, check_block
+from fwdshim.codegen.kernel import Kernel, Param, build, check_block
 from fwdshim.codegen.unary import binary_expr, silu_expr
 from fwdshim.dialects.fwd import DEFAULT_EPS, AttentionOp, ElementwiseOp, FusedOp, SiluOp, numel
-from fwdshim.fused_shapes import Flat, attn_quant_refusal, elementwise_refusal, flatten, norm_shape
+from fwdshim.shim.fused_shapes import Flat, attn_quant_refusal, elementwise_refusal, flatten, norm_shape
 
 CACHE_LEN = "%cache_len"
 """The per-step buffer (`int32 [1]`) holding how many cache rows are written: every attention reads it
@@ -79,7 +79,7 @@ def qact_refs(v: SSAValue, fmt: str, prefix: str = "") -> dict[str, Ref]:
 
 def _refuse(flat: Flat, what: str | None) -> None:
     """`Unlowerable` with B07's reason where `what` (a `fused_shapes` refusal) is given."""
-    from fwdshim.forward import B07
+    from fwdshim.shim.forward import B07
 
     if what is not None:
         raise Unlowerable(B07.why(flat.op.class_.data, what))

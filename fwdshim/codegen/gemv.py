@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from fwdshim.codegen.compile import Kernel, Param, build, check_block, indent
+from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 
-from fwdshim.codegen.compile import Kernel, Param, build, check_block, indent
+from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent
 from fwdshim.dialects.attributes import GgmlType
 from fwdshim.ggml_blocks import AFFINE_GGML, NIB
 

@@ -1,7 +1,7 @@
 """GPU primitives of the generated kernels that Numba does not spell: wide loads, byte unpacking, dp4a.
 
 Each is a Numba `intrinsic` emitting a few PTX instructions through inline assembly; the simulator
-equivalents with the same names and results are in `fwdshim.codegen.simshim`.
+equivalents with the same names and results are in `fwdshim.codegen.simulator`.
 
 - `ld_i32x4(a, i) -> (int32, int32, int32, int32)`: 16 bytes of the 1-D array `a` starting at
   element `i` (`ld.global.nc.v4.b32`), as four little-endian int32 words. The address must be 16-byte

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 
-from fwdshim.codegen.compile import Kernel, Param, build, check_block, indent
+from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent
 from fwdshim.codegen.gemv import DotRow, q8_dots
 from fwdshim.codegen.unary import silu_expr
 

@@ -1,7 +1,7 @@
 """Row kernels: RMS norm (weighted, with a residual, add+norm writing the sum on, quantize epilogue),
 layer norm and softmax. One CUDA block per row of `n` values; `rows` rows.
 
-Every factory returns a `Kernel` (`fwdshim.codegen.compile`); all arrays are 1-D, row-major:
+Every factory returns a `Kernel` (`fwdshim.codegen.kernel`); all arrays are 1-D, row-major:
 
 - `rms_norm(n, rows, eps, weight=, residual=, write_sum=, quant=, store_y=, block=)`:
   `h = x + residual` (`fadd_rn`, if `residual`), `y = h / sqrt(Σh²/n + eps) * weight`.
@@ -20,14 +20,14 @@ Bit-exact variants (the contract's `fused: EXACT`): every float operation is spe
 quantizing kernels agree bit for bit with their unfused composition: `rms_norm(weight=True)` ==
 `rms_norm()` then `fmul_rn(y, w)`; `rms_norm(residual=True, write_sum=True)` == `fadd_rn(x, r)` then
 `rms_norm()`; `rms_norm(quant=f)` == `rms_norm()` then `quantize(f)`. The default `block` depends on
-`n` alone (`compile.block_threads`).
+`n` alone (`kernel.block_threads`).
 """
 
 from __future__ import annotations
 
 import functools
 
-from fwdshim.codegen.compile import (
+from fwdshim.codegen.kernel import (
     Kernel,
     Param,
     block_reduce,

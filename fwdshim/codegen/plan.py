@@ -44,7 +44,7 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
-from fwdshim.codegen.compile import Kernel, prelude
+from fwdshim.codegen.kernel import Kernel, prelude
 from fwdshim.codegen.fused import (
     CACHE_LEN,
     DEFAULT_EPS,
@@ -57,7 +57,7 @@ from fwdshim.codegen.fused import (
     qact_refs,
 )
 from fwdshim.diagnostics import error_at, where
-from fwdshim.refusal import REFUSED_ATTR
+from fwdshim.shim.refusal import REFUSED_ATTR
 from fwdshim.dialects.attributes import QActType, WeightsType
 from fwdshim.ggml_blocks import AFFINE_GGML, GEMV_TYPES, NIB, names
 from fwdshim.dialects.fwd import (
@@ -547,8 +547,8 @@ def lower_stage(op: StageOp) -> list[Binding]:
 def _shim_for(module: Operation | None, func: FuncOp):
     """The shim that legalized the module (its `fwd.numerics`), else the numerics the IR implies."""
     from fwdshim.classes import Q8MatKind
-    from fwdshim.forward import ForwardShim
-    from fwdshim.passes.legalize import NUMERICS_ATTR, shim_of
+    from fwdshim.shim.forward import ForwardShim
+    from fwdshim.shim.contract import NUMERICS_ATTR, shim_of
 
     if module is not None and isinstance(module.attributes.get(NUMERICS_ATTR), DictionaryAttr):
         return shim_of(module)
@@ -562,7 +562,7 @@ def _refusal(shim, op: StageOp) -> str | None:
     reason = op.attributes.get(REFUSED_ATTR)
     if isinstance(reason, StringAttr):
         return f"{reason.data} (refused by fwd-legalize)"
-    from fwdshim.passes.legalize import check
+    from fwdshim.shim.legality import check
 
     r = check(shim, op)
     return None if r is None else r.reason

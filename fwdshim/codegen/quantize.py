@@ -1,7 +1,7 @@
 """Activation quantization: the quantize stage (`fwd.quantize`, both formats) and the epilogue text
 that the norm and attention kernels append to quantize their own result (`one_word` or `two_words`).
 
-Numerics (DESIGN.md §6, `fwdshim.numerics.quantize_act`, bit for bit): blocks of 32 consecutive
+Numerics (DESIGN.md §6, `fwdshim.int8.quantize_act`, bit for bit): blocks of 32 consecutive
 values along a row of `n`; per block `d = amax / 127` (float32 division), `q = round half away from
 zero (x / d)` (float32 division, `roundf`), clamped to [-127, 127]; an all-zero block has `d = 0`,
 `q = 0` (never NaN). `two_words` also keeps `s = d · Σq` (float32, as ggml's q8_1). A row whose length
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 
-from fwdshim.codegen.compile import Kernel, Param, build, check_block, indent
+from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent
 from fwdshim.weights import QK8_0
 
 QK = QK8_0

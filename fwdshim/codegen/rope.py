@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 
-from fwdshim.codegen.compile import Kernel, Param, build, check_block
+from fwdshim.codegen.kernel import Kernel, Param, build, check_block
 
 
 @functools.cache

@@ -31,7 +31,7 @@ graph). `append_caches(row)` copies them into row `row` from the host side (stre
 it skips the caches the last step already appended at that row, so a caller that appends after each
 step keeps working and costs nothing.
 
-Kernel source lives in the kernel cache directory (`codegen.compile.cache_dir`), so Numba's on-disk
+Kernel source lives in the kernel cache directory (`codegen.kernel.cache_dir`), so Numba's on-disk
 cache makes a second compile of the same model fast.
 
 Errors: `ValueError` for an input of the wrong size or dtype, an unknown input name, or a cache
@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 from xdsl.ir import Operation
 
-from fwdshim.codegen.compile import simulating
+from fwdshim.codegen.kernel import simulating
 from fwdshim.codegen.fused import CACHE_LEN
 from fwdshim.codegen.plan import Buffer, LaunchPlan, plan_for
 from fwdshim.ggml_blocks import AFFINE, repack

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 
-from fwdshim.codegen.compile import Kernel, Param, build, check_block
+from fwdshim.codegen.kernel import Kernel, Param, build, check_block
 
 KINDS = {"add": "fadd_rn", "sub": "fsub_rn", "mul": "fmul_rn", "div": "fdiv_rn", "max": "max", "min": "min"}
 

@@ -32,8 +32,8 @@ from xdsl.utils.exceptions import PassFailedException
 from fwdshim.classes import Q8MatKind
 from fwdshim.dialects.fwd import FusedOp, YieldOp
 from fwdshim.passes.rules import ChipRule, FuseContext, Match, compose, dependents_between, producer
-from fwdshim.refusal import REMARK_ATTR as REMARK
-from fwdshim.shim import Shim
+from fwdshim.shim.protocol import Shim
+from fwdshim.shim.refusal import REMARK_ATTR as REMARK
 
 """The discardable attribute that records why a rule's match was not fused: `"<rule>: <reason>"`."""
 
@@ -184,7 +184,7 @@ class FusePass(ModulePass):
             raise ValueError(f"unknown fwd-fuse order `{self.order}` (expected shim or shared)")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from fwdshim.forward import ForwardShim
+        from fwdshim.shim.forward import ForwardShim
         from fwdshim.passes.rules import RULES
 
         shim = ForwardShim(parse_numerics(self.numerics))

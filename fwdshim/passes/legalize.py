@@ -1,6 +1,6 @@
 """`fwd-legalize`: the forward's legality — refuse what its kernels do not compute, with the seed's reason.
 
-Source: DESIGN.md §1.3 and §4; the seed's `supports`, `fits` and `kernel_refusal` (`fwdshim.forward`).
+Source: DESIGN.md §1.3 and §4; the seed's `supports`, `fits` and `kernel_refusal` (`fwdshim.shim.forward`).
 
 Per top-level stage, in program order:
 - a `fwd.fused` of a DECOMPOSE class is split back into its parts (block arguments become the
@@ -22,32 +22,21 @@ from collections import deque
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
-from xdsl.ir import Attribute, Operation
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from fwdshim.classes import Q8MatKind
-from fwdshim.diagnostics import where
 from fwdshim.dialects.fwd import FusedOp, YieldOp, stages
-from fwdshim.forward import REFUSED_CLASSES, ForwardShim
-from fwdshim.refusal import REFUSED_ATTR, Refusal
+from fwdshim.shim.contract import NUMERICS_ATTR, contract_attr
+from fwdshim.shim.forward import ForwardShim
+from fwdshim.shim.legality import DECOMPOSED_ATTR, check
+from fwdshim.shim.refusal import REFUSED_ATTR, Refusal
+from fwdshim.shim.report import report_table
 
-DECOMPOSED_ATTR = "fwd.decomposed_from"
-NUMERICS_ATTR = "fwd.numerics"
 MODES = ("strict", "mark")
-
-
-def check(shim: ForwardShim, op: Operation) -> Refusal | None:
-    """The refusal of one stage, or None when the forward runs it (a DECOMPOSE fused op is not
-    judged here: its parts are). Does not change the IR."""
-    if isinstance(op, FusedOp):
-        for f in (op, *(p for p in op.body.walk() if isinstance(p, FusedOp))):
-            branch = REFUSED_CLASSES.get(f.class_id)
-            if branch is not None:
-                return Refusal(op.name, where(op), branch.reason, branch.id)
-    return shim.refusal(op)
 
 
 def decompose(op: FusedOp) -> list[Operation]:
@@ -94,28 +83,6 @@ def legalize(shim: ForwardShim, module: Operation) -> list[tuple[Operation, Refu
     return refused
 
 
-def contract_attr(shim: ForwardShim) -> DictionaryAttr:
-    """The numerics contract as a module attribute: `Contract.as_dict()` plus `shim`; None prints `"none"`."""
-    entries: dict[str, Attribute] = {"shim": StringAttr(shim.name())}
-    for key, value in shim.numerics().as_dict().items():
-        if isinstance(value, int):
-            entries[key] = IntegerAttr(value, i64)
-        else:
-            entries[key] = StringAttr("none" if value is None else str(value))
-    return DictionaryAttr(entries)
-
-
-def shim_of(module: Operation) -> ForwardShim:
-    """The shim a legalized module names in `fwd.numerics` (DEQUANT where it names none)."""
-    numerics = module.attributes.get(NUMERICS_ATTR)
-    if isinstance(numerics, DictionaryAttr):
-        name = numerics.data.get("shim")
-        for kind in Q8MatKind:
-            if isinstance(name, StringAttr) and name.data == ForwardShim(kind).name():
-                return ForwardShim(kind)
-    return ForwardShim()
-
-
 @dataclass(frozen=True)
 class LegalizePass(ModulePass):
     """Refuse the ops the forward's kernels do not compute (seed reasons); split DECOMPOSE fused ops."""
@@ -151,8 +118,6 @@ class LegalizePass(ModulePass):
         if not refused or self.mode == "mark":
             op.attributes[NUMERICS_ATTR] = contract_attr(shim)
         if self.explain:
-            from fwdshim.report import report_table
-
             print(report_table(op, shim), end="")
         if refused and self.mode == "strict":
             raise PassFailedException("\n".join(r.error_line() for _, r in refused))

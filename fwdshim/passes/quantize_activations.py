@@ -29,7 +29,7 @@ from fwdshim.dialects.attributes import QActType, QuantFormat, QuantFormatAttr
 from fwdshim.diagnostics import error_at
 from fwdshim.dialects.fwd import FusedOp, QuantizeOp, StageOp, dims_of, numel
 from fwdshim.passes.rules import comes_before
-from fwdshim.shim import Shim
+from fwdshim.shim.protocol import Shim
 
 
 def _defined_before(q: Operation, consumer: Operation) -> bool:
@@ -116,7 +116,7 @@ class QuantizeActivationsPass(ModulePass):
         Q8MatKind.parse(self.numerics)  # ValueError: a one-line error from the driver
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from fwdshim.forward import ForwardShim
+        from fwdshim.shim.forward import ForwardShim
         from fwdshim.passes.fuse import parse_numerics
 
         quantize_activations(op, ForwardShim(parse_numerics(self.numerics)))

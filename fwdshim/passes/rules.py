@@ -43,7 +43,7 @@ from fwdshim.dialects.fwd import (
     YieldOp,
     numel,
 )
-from fwdshim.shim import Position, Shim
+from fwdshim.shim.protocol import Position, Shim
 
 C = ClassId
 

@@ -1,6 +1,7 @@
-"""GGUF import: a `llama` model file -> the `fwd` IR of one decode step, and the weights it reads.
+"""A GGUF `llama` model file: reading and checking it, its hyperparameters and tensors, its weights
+(Q/K rows un-permuted) and the `fwd` IR of one decode step built from it.
 
-`import_gguf(path, requantize="q8_0", context=4096)` reads a GGUF file of architecture `llama` (dense,
+`importer.import_gguf(path, requantize="q8_0", context=4096)` (the whole import) reads a GGUF file of architecture `llama` (dense,
 or a sparse mixture when `llama.expert_count > 0`) with the `gguf` package and returns an
 `ImportedModel`: the module holding `func.func @decode_step`, the hyperparameters (`LlamaParams`) and
 a `WeightStore` (`ModelWeights`) resolving every `fwd.weight "name"` of the step.
@@ -22,7 +23,7 @@ as the file stores them, and the legality pass refuses a matmul over any other t
 Under `requantize="q8_0"` every projection of a type other than F32, F16, BF16 and Q8_0 is
 requantized to Q8_0 (gguf's dequantizer, then gguf's Q8_0 quantizer). Under either mode the four
 weights of a mixture (its manifest: router, gate, up, down) become Q8_0 (the mixture's kernels read
-Q8_0 only) and norm and bias vectors become F32. The converted tensors go into a sidecar GGUF (`gguf_export.write_converted`), a
+Q8_0 only) and norm and bias vectors become F32. The converted tensors go into a sidecar GGUF (`export.write_converted`), a
 complete `llama` file in GGUF layout that the step is then imported from.
 
 GGUF `llama` files store the Q and K projection rows of each head permuted for interleaved-pair rope;
@@ -38,22 +39,24 @@ type and shape).
 
 from __future__ import annotations
 
+import functools
 import mmap
 import re
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 
 import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as QT
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import Func
 from xdsl.utils.exceptions import ParseError, VerifyException
 
 from fwdshim.dialects.attributes import ggml_of
+from fwdshim.frontend.gguf_layout import LayoutError, Truncated, check_metadata, scan
 from fwdshim.ggml_blocks import GEMV_TYPES
-from fwdshim.gguf_layout import LayoutError, Truncated, check_metadata, scan
 from fwdshim.weights import MissingWeight, WeightData
 
 KERNEL_TYPES = GEMV_TYPES
@@ -585,6 +588,33 @@ class ModelWeights:
         return list(self._tensors)
 
 
+class GGUFWeights:
+    """The tensors of a GGUF file by name: `GGUFWeights(gguf.GGUFReader(path))` or `GGUFWeights(path)`
+    (opened by `open_gguf`: its layout checked first; raises `ModelError`).
+
+    Shapes are logical (`[N, K]`: GGUF's `ne` order reversed); data stays memory-mapped until used."""
+
+    def __init__(self, reader: gguf.GGUFReader | str | PathLike):
+        if not isinstance(reader, gguf.GGUFReader):
+            reader = open_gguf(reader)
+        self.reader = reader
+        self._tensors = {t.name: t for t in reader.tensors}
+
+    @functools.cache  # noqa: B019 - one store per model, kept for the model's life
+    def get(self, name: str) -> WeightData:
+        t = self._tensors.get(name)
+        if t is None:
+            raise MissingWeight(f"weight `{name}` is not in the GGUF file")
+        shape = tuple(int(n) for n in reversed(t.shape.tolist()))
+        return WeightData(name, ggml_of(t.tensor_type), shape, t.data)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tensors
+
+    def names(self) -> list[str]:
+        return list(self._tensors)
+
+
 # ---------------------------------------------------------------------------------------------
 # the decode step
 
@@ -725,126 +755,9 @@ def parse_step(text: str, source_name: str) -> ModuleOp:
 
 
 # ---------------------------------------------------------------------------------------------
-# the whole import
+# sidecar metadata
 
 CONVERTED_KEY = "fwdshim.converted"
 """Metadata key of a sidecar GGUF: the names of the tensors fwdshim converted."""
 SOURCE_KEY = "fwdshim.source"
-"""Metadata key of a cached sidecar GGUF: the `models.source_stamp` of the file it was converted from."""
-
-
-def _cached_sidecar(path: Path, requantize: str):
-    """`(reader, params, uses, sidecar)` of the cached sidecar of `path`, when one exists, was
-    converted from `path` as it is now and holds nothing left to convert; None otherwise (then `path`
-    itself is read, and the sidecar written again: a stale, truncated or damaged one is replaced)."""
-    from fwdshim.models import sidecar_path, source_stamp
-
-    side = sidecar_path(path, requantize)
-    if not side.is_file():
-        return None
-    try:
-        reader = open_gguf(side)
-        if field_value(reader, SOURCE_KEY) != source_stamp(path):
-            return None
-        params = read_params(reader, side)
-        uses = check_tensors(reader, params, side)
-        if conversions(reader, uses, requantize, side):
-            return None
-    except ModelError:
-        return None
-    return reader, params, uses, side
-
-
-def _read_or_convert(path: Path, requantize: str, sidecar: str | Path | None, progress: bool):
-    """`(reader, params, uses, weights_path)` of `path`, or of the sidecar it is converted into."""
-    reader = open_gguf(path)
-    params = read_params(reader, path)
-    uses = check_tensors(reader, params, path)
-    todo = conversions(reader, uses, requantize, path)
-    if not todo:
-        return reader, params, uses, path
-    from fwdshim.gguf_export import NotStorable, write_converted
-    from fwdshim.models import sidecar_path, source_stamp
-
-    out = Path(sidecar) if sidecar is not None else sidecar_path(path, requantize)
-    try:
-        write_converted(reader, todo, out, progress=progress, source=source_stamp(path))
-    except NotStorable as e:
-        raise ModelError(f"{path}: {e}") from None
-    except OSError as e:  # an unwritable or full disk: say where, and how to move the cache
-        hint = "" if sidecar is not None else "; FWDSHIM_CACHE names another cache directory"
-        raise ModelError(
-            f"{out}: cannot write the converted weights ({e.strerror or _one_line(e)}){hint}"
-        ) from None
-    reader = open_gguf(out)
-    uses = check_tensors(reader, params, out)
-    left = conversions(reader, uses, requantize, out)
-    if left:
-        raise ModelError(f"{out}: the converted file still holds `{next(iter(left))}` unconverted")
-    return reader, params, uses, out
-
-
-@dataclass
-class ImportedModel:
-    """A model ready to run: `module` (with `@decode_step`), `text` (its IR as written), `params`,
-    `weights` (a WeightStore), `gguf_path` (the file the weights are read from: the sidecar when one
-    was written), `source_path` (the file imported) and `converted` (tensor name -> new GGML type)."""
-
-    module: ModuleOp
-    text: str
-    params: LlamaParams
-    weights: ModelWeights
-    reader: gguf.GGUFReader
-    gguf_path: Path
-    source_path: Path
-    converted: dict[str, QT]
-    context: int
-
-    def decode_step(self):
-        """The `func.func @decode_step` of `module`."""
-        return next(
-            op for op in self.module.ops if getattr(op, "sym_name", None) == StringAttr("decode_step")
-        )
-
-
-def import_gguf(
-    path: str | Path,
-    *,
-    requantize: str = "q8_0",
-    context: int | None = DEFAULT_CONTEXT,
-    sidecar: str | Path | None = None,
-    source_name: str | None = None,
-    progress: bool = False,
-) -> ImportedModel:
-    """Import a GGUF `llama` model (see the module docstring).
-
-    `context`: the attention's capacity `l` (None: `DEFAULT_CONTEXT`, or the model's own
-    `llama.context_length` when that is shorter). `sidecar`: where to write the converted GGUF when
-    tensors need converting (default: the model cache, keyed on the file; reused when present).
-    `source_name`: the file name the step's ops are located in (default `<file>.decode_step.mlir`).
-    Raises: ModelError."""
-    path = Path(path)
-    if requantize not in REQUANTIZE_MODES:
-        raise ModelError(
-            f"{path}: unknown --requantize `{requantize}` (expected one of: {', '.join(REQUANTIZE_MODES)})"
-        )
-    if context is not None and context < 2:
-        raise ModelError(f"{path}: a context of {context} positions holds no cached row (need at least 2)")
-    check_layout(check_file(path))  # a cached sidecar does not vouch for its source (older code wrote it)
-    cached = _cached_sidecar(path, requantize) if sidecar is None else None
-    if cached is None:
-        reader, params, uses, weights_path = _read_or_convert(path, requantize, sidecar, progress)
-    else:
-        reader, params, uses, weights_path = cached
-    if context is None:
-        own = params.context_length
-        context = min(DEFAULT_CONTEXT, own) if own >= 2 else DEFAULT_CONTEXT
-    types = {t.name: QT(t.tensor_type) for t in reader.tensors}
-    converted = {n: types[n] for n in field_value(reader, CONVERTED_KEY, []) if n in types}
-    text = describe(params, path, weights_path, converted, context) + step_text(params, uses, types, context)
-    name = source_name or f"{path.name}.decode_step.mlir"
-    module = parse_step(text, name)
-    module.attributes["fwd.gguf"] = StringAttr(str(weights_path))
-    return ImportedModel(
-        module, text, params, ModelWeights(reader, params), reader, weights_path, path, converted, context
-    )
+"""Metadata key of a cached sidecar GGUF: the `cache.source_stamp` of the file it was converted from."""

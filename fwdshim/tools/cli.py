@@ -147,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except Exception as e:
-        from fwdshim.importer import ModelError
-        from fwdshim.runner import RunError
+        from fwdshim.frontend.gguf_model import ModelError
+        from fwdshim.tools.runner import RunError
 
         if isinstance(e, (ModelError, RunError)):
             out.end_line()
@@ -256,8 +256,8 @@ def _note_context(args, model) -> None:
 
 
 def _import(args, out: _Output) -> int:
-    from fwdshim.importer import import_gguf
-    from fwdshim.models import damaged_cache_hint, resolve_model
+    from fwdshim.frontend.importer import import_gguf
+    from fwdshim.frontend.cache import damaged_cache_hint, resolve_model
 
     _check_context(args.context)
     path = resolve_model(args.model)
@@ -281,7 +281,7 @@ def _import(args, out: _Output) -> int:
 
 
 def _import_model(import_gguf, hint, args, path: Path, dest: Path | None, sidecar: Path | None):
-    from fwdshim.importer import ModelError
+    from fwdshim.frontend.gguf_model import ModelError
 
     try:
         return import_gguf(
@@ -293,7 +293,7 @@ def _import_model(import_gguf, hint, args, path: Path, dest: Path | None, sideca
 
 
 def _fetch(args, out: _Output) -> int:
-    from fwdshim.models import fetch_model
+    from fwdshim.frontend.cache import fetch_model
 
     out.write(f"{fetch_model(args.name, force=args.force)}\n")
     return 0
@@ -302,10 +302,10 @@ def _fetch(args, out: _Output) -> int:
 def _run(args, out: _Output) -> int:
     import hashlib
 
-    from fwdshim.importer import import_gguf
-    from fwdshim.models import damaged_cache_hint, models_dir, resolve_model
-    from fwdshim.runner import Decoder, RunError, generate
-    from fwdshim.tokenizer import GGUFTokenizer
+    from fwdshim.frontend.importer import import_gguf
+    from fwdshim.frontend.cache import damaged_cache_hint, models_dir, resolve_model
+    from fwdshim.tools.runner import Decoder, RunError, generate
+    from fwdshim.frontend.tokenizer import GGUFTokenizer
 
     if args.max_tokens < 1:
         raise UsageError(f"--max-tokens {args.max_tokens}: ask for at least one token")

@@ -2,7 +2,7 @@
 
 `fwdshim-opt --explain` prints it after the IR as `//` comment lines (the output stays valid IR);
 `--report-json FILE` writes the same rows as JSON: `{"shim": ..., "rows": [{stage, op_name, location,
-verdict, detail, branch}, ...]}` (with `--split-input-file`, a list of those, one per chunk). Verdicts come from `fwdshim.passes.legalize.check`, the function
+verdict, detail, branch}, ...]}` (with `--split-input-file`, a list of those, one per chunk). Verdicts come from `fwdshim.shim.legality.check`, the function
 the pass itself refuses with, under the shim the module's `fwd.numerics` names (before legalization,
 the numerics the pipeline's passes ran with, e.g. `fwd-fuse{numerics=int8-act}`, else DEQUANT), so
 the table, the errors and the `fwd.refused` attributes agree.
@@ -23,9 +23,10 @@ from xdsl.ir import Operation
 from fwdshim.classes import Q8MatKind
 from fwdshim.diagnostics import where
 from fwdshim.dialects.fwd import FusedOp, QuantizeOp, stage_numbers
-from fwdshim.forward import ForwardShim
-from fwdshim.passes.legalize import DECOMPOSED_ATTR, NUMERICS_ATTR, check, shim_of
-from fwdshim.refusal import DECOMPOSED, NATIVE, REMARK, REMARK_ATTR, Verdict
+from fwdshim.shim.forward import ForwardShim
+from fwdshim.shim.contract import NUMERICS_ATTR, shim_of
+from fwdshim.shim.legality import DECOMPOSED_ATTR, check
+from fwdshim.shim.refusal import DECOMPOSED, NATIVE, REMARK, REMARK_ATTR, Verdict
 
 
 def _stage_rows(shim: ForwardShim, op: Operation, stage: int, part_of: str | None) -> list[Verdict]:

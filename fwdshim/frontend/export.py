@@ -29,7 +29,7 @@ import numpy as np
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
-from fwdshim.importer import (
+from fwdshim.frontend.gguf_model import (
     CONVERTED_KEY, MANIFEST, MATMUL, ROPE_FREQS, SOURCE_KEY, LlamaParams, expected_tensors, tensor_shape,
 )  # fmt: skip
 from fwdshim.weights import Q8_0_BLOCK_BYTES

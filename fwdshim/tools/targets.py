@@ -10,10 +10,10 @@ from xdsl.utils.target import Target
 
 def get_all_targets() -> dict[str, Callable[[], type[Target]]]:
     def numba():
-        from fwdshim.codegen.target import NumbaTarget
+        from fwdshim.tools.numba_target import NumbaTarget
 
         return NumbaTarget
 
-    if importlib.util.find_spec("fwdshim.codegen.target") is None:
+    if importlib.util.find_spec("fwdshim.tools.numba_target") is None:
         return {}
     return {"numba": numba}

@@ -45,7 +45,7 @@ class FwdOptMain(xDSLOptMain):
 
     def register_all_targets(self):
         super().register_all_targets()
-        from fwdshim.targets import get_all_targets
+        from fwdshim.tools.targets import get_all_targets
 
         for name, factory in get_all_targets().items():
             self.available_targets[name] = factory
@@ -108,7 +108,7 @@ class FwdOptMain(xDSLOptMain):
     def report(self, prog: ModuleOp) -> str:
         """Write `--report-json` (a list, one report per chunk, under `--split-input-file`); return
         the `--explain` table."""
-        from fwdshim.report import explain_module
+        from fwdshim.shim.report import explain_module
 
         docs = self.json_docs if self.args.split_input_file else None
         return explain_module(prog, self.args.explain, self.args.report_json, self.pipeline_numerics(), docs)

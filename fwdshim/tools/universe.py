@@ -12,7 +12,7 @@ def _fwd():
 
 
 def _targets():
-    from fwdshim.targets import get_all_targets
+    from fwdshim.tools.targets import get_all_targets
 
     return get_all_targets()
 

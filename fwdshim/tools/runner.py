@@ -32,7 +32,8 @@ from xdsl.dialects.func import Func, FuncOp
 from xdsl.utils.exceptions import DiagnosticException
 
 from fwdshim.dialects import fwd
-from fwdshim.importer import ImportedModel, LlamaParams
+from fwdshim.frontend.gguf_model import LlamaParams
+from fwdshim.frontend.importer import ImportedModel
 
 NUMERICS = ("dequant", "int8-act", "two-pass-int8")
 DEVICES = ("auto", "gpu", "cpu")

@@ -28,7 +28,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from fwdshim.importer import ModelError
+from fwdshim.frontend.gguf_model import ModelError
 
 
 @dataclass(frozen=True)

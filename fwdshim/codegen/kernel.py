@@ -20,7 +20,7 @@ what runs. This module turns such a string into a launchable kernel:
   primitives (`fadd_rn`, `fmul_rn`, ..., `shfl_xor`, `ld_i32x4`, `s8x4_f32`, `dp4a`) to libdevice,
   warp shuffles and `fwdshim.codegen.intrinsics`; under Numba's CUDA simulator
   (`NUMBA_ENABLE_CUDASIM=1`), which has neither libdevice nor warp shuffles, to the Python
-  equivalents in `fwdshim.codegen.simshim` (there the warp reductions `warp_sum`, `warp_max`,
+  equivalents in `fwdshim.codegen.simulator` (there the warp reductions `warp_sum`, `warp_max`,
   `warp_isum` too: the same butterfly, computed once per warp). The kernel bodies are the same text
   in both modes.
 
@@ -78,9 +78,9 @@ def shfl_xor(v, m):
 _SIM_PRELUDE = '''\
 import math
 from numba import cuda, float32, float64, int8, int32, int64, uint32
-from fwdshim.codegen.simshim import fadd_rn, fsub_rn, fmul_rn, fdiv_rn, fsqrt_rn, frcp_rn, roundf, int_as_float
-from fwdshim.codegen.simshim import ld_i32x4, ld_f32x4, s8x4_f32, dp4a, f16x2_f32, bf16x2_f32, bf16_f32, shfl_xor
-from fwdshim.codegen.simshim import warp_sum, warp_max, warp_isum
+from fwdshim.codegen.simulator import fadd_rn, fsub_rn, fmul_rn, fdiv_rn, fsqrt_rn, frcp_rn, roundf, int_as_float
+from fwdshim.codegen.simulator import ld_i32x4, ld_f32x4, s8x4_f32, dp4a, f16x2_f32, bf16x2_f32, bf16_f32, shfl_xor
+from fwdshim.codegen.simulator import warp_sum, warp_max, warp_isum
 '''
 
 _HELPERS = '''

@@ -46,10 +46,10 @@ from fwdshim.dialects.fwd import (
     numel,
 )
 from fwdshim.diagnostics import where
-from fwdshim.fused_shapes import fused_shape_refusal
 from fwdshim.ggml_blocks import GEMV_GGML, GEMV_TYPES, INT8_ACT_GGML, names
-from fwdshim.refusal import Refusal, SeedBranch
-from fwdshim.shim import Contract, Position, Scheme
+from fwdshim.shim.fused_shapes import fused_shape_refusal
+from fwdshim.shim.protocol import Contract, Position, Scheme
+from fwdshim.shim.refusal import Refusal, SeedBranch
 
 B = SeedBranch
 
@@ -124,7 +124,7 @@ SUPPORTS: tuple[SeedBranch, ...] = (S01, S02, S03, S04, S05, S06, S07, S08, S09,
 #   five Native classes are ones the forward forms itself (its GEMV, its graph, its mixture's three
 #   kernels), so a `fwd.fused` of one in input IR is no kernel the lowering can build;
 #   B07 last in the fused arm, after the seed's class checks (F05–F08 win): a native class whose
-#   parts are not the shape its one kernel computes (`fwdshim.fused_shapes`, the lowering's checks
+#   parts are not the shape its one kernel computes (`fwdshim.shim.fused_shapes`, the lowering's checks
 #   too), e.g. a hand-written `norm_weight` of a silu and a softmax.
 
 B01 = B("B01", "an op over 64-bit values — the forward's kernels accumulate in 32 bits")

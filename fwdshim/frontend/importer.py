@@ -1,0 +1,135 @@
+"""GGUF import, the whole of it: `import_gguf(path)` -> an `ImportedModel` (the step's IR and its weights).
+
+The file is read and checked by `gguf_model` (`read_params`, `check_tensors`), converted into a
+sidecar GGUF where tensors need it (`export.write_converted`, cached by `cache`), and the step is
+built from it (`gguf_model.step_text`, `parse_step`); `gguf_model`'s docstring describes the step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import gguf
+from gguf import GGMLQuantizationType as QT
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+
+from fwdshim.frontend.cache import sidecar_path, source_stamp
+from fwdshim.frontend.export import NotStorable, write_converted
+from fwdshim.frontend.gguf_model import (
+    CONVERTED_KEY, DEFAULT_CONTEXT, REQUANTIZE_MODES, SOURCE_KEY, LlamaParams, ModelError, ModelWeights,
+    _one_line, check_file, check_layout, check_tensors, conversions, describe, field_value, open_gguf, parse_step,
+    read_params, step_text,
+)  # fmt: skip
+
+
+def _cached_sidecar(path: Path, requantize: str):
+    """`(reader, params, uses, sidecar)` of the cached sidecar of `path`, when one exists, was
+    converted from `path` as it is now and holds nothing left to convert; None otherwise (then `path`
+    itself is read, and the sidecar written again: a stale, truncated or damaged one is replaced)."""
+    side = sidecar_path(path, requantize)
+    if not side.is_file():
+        return None
+    try:
+        reader = open_gguf(side)
+        if field_value(reader, SOURCE_KEY) != source_stamp(path):
+            return None
+        params = read_params(reader, side)
+        uses = check_tensors(reader, params, side)
+        if conversions(reader, uses, requantize, side):
+            return None
+    except ModelError:
+        return None
+    return reader, params, uses, side
+
+
+def _read_or_convert(path: Path, requantize: str, sidecar: str | Path | None, progress: bool):
+    """`(reader, params, uses, weights_path)` of `path`, or of the sidecar it is converted into."""
+    reader = open_gguf(path)
+    params = read_params(reader, path)
+    uses = check_tensors(reader, params, path)
+    todo = conversions(reader, uses, requantize, path)
+    if not todo:
+        return reader, params, uses, path
+    out = Path(sidecar) if sidecar is not None else sidecar_path(path, requantize)
+    try:
+        write_converted(reader, todo, out, progress=progress, source=source_stamp(path))
+    except NotStorable as e:
+        raise ModelError(f"{path}: {e}") from None
+    except OSError as e:  # an unwritable or full disk: say where, and how to move the cache
+        hint = "" if sidecar is not None else "; FWDSHIM_CACHE names another cache directory"
+        raise ModelError(
+            f"{out}: cannot write the converted weights ({e.strerror or _one_line(e)}){hint}"
+        ) from None
+    reader = open_gguf(out)
+    uses = check_tensors(reader, params, out)
+    left = conversions(reader, uses, requantize, out)
+    if left:
+        raise ModelError(f"{out}: the converted file still holds `{next(iter(left))}` unconverted")
+    return reader, params, uses, out
+
+
+@dataclass
+class ImportedModel:
+    """A model ready to run: `module` (with `@decode_step`), `text` (its IR as written), `params`,
+    `weights` (a WeightStore), `gguf_path` (the file the weights are read from: the sidecar when one
+    was written), `source_path` (the file imported) and `converted` (tensor name -> new GGML type)."""
+
+    module: ModuleOp
+    text: str
+    params: LlamaParams
+    weights: ModelWeights
+    reader: gguf.GGUFReader
+    gguf_path: Path
+    source_path: Path
+    converted: dict[str, QT]
+    context: int
+
+    def decode_step(self):
+        """The `func.func @decode_step` of `module`."""
+        return next(
+            op for op in self.module.ops if getattr(op, "sym_name", None) == StringAttr("decode_step")
+        )
+
+
+def import_gguf(
+    path: str | Path,
+    *,
+    requantize: str = "q8_0",
+    context: int | None = DEFAULT_CONTEXT,
+    sidecar: str | Path | None = None,
+    source_name: str | None = None,
+    progress: bool = False,
+) -> ImportedModel:
+    """Import a GGUF `llama` model (see the module docstring).
+
+    `context`: the attention's capacity `l` (None: `DEFAULT_CONTEXT`, or the model's own
+    `llama.context_length` when that is shorter). `sidecar`: where to write the converted GGUF when
+    tensors need converting (default: the model cache, keyed on the file; reused when present).
+    `source_name`: the file name the step's ops are located in (default `<file>.decode_step.mlir`).
+    Raises: ModelError."""
+    path = Path(path)
+    if requantize not in REQUANTIZE_MODES:
+        raise ModelError(
+            f"{path}: unknown --requantize `{requantize}` (expected one of: {', '.join(REQUANTIZE_MODES)})"
+        )
+    if context is not None and context < 2:
+        raise ModelError(f"{path}: a context of {context} positions holds no cached row (need at least 2)")
+    check_layout(check_file(path))  # a cached sidecar does not vouch for its source (older code wrote it)
+    cached = _cached_sidecar(path, requantize) if sidecar is None else None
+    if cached is None:
+        reader, params, uses, weights_path = _read_or_convert(path, requantize, sidecar, progress)
+    else:
+        reader, params, uses, weights_path = cached
+    if context is None:
+        own = params.context_length
+        context = min(DEFAULT_CONTEXT, own) if own >= 2 else DEFAULT_CONTEXT
+    types = {t.name: QT(t.tensor_type) for t in reader.tensors}
+    converted = {n: types[n] for n in field_value(reader, CONVERTED_KEY, []) if n in types}
+    text = describe(params, path, weights_path, converted, context) + step_text(params, uses, types, context)
+    name = source_name or f"{path.name}.decode_step.mlir"
+    module = parse_step(text, name)
+    module.attributes["fwd.gguf"] = StringAttr(str(weights_path))
+    return ImportedModel(
+        module, text, params, ModelWeights(reader, params), reader, weights_path, path, converted, context
+    )
