@@ -114,9 +114,14 @@ class Q8MatKind(Enum):
 
     @staticmethod
     def parse(text: str) -> "Q8MatKind":
+        """The numerics a pass option or `--numerics` names; ValueError (one line) for another."""
         try:
             return Q8MatKind(text)
         except ValueError:
             raise ValueError(
                 f"unknown numerics `{text}` (expected dequant, int8-act or two-pass-int8)"
             ) from None
+
+
+NUMERICS: tuple[str, ...] = tuple(kind.value for kind in Q8MatKind)
+"""The numerics spellings (pass options `numerics=...`, `fwdshim run --numerics`), in the seed's order."""

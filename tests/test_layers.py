@@ -18,6 +18,7 @@ FLOORS: dict[str, int] = {
     # 0: the ground floor: the seed's vocabulary, the IR, diagnostics, weight data, block and int8 maths
     "fwdshim": 0,
     "fwdshim.classes": 0,
+    "fwdshim.limits": 0,
     "fwdshim.diagnostics": 0,
     "fwdshim.lexer": 0,
     "fwdshim.dialects": 0,

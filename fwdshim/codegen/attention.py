@@ -59,8 +59,8 @@ import math
 
 from fwdshim.codegen.kernel import Kernel, Param, block_reduce, build, check_block, f32, indent, simulating
 from fwdshim.codegen.quantize import check_format, epilogue, qact_params
+from fwdshim.limits import STATIC_SHARED_BYTES
 
-STATIC_SHARED_BYTES = 48 * 1024
 APPEND_LAYERS = 16
 """Attentions per `kv_append` launch: 4 arrays of 56 bytes each, plus `pos`, within 4 KiB."""
 

@@ -64,9 +64,6 @@ KERNEL_TYPES = GEMV_TYPES
 Q8_0_KEEPS = frozenset({QT.F32, QT.F16, QT.BF16, QT.Q8_0})
 """The projection types `requantize="q8_0"` keeps; every other is requantized to Q8_0."""
 REQUANTIZE_MODES = ("q8_0", "none")
-DEFAULT_CONTEXT = 4096
-MAX_CONTEXT = 12256
-"""The largest `l` whose score row fits the attention's 48 KiB of static shared memory."""
 
 
 class ModelError(Exception):

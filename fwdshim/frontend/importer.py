@@ -17,10 +17,11 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from fwdshim.frontend.cache import sidecar_path, source_stamp
 from fwdshim.frontend.export import NotStorable, write_converted
 from fwdshim.frontend.gguf_model import (
-    CONVERTED_KEY, DEFAULT_CONTEXT, REQUANTIZE_MODES, SOURCE_KEY, LlamaParams, ModelError, ModelWeights,
+    CONVERTED_KEY, REQUANTIZE_MODES, SOURCE_KEY, LlamaParams, ModelError, ModelWeights,
     _one_line, check_file, check_layout, check_tensors, conversions, describe, field_value, open_gguf, parse_step,
     read_params, step_text,
 )  # fmt: skip
+from fwdshim.limits import DEFAULT_CONTEXT
 
 
 def _cached_sidecar(path: Path, requantize: str):

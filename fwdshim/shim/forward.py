@@ -47,6 +47,7 @@ from fwdshim.dialects.fwd import (
 )
 from fwdshim.diagnostics import where
 from fwdshim.ggml_blocks import GEMV_GGML, GEMV_TYPES, INT8_ACT_GGML, names
+from fwdshim.limits import STATIC_SHARED_BYTES
 from fwdshim.shim.fused_shapes import fused_shape_refusal
 from fwdshim.shim.protocol import Contract, Position, Scheme
 from fwdshim.shim.refusal import Refusal, SeedBranch
@@ -56,9 +57,9 @@ B = SeedBranch
 # ---------------------------------------------------------------------------------------------
 # the seed's refusing branches, in seed order
 
-ATTN_STATIC_SHARED_BYTES = 48 * 1024
+ATTN_STATIC_SHARED_BYTES = STATIC_SHARED_BYTES
 """The static shared memory one attention block may declare (`sc[L]` scores plus the 32-float
-reduction row): the 48 KiB every CUDA architecture grants without an opt-in."""
+reduction row): `limits.STATIC_SHARED_BYTES`."""
 
 K01 = B("K01", "an elementwise op over a row combined with every row of a block — its kernel reads both at one index", 43)
 K02 = B("K02", "a bias on an RMSNorm — its kernel scales and never shifts", 47)

@@ -25,11 +25,10 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-DEFAULT_CONTEXT = 4096
-MAX_CONTEXT = 12256
-"""The largest context whose attention score row fits the kernel's 48 KiB of shared memory."""
+from fwdshim.classes import NUMERICS
+from fwdshim.limits import DEFAULT_CONTEXT, MAX_CONTEXT
+
 REQUANTIZE = ("q8_0", "none")
-NUMERICS = ("dequant", "int8-act", "two-pass-int8")
 DEVICES = ("auto", "gpu", "cpu")
 
 _EPILOG = """\

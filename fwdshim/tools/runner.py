@@ -31,11 +31,11 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import Func, FuncOp
 from xdsl.utils.exceptions import DiagnosticException
 
+from fwdshim.classes import NUMERICS
 from fwdshim.dialects import fwd
 from fwdshim.frontend.gguf_model import LlamaParams
 from fwdshim.frontend.importer import ImportedModel
 
-NUMERICS = ("dequant", "int8-act", "two-pass-int8")
 DEVICES = ("auto", "gpu", "cpu")
 
 
