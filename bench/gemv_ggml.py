@@ -6,7 +6,7 @@ item 5).
 
 Timing as `bench/gemv.py` (its `Timer`, `copies_for` and `read_ceiling`): graph replay, one launch
 per copy of the weights, enough copies to pass 4x the L2. Two byte counts per GEMV: `layout` — what
-the kernel reads (its repacked quants, the float32 sub-block scales and offsets, x, y), the base of
+the kernel reads (its repacked quants, the file's scales, x, y), the base of
 GB/s and of the share of the read ceiling — and `file` — the GGUF's own bytes for the same matrix
 (x and y included), the base of `file GB/s` (the rate at which the model as shipped is consumed).
 The weights are random blocks of each type (`ggml_blocks.random_raw`) repacked by `ggml_blocks.repack`.
@@ -36,12 +36,12 @@ def bench_type(timer: Timer, t, n: int, k: int, act: str, warps: int, reps: int,
     """(ms per GEMV, layout bytes, file bytes) of type `t`'s kernel."""
     kern = gemv_ggml.affine(n, k, ggml=t.name.lower(), act=act, warps=warps)
     raw = G.random_raw(t, n, k, rng)
-    qs, sc, mn = (a.reshape(-1) for a in G.repack(raw, t))
+    parts = list(G.repack(raw, t).values())  # in the kernel's parameter order
     nc = k // 32
     xbytes = 4 * k if act == "f32" else k + 4 * nc
-    wbytes = qs.nbytes + sc.nbytes + mn.nbytes
+    wbytes = sum(a.nbytes for a in parts)
     copies = copies_for(wbytes)
-    ws = [(cuda.to_device(qs), cuda.to_device(sc), cuda.to_device(mn)) for _ in range(copies)]
+    ws = [[cuda.to_device(a) for a in parts] for _ in range(copies)]
     if act == "f32":
         xs = [cuda.to_device(rng.standard_normal(k).astype(np.float32))]
     else:
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         f"### {datetime.date.today().isoformat()} — {gpu} — `bench/gemv_ggml.py`",
         "",
         f"Read ceiling {ceiling:.0f} GB/s (as `bench/gemv.py`). GB/s over the bytes the kernel reads (its "
-        "layout: quants, float32 sub-block scales and offsets, x, y); file GB/s over the GGUF's own bytes.",
+        "layout: quants, the file's scales, x, y); file GB/s over the GGUF's own bytes.",
         "",
         "| kernel | N x K | us | GB/s | of ceiling | file GB/s |",
         "|---|---|---|---|---|---|",

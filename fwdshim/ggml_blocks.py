@@ -13,11 +13,14 @@ The layout (`repack`, at load time; the values are the file's, bit for bit): per
 - `qs`: the quants `q`, either nibbles (`NIB`: types of at most 4 bits; 16 bytes per 32 values, byte
   `b` of a 32-value chunk holding value `b` in its low nibble and value `b + 16` in its high one — GGML
   Q4_0's own order) or bytes (`BYTE`: 5- and 6-bit types; one int8 per value, 0..63);
-- `sc`, `mn`: float32 `[K / S]`, one scale and one offset per sub-block of `S` values.
+- the scales as the file stores them (`SCALES`): its f16 block scales (`d`, `dm`: Q4_0..Q5_1) or
+  super-block scales (`dd`) with the sub-blocks' small integer scales and mins (`sm`, `sc8`: int8),
+  from which the kernel forms each sub-block's `sc` and `mn` (`d · scale`, `-dmin · min`, `-8 d`, ...).
 
-`sc` and `mn` are gguf's own products (`d · scale`, `-dmin · min`, `-8 d`, ...) formed in float32,
-where they are exact (an f16 times an integer of at most 8 bits), so `sc · q + mn` in float32 is
-exactly `gguf.quants.dequantize` (checked by the tests for every type).
+`sc` and `mn` are gguf's own products formed in float32, where they are exact (an f16 times an
+integer of at most 8 bits), so `sc · q + mn` in float32 is exactly `gguf.quants.dequantize` (checked by
+the tests for every type). Bytes per 32 weights: 18 (Q4_0), 20 (Q4_1), 34 / 36 (Q5_0 / Q5_1: the
+quants as bytes), 18.5 (Q4_K), 34.5 (Q5_K), 34.25 (Q6_K), 20.5 (Q2_K), 18.25 (Q3_K).
 
 The int8-activation product (llama.cpp's MMVQ: the activation quantized in blocks of 32, one scale
 each, `x ≈ d_x · q_x`): `y[n] = Σ_sub sc · d_x · Σ_j q_j q_x,j + mn · d_x · Σ_j q_x,j` — the integer
@@ -153,6 +156,8 @@ _UNPACK = {
     QT.Q4_K: (_q4_k, QK_K, 144), QT.Q5_K: (_q5_k, QK_K, 176), QT.Q6_K: (_q6_k, QK_K, 210),
 }  # fmt: skip
 """(unpacker, values per block, bytes per block) of each affine type."""
+BLOCK_VALUES = {t: per for t, (_, per, _) in _UNPACK.items()}
+"""Values per block (or super-block) of each affine type: a row holds whole ones."""
 
 
 def unpack(raw: np.ndarray, qtype: QT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -180,13 +185,93 @@ def pack_nibbles(q: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray((c[..., 0, :] | (c[..., 1, :] << 4)).reshape(*q.shape[:-1], -1)).view(np.int8)
 
 
-def repack(raw: np.ndarray, qtype: QT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The kernels' layout of an affine type (see the module docstring): (`qs int8 [..., N, K/2 or K]`,
-    `sc float32 [..., N, K/S]`, `mn float32 [..., N, K/S]`)."""
-    q, sc, mn = unpack(raw, qtype)
-    if AFFINE[QT(qtype)][0] == NIB:
-        return pack_nibbles(q), sc, mn
-    return np.ascontiguousarray(q).view(np.int8), sc, mn
+# The scales as the kernels read them: the file's own f16 scales and small integer sub-block scales,
+# multiplied in-kernel (float32, exact) into each sub-block's `sc` and `mn`. Per type: the parts
+# (name, dtype, values per 32 weights) and the statements of the kernel (`i` the chunk of 32 weights,
+# counted over the whole matrix; they set `s0`, `m0` and, for sub-blocks of 16, `s1`, `m1`).
+SCALES: dict[QT, tuple[tuple[tuple[str, str, float], ...], str]] = {
+    QT.Q4_0: ((("d", "float16", 1),), "s0 = float32(d[i])\nm0 = s0 * float32(-8.0)"),
+    QT.Q5_0: ((("d", "float16", 1),), "s0 = float32(d[i])\nm0 = s0 * float32(-16.0)"),
+    QT.Q4_1: ((("dm", "float16", 2),), "s0 = float32(dm[2 * i])\nm0 = float32(dm[2 * i + 1])"),
+    QT.Q5_1: ((("dm", "float16", 2),), "s0 = float32(dm[2 * i])\nm0 = float32(dm[2 * i + 1])"),
+    QT.Q4_K: ((("dd", "float16", 0.25), ("sm", "int8", 2)),
+              "sb = i // 8\ns0 = float32(dd[2 * sb]) * float32(sm[2 * i])\n"
+              "m0 = -(float32(dd[2 * sb + 1]) * float32(sm[2 * i + 1]))"),
+    QT.Q6_K: ((("dd", "float16", 0.125), ("sc8", "int8", 2)),
+              "dq = float32(dd[i // 8])\ns0 = dq * float32(sc8[2 * i])\nm0 = s0 * float32(-32.0)\n"
+              "s1 = dq * float32(sc8[2 * i + 1])\nm1 = s1 * float32(-32.0)"),
+    QT.Q3_K: ((("dd", "float16", 0.125), ("sc8", "int8", 2)),
+              "dq = float32(dd[i // 8])\ns0 = dq * float32(sc8[2 * i])\nm0 = s0 * float32(-4.0)\n"
+              "s1 = dq * float32(sc8[2 * i + 1])\nm1 = s1 * float32(-4.0)"),
+    QT.Q2_K: ((("dd", "float16", 0.25), ("sm", "int8", 4)),
+              "sb = i // 8\ndq = float32(dd[2 * sb])\ndn = float32(dd[2 * sb + 1])\n"
+              "s0 = dq * float32(sm[4 * i])\nm0 = -(dn * float32(sm[4 * i + 1]))\n"
+              "s1 = dq * float32(sm[4 * i + 2])\nm1 = -(dn * float32(sm[4 * i + 3]))"),
+}  # fmt: skip
+SCALES[QT.Q5_K] = SCALES[QT.Q4_K]
+
+
+def part_specs(qtype: QT, n: int, k: int) -> list[tuple[str, str, int]]:
+    """(name, dtype, elements) of each array of an `n x k` weight of `qtype` in the kernels' layout:
+    `qs` then the scale parts (`SCALES`)."""
+    qtype = QT(qtype)
+    q = ("qs", "int8", n * k // 2 if AFFINE[qtype][0] == NIB else n * k)
+    return [q, *((name, dt, int(n * k // 32 * per)) for name, dt, per in SCALES[qtype][0])]
+
+
+def _scale_parts(b: np.ndarray, qtype: QT) -> dict[str, np.ndarray]:
+    """The scale parts of blocks `b` (`[blocks, bytes]`), one row of values per block."""
+    f16 = lambda a: np.ascontiguousarray(a).view(np.float16)  # noqa: E731
+    if qtype in (QT.Q4_0, QT.Q5_0):
+        return {"d": f16(b[:, :2])}
+    if qtype in (QT.Q4_1, QT.Q5_1):
+        return {"dm": f16(b[:, :4])}
+    if qtype in (QT.Q4_K, QT.Q5_K):
+        sc, m = _scale_min_k4(b[:, 4:16])
+        return {"dd": f16(b[:, :4]), "sm": np.stack([sc, m], axis=-1).reshape(len(b), -1).view(np.int8)}
+    if qtype == QT.Q6_K:
+        return {"dd": f16(b[:, 208:210]), "sc8": np.ascontiguousarray(b[:, 192:208]).view(np.int8)}
+    if qtype == QT.Q2_K:
+        sc = b[:, :16]
+        return {"dd": f16(b[:, 80:84]), "sm": np.stack([sc & 15, sc >> 4], axis=-1).reshape(len(b), -1).view(np.int8)}
+    assert qtype == QT.Q3_K
+    scales = b[:, 96:108]
+    lsc = (scales[:, :8].reshape(-1, 1, 8) >> np.array([0, 4], np.uint8).reshape(1, 2, 1)).reshape(-1, 16)
+    hsc = (scales[:, 8:].reshape(-1, 1, 4) >> np.array([0, 2, 4, 6], np.uint8).reshape(1, 4, 1)).reshape(-1, 16)
+    sc = ((lsc & 0x0F) | ((hsc & 3) << 4)).astype(np.int8) - np.int8(32)
+    return {"dd": f16(b[:, 108:110]), "sc8": sc}
+
+
+def repack(raw: np.ndarray, qtype: QT) -> dict[str, np.ndarray]:
+    """The kernels' layout of an affine type (see the module docstring), each part flattened:
+    `qs` (nibbles or bytes) and the scale parts of `SCALES` (the file's f16 scales, the sub-blocks'
+    integer scales and mins)."""
+    qtype = QT(qtype)
+    q, _, _ = unpack(raw, qtype)
+    _, _, size = _UNPACK[qtype]
+    parts = _scale_parts(np.ascontiguousarray(raw, dtype=np.uint8).reshape(-1, size), qtype)
+    qs = pack_nibbles(q) if AFFINE[qtype][0] == NIB else np.ascontiguousarray(q).view(np.int8)
+    return {"qs": qs.reshape(-1), **{k: np.ascontiguousarray(v).reshape(-1) for k, v in parts.items()}}
+
+
+def layout_scales(parts: dict[str, np.ndarray], qtype: QT) -> tuple[np.ndarray, np.ndarray]:
+    """`(sc, mn)` float32 per sub-block, computed from the scale parts by the kernels' own statements
+    (`SCALES`, run here in NumPy float32: the tests check them against `unpack`)."""
+    qtype = QT(qtype)
+    s = AFFINE[qtype][1]
+    n_chunks = len(parts["qs"]) * (2 if AFFINE[qtype][0] == NIB else 1) // 32
+    env = dict(parts)
+    env["float32"] = np.float32
+    sc, mn = [], []
+    for i in range(n_chunks):
+        env["i"] = i
+        exec(SCALES[qtype][1], env)  # noqa: S102 - the generated statements themselves
+        sc.append(env["s0"])
+        mn.append(env["m0"])
+        if s == 16:
+            sc.append(env["s1"])
+            mn.append(env["m1"])
+    return np.array(sc, np.float32), np.array(mn, np.float32)
 
 
 def affine_values(q: np.ndarray, sc: np.ndarray, mn: np.ndarray) -> np.ndarray:

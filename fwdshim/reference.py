@@ -23,6 +23,10 @@ elementwise ops, which are single float32 operations. Matmuls read the weight de
 int8 GEMV's semantics, `Σ_b d_w d_x Σ q_w q_x`: the executor computes it as `W · (d_x q_x)` in
 float64, which is the same sum (`d_w q_w` and `d_x q_x` are exact in float64) re-associated;
 `matmul_int8act` computes the literal int32 block form (`numerics.gemv_int8`) for kernel tests.
+The same holds for the other block types the GEMVs read (`fwdshim.ggml_blocks`: Q4_0 ... Q6_K, values
+`sc · q + mn` per sub-block): their int8 GEMV computes `Σ_sub sc d_x Σ q q_x + mn d_x Σ q_x` (llama.cpp's
+MMVQ over a Q8_0-style activation), which is again `W · (d_x q_x)` re-associated
+(`ggml_blocks.int8_act_dot` is the literal block form).
 
 Semantics (DESIGN.md §3, §6): rows are the last axis. `rms_norm`: `h = x (+ residual)` (the sum in
 float32), `y = h / sqrt(mean(h²) + eps) (* weight) (+ bias)`; `layer_norm`: `(h - mean)/sqrt(var +

@@ -2,7 +2,8 @@
 Q4_0, Q4_1, Q5_0, Q5_1 (gguf's own quantizer), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (random blocks with finite
 f16 scales: gguf only reads those). Each against gguf's dequantizer times the activation in float64:
 
-- the load-time repack (`ggml_blocks.repack`) holds exactly gguf's values (`sc · q + mn` == dequantize);
+- the load-time repack (`ggml_blocks.repack`) holds exactly gguf's values: `sc · q + mn` == dequantize,
+  with `sc`, `mn` formed from the repacked f16/int8 scales by the kernels' own statements;
 - dequant: kernel (simulator) and executor vs `W_gguf · x`; the kernel within 2e-5 · Σ|w||x| per
   output (float32 sums over K), the executor within 1e-6 relative (float64, one float32 rounding);
 - int8-act: the activation quantized in blocks of 32 (`numerics.quantize_act`); the kernel vs the
@@ -42,13 +43,21 @@ def _case(t: QT, n: int, m: int, g):
 def test_repack_holds_gguf_values(t):
     g = rng()
     raw = G.random_raw(t, 3, 512, g)
-    qs, sc, mn = G.repack(raw, t)
-    q, sc2, mn2 = G.unpack(raw, t)
+    q, sc, mn = G.unpack(raw, t)
     np.testing.assert_array_equal(G.affine_values(q, sc, mn), gguf.quants.dequantize(raw, t))
     assert q.max() < (16 if G.AFFINE[t][0] == G.NIB else 64)
+    parts = G.repack(raw, t)
+    assert [(k, str(v.dtype), v.size) for k, v in parts.items()] == G.part_specs(t, 3, 512)
+    # the kernels' own scale statements give gguf's sub-block scales and offsets, bit for bit
+    sc2, mn2 = G.layout_scales(parts, t)
+    np.testing.assert_array_equal(sc2, sc.reshape(-1))
+    np.testing.assert_array_equal(mn2, mn.reshape(-1))
+    qs = parts["qs"]
     if G.AFFINE[t][0] == G.NIB:  # the nibbles unpack back to the same quants
         b = qs.view(np.uint8).reshape(3, -1, 16)
         np.testing.assert_array_equal(np.concatenate([b & 15, b >> 4], axis=-1).reshape(3, -1), q)
+    else:
+        np.testing.assert_array_equal(qs.view(np.uint8).reshape(3, -1), q)
 
 
 @pytest.mark.parametrize("t", TYPES, ids=lambda t: t.name)
@@ -57,8 +66,7 @@ def test_dequant_gemv(t):
     n, m = 5, 2 if t in (QT.Q4_1, QT.Q4_K) else 1
     raw, w, x, k = _case(t, n, m, g)
     want = x.astype(np.float64) @ w.T
-    qs, sc, mn = G.repack(raw, t)
-    y = gemv_ggml.affine(n, k, m, ggml=t.name.lower(), warps=2).run(qs=qs, sc=sc, mn=mn, x=x)["y"]
+    y = gemv_ggml.affine(n, k, m, ggml=t.name.lower(), warps=2).run(**G.repack(raw, t), x=x)["y"]
     close(y.reshape(m, n), want, 2e-5 * (np.abs(x) @ np.abs(w).T) + 1e-30, f"{t.name} GEMV")
     ex = R.matmul(x, WeightData("w", G.ggml_of(t), (n, k), raw))
     close(ex, want, 1e-6 * np.abs(want) + 1e-30, f"{t.name} executor")
@@ -72,8 +80,7 @@ def test_int8_act_gemv(t):
     qx = quantize_act(x, "one_word")
     xq, xd = qx.q.reshape(m, k), qx.d.reshape(m, k // 32)
     want = G.int8_act_dot(raw, t, xq, xd)
-    qs, sc, mn = G.repack(raw, t)
-    y = gemv_ggml.affine(n, k, m, ggml=t.name.lower(), act="int8", warps=2).run(qs=qs, sc=sc, mn=mn, xq=xq, xd=xd)["y"]
+    y = gemv_ggml.affine(n, k, m, ggml=t.name.lower(), act="int8", warps=2).run(**G.repack(raw, t), xq=xq, xd=xd)["y"]
     xv = np.asarray(qx.values(), np.float64).reshape(m, k)
     close(y.reshape(m, n), want, 2e-5 * (np.abs(xv) @ np.abs(w).T) + 1e-30, f"{t.name} int8 GEMV")
     ex = R.matmul(qx, WeightData("w", G.ggml_of(t), (n, k), raw))  # W · (d_x q_x), float64, rounded once

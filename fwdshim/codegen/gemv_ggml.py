@@ -1,17 +1,20 @@
 """GEMVs over the GGUF file's own quantized blocks, dequantized in-kernel: Q4_0, Q4_1, Q5_0, Q5_1,
 Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (`fwdshim.ggml_blocks.AFFINE`). `y[m, n] = Σ_k W[n, k] x[m, k]`.
 
-The weights are read in the affine sub-block layout of `ggml_blocks.repack` (made once at load time
-from the file's blocks; the values are the file's, bit for bit): `qs int8` (nibbles: `K/2` bytes a
-row, byte `b` of each 32-value chunk holding values `b` and `b + 16`; or bytes: `K` a row), `sc`,
-`mn float32 [N*K/S]`, value = `sc · q + mn` over sub-blocks of `S` = 16 or 32 values.
+The weights are read in the layout of `ggml_blocks.repack` (made once at load time from the file's
+blocks; the values are the file's, bit for bit): `qs int8` (nibbles: `K/2` bytes a row, byte `b` of
+each 32-value chunk holding values `b` and `b + 16`; or bytes: `K` a row) and the file's scales
+(`ggml_blocks.SCALES`: f16 block or super-block scales, int8 sub-block scales and mins), from which
+each chunk forms its sub-blocks' `sc`, `mn` in float32; value = `sc · q + mn` over sub-blocks of `S`
+= 16 or 32 values.
 
 - `affine(n, k, m=1, ggml=, act="f32", warps=4)`:
-  - `act="f32"` (dequant): params `qs`, `sc`, `mn`, `x f32 [M*K]`, `y f32 [M*N]`. Per 32-value chunk
+  - `act="f32"` (dequant): params `qs`, the scale parts (`ggml_blocks.part_specs`), `x f32 [M*K]`,
+    `y f32 [M*N]`. Per 32-value chunk
     a lane loads its quants (one or two 16-byte loads), unpacks them to exact floats (`s8x4_f32` of
     the masked nibbles or of the bytes) and the 32 x values, and adds `sc · Σ q x + mn · Σ x` per
     sub-block, in float32.
-  - `act="int8"` (int8-act, llama.cpp's MMVQ): params `qs`, `sc`, `mn`, `xq int8 [M*K]`, `xd f32
+  - `act="int8"` (int8-act, llama.cpp's MMVQ): params `qs`, the scale parts, `xq int8 [M*K]`, `xd f32
     [M*K/32]` (a quantized activation, one scale per 32 values), `y`. Per chunk the integer sums
     `Σ q q_x` and `Σ q_x` (`dp4a`, exact) of each sub-block, then `sc · d_x · Σ q q_x + mn · d_x ·
     Σ q_x` in float32 (`ggml_blocks.int8_act_dot` is the same sum in float64).
@@ -26,8 +29,8 @@ from __future__ import annotations
 import functools
 
 from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent
-from fwdshim.dialects.attributes import GgmlType
-from fwdshim.ggml_blocks import AFFINE_GGML, NIB
+from fwdshim.dialects.attributes import GgmlType, gguf_of
+from fwdshim.ggml_blocks import AFFINE_GGML, BLOCK_VALUES, NIB, SCALES, part_specs
 
 _MASK = "0x0F0F0F0F"
 
@@ -39,14 +42,15 @@ def _words(layout: str) -> list[str]:
     return [f"w{j}" for j in range(8)]
 
 
-def _chunk(layout: str, s: int, act: str, k: int, nc: int) -> str:
+def _chunk(layout: str, s: int, scales: str, act: str, k: int, nc: int) -> str:
     """The statements adding one 32-value chunk `c` of row `row` to `acc`."""
     per = 16 if layout == NIB else 32  # bytes of quants per chunk
     lines = [f"qo = (row * {nc} + c) * {per}", "w0, w1, w2, w3 = ld_i32x4(qs, qo)"]
     if layout != NIB:
         lines.append("w4, w5, w6, w7 = ld_i32x4(qs, qo + 16)")
     words = _words(layout)
-    so = f"(row * {nc} + c)" if s == 32 else f"(row * {nc} + c) * 2"
+    lines.append(f"i = row * {nc} + c")
+    lines.extend(scales.splitlines())
     if act == "f32":
         lines.append(f"xo = m * {k} + c * 32")
         for j in range(8):
@@ -60,9 +64,9 @@ def _chunk(layout: str, s: int, act: str, k: int, nc: int) -> str:
             xs = " + ".join(f"x{i}" for i in range(16 * h, 16 * h + 16))
             lines.append(f"t{h} = {xs}")
         if s == 32:
-            lines.append(f"acc += sc[{so}] * (p0 + p1) + mn[{so}] * (t0 + t1)")
+            lines.append("acc += s0 * (p0 + p1) + m0 * (t0 + t1)")
         else:
-            lines.append(f"acc += sc[{so}] * p0 + mn[{so}] * t0 + sc[{so} + 1] * p1 + mn[{so} + 1] * t1")
+            lines.append("acc += s0 * p0 + m0 * t0 + s1 * p1 + m1 * t1")
         return "\n".join(lines)
     lines.append(f"xo = m * {k} + c * 32")
     lines.append("v0, v1, v2, v3 = ld_i32x4(xq, xo)")
@@ -77,11 +81,11 @@ def _chunk(layout: str, s: int, act: str, k: int, nc: int) -> str:
         lines.append(f"i{h} = {dot}")
         lines.append(f"j{h} = {ones}")
     if s == 32:
-        lines.append(f"acc += (sc[{so}] * xs) * float32(int32(i0 + i1)) + (mn[{so}] * xs) * float32(int32(j0 + j1))")
+        lines.append("acc += (s0 * xs) * float32(int32(i0 + i1)) + (m0 * xs) * float32(int32(j0 + j1))")
     else:
         lines.append(
-            f"acc += (sc[{so}] * xs) * float32(i0) + (mn[{so}] * xs) * float32(j0)"
-            f" + (sc[{so} + 1] * xs) * float32(i1) + (mn[{so} + 1] * xs) * float32(j1)"
+            "acc += (s0 * xs) * float32(i0) + (m0 * xs) * float32(j0)"
+            " + (s1 * xs) * float32(i1) + (m1 * xs) * float32(j1)"
         )
     return "\n".join(lines)
 
@@ -100,12 +104,17 @@ def affine(n: int, k: int, m: int = 1, *, ggml: str, act: str = "f32", warps: in
         raise ValueError(f"{g.value} rows of {k} values are not whole chunks of 32")
     check_block(32 * warps)
     layout, s = AFFINE_GGML[g]
+    qt = gguf_of(g)
+    if k % BLOCK_VALUES[qt]:
+        raise ValueError(f"{g.value} rows of {k} values are not whole blocks of {BLOCK_VALUES[qt]}")
+    specs = part_specs(qt, n, k)
+    names = ", ".join(name for name, _, _ in specs)
     nc = k // 32
     xs = "x" if act == "f32" else "xq, xd"
     ones = "    ONES = int32(0x01010101)\n" if act == "int8" else ""
     body = f"""\
 @cuda.jit(cache=True)
-def gemv_k(qs, sc, mn, {xs}, y):
+def gemv_k({names}, {xs}, y):
     lane = cuda.threadIdx.x % 32
     row = cuda.blockIdx.x * {warps} + cuda.threadIdx.x // 32
     m = cuda.blockIdx.y
@@ -113,16 +122,14 @@ def gemv_k(qs, sc, mn, {xs}, y):
         return
 {ones}    acc = float32(0.0)
     for c in range(lane, {nc}, 32):
-{indent(_chunk(layout, s, act, k, nc), 2)}
+{indent(_chunk(layout, s, SCALES[qt][1], act, k, nc), 2)}
     acc = warp_sum(acc)
     if lane == 0:
         y[m * {n} + row] = acc
 """
-    qbytes = n * k // 2 if layout == NIB else n * k
     params = [
-        Param("qs", "int8", qbytes, "in", f"{g.value} quants [{n}, {k}] ({'nibbles' if layout == NIB else 'bytes'})"),
-        Param("sc", "float32", n * k // s, "in", f"sub-block scales [{n}, {k // s}]"),
-        Param("mn", "float32", n * k // s, "in", f"sub-block offsets [{n}, {k // s}]"),
+        Param("qs", "int8", specs[0][2], "in", f"{g.value} quants [{n}, {k}] ({'nibbles' if layout == NIB else 'bytes'})"),
+        *(Param(name, dt, size, "in", f"{g.value} scales ({name})") for name, dt, size in specs[1:]),
     ]
     if act == "f32":
         params.append(Param("x", "float32", m * k, "in", f"[{m}, {k}]"))

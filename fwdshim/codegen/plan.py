@@ -14,9 +14,9 @@ op its one generated kernel (`codegen.fused`) — except a `fwd.moe`, which is t
   written, which the runtime writes before each launch so that one captured graph serves every step).
   `tensor` names a weight's GGUF tensor. `parts` are the device arrays the buffer is held in, each
   `Part(name, dtype, size)`: one unnamed part for a float32 tensor; `qs int8 [N*K]` and
-  `dw float32 [N*K/32]` for a Q8_0 weight (the `weights.repack_q8_0` layout); `qs int8`, `sc`, `mn
-  float32` for a weight of an affine block type (Q4_0, Q4_K, ...: the `ggml_blocks.repack` layout,
-  read by `codegen.gemv_ggml`); `q int8`, `d float32`
+  `dw float32 [N*K/32]` for a Q8_0 weight (the `weights.repack_q8_0` layout); `qs int8` and the
+  file's scales (`ggml_blocks.part_specs`) for a weight of an affine block type (Q4_0, Q4_K, ...:
+  the `ggml_blocks.repack` layout, read by `codegen.gemv_ggml`); `q int8`, `d float32`
   (and `s float32` for `two_words`) for a quantized activation.
 - `Launch(stage, kernel, args)`: one kernel launch; `args` binds each kernel parameter, in order, to
   a buffer part (`%wq.qs`); `reads`/`writes` name the buffers.
@@ -58,8 +58,8 @@ from fwdshim.codegen.fused import (
 )
 from fwdshim.diagnostics import error_at, where
 from fwdshim.shim.refusal import REFUSED_ATTR
-from fwdshim.dialects.attributes import QActType, WeightsType
-from fwdshim.ggml_blocks import AFFINE_GGML, GEMV_TYPES, NIB, names
+from fwdshim.dialects.attributes import QActType, WeightsType, gguf_of
+from fwdshim.ggml_blocks import AFFINE_GGML, GEMV_TYPES, names, part_specs
 from fwdshim.dialects.fwd import (
     AttentionOp,
     ElementwiseOp,
@@ -320,10 +320,9 @@ def _type_parts(t) -> tuple[str, tuple[int, ...], tuple[Part, ...]]:
         n = numel(t)
         if ggml == "q8_0":
             return "q8_0", t.dims, (Part("qs", "int8", n), Part("dw", "float32", n // 32))
-        if t.type in AFFINE_GGML:  # the affine sub-block layout of ggml_blocks.repack
-            layout, sub = AFFINE_GGML[t.type]
-            q = Part("qs", "int8", n // 2 if layout == NIB else n)
-            return ggml, t.dims, (q, Part("sc", "float32", n // sub), Part("mn", "float32", n // sub))
+        if t.type in AFFINE_GGML:  # the layout of ggml_blocks.repack: quants and the file's scales
+            rows, k = numel(t) // t.dims[-1], t.dims[-1]
+            return ggml, t.dims, tuple(Part(*spec) for spec in part_specs(gguf_of(t.type), rows, k))
         dtype = {"f32": "float32", "f16": "float16", "bf16": "uint16"}.get(ggml)
         if dtype is None:
             raise Unlowerable(f"weights of GGML type {ggml} — the kernels read {names(GEMV_TYPES)} rows only")
@@ -374,7 +373,8 @@ def _matmul(op: MatmulOp) -> list[Binding]:
     if isinstance(wt, WeightsType) and wt.type in AFFINE_GGML:
         from fwdshim.codegen import gemv_ggml
 
-        parts = {"qs": Ref(op.w, "qs"), "sc": Ref(op.w, "sc"), "mn": Ref(op.w, "mn"), "y": Ref(op.result)}
+        parts = {name: Ref(op.w, name) for name, _, _ in part_specs(gguf_of(wt.type), n, k)}
+        parts["y"] = Ref(op.result)
         if isinstance(xt, QActType):
             kern = gemv_ggml.affine(n, k, m, ggml=ggml, act="int8")
             return [Binding(kern, {**parts, "xq": Ref(op.x, "q"), "xd": Ref(op.x, "d")})]

@@ -5,7 +5,7 @@
 1. builds the launch plan (`codegen.plan.plan_for`), or takes one;
 2. allocates every buffer part of the plan as a zeroed device array and uploads the weights from the
    `WeightStore` (Q8_0 repacked by `weights.repack_q8_0` into `qs int8` + `dw float32`, the affine
-   block types by `ggml_blocks.repack` into `qs int8` + `sc`, `mn float32`, F32 as is,
+   block types by `ggml_blocks.repack` into `qs int8` + the file's scales, F32 as is,
    F16 as half, BF16 as its `uint16` bits). The step's small buffers — every `input` that is not a
    cache, and `%cache_len` — are views of one device allocation (`packed`, each at a 256-byte
    boundary) mirrored by one page-locked host array, so a step that writes all of them uploads them in one copy;
@@ -68,8 +68,7 @@ def _host_weight(buf: Buffer, weights: WeightStore) -> dict[str, np.ndarray]:
     if wd.qtype in AFFINE:
         if buf.dtype != ggml:
             raise ValueError(f"weight `{buf.tensor}` is {ggml}, the IR declares {buf.dtype}")
-        qs, sc, mn = repack(wd.raw, wd.qtype)
-        return {"qs": qs.reshape(-1), "sc": sc.reshape(-1), "mn": mn.reshape(-1)}
+        return repack(wd.raw, wd.qtype)
     if buf.dtype == "f16":
         return {"": np.asarray(wd.raw, dtype=np.float16).reshape(-1)}
     if buf.dtype == "bf16":
