@@ -55,7 +55,9 @@ from xdsl.dialects.func import Func
 from xdsl.utils.exceptions import ParseError, VerifyException
 
 from fwdshim.dialects.attributes import ggml_of
-from fwdshim.frontend.gguf_layout import LayoutError, Truncated, check_metadata, scan
+from fwdshim.frontend.gguf_layout import (
+    Layout, LayoutError, LayoutReader, Truncated, check_metadata, scan,
+)  # fmt: skip
 from fwdshim.ggml_blocks import GEMV_TYPES
 from fwdshim.weights import MissingWeight, WeightData
 
@@ -91,8 +93,8 @@ def check_file(path: str | Path) -> Path:
     return path
 
 
-def check_layout(path: Path) -> None:
-    """The layout of GGUF file `path` checked (`gguf_layout.scan`: every count, length, string and
+def check_layout(path: Path) -> Layout:
+    """The layout of GGUF file `path`, checked (`gguf_layout.scan`: every count, length, string and
     tensor extent against the file's size; `check_metadata`: the value types of the keys fwdshim
     reads) before anything trusts it. Raises: ModelError naming the file and the key or tensor."""
     size = path.stat().st_size
@@ -100,6 +102,7 @@ def check_layout(path: Path) -> None:
         with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
             layout = scan(data)
         check_metadata(layout)
+        return layout
     except Truncated as e:
         raise ModelError(f"{path}: truncated or corrupt GGUF file of {size} bytes ({e})") from None
     except LayoutError as e:
@@ -114,9 +117,9 @@ def open_gguf(path: str | Path) -> gguf.GGUFReader:
     Raises: ModelError for a missing or unreadable file, one that is not GGUF, a truncated or corrupt
     one, or metadata of the wrong type."""
     path = check_file(path)
-    check_layout(path)
+    layout = check_layout(path)
     try:
-        reader = gguf.GGUFReader(path)
+        reader = LayoutReader(path, layout)
     except Exception as e:  # the layout held: a gguf limit fwdshim does not know of
         raise ModelError(f"{path}: gguf cannot read the file ({_one_line(e)})") from None
     for t in reader.tensors:  # the layout said so; gguf must agree
