@@ -266,9 +266,11 @@ def test_good_model_runs_and_its_layout_is_the_readers(tmp_path, capsys, good):
         assert (ours.fields[key].offset, ours.fields[key].types) == (f.offset, f.types), key
         assert ours.fields[key].contents() == f.contents(), key
     assert len(ours.fields["tokenizer.ggml.tokens"].data) == 262
-    assert [(t.name, t.data_offset, t.shape.tolist()) for t in ours.tensors] == [
-        (t.name, t.data_offset, t.shape.tolist()) for t in r.tensors
-    ]
+    def tensors(reader):
+        return [(t.name, t.tensor_type, t.shape.tolist(), t.n_elements, t.n_bytes, t.data_offset, t.data.dtype,
+                 t.data.shape, t.data.tobytes()) for t in reader.tensors]  # fmt: skip
+
+    assert tensors(ours) == tensors(r)
 
 
 def test_a_long_array_is_read_at_once(tmp_path):
