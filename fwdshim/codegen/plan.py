@@ -57,6 +57,8 @@ from fwdshim.codegen.fused import (
     qact_refs,
 )
 from fwdshim.diagnostics import error_at, where
+from fwdshim.shim.contract import implied_shim, shim_of
+from fwdshim.shim.legality import check
 from fwdshim.shim.refusal import REFUSED_ATTR
 from fwdshim.dialects.attributes import QActType, WeightsType, gguf_of
 from fwdshim.ggml_blocks import AFFINE_GGML, GEMV_TYPES, names, part_specs
@@ -546,24 +548,13 @@ def lower_stage(op: StageOp) -> list[Binding]:
 
 def _shim_for(module: Operation | None, func: FuncOp):
     """The shim that legalized the module (its `fwd.numerics`), else the numerics the IR implies."""
-    from fwdshim.classes import Q8MatKind
-    from fwdshim.shim.forward import ForwardShim
-    from fwdshim.shim.contract import NUMERICS_ATTR, shim_of
-
-    if module is not None and isinstance(module.attributes.get(NUMERICS_ATTR), DictionaryAttr):
-        return shim_of(module)
-    formats = {op.format.data.value for op in func.walk() if isinstance(op, QuantizeOp)}
-    if "two_words" in formats:
-        return ForwardShim(Q8MatKind.TWO_PASS_INT8)
-    return ForwardShim(Q8MatKind.INT8_ACT if formats else Q8MatKind.DEQUANT)
+    return shim_of(module, default=implied_shim(func))
 
 
 def _refusal(shim, op: StageOp) -> str | None:
     reason = op.attributes.get(REFUSED_ATTR)
     if isinstance(reason, StringAttr):
         return f"{reason.data} (refused by fwd-legalize)"
-    from fwdshim.shim.legality import check
-
     r = check(shim, op)
     return None if r is None else r.reason
 

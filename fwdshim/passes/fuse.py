@@ -24,26 +24,16 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, Region, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 from xdsl.rewriter import InsertPoint
-from xdsl.utils.exceptions import PassFailedException
 
-from fwdshim.classes import Q8MatKind
 from fwdshim.dialects.fwd import FusedOp, YieldOp
-from fwdshim.passes.rules import ChipRule, FuseContext, Match, compose, dependents_between, producer
+from fwdshim.passes.options import NumericsPass
+from fwdshim.passes.rules import RULES, ChipRule, FuseContext, Match, compose, dependents_between, producer
 from fwdshim.shim.protocol import Shim
 from fwdshim.shim.refusal import REMARK_ATTR as REMARK
 
 """The discardable attribute that records why a rule's match was not fused: `"<rule>: <reason>"`."""
-
-
-def parse_numerics(text: str) -> Q8MatKind:
-    """The numerics a pass option names. Raises PassFailedException for an unknown one."""
-    try:
-        return Q8MatKind.parse(text)
-    except ValueError as e:
-        raise PassFailedException(str(e)) from None
 
 
 def remark(op: Operation, text: str) -> None:
@@ -166,7 +156,7 @@ def fuse_module(module: ModuleOp, shim: Shim, rules: tuple[ChipRule, ...] | None
 
 
 @dataclass(frozen=True)
-class FusePass(ModulePass):
+class FusePass(NumericsPass):
     """Fuse stages into fwd.fused kernels by the shared rule table, in the forward's order."""
 
     name = "fwd-fuse"
@@ -179,13 +169,9 @@ class FusePass(ModulePass):
     `shared`: the shared table's own order (as a lane that moves no rule sees it)."""
 
     def __post_init__(self) -> None:
-        Q8MatKind.parse(self.numerics)  # ValueError: a one-line error from the driver
+        super().__post_init__()  # the numerics: ValueError, a one-line error from the driver
         if self.order not in ("shim", "shared"):
             raise ValueError(f"unknown fwd-fuse order `{self.order}` (expected shim or shared)")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from fwdshim.shim.forward import ForwardShim
-        from fwdshim.passes.rules import RULES
-
-        shim = ForwardShim(parse_numerics(self.numerics))
-        fuse_module(op, shim, RULES if self.order == "shared" else None)
+        fuse_module(op, self.shim, RULES if self.order == "shared" else None)

@@ -24,12 +24,11 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation
-from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
-from fwdshim.classes import Q8MatKind
 from fwdshim.dialects.fwd import FusedOp, YieldOp, stages
+from fwdshim.passes.options import NumericsPass
 from fwdshim.shim.contract import NUMERICS_ATTR, contract_attr
 from fwdshim.shim.forward import ForwardShim
 from fwdshim.shim.legality import DECOMPOSED_ATTR, check
@@ -84,7 +83,7 @@ def legalize(shim: ForwardShim, module: Operation) -> list[tuple[Operation, Refu
 
 
 @dataclass(frozen=True)
-class LegalizePass(ModulePass):
+class LegalizePass(NumericsPass):
     """Refuse the ops the forward's kernels do not compute (seed reasons); split DECOMPOSE fused ops."""
 
     name = "fwd-legalize"
@@ -101,12 +100,12 @@ class LegalizePass(ModulePass):
     """Print the legality report (as `fwdshim-opt --explain`) when the pass has run."""
 
     def __post_init__(self) -> None:
-        Q8MatKind.parse(self.numerics)
+        super().__post_init__()
         if self.mode not in MODES:
             raise ValueError(f"unknown mode `{self.mode}` (expected strict or mark)")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        shim = ForwardShim(Q8MatKind.parse(self.numerics))
+        shim = self.shim
         refused = legalize(shim, op)
         targets = {target for target, _ in refused}
         for o in op.walk():  # a mark left by an earlier run (other numerics) where the op now fits

@@ -11,16 +11,15 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from fwdshim.classes import Q8MatKind
-from fwdshim.passes.fuse import FusePass, parse_numerics
+from fwdshim.passes.fuse import FusePass
+from fwdshim.passes.options import NumericsPass
 from fwdshim.passes.quantize_activations import QuantizeActivationsPass
 
 
 @dataclass(frozen=True)
-class ForwardShimPass(ModulePass):
+class ForwardShimPass(NumericsPass):
     """Quantize activations, fuse by the forward's rule order, then legalize (strict)."""
 
     name = "forward-shim"
@@ -29,11 +28,7 @@ class ForwardShimPass(ModulePass):
     """The forward's numerics: `dequant`, `int8-act` (quantize in the producer's epilogue) or
     `two-pass-int8` (a separate quantize stage)."""
 
-    def __post_init__(self) -> None:
-        Q8MatKind.parse(self.numerics)  # ValueError: a one-line error from the driver
-
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        parse_numerics(self.numerics)
         try:
             from fwdshim.passes.legalize import LegalizePass
         except ImportError as e:  # the legality pass is another issue's module

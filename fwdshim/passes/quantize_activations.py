@@ -19,15 +19,14 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
-from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
-from fwdshim.classes import Q8MatKind
 from fwdshim.dialects.attributes import QActType, QuantFormat, QuantFormatAttr
 from fwdshim.diagnostics import error_at
 from fwdshim.dialects.fwd import FusedOp, QuantizeOp, StageOp, dims_of, numel
+from fwdshim.passes.options import NumericsPass
 from fwdshim.passes.rules import comes_before
 from fwdshim.shim.protocol import Shim
 
@@ -103,7 +102,7 @@ def quantize_activations(module: ModuleOp, shim: Shim) -> None:
 
 
 @dataclass(frozen=True)
-class QuantizeActivationsPass(ModulePass):
+class QuantizeActivationsPass(NumericsPass):
     """Insert fwd.quantize before operand 0 of each Q8_0 matmul and MoE, as the numerics ask."""
 
     name = "fwd-quantize-activations"
@@ -112,13 +111,7 @@ class QuantizeActivationsPass(ModulePass):
     """`dequant`: quantize nothing; `int8-act`: `one_word` blocks (folded into the producer by
     `fwd-fuse`); `two-pass-int8`: `two_words` blocks, a stage of their own."""
 
-    def __post_init__(self) -> None:
-        Q8MatKind.parse(self.numerics)  # ValueError: a one-line error from the driver
-
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from fwdshim.shim.forward import ForwardShim
-        from fwdshim.passes.fuse import parse_numerics
-
-        quantize_activations(op, ForwardShim(parse_numerics(self.numerics)))
+        quantize_activations(op, self.shim)
 
 

@@ -1,5 +1,9 @@
-"""The numerics contract a legalized module carries: `fwd.numerics` (the `Contract` plus `shim = name()`),
-written by `contract_attr` and read back by `shim_of`.
+"""The numerics, one way through: a spelling (`dequant`, `int8-act`, `two-pass-int8`: `classes.NUMERICS`)
+is parsed once, by `forward_shim`, into the shim of that `Q8MatKind`; `fwd-legalize` writes the shim's
+contract into the module as `fwd.numerics` (`contract_attr`: the `Contract` plus `shim = name()`); the
+report, the lowering and `-t numba` read it back with `shim_of`. IR that carries no contract (never
+legalized) is judged by the numerics its `fwd.quantize` formats imply (`implied_shim`) or by the
+option a pipeline ran with.
 """
 
 from __future__ import annotations
@@ -8,6 +12,7 @@ from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, StringAttr, i64
 from xdsl.ir import Attribute, Operation
 
 from fwdshim.classes import Q8MatKind
+from fwdshim.dialects.fwd import QuantizeOp
 from fwdshim.shim.forward import ForwardShim
 
 NUMERICS_ATTR = "fwd.numerics"
@@ -24,12 +29,29 @@ def contract_attr(shim: ForwardShim) -> DictionaryAttr:
     return DictionaryAttr(entries)
 
 
-def shim_of(module: Operation) -> ForwardShim:
-    """The shim a legalized module names in `fwd.numerics` (DEQUANT where it names none)."""
-    numerics = module.attributes.get(NUMERICS_ATTR)
-    if isinstance(numerics, DictionaryAttr):
-        name = numerics.data.get("shim")
-        for kind in Q8MatKind:
-            if isinstance(name, StringAttr) and name.data == ForwardShim(kind).name():
-                return ForwardShim(kind)
+def forward_shim(numerics: str) -> ForwardShim:
+    """The shim of a numerics spelling: the one place a spelling is parsed (ValueError, one line
+    naming the spellings, for another)."""
+    return ForwardShim(Q8MatKind.parse(numerics))
+
+
+def implied_shim(root: Operation) -> ForwardShim:
+    """The numerics IR without a contract implies: `two_words` quantize stages TwoPassInt8, `one_word`
+    ones Int8Act, none Dequant."""
+    formats = {op.format.data.value for op in root.walk() if isinstance(op, QuantizeOp)}
+    if "two_words" in formats:
+        return ForwardShim(Q8MatKind.TWO_PASS_INT8)
+    return ForwardShim(Q8MatKind.INT8_ACT if formats else Q8MatKind.DEQUANT)
+
+
+def shim_of(module: Operation | None, default: ForwardShim | None = None) -> ForwardShim:
+    """The shim a legalized module names in `fwd.numerics` (DEQUANT where it names none it knows);
+    for a module without the contract, `default` (DEQUANT when None)."""
+    numerics = None if module is None else module.attributes.get(NUMERICS_ATTR)
+    if not isinstance(numerics, DictionaryAttr):
+        return ForwardShim() if default is None else default
+    name = numerics.data.get("shim")
+    for kind in Q8MatKind:
+        if isinstance(name, StringAttr) and name.data == ForwardShim(kind).name():
+            return ForwardShim(kind)
     return ForwardShim()

@@ -20,11 +20,10 @@ import json
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation
 
-from fwdshim.classes import Q8MatKind
 from fwdshim.diagnostics import where
 from fwdshim.dialects.fwd import FusedOp, QuantizeOp, stage_numbers
 from fwdshim.shim.forward import ForwardShim
-from fwdshim.shim.contract import NUMERICS_ATTR, shim_of
+from fwdshim.shim.contract import forward_shim, shim_of
 from fwdshim.shim.legality import DECOMPOSED_ATTR, check
 from fwdshim.shim.refusal import DECOMPOSED, NATIVE, REMARK, REMARK_ATTR, Verdict
 
@@ -128,9 +127,7 @@ def explain_module(
     option the pipeline's passes ran with), else DEQUANT. With `docs` (the reports of the chunks
     before this one, `--split-input-file`), this module's report is appended to it and the file
     holds the list, one report per chunk. The driver appends the returned table to the printed IR."""
-    shim = shim_of(module)
-    if NUMERICS_ATTR not in module.attributes and numerics is not None:
-        shim = ForwardShim(Q8MatKind.parse(numerics))
+    shim = shim_of(module, default=None if numerics is None else forward_shim(numerics))
     if json_path is not None:
         doc = report_json(module, shim)
         if docs is not None:
