@@ -10,17 +10,20 @@ One place for the limits (legality's B02, the importer's requantization, the low
   16 in super-blocks of 256), Q4_K, Q5_K (sub-blocks of 32 in super-blocks of 256).
 
 The layout (`repack`, at load time; the values are the file's, bit for bit): per row of K values,
-- `qs`: the quants `q`, either nibbles (`NIB`: types of at most 4 bits; 16 bytes per 32 values, byte
-  `b` of a 32-value chunk holding value `b` in its low nibble and value `b + 16` in its high one — GGML
-  Q4_0's own order) or bytes (`BYTE`: 5- and 6-bit types; one int8 per value, 0..63);
+- `qs`: the low 4 bits of the quants `q`, 16 bytes per 32 values, byte `b` of a 32-value chunk
+  holding value `b` in its low nibble and value `b + 16` in its high one (GGML Q4_0's own order);
+- `qh`: for the 5- and 6-bit types, their bit 4 (and bit 5) as one int32 bit plane per 32-value chunk
+  each (`pack_planes`: value `4j + t`'s bit at `8t + j`, so `(h >> j) & 0x01010101` puts the bits of
+  values `4j..4j+3` at their bytes' bit 0);
 - the scales as the file stores them (`SCALES`): its f16 block scales (`d`, `dm`: Q4_0..Q5_1) or
   super-block scales (`dd`) with the sub-blocks' small integer scales and mins (`sm`, `sc8`: int8),
   from which the kernel forms each sub-block's `sc` and `mn` (`d · scale`, `-dmin · min`, `-8 d`, ...).
 
 `sc` and `mn` are gguf's own products formed in float32, where they are exact (an f16 times an
 integer of at most 8 bits), so `sc · q + mn` in float32 is exactly `gguf.quants.dequantize` (checked by
-the tests for every type). Bytes per 32 weights: 18 (Q4_0), 20 (Q4_1), 34 / 36 (Q5_0 / Q5_1: the
-quants as bytes), 18.5 (Q4_K), 34.5 (Q5_K), 34.25 (Q6_K), 20.5 (Q2_K), 18.25 (Q3_K).
+the tests for every type). Bytes per 32 weights: 18 (Q4_0), 20 (Q4_1), 22 (Q5_0), 24 (Q5_1), 18.5 (Q4_K),
+22.5 (Q5_K), 26.25 (Q6_K) — the file's own sizes or within 3% — and 20.5 (Q2_K), 18.25 (Q3_K): their
+2- and 3-bit quants held as nibbles.
 
 The int8-activation product (llama.cpp's MMVQ: the activation quantized in blocks of 32, one scale
 each, `x ≈ d_x · q_x`): `y[n] = Σ_sub sc · d_x · Σ_j q_j q_x,j + mn · d_x · Σ_j q_x,j` — the integer
@@ -36,13 +39,11 @@ from gguf import GGMLQuantizationType as QT
 
 from fwdshim.dialects.attributes import GgmlType, ggml_of
 
-NIB, BYTE = "nib", "byte"
-
-AFFINE: dict[QT, tuple[str, int]] = {
-    QT.Q4_0: (NIB, 32), QT.Q4_1: (NIB, 32), QT.Q5_0: (BYTE, 32), QT.Q5_1: (BYTE, 32),
-    QT.Q2_K: (NIB, 16), QT.Q3_K: (NIB, 16), QT.Q4_K: (NIB, 32), QT.Q5_K: (BYTE, 32), QT.Q6_K: (BYTE, 16),
+AFFINE: dict[QT, tuple[int, int]] = {
+    QT.Q4_0: (0, 32), QT.Q4_1: (0, 32), QT.Q5_0: (1, 32), QT.Q5_1: (1, 32),
+    QT.Q2_K: (0, 16), QT.Q3_K: (0, 16), QT.Q4_K: (0, 32), QT.Q5_K: (1, 32), QT.Q6_K: (2, 16),
 }  # fmt: skip
-"""Each affine type's quant storage and sub-block size `S`."""
+"""Each affine type's bit planes above the nibble (0, 1 or 2) and sub-block size `S`."""
 
 DENSE_TYPES = frozenset({QT.F32, QT.F16, QT.BF16})
 GEMV_TYPES = frozenset(DENSE_TYPES | {QT.Q8_0} | set(AFFINE))
@@ -215,8 +216,9 @@ def part_specs(qtype: QT, n: int, k: int) -> list[tuple[str, str, int]]:
     """(name, dtype, elements) of each array of an `n x k` weight of `qtype` in the kernels' layout:
     `qs` then the scale parts (`SCALES`)."""
     qtype = QT(qtype)
-    q = ("qs", "int8", n * k // 2 if AFFINE[qtype][0] == NIB else n * k)
-    return [q, *((name, dt, int(n * k // 32 * per)) for name, dt, per in SCALES[qtype][0])]
+    planes = AFFINE[qtype][0]
+    q = [("qs", "int8", n * k // 2)] + ([("qh", "int32", n * k // 32 * planes)] if planes else [])
+    return [*q, *((name, dt, int(n * k // 32 * per)) for name, dt, per in SCALES[qtype][0])]
 
 
 def _scale_parts(b: np.ndarray, qtype: QT) -> dict[str, np.ndarray]:
@@ -250,8 +252,35 @@ def repack(raw: np.ndarray, qtype: QT) -> dict[str, np.ndarray]:
     q, _, _ = unpack(raw, qtype)
     _, _, size = _UNPACK[qtype]
     parts = _scale_parts(np.ascontiguousarray(raw, dtype=np.uint8).reshape(-1, size), qtype)
-    qs = pack_nibbles(q) if AFFINE[qtype][0] == NIB else np.ascontiguousarray(q).view(np.int8)
-    return {"qs": qs.reshape(-1), **{k: np.ascontiguousarray(v).reshape(-1) for k, v in parts.items()}}
+    planes = AFFINE[qtype][0]
+    out = {"qs": pack_nibbles(q & 15).reshape(-1)}
+    if planes:
+        out["qh"] = pack_planes(q, planes).reshape(-1)
+    return {**out, **{k: np.ascontiguousarray(v).reshape(-1) for k, v in parts.items()}}
+
+
+def pack_planes(q: np.ndarray, planes: int) -> np.ndarray:
+    """Bits 4.. of `q` `[..., K]` as `int32 [..., K/32 * planes]`: per 32-value chunk, plane `p` holds
+    bit `4 + p` of value `4j + t` at bit `8t + j`."""
+    c = q.reshape(-1, 8, 4).astype(np.uint32)  # [chunk, j, t]
+    shift = (8 * np.arange(4, dtype=np.uint32)[None, :] + np.arange(8, dtype=np.uint32)[:, None])[None]
+    h = [(((c >> np.uint32(4 + p)) & np.uint32(1)) << shift).sum(axis=(1, 2), dtype=np.uint32) for p in range(planes)]
+    return np.stack(h, axis=-1).reshape(*q.shape[:-1], -1).view(np.int32)
+
+
+def layout_quants(parts: dict[str, np.ndarray], qtype: QT) -> np.ndarray:
+    """The quants `uint8 [K total]` read back from `qs` and `qh` as the kernels read them (each word's
+    nibbles, then the planes' bits shifted in)."""
+    planes = AFFINE[QT(qtype)][0]
+    b = parts["qs"].view(np.uint8).reshape(-1, 16)
+    q = np.concatenate([b & 15, b >> 4], axis=-1).astype(np.uint8)  # [chunk, 32]
+    if planes:
+        h = parts["qh"].view(np.uint32).reshape(-1, planes)
+        v = np.arange(32)
+        j, t = v // 4, v % 4
+        for p in range(planes):
+            q |= (((h[:, p : p + 1] >> (8 * t + j).astype(np.uint32)) & 1) << (4 + p)).astype(np.uint8)
+    return q.reshape(-1)
 
 
 def layout_scales(parts: dict[str, np.ndarray], qtype: QT) -> tuple[np.ndarray, np.ndarray]:
@@ -259,7 +288,7 @@ def layout_scales(parts: dict[str, np.ndarray], qtype: QT) -> tuple[np.ndarray, 
     (`SCALES`, run here in NumPy float32: the tests check them against `unpack`)."""
     qtype = QT(qtype)
     s = AFFINE[qtype][1]
-    n_chunks = len(parts["qs"]) * (2 if AFFINE[qtype][0] == NIB else 1) // 32
+    n_chunks = len(parts["qs"]) * 2 // 32
     env = dict(parts)
     env["float32"] = np.float32
     sc, mn = [], []

@@ -3,7 +3,8 @@ Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (`fwdshim.ggml_blocks.AFFINE`). `y[m, n] = Σ_k W[n
 
 The weights are read in the layout of `ggml_blocks.repack` (made once at load time from the file's
 blocks; the values are the file's, bit for bit): `qs int8` (nibbles: `K/2` bytes a row, byte `b` of
-each 32-value chunk holding values `b` and `b + 16`; or bytes: `K` a row) and the file's scales
+each 32-value chunk holding values `b` and `b + 16`), `qh int32` (the 5- and 6-bit types' bits 4 and
+5: one bit plane per chunk each) and the file's scales
 (`ggml_blocks.SCALES`: f16 block or super-block scales, int8 sub-block scales and mins), from which
 each chunk forms its sub-blocks' `sc`, `mn` in float32; value = `sc · q + mn` over sub-blocks of `S`
 = 16 or 32 values.
@@ -11,8 +12,8 @@ each chunk forms its sub-blocks' `sc`, `mn` in float32; value = `sc · q + mn` o
 - `affine(n, k, m=1, ggml=, act="f32", warps=4)`:
   - `act="f32"` (dequant): params `qs`, the scale parts (`ggml_blocks.part_specs`), `x f32 [M*K]`,
     `y f32 [M*N]`. Per 32-value chunk
-    a lane loads its quants (one or two 16-byte loads), unpacks them to exact floats (`s8x4_f32` of
-    the masked nibbles or of the bytes) and the 32 x values, and adds `sc · Σ q x + mn · Σ x` per
+    a lane loads its quants (one 16-byte load of nibbles, a word per bit plane), unpacks them to
+    exact floats (`s8x4_f32` of the masked nibbles with the planes' bits or-ed in) and the 32 x values, and adds `sc · Σ q x + mn · Σ x` per
     sub-block, in float32.
   - `act="int8"` (int8-act, llama.cpp's MMVQ): params `qs`, the scale parts, `xq int8 [M*K]`, `xd f32
     [M*K/32]` (a quantized activation, one scale per 32 values), `y`. Per chunk the integer sums
@@ -30,26 +31,25 @@ import functools
 
 from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent
 from fwdshim.dialects.attributes import GgmlType, gguf_of
-from fwdshim.ggml_blocks import AFFINE_GGML, BLOCK_VALUES, NIB, SCALES, part_specs
+from fwdshim.ggml_blocks import AFFINE_GGML, BLOCK_VALUES, SCALES, part_specs
 
 _MASK = "0x0F0F0F0F"
 
 
-def _words(layout: str) -> list[str]:
-    """The int32 expression of each of the chunk's 8 words of quants (4 values each, in order)."""
-    if layout == NIB:
-        return [f"(w{j} & {_MASK})" for j in range(4)] + [f"((w{j} >> 4) & {_MASK})" for j in range(4)]
-    return [f"w{j}" for j in range(8)]
+def _words(planes: int) -> list[str]:
+    """The int32 expression of each of the chunk's 8 words of quants (values 4j..4j+3, one a byte):
+    the nibbles, then the bit planes' bits shifted to bits 4 and 5."""
+    out = [f"(w{j} & {_MASK})" for j in range(4)] + [f"((w{j} >> 4) & {_MASK})" for j in range(4)]
+    for p in range(planes):
+        out = [f"({w} | (((h{p} >> {j}) & 0x01010101) << {4 + p}))" for j, w in enumerate(out)]
+    return out
 
 
-def _chunk(layout: str, s: int, scales: str, act: str, k: int, nc: int) -> str:
+def _chunk(planes: int, s: int, scales: str, act: str, k: int, nc: int) -> str:
     """The statements adding one 32-value chunk `c` of row `row` to `acc`."""
-    per = 16 if layout == NIB else 32  # bytes of quants per chunk
-    lines = [f"qo = (row * {nc} + c) * {per}", "w0, w1, w2, w3 = ld_i32x4(qs, qo)"]
-    if layout != NIB:
-        lines.append("w4, w5, w6, w7 = ld_i32x4(qs, qo + 16)")
-    words = _words(layout)
-    lines.append(f"i = row * {nc} + c")
+    lines = ["i = row * %d + c" % nc, "w0, w1, w2, w3 = ld_i32x4(qs, i * 16)"]
+    lines += [f"h{p} = qh[i * {planes} + {p}]" for p in range(planes)]
+    words = _words(planes)
     lines.extend(scales.splitlines())
     if act == "f32":
         lines.append(f"xo = m * {k} + c * 32")
@@ -103,7 +103,7 @@ def affine(n: int, k: int, m: int = 1, *, ggml: str, act: str = "f32", warps: in
     if k % 32:
         raise ValueError(f"{g.value} rows of {k} values are not whole chunks of 32")
     check_block(32 * warps)
-    layout, s = AFFINE_GGML[g]
+    planes, s = AFFINE_GGML[g]
     qt = gguf_of(g)
     if k % BLOCK_VALUES[qt]:
         raise ValueError(f"{g.value} rows of {k} values are not whole blocks of {BLOCK_VALUES[qt]}")
@@ -122,14 +122,15 @@ def gemv_k({names}, {xs}, y):
         return
 {ones}    acc = float32(0.0)
     for c in range(lane, {nc}, 32):
-{indent(_chunk(layout, s, SCALES[qt][1], act, k, nc), 2)}
+{indent(_chunk(planes, s, SCALES[qt][1], act, k, nc), 2)}
     acc = warp_sum(acc)
     if lane == 0:
         y[m * {n} + row] = acc
 """
     params = [
-        Param("qs", "int8", specs[0][2], "in", f"{g.value} quants [{n}, {k}] ({'nibbles' if layout == NIB else 'bytes'})"),
-        *(Param(name, dt, size, "in", f"{g.value} scales ({name})") for name, dt, size in specs[1:]),
+        Param("qs", "int8", specs[0][2], "in", f"{g.value} quants [{n}, {k}] (their low nibbles)"),
+        *(Param(name, dt, size, "in", f"{g.value} {'high bit planes' if name == 'qh' else 'scales'} ({name})")
+          for name, dt, size in specs[1:]),
     ]
     if act == "f32":
         params.append(Param("x", "float32", m * k, "in", f"[{m}, {k}]"))
