@@ -1,41 +1,47 @@
 """Q8_0 GEMV bandwidth on a GPU: the dequantizing and int8-activation kernels of `fwdshim.codegen.gemv`
-against a read-bandwidth ceiling measured in the same run and torch's fp16 GEMV (issue 5, item 6).
+against a read-bandwidth ceiling measured in the same run, torch's fp16 GEMV and an empty kernel.
 
-    python bench/gemv.py [--sweep] [--results bench/RESULTS.md] [--reps 20]
+    python bench/gemv.py [--sweep] [--small] [--results bench/RESULTS.md] [--json FILE] [--reps 20] [--jobs 8]
 
-Shapes (N x K, y = W x): 4096x4096, 14336x4096 (gate/up of a Llama-3-8B layer), 4096x14336 (down).
+Shapes (N x K, y = W x): 4096x4096, 14336x4096 (gate/up of a Llama-3-8B layer), 4096x14336 (down);
+with `--small` also SmolLM2's 576x576, 192x576 (k/v), 1536x576 (gate/up), 576x1536 (down).
 Each kernel is timed by graph replay: one cuda.core graph holds one launch per copy of the weights,
-enough copies to pass 4x the 60 MB L2 (so every launch reads its weights from HBM), and is replayed
-`reps` times between two timing events; the time per GEMV is the total over launches. GB/s counts
+enough copies to pass 4x the 60 MB L2 (so every launch reads its weights from HBM), taken in turn
+for at least 64 launches, and is replayed `reps` times between two timing events; the time per
+GEMV is the total over launches. GB/s counts
 the bytes a GEMV must read once (quants, scales, x) and write (y). The ceiling is the faster of a
-streaming-read kernel (16-byte loads over 2 GiB) and torch's sum over the same buffer. `--sweep`
-also times other launch shapes (rows per warp, warps per block, unrolled steps) of each kernel.
-`--results` appends the table, with the date and the GPU, to that markdown file. The launch shapes
-are `r` rows per warp group, `w` warps per block, `u` unrolled steps, `s` warps splitting a row's K
-(see `fwdshim.codegen.gemv`).
+streaming-read kernel (16-byte loads over 2 GiB) and torch's sum over the same buffer; `empty` is an
+empty kernel of the GEMV's grid in a graph of as many launches (the launch floor of issue 12).
+`before` is the GEMV before issue 12 (whole-block lanes, its default launch shapes); `after` the
+coalesced GEMV with `gemv.launch_shape`'s default. `--sweep` also times the launch shapes of
+`sweep_shapes` (compiled first in `--jobs` processes) and reports the best. `--results` appends the
+table, with the date and the GPU, to that markdown file; `--json` writes every timing.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import math
+import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import astuple
+from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from numba import cuda
-
-from fwdshim.codegen import gemv
-
-SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336)]
+BIG = [(4096, 4096), (14336, 4096), (4096, 14336)]
+SMALL = [(576, 576), (192, 576), (1536, 576), (576, 1536)]
+SHAPES = BIG
+"""The Llama-3-8B shapes (`bench/gemv_ggml.py` times its types at these)."""
 L2_BYTES = 60 * 2**20
-SWEEP = [(2, 4, 2, 1), (4, 8, 2, 1), (4, 8, 1, 2), (4, 8, 1, 4), (2, 8, 2, 4), (4, 4, 1, 4), (2, 4, 2, 2), (8, 8, 1, 8)]
-
+ALIGN = 256
 
 
 class Timer:
@@ -76,46 +82,162 @@ class Timer:
             return (time.perf_counter() - t) * 1e3 / reps
 
 
-def _cfg(cfg) -> str:
-    return "r{} w{} u{} s{}".format(*cfg)
+_BASES = {
+    "int8": "v16r4w4u1s4 v16r1w4u4s1 v16r2w4u2s2 v16r4w4u2s1 v16r1w4u2s1 v16r2w4u4s1 v16r2w4u2s4 v16r2w8u2s4",
+    "f32": "v16r2w4u2s4 v16r2w4u1s2 v16r4w8u1s8 v16r2w4u2s1 v16r4w4u1s1 v16r2w8u2s8 v4r1w4u4s4 v16r4w4u1s4",
+}
+_SMALL_BASES = {
+    "int8": "v16r1w4u1s4 v16r1w8u1s8 v16r1w4u1s1 v16r1w2u1s1 v16r1w4u1s2",
+    "f32": "v16r4w4u1s4 v16r4w8u1s8 v16r1w8u1s8 v16r2w4u1s4 v16r1w4u1s4",
+}
+_VARIANTS = ((0, False), (0, True), (264, False), (264, True), (528, True), (1056, True))
+
+
+def _parse(tag: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in tag[1:].replace("r", " ").replace("w", " ").replace("u", " ").replace("s", " ").split())
+
+
+def sweep_shapes(n: int, k: int, act: str) -> list[tuple]:
+    """The launch shapes (vec, rows, warps, unroll, split, blocks, prefetch) `--sweep` times for N x K
+    under `act`: `_BASES`' (`_SMALL_BASES`' below K 2048) in each of `_VARIANTS` (a looping grid of
+    so many blocks, an L2 prefetch of the rows), less those unrolling past a lane's steps and grids
+    no smaller than one block per row group."""
+    out = []
+    small = k < 2048
+    for tag in (_SMALL_BASES if small else _BASES)[act].split():
+        v, r, w, u, sp = _parse(tag)
+        if u > 1 and u > k // v / (32 * sp):
+            continue
+        n_blocks = -(-n // (w // sp * r))
+        for blocks, pf in ((0, False), (0, True)) if small else _VARIANTS:
+            if blocks and blocks >= n_blocks:
+                continue
+            out.append((v, r, w, u, sp, blocks, pf))
+    return out
+
+
+def kernel_for(spec: tuple):
+    """The Kernel of a spec (n, k, act, impl, shape): impl `before` or `after`, shape a `gemv.Shape` tuple."""
+    from fwdshim.codegen import gemv
+
+    n, k, act, impl, shape = spec
+    return gemv.gemv_q8(n, k, 1, act, gemv.Shape(*shape))
+
+
+def before_shape(n: int, k: int, act: str) -> tuple:
+    """The default launch of the GEMV before issue 12 (whole-block lanes, `gemv.Shape(32, ...)`)."""
+    if act == "f32":
+        return (32, 4, 8, 1, 2) if k >= 8192 else (32, 4, 8, 2, 1)
+    if k >= 8192:
+        return (32, 2, 8, 2, 4)
+    return (32, 2, 4, 2, 2) if n <= 4096 else (32, 2, 4, 2, 1)
+
+
+def _compile_one(spec: tuple) -> tuple:
+    t = time.perf_counter()
+    try:
+        kern = kernel_for(spec)
+        kern.compile()
+        regs = None
+        try:
+            regs = kern.fn.get_regs_per_thread(kern.signature)
+        except Exception:  # noqa: BLE001 - not every numba-cuda has it
+            pass
+        return spec, None, regs, time.perf_counter() - t
+    except Exception as e:  # noqa: BLE001 - a kernel that fails to compile is reported, not fatal
+        return spec, f"{type(e).__name__}: {str(e)[:300]}", None, time.perf_counter() - t
+
+
+def precompile(specs: list[tuple], jobs: int) -> dict[tuple, tuple]:
+    """Compile every spec in `jobs` fresh processes (Numba's disk cache keeps the results)."""
+    if jobs <= 1:
+        return {s[0]: s[1:] for s in map(_compile_one, specs)}
+    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as ex:
+        return {s[0]: s[1:] for s in ex.map(_compile_one, specs, chunksize=2)}
+
+
+MIN_LAUNCHES = 64
 
 
 def copies_for(nbytes: int) -> int:
     return max(2, math.ceil(4 * L2_BYTES / nbytes))
 
 
-def bench_q8(timer: Timer, n: int, k: int, act: str, cfg, reps: int, rng) -> tuple[float, int]:
-    """(ms per GEMV, bytes per GEMV) of the Q8_0 kernel `act` (f32 or int8) with launch shape cfg."""
-    r, w, u, sp = cfg
-    make = gemv.q8_0 if act == "f32" else gemv.q8_0_int8
-    kern = make(n, k, rows_per_warp=r, warps=w, unroll=u, split=sp)
-    try:
-        kern.compile()
-    except Exception as e:  # noqa: BLE001 - the first launch compiles it anyway (before the capture)
-        print(f"  (eager compile of {kern.name} failed: {e}; compiling on launch)")
-        kern.launch(cuda.device_array(n * k, np.int8), cuda.device_array(n * (k // 32), np.float32),
-                    *([cuda.device_array(k, np.float32)] if act == "f32" else [cuda.device_array(k, np.int8), cuda.device_array(k // 32, np.float32)]),
-                    cuda.device_array(n, np.float32))
-    nb = k // 32
-    wbytes = n * k + n * nb * 4
-    copies = copies_for(wbytes)
-    qs = [cuda.to_device(rng.integers(-127, 128, size=n * k, dtype=np.int8)) for _ in range(copies)]
-    dw = [cuda.to_device((rng.random(n * nb) * 0.01).astype(np.float32)) for _ in range(copies)]
-    y = cuda.device_array(n, np.float32)
-    if act == "f32":
-        xs = [cuda.to_device(rng.standard_normal(k).astype(np.float32))]
-        xbytes = 4 * k
-    else:
-        xs = [cuda.to_device(rng.integers(-127, 128, size=k, dtype=np.int8)), cuda.to_device(rng.random(nb).astype(np.float32))]
-        xbytes = k + 4 * nb
-    cuda.synchronize()
+def launches_for(copies: int) -> int:
+    """Launches per timed graph: the copies in turn, as many rounds as make `MIN_LAUNCHES` (so one
+    graph launch's own cost is spread over many kernels, as in a decode step's graph)."""
+    return copies * -(-MIN_LAUNCHES // copies)
+
+
+class Weights:
+    """`copies` copies of random Q8_0 weights of N x K (one allocation each for quants and scales)
+    and an activation, on the device."""
+
+    def __init__(self, n: int, k: int, rng):
+        from numba import cuda
+
+        nb = k // 32
+        self.n, self.k = n, k
+        self.wbytes = n * k + n * nb * 4
+        self.copies = copies_for(self.wbytes)
+        qstride = -(-n * k // ALIGN) * ALIGN
+        dstride = -(-n * nb * 4 // ALIGN) * ALIGN // 4
+        qs = cuda.to_device(rng.integers(-127, 128, size=qstride * self.copies, dtype=np.int8))
+        dw = cuda.to_device((rng.random(dstride * self.copies) * 0.01).astype(np.float32))
+        self.qs = [qs[c * qstride : c * qstride + n * k] for c in range(self.copies)]
+        self.dw = [dw[c * dstride : c * dstride + n * nb] for c in range(self.copies)]
+        self.x = cuda.to_device(rng.standard_normal(k).astype(np.float32))
+        self.xq = cuda.to_device(rng.integers(-127, 128, size=k, dtype=np.int8))
+        self.xd = cuda.to_device(rng.random(nb).astype(np.float32))
+        self.y = cuda.device_array(n, np.float32)
+        cuda.synchronize()
+
+    def nbytes(self, act: str) -> int:
+        xbytes = 4 * self.k if act == "f32" else self.k + 4 * (self.k // 32)
+        return self.wbytes + xbytes + 4 * self.n
+
+    def args(self, c: int, act: str) -> tuple:
+        xs = (self.x,) if act == "f32" else (self.xq, self.xd)
+        return (self.qs[c], self.dw[c], *xs, self.y)
+
+
+def time_kernel(timer, kern, w: Weights, act: str, reps: int) -> float:
+    """ms per GEMV of `kern` over the weight copies of `w` (graph replay)."""
+
+    launches = launches_for(w.copies)
 
     def record(builder):
-        for c in range(copies):
-            kern.launch(qs[c], dw[c], *xs, y, stream=builder)
+        for i in range(launches):
+            kern.launch(*w.args(i % w.copies, act), stream=builder)
 
-    ms = timer.replay_ms(timer.graph(record), reps) / copies
-    return ms, wbytes + xbytes + 4 * n
+    return timer.replay_ms(timer.graph(record), reps) / launches
+
+
+_EMPTY = {}
+
+
+def empty_ms(timer, grid, block, launches: int, reps: int) -> float:
+    """ms per launch of an empty kernel of `grid` x `block` in a graph of `launches` launches."""
+    from numba import cuda
+
+    if "k" not in _EMPTY:
+
+        @cuda.jit
+        def empty_k(y):
+            if cuda.threadIdx.x == 4096:
+                y[0] = 1.0
+
+        _EMPTY["k"] = empty_k
+        _EMPTY["y"] = cuda.device_array(1, np.float32)
+        empty_k[1, 32](_EMPTY["y"])  # compiled and loaded before any capture
+        cuda.synchronize()
+    k, y = _EMPTY["k"], _EMPTY["y"]
+
+    def record(builder):
+        for _ in range(launches):
+            k[grid, block, builder](y)
+
+    return timer.replay_ms(timer.graph(record), reps) / launches
 
 
 def bench_torch(n: int, k: int, reps: int) -> tuple[float, int]:
@@ -123,6 +245,7 @@ def bench_torch(n: int, k: int, reps: int) -> tuple[float, int]:
 
     wbytes = 2 * n * k
     copies = copies_for(wbytes)
+    launches = launches_for(copies)
     ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) for _ in range(copies)]
     x = torch.randn(k, device="cuda", dtype=torch.float16)
     y = torch.empty(n, device="cuda", dtype=torch.float16)
@@ -134,8 +257,8 @@ def bench_torch(n: int, k: int, reps: int) -> tuple[float, int]:
     torch.cuda.current_stream().wait_stream(s)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for w in ws:
-            torch.mv(w, x, out=y)
+        for i in range(launches):
+            torch.mv(ws[i % copies], x, out=y)
     graph.replay()
     torch.cuda.synchronize()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -144,7 +267,7 @@ def bench_torch(n: int, k: int, reps: int) -> tuple[float, int]:
         graph.replay()
     stop.record()
     stop.synchronize()
-    ms = start.elapsed_time(stop) / reps / copies
+    ms = start.elapsed_time(stop) / reps / launches
     torch.cuda.empty_cache()
     return ms, wbytes + 2 * k + 2 * n
 
@@ -152,6 +275,7 @@ def bench_torch(n: int, k: int, reps: int) -> tuple[float, int]:
 def read_ceiling(timer: Timer, reps: int) -> tuple[float, float]:
     """(GB/s of a streaming-read Numba kernel, GB/s of torch's sum) over the same 2 GiB."""
     import torch
+    from numba import cuda
 
     from fwdshim.codegen.intrinsics import ld_i32x4
 
@@ -199,10 +323,35 @@ def read_ceiling(timer: Timer, reps: int) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sweep", action="store_true", help="also time other launch shapes of each kernel")
+    ap.add_argument("--sweep", action="store_true", help="also time the launch shapes of sweep_shapes")
+    ap.add_argument("--small", action="store_true", help="also SmolLM2's GEMV shapes")
+    ap.add_argument("--only-small", action="store_true", help="SmolLM2's shapes alone")
     ap.add_argument("--results", type=Path, help="append the table to this markdown file")
+    ap.add_argument("--json", type=Path, help="write every timing to this JSON file")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1))
+    ap.add_argument("--no-torch", action="store_true")
     args = ap.parse_args(argv)
+    from fwdshim.codegen import gemv
+
+    shapes = ([] if args.only_small else BIG) + (SMALL if args.small or args.only_small else [])
+    specs = []
+    for n, k in shapes:
+        for act in ("f32", "int8"):
+            specs.append((n, k, act, "before", before_shape(n, k, act)))
+            specs.append((n, k, act, "after", tuple(astuple(gemv.launch_shape(n, k, act)))))
+            if args.sweep:
+                specs += [(n, k, act, "after", s) for s in sweep_shapes(n, k, act)]
+    specs = list(dict.fromkeys(specs))
+    t = time.perf_counter()
+    compiled = precompile(specs, args.jobs)
+    failed = {s: v[0] for s, v in compiled.items() if v[0]}
+    print(f"compiled {len(specs)} kernels in {time.perf_counter() - t:.1f} s ({args.jobs} processes); {len(failed)} failed")
+    for s, e in list(failed.items())[:5]:
+        print("  FAILED", s, e)
+
+    from numba import cuda
+
     rng = np.random.default_rng(0)
     timer = Timer()
     gpu = cuda.get_current_device().name
@@ -210,40 +359,67 @@ def main(argv: list[str] | None = None) -> int:
     numba_ceiling, torch_ceiling = read_ceiling(timer, args.reps)
     ceiling = max(numba_ceiling, torch_ceiling)
     print(f"GPU {gpu}; read ceiling {ceiling:.0f} GB/s (Numba streaming read {numba_ceiling:.0f}, torch sum {torch_ceiling:.0f})")
-    rows = []
-    for n, k in SHAPES:
+    records, rows = [], []
+    for n, k in shapes:
+        w = Weights(n, k, rng)
         for act, label in (("f32", "Q8_0 dequant"), ("int8", "Q8_0 int8-act")):
-            default_cfg = gemv.launch_shape(n, k, act)
-            configs = [default_cfg] + [c for c in SWEEP if c != default_cfg] if args.sweep else [default_cfg]
-            results = []
-            for cfg in configs:
-                ms, nbytes = bench_q8(timer, n, k, act, cfg, args.reps, rng)
-                gbs = nbytes / ms / 1e6
-                results.append((ms, gbs, cfg))
-                if args.sweep:
-                    print(f"  {label} {n}x{k} {_cfg(cfg)}: {ms * 1e3:7.1f} us {gbs:6.0f} GB/s {gbs / ceiling:5.1%}")
-            default = results[0]
-            best = min(results)
-            rows.append((f"{label} {_cfg(default_cfg)}", n, k, default[0], default[1], best if args.sweep else None))
-        ms, nbytes = bench_torch(n, k, args.reps)
-        rows.append(("torch fp16 mv", n, k, ms, nbytes / ms / 1e6, None))
+            res = {}
+            for spec in specs:
+                if spec[:3] != (n, k, act) or spec in failed:
+                    continue
+                kern = kernel_for(spec)
+                kern.compile()
+                ms = time_kernel(timer, kern, w, act, args.reps)
+                gbs = w.nbytes(act) / ms / 1e6
+                res[spec] = (ms, gbs, kern)
+                rec = dict(n=n, k=k, act=act, impl=spec[3], shape=list(spec[4]), us=ms * 1e3, gbs=gbs,
+                           share=gbs / ceiling, regs=compiled[spec][1], grid=list(kern.grid), block=list(kern.block))
+                records.append(rec)
+            before = res.get((n, k, act, "before", before_shape(n, k, act)))
+            after_spec = (n, k, act, "after", tuple(astuple(gemv.launch_shape(n, k, act))))
+            after = res.get(after_spec)
+            best_spec = min((s for s in res if s[3] == "after"), key=lambda s: res[s][0], default=None)
+            floor = empty_ms(timer, (after or before)[2].grid, (after or before)[2].block, launches_for(w.copies), args.reps)
+            records.append(dict(n=n, k=k, act=act, impl="empty", us=floor * 1e3))
+            rows.append((label, n, k, before, after, res.get(best_spec) if args.sweep else None, best_spec, floor))
+            if args.sweep:
+                top = sorted((s for s in res if s[3] == "after"), key=lambda s: res[s][0])[:8]
+                print(f"{label} {n}x{k}: " + "; ".join(f"{gemv.Shape(*s[4]).tag} {res[s][1] / ceiling:.1%}" for s in top))
+        if not args.no_torch and (n, k) in BIG:
+            ms, nbytes = bench_torch(n, k, args.reps)
+            rows.append(("torch fp16 mv", n, k, (ms, nbytes / ms / 1e6, None), None, None, None, None))
+        del w
+    if args.json:
+        args.json.write_text(json.dumps(dict(gpu=gpu, ceiling=ceiling, numba_ceiling=numba_ceiling,
+                                             torch_ceiling=torch_ceiling, records=records), indent=1))
     lines = [
         f"### {datetime.date.today().isoformat()} — {gpu} — `bench/gemv.py`",
         "",
         (
             f"Read ceiling {ceiling:.0f} GB/s (streaming-read Numba kernel {numba_ceiling:.0f}, torch sum "
             f"{torch_ceiling:.0f}), measured in the same run. Graph replay, weights rotated past 4x the 60 MB "
-            "L2. Launch shapes (`gemv.launch_shape` defaults in the table's first columns): r rows per "
-            "warp group, w warps per block, u unrolled steps, s warps splitting a row group's K."
+            "L2. before: the previous generator at its default launch; after: the coalesced GEMV at "
+            "`gemv.launch_shape`'s default (v bytes a load, r rows per warp group, w warps per block, "
+            "u unrolled steps, s warps splitting a row). empty: an empty kernel of the same grid, per "
+            "launch in a graph of as many launches."
         ),
         "",
-        "| kernel | N x K | us | GB/s | of ceiling |" + (" best launch (sweep) |" if args.sweep else ""),
-        "|---|---|---|---|---|" + ("---|" if args.sweep else ""),
+        "| kernel | N x K | before us | before | after us | after GB/s | after | empty us | after / empty |"
+        + (" best (sweep) |" if args.sweep else ""),
+        "|---|---|---|---|---|---|---|---|---|" + ("---|" if args.sweep else ""),
     ]
-    for label, n, k, ms, gbs, best in rows:
-        line = f"| {label} | {n} x {k} | {ms * 1e3:.1f} | {gbs:.0f} | {gbs / ceiling:.1%} |"
+    for label, n, k, before, after, best, best_spec, floor in rows:
+        if label.startswith("torch"):
+            ms, gbs, _ = before
+            lines.append(f"| {label} | {n} x {k} | | | {ms * 1e3:.1f} | {gbs:.0f} | {gbs / ceiling:.1%} | | |" + (" |" if args.sweep else ""))
+            continue
+        act = "f32" if "dequant" in label else "int8"
+        b = f"{before[0] * 1e3:.1f} | {before[1] / ceiling:.1%}" if before else "failed | "
+        a = f"{after[0] * 1e3:.1f} | {after[1]:.0f} | {after[1] / ceiling:.1%}" if after else "failed | | "
+        ratio = f"{after[0] / floor:.2f}" if after else ""
+        line = f"| {label} {gemv.Shape(*astuple(gemv.launch_shape(n, k, act))).tag} | {n} x {k} | {b} | {a} | {floor * 1e3:.1f} | {ratio} |"
         if args.sweep:
-            line += f" {_cfg(best[2])}: {best[1]:.0f} GB/s |" if best else " |"
+            line += f" {gemv.Shape(*best_spec[4]).tag}: {best[1] / ceiling:.1%} |" if best else " |"
         lines.append(line)
     table = "\n".join(lines) + "\n"
     print(table)

@@ -29,25 +29,32 @@ def _budget(w_abs: np.ndarray, x_abs: np.ndarray) -> np.ndarray:
     return 2e-5 * (w_abs @ x_abs.T).T + 1e-30
 
 
-def check_q8_0(n: int, k: int, m: int = 1, **kw) -> None:
+def _kernel(n: int, k: int, m: int, act: str, shape: gemv.Shape | None):
+    """The GEMV under test at `shape`, else at its default."""
+    return (gemv.q8_0 if act == "f32" else gemv.q8_0_int8)(n, k, m, shape=shape)
+
+
+def check_q8_0(n: int, k: int, m: int = 1, shape: gemv.Shape | None = None) -> None:
     g = rng()
     w = _weights(g, n, k)
     raw, qs, d = q8_0(w)
     x = g.standard_normal((m, k)).astype(F32)
     x[:, k - 32 :] = 0  # an all-zero activation block
-    y = gemv.q8_0(n, k, m, **kw).run(qs=qs, dw=d, x=x)["y"]
+    kern = _kernel(n, k, m, "f32", shape)
+    y = kern.run(qs=qs, dw=d, x=x)["y"]
     wq = dequantize_raw(raw, gguf.GGMLQuantizationType.Q8_0).reshape(n, k)
     close(y, R.matmul_q8_0(x, raw), _budget(np.abs(wq), np.abs(x)), f"q8_0 GEMV {n}x{k}")
 
 
-def check_q8_0_int8(n: int, k: int, m: int = 1, fmt: str = "one_word", **kw) -> None:
+def check_q8_0_int8(n: int, k: int, m: int = 1, fmt: str = "one_word", shape: gemv.Shape | None = None) -> None:
     g = rng()
     w = _weights(g, n, k)
     _, qs, d = q8_0(w)
     x = g.standard_normal((m, k)).astype(F32)
     x[:, :32] = 0  # an all-zero activation block: d_x = 0
     qx = quantize_act(x, fmt)
-    y = gemv.q8_0_int8(n, k, m, **kw).run(qs=qs, dw=d, xq=qx.q, xd=qx.d)["y"]
+    kern = _kernel(n, k, m, "int8", shape)
+    y = kern.run(qs=qs, dw=d, xq=qx.q, xd=qx.d)["y"]
     want = gemv_int8(qs, d, qx)
     wq = (qs.reshape(n, -1, 32) * d[..., None]).reshape(n, k)
     close(y, want, _budget(np.abs(wq), np.abs(qx.values())), f"int8 GEMV {n}x{k}")
@@ -55,29 +62,50 @@ def check_q8_0_int8(n: int, k: int, m: int = 1, fmt: str = "one_word", **kw) -> 
 
 
 @pytest.mark.parametrize(
-    "n,k,kw",
-    [
-        (5, 32 * (32 * 2 + 5), {"rows_per_warp": 2, "warps": 2, "unroll": 2}),  # 2 unrolled steps + 5 lanes
-        (3, 32 * (32 * 3 + 7), {"rows_per_warp": 1, "warps": 2, "unroll": 2}),  # a leftover step + 7 lanes
-        (4, 64, {"rows_per_warp": 4, "warps": 1, "unroll": 1}),  # fewer blocks than lanes
-        (5, 32 * (64 * 4 + 9), {"rows_per_warp": 2, "warps": 2, "unroll": 2, "split": 2}),  # 2 warps a row
+    "n,k,shape",
+    [  # whole-block lanes (vec 32)
+        (5, 32 * (32 * 2 + 5), gemv.Shape(32, 2, 2, 2, 1)),  # 2 unrolled steps + 5 lanes
+        (3, 32 * (32 * 3 + 7), gemv.Shape(32, 1, 2, 2, 1)),  # a leftover step + 7 lanes
+        (4, 64, gemv.Shape(32, 4, 1, 1, 1)),  # fewer blocks than lanes
+        (5, 32 * (64 * 4 + 9), gemv.Shape(32, 2, 2, 2, 2)),  # 2 warps a row
     ],
 )
-def test_q8_0_gemv(n, k, kw):
-    check_q8_0(n, k, **kw)
+def test_whole_block_q8_0_gemv(n, k, shape):
+    check_q8_0(n, k, shape=shape)
 
 
 def test_q8_0_gemv_rows_of_x():
-    check_q8_0(3, 96, m=2, rows_per_warp=2, warps=1, unroll=1)
+    check_q8_0(3, 96, m=2, shape=gemv.Shape(16, 2, 1, 1, 1))
 
 
 @pytest.mark.parametrize("fmt", ["one_word", "two_words"])
 def test_int8_activation_gemv(fmt):
-    check_q8_0_int8(5, 32 * (32 * 2 + 5), fmt=fmt, rows_per_warp=2, warps=2, unroll=2)
+    check_q8_0_int8(5, 32 * (32 * 2 + 5), fmt=fmt, shape=gemv.Shape(16, 2, 2, 2, 1))
 
 
-def test_int8_activation_gemv_split_rows():
-    check_q8_0_int8(3, 32 * (128 + 40), rows_per_warp=1, warps=4, unroll=1, split=4)
+def test_whole_block_int8_activation_gemv_split_rows():
+    check_q8_0_int8(3, 32 * (128 + 40), shape=gemv.Shape(32, 1, 4, 1, 4))
+
+
+@pytest.mark.parametrize("act", ["f32", "int8"])
+@pytest.mark.parametrize(
+    "n,k,m,shape",
+    [
+        (5, 32 * 66, 1, gemv.Shape(16, 2, 2, 2, 1)),  # 16-byte pieces: 2 unrolled steps + 4 lanes
+        (3, 32 * 21, 1, gemv.Shape(4, 2, 2, 2, 2)),  # 4-byte pieces, 2 warps a row: a leftover step + 40 lanes
+        (4, 64, 2, gemv.Shape(16, 4, 1, 1, 1)),  # fewer pieces than lanes, 2 rows of x
+        (5, 32 * 37, 1, gemv.Shape(16, 1, 4, 3, 4)),  # 4 warps a row, unroll 3 with a leftover
+        (7, 32 * 9, 1, gemv.Shape(4, 3, 2, 1, 1)),  # rows past N in the last group
+        (5, 32 * 66, 1, gemv.Shape(16, 2, 2, 2, 1, prefetch=True)),  # rows prefetched into L2
+        (7, 32 * 9, 1, gemv.Shape(16, 1, 2, 1, 1, blocks=2, prefetch=True)),  # 2 blocks looping over 4
+        (5, 32 * 37, 2, gemv.Shape(16, 1, 4, 3, 4, blocks=2, prefetch=True)),  # looping, 4 warps a row
+    ],
+)
+def test_coalesced_gemv(n, k, m, shape, act):
+    if act == "f32":
+        check_q8_0(n, k, m, shape=shape)
+    else:
+        check_q8_0_int8(n, k, m, shape=shape)
 
 
 def check_dense(n: int, k: int, dtype: str, warps: int = 2) -> None:
@@ -101,14 +129,19 @@ def test_dense_gemv(dtype):
 
 
 def test_gemv_launch_shape_and_params():
-    k = gemv.q8_0(4096, 14336, rows_per_warp=2, warps=4, unroll=2, split=1)
+    k = gemv.q8_0(4096, 14336, shape=gemv.Shape(16, 2, 4, 2, 1))
     assert k.param_names == ("qs", "dw", "x", "y") and k.grid == (512, 1) and k.block == (128,)
-    assert gemv.q8_0(4096, 4096, rows_per_warp=4, warps=8, split=4).grid == (512, 1)
-    assert gemv.launch_shape(4096, 14336, "f32") == (4, 8, 1, 2)  # long rows: two warps a row group
-    assert gemv.q8_0(4096, 14336).name.endswith("_r4w8u1s2")
+    assert gemv.q8_0(4096, 4096, shape=gemv.Shape(16, 4, 8, 1, 4)).grid == (512, 1)
+    assert gemv.q8_0(4096, 14336).name.endswith("_" + gemv.launch_shape(4096, 14336, "f32").tag)
     assert [p.size for p in k.params] == [4096 * 14336, 4096 * 448, 14336, 4096]
     assert "ld_i32x4(qs" in k.source and "s8x4_f32" in k.source
+    assert "ld_i32(qs" in gemv.q8_0(64, 4096, shape=gemv.Shape(4, 4, 4, 2, 1)).source
     k = gemv.q8_0_int8(4096, 4096)
     assert k.param_names == ("qs", "dw", "xq", "xd", "y") and "dp4a(" in k.source
     with pytest.raises(ValueError, match="not whole blocks of 32"):
         gemv.q8_0(8, 100)
+    with pytest.raises(ValueError, match="4, 16, or 32"):
+        gemv.q8_0(8, 64, shape=gemv.Shape(8, 1, 1, 1, 1))
+    with pytest.raises(ValueError, match="neither a looping grid"):
+        gemv.q8_0(8, 64, shape=gemv.Shape(32, 1, 1, 1, 1, prefetch=True))
+    assert gemv.q8_0_int8(4096, 14336).name.endswith("_r2w8u2s4")  # whole-block lanes

@@ -65,8 +65,27 @@ def test_int8_gemv(n, k):
 @pytest.mark.parametrize("split", [2, 4])
 @pytest.mark.parametrize("n,k", [(4096, 4096), (1000, 32 * 37 * 5)])
 def test_gemvs_split_over_warps(n, k, split):
-    check_q8_0(n, k, rows_per_warp=4, warps=8, unroll=1, split=split)
-    check_q8_0_int8(n, k, rows_per_warp=2, warps=4, unroll=2, split=split)
+    check_q8_0(n, k, shape=gemv.Shape(16, 4, 8, 1, split))
+    check_q8_0(n, k, shape=gemv.Shape(4, 4, 8, 2, split))
+    check_q8_0_int8(n, k, shape=gemv.Shape(16, 2, 4, 2, split))
+    check_q8_0(n, k, shape=gemv.Shape(32, 4, 8, 1, split))
+    check_q8_0_int8(n, k, shape=gemv.Shape(32, 2, 4, 2, split))
+
+
+@pytest.mark.parametrize("n,k", [(576, 576), (192, 576), (1536, 576), (576, 1536), (1000, 32 * 37), (14336, 4096)])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        gemv.Shape(16, 1, 4, 1, 1),
+        gemv.Shape(4, 2, 4, 4, 2),
+        gemv.Shape(16, 8, 8, 2, 8),
+        gemv.Shape(16, 4, 4, 2, 1, prefetch=True),
+        gemv.Shape(16, 2, 4, 2, 4, blocks=7, prefetch=True),
+    ],
+)
+def test_gemv_launch_shapes(n, k, shape):
+    check_q8_0(n, k, shape=shape)
+    check_q8_0_int8(n, k, shape=shape)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])

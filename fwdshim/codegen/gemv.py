@@ -4,26 +4,34 @@ dense f32/f16/bf16 GEMV. `y[m, n] = Σ_k W[n, k] x[m, k]` for `m < M` rows of x 
 Q8_0 weights are read in the aligned layout of `fwdshim.weights.repack_q8_0`: `qs int8 [N*K]` (row
 n's quants at `n*K`) and `dw float32 [N*K/32]` (one scale per block of 32), K a multiple of 32.
 
-- `q8_0(n, k, m=1, rows_per_warp=, warps=, unroll=)`: y = W · x with x float32. Params `qs`, `dw`,
-  `x f32 [M*K]`, `y f32 [M*N]`. Each lane reads one whole block of 32 quants per step (two 16-byte
-  loads), its scale, and the 32 x values (eight 16-byte loads, L1-resident); the quants are unpacked
-  to exact floats by `s8x4_f32` and dotted in float32, times the block scale.
-- `q8_0_int8(n, k, m=1, ...)`: the int8-activation GEMV: `y[n] = Σ_b dw[n,b] · xd[b] · Σ_{j∈b}
-  qs[n,j] xq[j]`, the block sum in int32 (`dp4a`), float32 accumulation. Params `qs`, `dw`,
+- `q8_0(n, k, m=1, shape=)`: y = W · x with x float32. Params `qs`, `dw`, `x f32 [M*K]`, `y f32 [M*N]`.
+  The quants are unpacked to exact floats by `s8x4_f32`, dotted with x in float32, times the scale.
+- `q8_0_int8(n, k, m=1, shape=)`: the int8-activation GEMV: `y[n] = Σ dw[n,b] · xd[b] · (Σ qs xq)`
+  over pieces of a block, the piece sums in int32 (`dp4a`), float32 accumulation. Params `qs`, `dw`,
   `xq int8 [M*K]`, `xd f32 [M*K/32]` (the `q`, `d` of a quantized activation, either format), `y`.
 - `dense(n, k, m=1, dtype=)`: W `float32`, `float16` or `bfloat16` (given as `uint16` bits) `[N*K]`,
   any K. Params `w`, `x f32 [M*K]`, `y f32 [M*N]`.
 
-Launch: `warps` warps per block in groups of `split` warps; each group computes `rows_per_warp` rows
-of W (a block computes `warps / split * rows_per_warp` rows; grid `(ceil(N / that), M)`). A row's
-blocks of 32 are dealt to the group's `32 * split` threads (`K/32` need not be a multiple of that:
-the last step runs on the first `(K/32) % (32 * split)` threads), and with `split > 1` the warps'
-parts are summed through shared memory in warp order; `unroll` steps are loaded before they are
-used. The defaults (`launch_shape`) are the fastest launch shapes measured on an H200
-(`bench/gemv.py --sweep`). 16-byte loads need `qs`, `x`
-and `xq` on 16-byte aligned allocations (every device allocation is).
+Launch shape (`Shape(vec, rows, warps, unroll, split, blocks, prefetch)`, default `launch_shape`,
+the fastest measured on an H200 by `bench/gemv.py --sweep`): `warps` warps per block in groups of
+`split` warps; each group computes `rows` rows of W (grid `(ceil(N / (warps / split * rows)), M)`).
+A row is cut into pieces dealt to the group's `32 * split` threads in turn (the last step may run
+on the first threads only), `unroll` steps' loads issued before they are used:
 
-`q8_dots` emits the row-dot statements themselves, for the MoE kernels (`codegen.moe`).
+- `vec` 16 or 4: a piece is 16 (or 4) bytes of quants (`ld_i32x4` / `ld_i32`), so a warp reads
+  `32 * vec` contiguous bytes a load, and the piece's scale and activations (16 values: four 16-byte
+  loads of f32 x, or 16 bytes of xq and a scale);
+- `vec` 32: a piece is a whole block of 32 (two 16-byte loads at a 32-byte stride across lanes, the
+  kernel before issue 12, kept where it measured faster: two int8-activation shapes);
+- `blocks`: a grid of that many blocks looping over the row groups (0: one block each);
+- `prefetch`: thread 0 of a block first asks the copy engine for the block's rows, quants and scales,
+  into L2 (`prefetch_l2`), and in a looping grid for its next rows too.
+
+With `split > 1` the warps' parts of a row are summed through shared memory in warp order. The
+order of the float adds depends on the launch shape only (the same bits every run). 16-byte loads
+need `qs`, `x` and `xq` on 16-byte aligned allocations (every device allocation is).
+
+`q8_dots` emits whole-block row-dot statements, for the MoE kernels (`codegen.moe`).
 """
 
 from __future__ import annotations
@@ -200,40 +208,230 @@ def gemv_k(qs, dw, {xs}, y):
     return build(name, body, "gemv_k", grid, (32 * warps,), params, f"Q8_0 GEMV {n}x{k} ({what}) over {m} rows")
 
 
-def launch_shape(n: int, k: int, act: str) -> tuple[int, int, int, int]:
-    """The default (rows_per_warp, warps, unroll, split) of a Q8_0 GEMV of N x K: the fastest shapes
-    of `bench/gemv.py --sweep` on an H200 (2026-11-29) at 4096x4096, 14336x4096 and 4096x14336 —
-    long rows (K >= 8192) split over warps; under int8 activations short matrices too."""
+# ---------------------------------------------------------------------------------------------
+# the coalesced GEMV: lanes read consecutive `vec`-byte pieces of a row
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A launch shape of the coalesced Q8_0 GEMV (`gemv_q8`): each lane reads `vec` bytes (4 or 16)
+    of quants a load, the lanes of a warp consecutive pieces (a warp-wide load is `32 * vec`
+    contiguous bytes); `rows` rows per warp group, `warps` warps per block in groups of `split` warps
+    that deal a row's pieces among them, `unroll` steps whose loads are all issued before use.
+    `blocks`: 0 for one block per row group, else a grid of at most that many blocks looping over
+    the row groups. `prefetch`: one thread per group first asks for the group's rows (quants and
+    scales) into L2 (`prefetch_l2`), and in a looping grid for its next group's too."""
+
+    vec: int = 16
+    rows: int = 2
+    warps: int = 4
+    unroll: int = 2
+    split: int = 1
+    blocks: int = 0
+    prefetch: bool = False
+
+    @property
+    def tag(self) -> str:
+        more = (f"b{self.blocks}" if self.blocks else "") + ("p" if self.prefetch else "")
+        return f"v{self.vec}r{self.rows}w{self.warps}u{self.unroll}s{self.split}{more}"
+
+
+def _coalesced_step(rows: int, us: list[str], act: str, vec: int) -> str:
+    """The statements of one (unrolled) step: for each piece index `us[u]`, every row's quant and
+    scale loads, then the activation loads, then the dot products into `acc{r}`."""
+    words = vec // 4
+    shift = 1 if vec == 16 else 3  # piece -> its block of 32
+    lines: list[str] = []
+    for u, c in enumerate(us):
+        for r in range(rows):
+            if vec == 16:
+                lines.append(f"q{r}_{u}_0, q{r}_{u}_1, q{r}_{u}_2, q{r}_{u}_3 = ld_i32x4(qs, w{r} + {c} * 16)")
+            else:
+                lines.append(f"q{r}_{u}_0 = ld_i32(qs, w{r} + {c} * 4)")
+            lines.append(f"s{r}_{u} = dw[d{r} + ({c} >> {shift})]")
+    for u, c in enumerate(us):
+        if act == "f32":
+            for j in range(words):
+                vs = ", ".join(f"x{u}_{4 * j + i}" for i in range(4))
+                lines.append(f"{vs} = ld_f32x4(x, xo + {c} * {vec} + {4 * j})")
+        else:
+            if vec == 16:
+                lines.append(f"xq{u}_0, xq{u}_1, xq{u}_2, xq{u}_3 = ld_i32x4(xq, xo + {c} * 16)")
+            else:
+                lines.append(f"xq{u}_0 = ld_i32(xq, xo + {c} * 4)")
+            lines.append(f"xs{u} = xd[xdo + ({c} >> {shift})]")
+    for u in range(len(us)):
+        for r in range(rows):
+            if act == "int8":
+                dot = "int32(0)"
+                for j in reversed(range(words)):
+                    dot = f"dp4a(q{r}_{u}_{j}, xq{u}_{j}, {dot})"
+                lines.append(f"acc{r} += (s{r}_{u} * xs{u}) * float32({dot})")
+                continue
+            for j in range(words):
+                lines.append(f"f0, f1, f2, f3 = s8x4_f32(q{r}_{u}_{j})")
+                terms = " + ".join(f"f{i} * x{u}_{4 * j + i}" for i in range(4))
+                lines.append(f"p{j % 2} += {terms}" if j >= 2 else f"p{j} = {terms}")
+            lines.append(f"acc{r} += s{r}_{u} * (p0 + p1)" if words > 1 else f"acc{r} += s{r}_{u} * p0")
+    return "\n".join(lines)
+
+
+def _row_stores(n: int, rows: int, warps: int, split: int) -> tuple[str, str, str]:
+    """(shared declaration, early-exit guard, stores) of a row-group kernel: with `split` 1 each
+    warp's lane 0 stores its rows; else the group's warps' parts are summed in warp order through
+    shared memory."""
+    if split == 1:
+        guard = f"    if row0 >= {n}:\n        return\n"
+        stores = "\n".join(
+            f"    if lane == 0 and row0 + {r} < {n}:\n        y[m * {n} + row0 + {r}] = acc{r}" for r in range(rows)
+        )
+        return "", guard, stores
+    keep = "\n".join(f"        red[warp * {rows} + {r}] = acc{r}" for r in range(rows))
+    sums = "\n".join(
+        f"        t = red[grp * {split * rows} + {r}]\n"
+        + "".join(f"        t = fadd_rn(t, red[(grp * {split} + {i}) * {rows} + {r}])\n" for i in range(1, split))
+        + f"        if row0 + {r} < {n}:\n            y[m * {n} + row0 + {r}] = t"
+        for r in range(rows)
+    )
+    stores = f"    if lane == 0:\n{keep}\n    cuda.syncthreads()\n    if lane == 0 and j == 0:\n{sums}"
+    return f"    red = cuda.shared.array({warps * rows}, float32)\n", "", stores
+
+
+@functools.cache
+def _dedent1(text: str) -> str:
+    return "\n".join(line[4:] if line.startswith("    ") else line for line in text.splitlines())
+
+
+def _prefetch(block: str, n: int, k: int, rows: int, per_block: int) -> str:
+    """Statements by which one thread asks for the quants and scales of the rows of block-row-group
+    `block` (an expression) into L2 (`prefetch_l2`): quants are whole rows (K a multiple of 32, so
+    16-byte aligned); scale bytes are rounded out to 16 within the array's first 16-byte multiple."""
+    nb = k // 32
+    total16 = (n * nb * 4) // 16 * 16
+    return f"""\
+if cuda.threadIdx.x == 0 and {block} < {-(-n // per_block)}:
+    pr0 = ({block}) * {per_block}
+    prn = min({per_block}, {n} - pr0)
+    prefetch_l2(qs, pr0 * {k}, prn * {k})
+    pb0 = (pr0 * {nb * 4}) // 16 * 16
+    pb1 = min((((pr0 + prn) * {nb * 4}) + 15) // 16 * 16, {total16})
+    if pb1 > pb0:
+        prefetch_l2(dw, pb0 // 4, pb1 - pb0)"""
+
+
+def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape) -> Kernel:
+    """The coalesced Q8_0 GEMV (`act` f32: dequantizing; int8: int8 activations) with launch shape
+    `shape` (see the module docstring)."""
+    vec, rows, warps, unroll, split = shape.vec, shape.rows, shape.warps, shape.unroll, shape.split
+    if vec == 32:
+        if shape.blocks or shape.prefetch:
+            raise ValueError("whole-block lanes (vec 32) take neither a looping grid nor a prefetch")
+        return _q8_kernel(n, k, m, rows, warps, unroll, split, act)
+    _check_q8(n, k, m, rows, warps, unroll, split)
+    if vec not in (4, 16):
+        raise ValueError(f"{vec}-byte pieces (4, 16, or 32: a whole block)")
+    if act not in ("f32", "int8"):
+        raise ValueError(f"a Q8_0 GEMV over `{act}` activations")
+    nb = k // 32
+    groups = warps // split
+    per_block = groups * rows
+    width = 32 * split
+    steps, tail = divmod(k // vec, width)
+    main = steps - steps % unroll
+    lines = [f"acc{r} = float32(0.0)" for r in range(rows)]
+    if main:
+        lines.append(f"for st in range(0, {main * width}, {unroll * width}):")
+        lines += [f"    c{u} = st + {u * width} + kl" for u in range(unroll)]
+        lines.append(indent(_coalesced_step(rows, [f"c{u}" for u in range(unroll)], act, vec), 1))
+    if steps > main:
+        lines += [f"c{u} = {(main + u) * width} + kl" for u in range(steps - main)]
+        lines.append(_coalesced_step(rows, [f"c{u}" for u in range(steps - main)], act, vec))
+    if tail:
+        lines.append(f"if kl < {tail}:")
+        lines.append(f"    c0 = {steps * width} + kl")
+        lines.append(indent(_coalesced_step(rows, ["c0"], act, vec), 1))
+    lines += [f"acc{r} = warp_sum(acc{r})" for r in range(rows)]
+    shared, guard, stores = _row_stores(n, rows, warps, split)
+    pick = "\n".join(
+        f"w{r} = min(row0 + {r}, {n - 1}) * {k}\nd{r} = min(row0 + {r}, {n - 1}) * {nb}" for r in range(rows)
+    )
+    work = pick + "\n" + "\n".join(lines) + "\n" + _dedent1(stores)
+    n_blocks = -(-n // per_block)
+    xs = "x" if act == "f32" else "xq, xd"
+    head = f"""\
+@cuda.jit(cache=True)
+def gemv_k(qs, dw, {xs}, y):
+{shared}    lane = cuda.threadIdx.x % 32
+    warp = cuda.threadIdx.x // 32
+    grp = warp // {split}
+    j = warp % {split}
+    kl = j * 32 + lane
+    m = cuda.blockIdx.y
+    xo = m * {k}
+    xdo = m * {nb}
+"""
+    if not shape.blocks or shape.blocks >= n_blocks:
+        pf = _prefetch("cuda.blockIdx.x", n, k, rows, per_block) if shape.prefetch else ""
+        body = head + indent(pf, 1) + f"\n    row0 = (cuda.blockIdx.x * {groups} + grp) * {rows}\n" + guard + indent(work, 1) + "\n"
+        grid = (n_blocks, m)
+    else:
+        pf = _prefetch("cuda.blockIdx.x", n, k, rows, per_block) if shape.prefetch else ""
+        pf_next = _prefetch("rb + cuda.gridDim.x", n, k, rows, per_block) if shape.prefetch else ""
+        if split == 1:
+            work = f"if row0 < {n}:\n" + indent(work, 1)
+        else:
+            work += "\ncuda.syncthreads()"
+        body = (
+            head + indent(pf, 1) + f"\n    for rb in range(cuda.blockIdx.x, {n_blocks}, cuda.gridDim.x):\n"
+            + indent(pf_next, 2) + f"\n        row0 = (rb * {groups} + grp) * {rows}\n" + indent(work, 2) + "\n"
+        )
+        grid = (shape.blocks, m)
+    params = [
+        Param("qs", "int8", n * k, "in", f"Q8_0 quants [{n}, {k}]"),
+        Param("dw", "float32", n * nb, "in", f"Q8_0 scales [{n}, {nb}]"),
+    ]
     if act == "f32":
-        return (4, 8, 1, 2) if k >= 8192 else (4, 8, 2, 1)
+        params.append(Param("x", "float32", m * k, "in", f"[{m}, {k}]"))
+    else:
+        params.append(Param("xq", "int8", m * k, "in", f"activation quants [{m}, {k}]"))
+        params.append(Param("xd", "float32", m * nb, "in", f"activation scales [{m}, {nb}]"))
+    params.append(Param("y", "float32", m * n, "out", f"[{m}, {n}]"))
+    tag = "q8_0" if act == "f32" else "q8_0_int8"
+    what = "dequantizing in-kernel" if act == "f32" else "int8 activations"
+    name = f"gemv_{tag}_{m}x{n}x{k}_{shape.tag}"
+    return build(name, body, "gemv_k", grid, (32 * warps,), params, f"Q8_0 GEMV {n}x{k} ({what}) over {m} rows")
+
+
+def launch_shape(n: int, k: int, act: str) -> Shape:
+    """The default launch shape of the Q8_0 GEMV of N x K under `act` (f32, int8): the fastest of
+    `bench/gemv.py --sweep` on an H200 (2026-11-30) per shape class — SmolLM2's short rows (K < 2048)
+    one or four rows a group of warps splitting K; Llama-3-8B's 4096x4096, 14336x4096 and 4096x14336.
+    Under int8 activations two of these keep whole-block lanes (vec 32, the previous kernel, 2-5 %
+    faster there)."""
+    if act == "f32":
+        if k < 2048:
+            return Shape(16, 4, 4, 1, 4)
+        if k >= 8192:
+            return Shape(16, 2, 8, 2, 8, blocks=264, prefetch=True)
+        return Shape(16, 2, 4, 2, 4) if n <= 4096 else Shape(16, 2, 4, 2, 1)
+    if k < 2048:
+        return Shape(16, 1, 4, 1, 2) if k < 1024 else Shape(16, 1, 4, 1, 4)
     if k >= 8192:
-        return (2, 8, 2, 4)
-    return (2, 4, 2, 2) if n <= 4096 else (2, 4, 2, 1)
-
-
-def _shape(n, k, act, rows_per_warp, warps, unroll, split) -> tuple[int, int, int, int]:
-    given = (rows_per_warp, warps, unroll, split)
-    return tuple(d if g is None else g for g, d in zip(given, launch_shape(n, k, act)))  # type: ignore[return-value]
+        return Shape(32, 2, 8, 2, 4)
+    return Shape(32, 2, 4, 2, 2) if n <= 4096 else Shape(16, 4, 4, 2, 1)
 
 
 @functools.cache
-def q8_0(
-    n: int, k: int, m: int = 1, *, rows_per_warp: int | None = None, warps: int | None = None,
-    unroll: int | None = None, split: int | None = None,
-) -> Kernel:  # fmt: skip
-    """The Q8_0 GEMV dequantizing in-kernel (see the module docstring); unset launch shape values
-    come from `launch_shape`."""
-    return _q8_kernel(n, k, m, *_shape(n, k, "f32", rows_per_warp, warps, unroll, split), "f32")
-
-
-@functools.cache
-def q8_0_int8(
-    n: int, k: int, m: int = 1, *, rows_per_warp: int | None = None, warps: int | None = None,
-    unroll: int | None = None, split: int | None = None,
-) -> Kernel:  # fmt: skip
-    """The int8-activation Q8_0 GEMV (see the module docstring); unset launch shape values come from
+def q8_0(n: int, k: int, m: int = 1, *, shape: Shape | None = None) -> Kernel:
+    """The Q8_0 GEMV dequantizing in-kernel (see the module docstring); `shape` defaults to
     `launch_shape`."""
-    return _q8_kernel(n, k, m, *_shape(n, k, "int8", rows_per_warp, warps, unroll, split), "int8")
+    return gemv_q8(n, k, m, "f32", shape or launch_shape(n, k, "f32"))
+
+
+@functools.cache
+def q8_0_int8(n: int, k: int, m: int = 1, *, shape: Shape | None = None) -> Kernel:
+    """The int8-activation Q8_0 GEMV (see the module docstring); `shape` defaults to `launch_shape`."""
+    return gemv_q8(n, k, m, "int8", shape or launch_shape(n, k, "int8"))
 
 
 _LOAD = {

@@ -7,6 +7,11 @@ equivalents with the same names and results are in `fwdshim.codegen.simulator`.
   element `i` (`ld.global.nc.v4.b32`), as four little-endian int32 words. The address must be 16-byte
   aligned: `i * a.itemsize % 16 == 0` on a 16-byte aligned allocation. Read-only data only.
 - `ld_f32x4(a, i) -> (float32 x 4)`: the same for a float32 array.
+- `ld_i32(a, i) -> int32`: 4 bytes of the 1-D array `a` starting at element `i` (`ld.global.nc.b32`,
+  4-byte aligned), as one little-endian int32 word (four int8 quants).
+- `prefetch_l2(a, i, nbytes)`: asks the copy engine to bring `nbytes` of the 1-D array `a` from
+  element `i` into L2 (`cp.async.bulk.prefetch.L2.global`, sm_90; a hint: nothing waits for it). The
+  address must be 16-byte aligned and `nbytes` a multiple of 16.
 - `s8x4_f32(w) -> (float32 x 4)`: the four signed bytes of an int32 word (low byte first) as exact
   float32 values, without an integer-to-float conversion unit: each byte `b` is biased to `b ^ 0x80`,
   placed under the exponent of 2^23 by one `prmt` and the bias subtracted (`sub.f32`, exact).
@@ -65,6 +70,39 @@ def _ld_v4(kind: str, elem_type, llvm_elem: ir.Type, reg: str, name: str):
 
 ld_i32x4 = intrinsic(_ld_v4("b32", types.int32, _I32, "r", "ld_i32x4"))
 ld_f32x4 = intrinsic(_ld_v4("f32", types.float32, _F32, "f", "ld_f32x4"))
+
+
+@intrinsic
+def ld_i32(typingctx, a, i):
+    if not isinstance(a, types.Array) or a.ndim != 1 or not isinstance(i, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = _pointer(context, builder, sig.args[0], args[0], args[1], _I32)
+        asm = ir.InlineAsm(ir.FunctionType(_I32, [_I32.as_pointer()]), "ld.global.nc.b32 $0, [$1];", "=r,l", side_effect=False)
+        return builder.call(asm, [ptr])
+
+    return signature(types.int32, a, i), codegen
+
+@intrinsic
+def prefetch_l2(typingctx, a, i, nbytes):
+    if not isinstance(a, types.Array) or a.ndim != 1 or not all(isinstance(t, types.Integer) for t in (i, nbytes)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = _pointer(context, builder, sig.args[0], args[0], args[1], ir.IntType(8))
+        size = context.cast(builder, args[2], sig.args[2], types.uint32)
+        asm = ir.InlineAsm(
+            ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), _I32]),
+            "cp.async.bulk.prefetch.L2.global [$0], $1;",
+            "l,r",
+            side_effect=True,
+        )
+        builder.call(asm, [ptr, size])
+        return context.get_dummy_value()
+
+    return signature(types.none, a, i, nbytes), codegen
+
 
 _S8X4 = """{
  .reg .b32 t, u0, u1, u2, u3;

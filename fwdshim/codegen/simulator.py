@@ -13,7 +13,7 @@ shuffles. `fwdshim.codegen.kernel.prelude()` imports these instead of libdevice 
 - `warp_sum`, `warp_max`, `warp_isum`: the prelude's warp reductions, computed once over the values
   of all 32 lanes (the same xor butterfly, the same rounded adds, so the same bits as the GPU's
   shuffles give), meeting at one barrier instead of the five of five shuffles.
-- `ld_i32x4`, `ld_f32x4`, `s8x4_f32`, `dp4a`, `f16x2_f32`, `bf16x2_f32`: as in `intrinsics`.
+- `prefetch_l2` (checks its arguments, does nothing), `ld_i32`, `ld_i32x4`, `ld_f32x4`, `s8x4_f32`, `dp4a`, `f16x2_f32`, `bf16x2_f32`: as in `intrinsics`.
 """
 
 from __future__ import annotations
@@ -173,6 +173,25 @@ def _bytes16(a, i) -> np.ndarray:
     if raw.size != 16:
         raise IndexError(f"a 16-byte load at byte {start} runs past {arr.nbytes} bytes")
     return raw
+
+
+def prefetch_l2(a, i, nbytes):
+    """A hint on the GPU; here only its alignment and bounds are checked."""
+    arr = _ndarray(a)
+    start = int(i) * arr.itemsize
+    if start % 16 or int(nbytes) % 16 or start + int(nbytes) > arr.nbytes or int(nbytes) <= 0:
+        raise ValueError(f"a prefetch of {nbytes} bytes at byte {start} of {arr.nbytes}")
+
+
+def ld_i32(a, i):
+    arr = _ndarray(a)
+    start = int(i) * arr.itemsize
+    if start % 4:
+        raise ValueError(f"a 4-byte load at byte {start} is not 4-byte aligned")
+    raw = arr.reshape(-1).view(np.uint8)[start : start + 4]
+    if raw.size != 4:
+        raise IndexError(f"a 4-byte load at byte {start} runs past {arr.nbytes} bytes")
+    return raw.view(np.int32)[0]
 
 
 def ld_i32x4(a, i):
