@@ -1,0 +1,388 @@
+"""Where a decode step's time goes: every launch of the compiled step timed on the GPU (issue 12).
+
+`profile_model(model, numerics=, fill=)` compiles the model's step (`runner.compile_step`, then the
+GPU runtime `codegen.runtime.CompiledForward`), sets the caches' fill (the rows each attention reads)
+to `fill` and times, on the GPU:
+
+- every distinct kernel of the step in a graph of its own: one launch of it, over as many copies of
+  its weight and cache arguments as pass 3x the L2 (64 at most), in turn for at least 32 launches
+  (so each launch reads its weights from HBM, as in a step), replayed `reps` times between two
+  events; the time per launch is the total over launches. Launches of one kernel (the same name: the
+  same code, shapes and launch shape, e.g. one per layer) share its time;
+- the whole step's graph, replayed back to back (`step_us`), and an empty kernel in a graph of 32
+  launches (`floor_us`, the launch floor);
+- a streaming read of 1 GiB (16-byte loads), the read ceiling of the shares.
+
+`Profile` holds one `LaunchRecord` per launch (in graph order) with the bytes the launch must read
+and write (`launch_bytes`: every array argument whole, except a cache: the `fill` rows an attention
+reads, the one row an append writes), its time, GB/s (bytes read + written over the time), share of
+the read ceiling and share of the step (its time over the sum of all launches' times).
+`table()` prints one row per kernel sorted by its time in the step, `families()` sums by kernel
+family (the kernel name up to its sizes: `gemv_q8_0_int8`, `attention_one_word`, ...), `to_json()`,
+`plot(path)` draws the families as a PNG bar chart (matplotlib, the `profile` extra). The table and
+bytes need no GPU (`records_of(plan, fill)`, `Profile(records, ...)` with the times given).
+
+    fwdshim profile --model M [--numerics N] [--context C] [--fill F] [-o PROFILE.json] [--png P.png]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fwdshim.codegen.plan import Launch, LaunchPlan
+
+L2_BYTES = 60 * 2**20
+"""The H200's L2 (50 MB on an H100): weight copies pass 3x this."""
+
+_SHAPE_TOKEN = re.compile(r"^(\d|h\d+kv)")
+
+
+def family(kernel: str) -> str:
+    """The kernel's family: its name up to the first size token (`gemv_q8_0_int8_1x576x576_...` ->
+    `gemv_q8_0_int8`, `attention_one_word_h9kv3d64_...` -> `attention_one_word`)."""
+    tokens = kernel.replace("q8_0", "q8-0").split("_")
+    out = []
+    for t in tokens:
+        if out and _SHAPE_TOKEN.match(t):
+            break
+        out.append(t)
+    return "_".join(out).replace("q8-0", "q8_0")
+
+
+def launch_bytes(plan: LaunchPlan, launch: Launch, fill: int) -> tuple[int, int]:
+    """(bytes read, bytes written) of one launch at cache fill `fill` (module docstring)."""
+    read = written = 0
+    for a in launch.args:
+        buf = plan.buffer(a.buffer)
+        part = buf.part(a.part)
+        nbytes = part.size * np.dtype(part.dtype).itemsize
+        if buf.role == "cache":
+            rows = buf.shape[0]
+            row = nbytes // rows
+            if a.role == "in":
+                read += min(fill, rows) * row
+            else:  # an append: one row
+                written += row
+            continue
+        if a.role in ("in", "inout"):
+            read += nbytes
+        if a.role in ("out", "inout"):
+            written += nbytes
+    return read, written
+
+
+@dataclass
+class LaunchRecord:
+    """One launch of the step: its place, kernel, bytes and (once timed) time in microseconds."""
+
+    index: int
+    stage: int
+    kernel: str
+    family: str
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+    read: int
+    written: int
+    us: float | None = None
+
+
+def records_of(plan: LaunchPlan, fill: int) -> list[LaunchRecord]:
+    """One untimed record per launch of `plan`, in graph order, with its bytes at fill `fill`."""
+    out = []
+    for i, launch in enumerate(plan.launches):
+        r, w = launch_bytes(plan, launch, fill)
+        out.append(LaunchRecord(i, launch.stage, launch.name, family(launch.name), tuple(launch.grid), tuple(launch.block), r, w))
+    return out
+
+
+@dataclass
+class KernelRow:
+    """The launches of one kernel summed: `us` per launch, `total_us` over its launches."""
+
+    kernel: str
+    family: str
+    launches: int
+    us: float
+    total_us: float
+    read: int
+    written: int
+    gbs: float
+    ceiling_share: float
+    step_share: float
+
+
+@dataclass
+class Profile:
+    """The timed launches of one step (module docstring). `ceiling_gbs`: the read ceiling;
+    `step_us`: the step's graph replayed; `floor_us`: an empty kernel's launch; `meta`: what was
+    profiled (model, numerics, fill, GPU)."""
+
+    records: list[LaunchRecord]
+    ceiling_gbs: float
+    step_us: float | None = None
+    floor_us: float | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sum_us(self) -> float:
+        """The launches' times summed (the share-of-step denominator)."""
+        return sum(r.us or 0.0 for r in self.records)
+
+    def _share(self, us: float) -> float:
+        total = self.sum_us
+        return us / total if total > 0 else 0.0
+
+    def _gbs(self, nbytes: int, us: float) -> float:
+        return nbytes / us / 1e3 if us > 0 else 0.0
+
+    def kernels(self) -> list[KernelRow]:
+        """One row per kernel, the largest share of the step first."""
+        groups: dict[str, list[LaunchRecord]] = {}
+        for r in self.records:
+            groups.setdefault(r.kernel, []).append(r)
+        rows = []
+        for name, rs in groups.items():
+            total = sum(r.us or 0.0 for r in rs)
+            us = total / len(rs)
+            read, written = rs[0].read, rs[0].written
+            gbs = self._gbs(read + written, us)
+            rows.append(KernelRow(name, rs[0].family, len(rs), us, total, read, written, gbs,
+                                  gbs / self.ceiling_gbs if self.ceiling_gbs else 0.0, self._share(total)))  # fmt: skip
+        return sorted(rows, key=lambda k: (-k.total_us, k.kernel))
+
+    def families(self) -> list[tuple[str, int, float, int, float]]:
+        """(family, launches, total us, bytes read + written, share of step), the largest first."""
+        sums: dict[str, list] = {}
+        for r in self.records:
+            s = sums.setdefault(r.family, [0, 0.0, 0])
+            s[0] += 1
+            s[1] += r.us or 0.0
+            s[2] += r.read + r.written
+        out = [(f, n, us, b, self._share(us)) for f, (n, us, b) in sums.items()]
+        return sorted(out, key=lambda t: (-t[2], t[0]))
+
+    def table(self) -> str:
+        """The kernels as a markdown table sorted by their time in the step, with a header line."""
+        m = self.meta
+        head = [
+            f"{m.get('model', 'step')}: {m.get('numerics', '')}, fill {m.get('fill', 0)}, "
+            f"{len(self.records)} launches of {len(self.kernels())} kernels on {m.get('gpu', 'the GPU')}; "
+            f"read ceiling {self.ceiling_gbs:.0f} GB/s",
+            "launches summed {:.1f} us".format(self.sum_us)
+            + (f"; the step's graph {self.step_us:.1f} us" if self.step_us is not None else "")
+            + (f"; an empty launch {self.floor_us:.2f} us" if self.floor_us is not None else ""),
+            "",
+            "| kernel | launches | us each | us in step | share of step | read KB | written KB | GB/s | of ceiling |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for k in self.kernels():
+            head.append(
+                f"| {k.kernel} | {k.launches} | {k.us:.2f} | {k.total_us:.1f} | {k.step_share:.1%} | "
+                f"{k.read / 1e3:.1f} | {k.written / 1e3:.1f} | {k.gbs:.0f} | {k.ceiling_share:.1%} |"
+            )
+        return "\n".join(head) + "\n"
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "meta": self.meta,
+                "ceiling_gbs": self.ceiling_gbs,
+                "step_us": self.step_us,
+                "floor_us": self.floor_us,
+                "sum_us": self.sum_us,
+                "kernels": [asdict(k) for k in self.kernels()],
+                "families": [dict(family=f, launches=n, us=us, bytes=b, step_share=s) for f, n, us, b, s in self.families()],
+                "launches": [asdict(r) for r in self.records],
+            },
+            indent=1,
+        )
+
+    def plot(self, path: str | Path, title: str | None = None):
+        """Draw the families' time in the step as a horizontal bar chart into the PNG `path` (each
+        bar labelled with its share of the step and its GB/s); returns the matplotlib figure."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fams = self.families()[::-1]  # the largest on top
+        fig, ax = plt.subplots(figsize=(9, 0.45 * len(fams) + 1.6))
+        names = [f for f, *_ in fams]
+        times = [us for _, _, us, _, _ in fams]
+        ax.barh(names, times, color="#4c72b0")
+        for i, (_, n, us, b, share) in enumerate(fams):
+            gbs = self._gbs(b, us)
+            ax.text(us, i, f" {share:.1%}, {n} launches, {gbs:.0f} GB/s", va="center", fontsize=8)
+        ax.set_xlabel("time in one step (us)")
+        ax.set_ylabel("kernel family")
+        m = self.meta
+        ax.set_title(title or f"{m.get('model', 'step')} ({m.get('numerics', '')}, fill {m.get('fill', 0)}): "
+                     f"{self.sum_us:.0f} us in {len(self.records)} launches")  # fmt: skip
+        ax.set_xlim(0, max(times or [1.0]) * 1.6)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# timing on the GPU
+
+
+class _Timer:
+    def __init__(self, device, stream):
+        self.device, self.stream = device, stream
+
+    def graph(self, record):
+        gb = self.device.create_graph_builder()
+        gb.begin_building()
+        record(gb)
+        gb.end_building()
+        return gb.complete()
+
+    def replay_us(self, graph, reps: int, per: int) -> float:
+        from cuda.core import EventOptions
+
+        graph.launch(self.stream)
+        graph.launch(self.stream)
+        self.stream.sync()
+        opts = EventOptions(timing_enabled=True)
+        start = self.stream.record(options=opts)
+        for _ in range(reps):
+            graph.launch(self.stream)
+        stop = self.stream.record(options=opts)
+        stop.sync()
+        return float(stop - start) * 1e3 / reps / per
+
+
+def _read_ceiling(timer: _Timer, reps: int) -> float:
+    """GB/s of a streaming read of 1 GiB (16-byte loads, four in flight a thread)."""
+    from numba import cuda
+
+    from fwdshim.codegen.intrinsics import ld_i32x4
+
+    words = 2**28
+    grid, block = 1024, 256
+    stride = grid * block * 4
+
+    @cuda.jit
+    def read_k(a, out):
+        i = cuda.grid(1) * 4
+        acc = 0
+        while i < words:
+            a0, a1, a2, a3 = ld_i32x4(a, i)
+            b0, b1, b2, b3 = ld_i32x4(a, i + stride)
+            c0, c1, c2, c3 = ld_i32x4(a, i + 2 * stride)
+            d0, d1, d2, d3 = ld_i32x4(a, i + 3 * stride)
+            acc ^= a0 ^ a1 ^ a2 ^ a3 ^ b0 ^ b1 ^ b2 ^ b3 ^ c0 ^ c1 ^ c2 ^ c3 ^ d0 ^ d1 ^ d2 ^ d3
+            i += 4 * stride
+        if acc == 0x7FEDCBA9:
+            out[0] = acc
+
+    a = cuda.to_device(np.ones(words, dtype=np.int32))
+    out = cuda.device_array(1, np.int64)
+    read_k[grid, block](a, out)
+    cuda.synchronize()
+    us = timer.replay_us(timer.graph(lambda gb: read_k[grid, block, gb](a, out)), reps, 1)
+    return 4 * words / us / 1e3
+
+
+def _floor_us(timer: _Timer, reps: int) -> float:
+    from numba import cuda
+
+    @cuda.jit
+    def empty_k(y):
+        if cuda.threadIdx.x == 4096:
+            y[0] = 1.0
+
+    y = cuda.device_array(1, np.float32)
+    empty_k[1, 32](y)
+    cuda.synchronize()
+
+    def record(gb):
+        for _ in range(32):
+            empty_k[1, 32, gb](y)
+
+    return timer.replay_us(timer.graph(record), reps, 32)
+
+
+def time_kernels(runtime, fill: int, reps: int = 20, min_launches: int = 32) -> dict[str, float]:
+    """Microseconds per launch of each distinct kernel of `runtime` (a captured `CompiledForward`)
+    at cache fill `fill`, each in a graph of its own over rotated copies of its weights and caches
+    (module docstring)."""
+    from numba import cuda
+
+    plan = runtime.plan
+    timer = _Timer(runtime.device, runtime.stream)
+    if runtime.capacity() is not None:
+        runtime.set_cache_len(fill)
+    runtime.sync()
+    out: dict[str, float] = {}
+    for launch, args in zip(plan.launches, runtime._args, strict=True):
+        k = launch.kernel
+        if k.name in out:
+            continue
+        rot = [i for i, a in enumerate(launch.args) if a.role == "in" and plan.buffer(a.buffer).role in ("weight", "cache")]
+        nbytes = sum(args[i].nbytes for i in rot)
+        copies = 1 if not rot else max(1, min(64, math.ceil(3 * L2_BYTES / max(nbytes, 1))))
+        sets = [tuple(args)]
+        for _ in range(1, copies):
+            a = list(args)
+            for i in rot:
+                d = cuda.device_array_like(args[i])
+                d.copy_to_device(args[i])
+                a[i] = d
+            sets.append(tuple(a))
+        cuda.synchronize()
+        launches = copies * -(-min_launches // copies)
+
+        def record(gb, k=k, sets=sets, launches=launches):
+            for i in range(launches):
+                k.fn[k.grid, k.block, gb](*sets[i % len(sets)])
+
+        out[k.name] = timer.replay_us(timer.graph(record), reps, launches)
+        del sets
+    return out
+
+
+def profile_runtime(runtime, fill: int, reps: int = 20, meta: Mapping[str, Any] | None = None) -> Profile:
+    """The `Profile` of a captured `CompiledForward` at cache fill `fill` (module docstring)."""
+    from numba import cuda
+
+    timer = _Timer(runtime.device, runtime.stream)
+    records = records_of(runtime.plan, fill)
+    times = time_kernels(runtime, fill, reps)
+    for r in records:
+        r.us = times[r.kernel]
+    if runtime.capacity() is not None:
+        runtime.set_cache_len(fill)
+    runtime.sync()
+    step_us = timer.replay_us(runtime.graph, reps, 1) if runtime.graph is not None else None
+    name = cuda.get_current_device().name
+    gpu = name.decode() if isinstance(name, bytes) else str(name)
+    info = {"fill": fill, "gpu": gpu, **(meta or {})}
+    return Profile(records, _read_ceiling(timer, reps), step_us, _floor_us(timer, reps), info)
+
+
+def profile_model(model, numerics: str = "dequant", fill: int = 0, reps: int = 20, name: str | None = None) -> Profile:
+    """Compile `model` (an `ImportedModel`) under `numerics` for the GPU and profile its step at
+    cache fill `fill` (at most the context less one)."""
+    from fwdshim.codegen.runtime import CompiledForward
+    from fwdshim.runner import _func, compile_step
+
+    module = compile_step(model, numerics)
+    rt = CompiledForward(_func(module), model.weights)
+    cap = rt.capacity()
+    if cap is not None and not 0 <= fill <= cap:
+        raise ValueError(f"--fill {fill}: the caches hold 0..{cap} rows (the context less one)")
+    p = model.params
+    meta = {"model": name or model.gguf_path.name, "numerics": numerics, "layers": p.n_layer, "d": p.d, "context": model.context}
+    return profile_runtime(rt, fill, reps, meta)

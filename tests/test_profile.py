@@ -1,0 +1,97 @@
+"""`fwdshim.profile` without a GPU: the bytes of each launch, the table sorted by time, the family
+sums, the JSON and the PNG chart (its file and axes), from a tiny step's plan and given times."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_lowering_modules import TINY, llama_src, parse, pipeline
+
+from fwdshim import profile as P
+from fwdshim.codegen.plan import plan_for
+
+
+def _plan(numerics: str = "int8-act"):
+    return plan_for(pipeline(parse(llama_src(**TINY)), numerics))
+
+
+def test_families():
+    assert P.family("gemv_q8_0_int8_1x576x576_v16r1w4u1s2") == "gemv_q8_0_int8"
+    assert P.family("gemv_q8_0_1x64x32_r2w8u2s4") == "gemv_q8_0"
+    assert P.family("attention_one_word_h9kv3d64_l4096_b1024u8") == "attention_one_word"
+    assert P.family("rms_norm_res_w_sum_one_word_1x32_b32") == "rms_norm_res_w_sum_one_word"
+    assert P.family("kv_append_1x32_r3") == "kv_append"
+    assert P.family("rope_2x32_h16") == "rope"
+
+
+def test_launch_bytes():
+    plan = _plan()
+    recs = {r.kernel: r for r in P.records_of(plan, fill=2)}
+    assert len(P.records_of(plan, 2)) == plan.kernel_count
+    d, ff, l = TINY["d"], TINY["ff"], TINY["l"]
+    # the gate projection: ff x d int8 quants + ff x d/32 f32 scales + the d activation quants and scales
+    gate = next(r for name, r in recs.items() if name.startswith(f"gemv_q8_0_int8_1x{ff}x{d}_"))
+    assert gate.read == ff * d + ff * (d // 32) * 4 + d + (d // 32) * 4 and gate.written == ff * 4
+    # the attention reads `fill` rows of each cache (kv * hd floats a row), kv_append writes one row of each
+    row = TINY["kv"] * TINY["hd"] * 4
+    att = next(r for name, r in recs.items() if name.startswith("attention"))
+    kva = next(r for name, r in recs.items() if name.startswith("kv_append"))
+    att0 = next(r for r in P.records_of(plan, 0) if r.kernel == att.kernel)
+    assert att.read - att0.read == 2 * 2 * row
+    assert kva.written == 2 * row and kva.read == 2 * row + 4  # k, v and the cache length
+    assert all(r.us is None for r in recs.values()) and l > 2
+
+
+def _profile(plan):
+    recs = P.records_of(plan, fill=1)
+    for r in recs:
+        r.us = 1.0 + (5.0 if r.kernel.startswith("gemv") else 0.0)
+    return P.Profile(recs, ceiling_gbs=4000.0, step_us=40.0, floor_us=0.7, meta={"model": "tiny", "numerics": "int8-act", "fill": 1})
+
+
+def test_table_sorted_by_time_and_shares():
+    prof = _profile(_plan())
+    rows = prof.kernels()
+    totals = [k.total_us for k in rows]
+    assert totals == sorted(totals, reverse=True)
+    assert sum(k.launches for k in rows) == len(prof.records)
+    assert abs(sum(k.step_share for k in rows) - 1.0) < 1e-9
+    assert abs(sum(f[4] for f in prof.families()) - 1.0) < 1e-9
+    top = rows[0]
+    assert top.kernel.startswith("gemv") and top.gbs == pytest.approx((top.read + top.written) / top.us / 1e3)
+    assert top.ceiling_share == pytest.approx(top.gbs / 4000.0)
+    text = prof.table()
+    lines = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| kernel")]
+    assert [line.split(" | ")[0][2:] for line in lines] == [k.kernel for k in rows]
+    assert "the step's graph 40.0 us" in text and "an empty launch 0.70 us" in text
+    data = json.loads(prof.to_json())
+    assert len(data["launches"]) == len(prof.records) and data["kernels"][0]["kernel"] == top.kernel
+    assert data["families"][0]["family"] == "gemv_q8_0_int8"
+
+
+def test_png_chart(tmp_path):
+    pytest.importorskip("matplotlib")
+    prof = _profile(_plan("dequant"))
+    path = tmp_path / "p.png"
+    fig = prof.plot(path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "time in one step (us)" and ax.get_ylabel() == "kernel family"
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == [f for f, *_ in prof.families()][::-1]  # the largest family on top
+    assert labels[-1] == "gemv_q8_0" and "tiny" in ax.get_title()
+
+
+def test_cli_profile_needs_a_gpu(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from test_cli import tiny
+
+    from fwdshim import cli
+
+    monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
+    assert cli.main(["profile", "--model", str(tiny(tmp_path)), "-o", str(tmp_path / "p.json")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("fwdshim: error:") and "CUDA GPU" in err  # the simulator is no GPU
+    assert cli.main(["profile", "--model", "x.gguf", "--fill", "-1"]) == 1
+    assert "--fill -1" in capsys.readouterr().err
