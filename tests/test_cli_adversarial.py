@@ -101,7 +101,7 @@ def cached(tmp_path: Path) -> list[str]:
 def test_help_explains_every_command_and_option(capsys):
     parser = cli._parser()
     subs = next(a for a in parser._actions if isinstance(a, cli.argparse._SubParsersAction))
-    assert set(subs.choices) == {"import", "fetch-model", "run"}
+    assert set(subs.choices) == {"import", "fetch-model", "run", "profile"}
     assert all(c.help for c in subs._choices_actions)
     for name, sub in subs.choices.items():
         assert sub.description, name

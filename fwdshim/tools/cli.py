@@ -3,12 +3,14 @@
     fwdshim run --model smollm2 --prompt "The capital of France is" --max-tokens 16
     fwdshim import MODEL.gguf -o step.mlir [--requantize none|q8_0] [--context N]
     fwdshim fetch-model smollm2 [--force]
+    fwdshim profile --model smollm2 [--numerics N] [--context N] [--fill F] [-o P.json] [--png P.png]
 
 `run` imports the model as the file stores it (its own weight types, read by the kernels; with
 `--requantize q8_0`, every other type requantized to Q8_0 into a cached sidecar GGUF),
 compiles its decode step once through `forward-shim{numerics}`, and decodes greedily: on the GPU as a
 CUDA graph when one is present, else with the NumPy reference executor. It prints the prompt and the
-generated text on stdout, then the tokens/s on stderr.
+generated text on stdout, then the tokens/s on stderr. `profile` times every launch of the compiled
+step on the GPU (`fwdshim.profile`): a table sorted by time on stdout, JSON and a PNG bar chart.
 
 A user error (a bad command line, a missing, truncated or non-GGUF file, an unsupported model, a
 refused step, an output that cannot be written) prints one line `fwdshim: error: ...` naming the
@@ -121,6 +123,26 @@ def _parser() -> argparse.ArgumentParser:
                      "exact name given)")  # fmt: skip
     run.add_argument("--chat", action="store_true",
                      help="wrap the prompt in the model's own chat template (one user turn)")  # fmt: skip
+
+    prof = sub.add_parser(
+        "profile", help="time every launch of a model's compiled step on the GPU",
+        description="Compile the model's decode step for the GPU and time every launch of it, each "
+        "distinct kernel in a graph of its own over copies of its weights past the L2, the caches "
+        "filled to --fill rows: prints a table sorted by time (bytes, GB/s, share of the read "
+        "ceiling, share of the step), writes it as JSON and draws the kernel families as a PNG bar "
+        "chart (needs matplotlib: pip install fwdshim[profile]).",
+    )  # fmt: skip
+    prof.add_argument("--model", required=True, metavar="NAME|PATH.gguf",
+                      help="smollm2 (fetched on first use), or a GGUF llama file")  # fmt: skip
+    prof.add_argument("--numerics", choices=NUMERICS, default="dequant", help="as for run (default dequant)")
+    prof.add_argument("--context", type=int, metavar="N", help=_CONTEXT_HELP)
+    prof.add_argument("--fill", type=int, default=0, metavar="F",
+                      help="the cache rows each attention reads (default 0; at most the context less one)")  # fmt: skip
+    prof.add_argument("--requantize", choices=REQUANTIZE, default="q8_0", help=_REQUANTIZE_HELP)
+    prof.add_argument("-o", "--output", metavar="PROFILE.json",
+                      help="where to write the JSON (default: MODEL.NUMERICS.fillF.profile.json here)")  # fmt: skip
+    prof.add_argument("--png", metavar="PROFILE.png", help="where to draw the chart (default: beside the JSON)")
+    prof.add_argument("--reps", type=int, default=20, metavar="N", help="graph replays per timing (default 20)")
     return parser
 
 
@@ -133,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return 0
-        return {"import": _import, "fetch-model": _fetch, "run": _run}[args.command](args, out)
+        commands = {"import": _import, "fetch-model": _fetch, "run": _run, "profile": _profile}
+        return commands[args.command](args, out)
     except UsageError as e:
         out.end_line()
         return _error(str(e))
@@ -357,6 +380,40 @@ def _run(args, out: _Output) -> int:
         f"prompt {_plural(len(ids), 'token')} in {gen.prefill_s:.2f} s; stopped: {why}",
         file=sys.stderr,
     )
+    return 0
+
+
+def _profile(args, out: _Output) -> int:
+    from fwdshim.importer import import_gguf
+    from fwdshim.models import damaged_cache_hint, resolve_model
+    from fwdshim.runner import gpu_available
+
+    _check_context(args.context)
+    if args.fill < 0 or args.reps < 1:
+        raise UsageError(f"--fill {args.fill} --reps {args.reps}: give a fill of 0 or more and at least one replay")
+    path = resolve_model(args.model)
+    stem = f"{path.stem}.{args.numerics}.fill{args.fill}.profile"
+    json_out = Path(args.output) if args.output else Path(f"{stem}.json")
+    png_out = Path(args.png) if args.png else json_out.with_suffix(".png")
+    _check_writable(json_out, "-o", path)
+    _check_writable(png_out, "--png", path)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError("fwdshim profile draws its chart with matplotlib: pip install 'fwdshim[profile]'") from None
+    if not gpu_available():
+        raise UsageError("fwdshim profile times the step on a CUDA GPU, and none is here")
+    model = _import_model(import_gguf, damaged_cache_hint, args, path, None, None)
+    _note_context(args, model)
+    if args.fill > model.context - 1:
+        raise UsageError(f"--fill {args.fill}: the caches hold at most {model.context - 1} rows (the context less one)")
+    from fwdshim.profile import profile_model
+
+    prof = profile_model(model, args.numerics, args.fill, args.reps, name=path.name)
+    out.write(prof.table())
+    _write_file(json_out, "-o", lambda f: f.write(prof.to_json().encode()))
+    prof.plot(png_out)
+    print(f"fwdshim: wrote {json_out} and {png_out}", file=sys.stderr)
     return 0
 
 
