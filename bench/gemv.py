@@ -90,6 +90,8 @@ _SMALL_BASES = {
     "int8": "v16r1w4u1s4 v16r1w8u1s8 v16r1w4u1s1 v16r1w2u1s1 v16r1w4u1s2",
     "f32": "v16r4w4u1s4 v16r4w8u1s8 v16r1w8u1s8 v16r2w4u1s4 v16r1w4u1s4",
 }
+_TALL_BASES = "v16r2w4u1s1 v16r4w4u1s1 v16r4w8u1s2 v16r8w8u1s4 v16r2w8u1s4 v16r4w4u1s2 v16r2w4u1s2 v16r8w8u1s8"
+"""More for short rows of many (SmolLM2's 49152 x 576 output projection)."""
 _VARIANTS = ((0, False), (0, True), (264, False), (264, True), (528, True), (1056, True))
 
 
@@ -104,7 +106,8 @@ def sweep_shapes(n: int, k: int, act: str) -> list[tuple]:
     no smaller than one block per row group."""
     out = []
     small = k < 2048
-    for tag in (_SMALL_BASES if small else _BASES)[act].split():
+    tags = (_SMALL_BASES if small else _BASES)[act].split() + (_TALL_BASES.split() if small and n >= 8192 else [])
+    for tag in dict.fromkeys(tags):
         v, r, w, u, sp = _parse(tag)
         if u > 1 and u > k // v / (32 * sp):
             continue
@@ -331,10 +334,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1))
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--shapes", help="N x K pairs to time instead, e.g. 49152x576,4096x4096")
     args = ap.parse_args(argv)
     from fwdshim.codegen import gemv
 
     shapes = ([] if args.only_small else BIG) + (SMALL if args.small or args.only_small else [])
+    if args.shapes:
+        shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     specs = []
     for n, k in shapes:
         for act in ("f32", "int8"):

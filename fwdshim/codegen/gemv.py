@@ -405,16 +405,18 @@ def gemv_k(qs, dw, {xs}, y):
 def launch_shape(n: int, k: int, act: str) -> Shape:
     """The default launch shape of the Q8_0 GEMV of N x K under `act` (f32, int8): the fastest of
     `bench/gemv.py --sweep` on an H200 (2026-11-30) per shape class — SmolLM2's short rows (K < 2048)
-    one or four rows a group of warps splitting K; Llama-3-8B's 4096x4096, 14336x4096 and 4096x14336.
-    Under int8 activations two of these keep whole-block lanes (vec 32, the previous kernel, 2-5 %
-    faster there)."""
+    one or four rows a group of warps splitting K, its 49152 x 576 output projection four rows a
+    warp; Llama-3-8B's 4096x4096, 14336x4096 and 4096x14336. Under int8 activations three of these
+    keep whole-block lanes (vec 32, the previous kernel, faster there)."""
     if act == "f32":
         if k < 2048:
-            return Shape(16, 4, 4, 1, 4)
+            return Shape(16, 4, 4, 1, 1) if n >= 8192 else Shape(16, 4, 4, 1, 4)
         if k >= 8192:
             return Shape(16, 2, 8, 2, 8, blocks=264, prefetch=True)
         return Shape(16, 2, 4, 2, 4) if n <= 4096 else Shape(16, 2, 4, 2, 1)
     if k < 2048:
+        if n >= 8192:  # a tall matrix of short rows (an output projection): fewer, larger blocks
+            return Shape(32, 2, 4, 2, 1)
         return Shape(16, 1, 4, 1, 2) if k < 1024 else Shape(16, 1, 4, 1, 4)
     if k >= 8192:
         return Shape(32, 2, 8, 2, 4)
