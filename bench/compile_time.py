@@ -34,10 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     from numba import cuda  # noqa: F401
 
-    from fwdshim.codegen.compile import cache_dir, simulating
-    from fwdshim.importer import import_gguf
-    from fwdshim.models import resolve_model
-    from fwdshim.runner import _func, compile_step
+    from fwdshim.codegen.kernel import cache_dir, simulating
+    from fwdshim.frontend.importer import import_gguf
+    from fwdshim.frontend.cache import resolve_model
+    from fwdshim.tools.runner import _func, compile_step
 
     t["import"] = time.perf_counter() - t0
     s = time.perf_counter()

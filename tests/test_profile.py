@@ -1,4 +1,4 @@
-"""`fwdshim.profile` without a GPU: the bytes of each launch, the table sorted by time, the family
+"""`fwdshim.tools.profile` without a GPU: the bytes of each launch, the table sorted by time, the family
 sums, the JSON and the PNG chart (its file and axes), from a tiny step's plan and given times."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 from test_lowering_modules import TINY, llama_src, parse, pipeline
 
-from fwdshim import profile as P
+from fwdshim.tools import profile as P
 from fwdshim.codegen.plan import plan_for
 
 
@@ -87,7 +87,7 @@ def test_cli_profile_needs_a_gpu(tmp_path, capsys, monkeypatch):
     pytest.importorskip("matplotlib")
     from test_cli import tiny
 
-    from fwdshim import cli
+    from fwdshim.tools import cli
 
     monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
     assert cli.main(["profile", "--model", str(tiny(tmp_path)), "-o", str(tmp_path / "p.json")]) == 1

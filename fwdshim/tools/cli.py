@@ -10,7 +10,7 @@
 compiles its decode step once through `forward-shim{numerics}`, and decodes greedily: on the GPU as a
 CUDA graph when one is present, else with the NumPy reference executor. It prints the prompt and the
 generated text on stdout, then the tokens/s on stderr. `profile` times every launch of the compiled
-step on the GPU (`fwdshim.profile`): a table sorted by time on stdout, JSON and a PNG bar chart.
+step on the GPU (`fwdshim.tools.profile`): a table sorted by time on stdout, JSON and a PNG bar chart.
 
 A user error (a bad command line, a missing, truncated or non-GGUF file, an unsupported model, a
 refused step, an output that cannot be written) prints one line `fwdshim: error: ...` naming the
@@ -384,9 +384,9 @@ def _run(args, out: _Output) -> int:
 
 
 def _profile(args, out: _Output) -> int:
-    from fwdshim.importer import import_gguf
-    from fwdshim.models import damaged_cache_hint, resolve_model
-    from fwdshim.runner import gpu_available
+    from fwdshim.frontend.cache import damaged_cache_hint, resolve_model
+    from fwdshim.frontend.importer import import_gguf
+    from fwdshim.tools.runner import gpu_available
 
     _check_context(args.context)
     if args.fill < 0 or args.reps < 1:
@@ -407,7 +407,7 @@ def _profile(args, out: _Output) -> int:
     _note_context(args, model)
     if args.fill > model.context - 1:
         raise UsageError(f"--fill {args.fill}: the caches hold at most {model.context - 1} rows (the context less one)")
-    from fwdshim.profile import profile_model
+    from fwdshim.tools.profile import profile_model
 
     prof = profile_model(model, args.numerics, args.fill, args.reps, name=path.name)
     out.write(prof.table())

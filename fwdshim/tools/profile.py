@@ -376,7 +376,7 @@ def profile_model(model, numerics: str = "dequant", fill: int = 0, reps: int = 2
     """Compile `model` (an `ImportedModel`) under `numerics` for the GPU and profile its step at
     cache fill `fill` (at most the context less one)."""
     from fwdshim.codegen.runtime import CompiledForward
-    from fwdshim.runner import _func, compile_step
+    from fwdshim.tools.runner import _func, compile_step
 
     module = compile_step(model, numerics)
     rt = CompiledForward(_func(module), model.weights)
