@@ -1,5 +1,5 @@
 """Every refusing branch of the seed (and beyond it) is checked by a FileCheck case of
-filecheck_tests/legalize: its reason appears in a CHECK line as an error or a `fwd.refused` mark."""
+filecheck_tests/fwd-legalize: its reason appears in a CHECK line as an error or a `fwd.refused` mark."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fwdshim.shim.forward import ALL_BRANCHES, BEYOND_SEED, FITS, KERNEL_REFUSAL, SUPPORTS
 
-ROOT = Path(__file__).resolve().parent.parent / "filecheck_tests" / "legalize"
+ROOT = Path(__file__).resolve().parent.parent / "filecheck_tests" / "fwd-legalize"
 CHECK = re.compile(r"^// [A-Z][A-Z0-9_-]*(-NEXT|-SAME)?: (.*)$")
 
 
