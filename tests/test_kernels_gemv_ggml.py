@@ -88,21 +88,60 @@ def test_int8_act_gemv(t):
 # a whole step over the file's own types
 
 
-@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
-def test_step_of_mixed_types_gpu_vs_executor(tmp_path, monkeypatch, numerics):
+def _with_blocks(src, dst, blocks: dict):
+    """A copy of GGUF `src` with tensors replaced by raw GGML blocks (name -> (uint8 rows, type))."""
+    r = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(dst, "llama")
+    from fwdshim.frontend.export import copy_metadata
+
+    copy_metadata(r, w)
+    for t in r.tensors:
+        raw, qt = blocks.get(t.name, (np.asarray(t.data), t.tensor_type))
+        w.add_tensor(t.name, raw, raw_dtype=qt)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return dst
+
+
+_LEGACY = {"blk.0.attn_q.weight": QT.Q4_1, "blk.0.attn_k.weight": QT.Q4_0, "blk.0.attn_v.weight": QT.Q5_0,
+           "blk.0.attn_output.weight": QT.F16, "blk.0.ffn_gate.weight": QT.Q5_1, "blk.0.ffn_up.weight": QT.Q8_0,
+           "blk.0.ffn_down.weight": QT.BF16, "token_embd.weight": QT.Q4_1}  # fmt: skip
+_K = {"blk.0.attn_q.weight": QT.Q4_K, "blk.0.attn_k.weight": QT.Q6_K, "blk.0.attn_v.weight": QT.Q5_K,
+      "blk.0.attn_output.weight": QT.Q4_0, "blk.0.ffn_gate.weight": QT.Q2_K, "blk.0.ffn_up.weight": QT.Q3_K,
+      "blk.0.ffn_down.weight": QT.Q6_K, "token_embd.weight": QT.Q5_K}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "mix, numerics", [("legacy", "dequant"), ("legacy", "int8-act"), ("k-quants", "int8-act")]
+)  # the K-quants' dequant GEMVs: test_dequant_gemv (a step of rows of 256 is slow in the simulator)
+def test_step_of_mixed_types_gpu_vs_executor(tmp_path, monkeypatch, numerics, mix):
+    """A one-layer llama whose every matmul reads its own type (Q4_0..Q5_1, Q8_0, F16, BF16; or the
+    K-quants, random blocks), `requantize="none"`: GPU runtime (simulator) vs CPU executor."""
     from fwdshim.frontend.export import random_llama, write_llama
     from fwdshim.frontend.gguf_model import LlamaParams
     from fwdshim.frontend.importer import import_gguf
     from fwdshim.tools.runner import Decoder, GpuForward, compile_step
 
     monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
-    p = LlamaParams(n_layer=1, d=64, ff=64, h=2, kv=1, hd=32, rope_dim=32, rope_base=10000.0, eps=1e-5, vocab=64)
-    types = {"blk.0.attn_q.weight": QT.Q4_1, "blk.0.attn_k.weight": QT.Q4_0, "blk.0.attn_v.weight": QT.Q5_0,
-             "blk.0.attn_output.weight": QT.Q5_1, "blk.0.ffn_gate.weight": QT.Q4_1, "blk.0.ffn_up.weight": QT.Q8_0,
-             "blk.0.ffn_down.weight": QT.Q4_0, "token_embd.weight": QT.Q4_1}  # fmt: skip
-    path = write_llama(tmp_path / "mix.gguf", p, random_llama(p, seed=4), types=types)
+    if mix == "legacy":
+        p = LlamaParams(n_layer=1, d=64, ff=64, h=2, kv=1, hd=32, rope_dim=32, rope_base=10000.0, eps=1e-5, vocab=64)
+        path = write_llama(tmp_path / "mix.gguf", p, random_llama(p, seed=4), types=_LEGACY)
+        want = _LEGACY
+    else:  # gguf has no K-quant quantizer: random blocks of each type in a Q8_0 file's place
+        p = LlamaParams(n_layer=1, d=256, ff=256, h=1, kv=1, hd=64, rope_dim=64, rope_base=10000.0, eps=1e-5, vocab=32)
+        plain = write_llama(tmp_path / "plain.gguf", p, random_llama(p, seed=4))
+        g = rng()
+        shapes = {"blk.0.attn_q.weight": (64, 256), "blk.0.attn_k.weight": (64, 256), "blk.0.attn_v.weight": (64, 256),
+                  "blk.0.attn_output.weight": (256, 64), "blk.0.ffn_gate.weight": (256, 256),
+                  "blk.0.ffn_up.weight": (256, 256), "blk.0.ffn_down.weight": (256, 256), "token_embd.weight": (32, 256)}  # fmt: skip
+        blocks = {n: (G.random_raw(t, *shapes[n], g, scale=0.004), t) for n, t in _K.items()}
+        path = _with_blocks(plain, tmp_path / "kmix.gguf", blocks)
+        want = _K
     m = import_gguf(path, requantize="none", context=8)
     assert not m.converted
+    assert {n: QT(t.tensor_type) for t in m.reader.tensors if (n := t.name) in want} == want
     cpu = Decoder(m, numerics, "cpu")
     gpu = GpuForward(compile_step(m, numerics), m)
     embd = m.weights.get("token_embd.weight")
