@@ -355,8 +355,11 @@ def time_kernels(runtime, fill: int, reps: int = 20, min_launches: int = 32) -> 
 
 def profile_runtime(runtime, fill: int, reps: int = 20, meta: Mapping[str, Any] | None = None) -> Profile:
     """The `Profile` of a captured `CompiledForward` at cache fill `fill` (module docstring)."""
+    import warnings
+
     from numba import cuda
 
+    warnings.filterwarnings("ignore", message=".*under-utilization.*")  # Numba's note on small grids
     timer = _Timer(runtime.device, runtime.stream)
     records = records_of(runtime.plan, fill)
     times = time_kernels(runtime, fill, reps)
