@@ -16,7 +16,15 @@ import struct
 from collections.abc import Callable
 from typing import NoReturn
 
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
+from xdsl.dialects.builtin import (
+    FileLineColLoc,
+    IntAttr,
+    ModuleOp,
+    StringAttr,
+    UnknownLoc,
+    UnregisteredAttr,
+    UnregisteredOp,
+)
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.parser.generic_parser import ParserState
@@ -169,8 +177,11 @@ class LocatingParser(Parser):
         return super()._parse_optional_integer_or_float_type()
 
     def _get_op_by_name(self, name: str) -> type[Operation]:
-        """As xDSL's, but an unknown op is reported at its name (xDSL points at the next token)."""
-        if op_type := self.ctx.get_optional_op(name, dialect_stack=self._parser_state.dialect_stack):
+        """As xDSL's, but an unknown op is reported at its name (xDSL points at the next token), and
+        `--allow-unregistered-dialect` admits no unknown op of a registered dialect (mlir-opt's rule:
+        the flag admits unregistered dialects, not unknown ops of registered ones)."""
+        op_type = self.ctx.get_optional_op(name, dialect_stack=self._parser_state.dialect_stack)
+        if op_type is not None and not (issubclass(op_type, UnregisteredOp) and self._registered(name)):
             return op_type
         content = self.lexer.input.content
         needle = name.encode() if isinstance(content, bytes) else name
@@ -180,7 +191,36 @@ class LocatingParser(Parser):
         end = start + len(needle)
         if content[start - 1 : start] in ('"', b'"'):  # the generic form's quoted name
             start, end = start - 1, end + 1
-        self.raise_error(f"Operation {name} is not registered", start, end)
+        self.raise_error(f"Operation {name} is not registered{self._why_not_unregistered(name)}", start, end)
+
+    def _parse_dialect_type_or_attribute_body(self, attr_name: str, is_type: bool, *args):
+        """As xDSL's, but an unknown attribute or type is an error at its name (xDSL points after
+        it), and under `--allow-unregistered-dialect` one of a registered dialect is too (as an
+        unknown op is)."""
+        start = self._current_token.span.start
+        at = max(self.lexer.input.content.rfind(("!" if is_type else "#") + attr_name.split(".", 1)[0], 0, start), 0)
+        try:
+            attr = super()._parse_dialect_type_or_attribute_body(attr_name, is_type, *args)
+        except ParseError as e:
+            if e.msg.endswith("is not registered") and e.span.start >= start:
+                self.raise_error(e.msg, at, start)
+            raise
+        if not isinstance(attr, UnregisteredAttr) or not self._registered(attr.attr_name.data):
+            return attr
+        name = attr.attr_name.data
+        what = "type" if is_type else "attribute"
+        self.raise_error(f"'{name}' is not registered{self._why_not_unregistered(name, what)}", at, start)
+
+    def _registered(self, name: str) -> bool:
+        """Whether the dialect `name` starts with (`fwd` of `fwd.bogus`) is registered."""
+        return "." in name and name.split(".", 1)[0] in self.ctx.registered_dialect_names
+
+    def _why_not_unregistered(self, name: str, what: str = "op") -> str:
+        """Why `--allow-unregistered-dialect` did not admit `name` (nothing when it is not given)."""
+        if not self.ctx.allow_unregistered:
+            return ""
+        dialect = name.split(".", 1)[0]
+        return f" (the `{dialect}` dialect is registered: --allow-unregistered-dialect admits {what}s of unregistered dialects only)"
 
 
 _INTEGER_OUT_OF_RANGE = re.compile(r"Integer value (-?\d+) is out of range")

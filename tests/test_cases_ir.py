@@ -27,6 +27,14 @@ ERRORS = {
     "ir_internal_recursion_array200.mlir": (2, 74, "nesting too deep: more than 48 levels of operations, attributes and types"),
 }
 
+UNREGISTERED = " (the `fwd` dialect is registered: --allow-unregistered-dialect admits {}s of unregistered dialects only)"
+ERRORS_UNREGISTERED_ALLOWED = {
+    # file: (line, column, message) with --allow-unregistered-dialect (mlir-opt's rule: an unknown op,
+    # type or attribute of a registered dialect is still an error; the flag admits other dialects)
+    "ir_unknown_fwd_op.mlir": (3, 8, "Operation fwd.swish is not registered" + UNREGISTERED.format("op")),
+    "ir_unknown_fwd_type.mlir": (2, 43, "'fwd.weight' is not registered" + UNREGISTERED.format("type")),
+}
+
 
 def _tool(name: str) -> list[str]:
     """The console script installed beside this interpreter (the venv's), else the one on PATH."""
@@ -56,6 +64,24 @@ def test_case_is_one_located_error(name):
     assert lines[0] == f"{CASES}/{name}:{line}:{col}: error: {message}"
     assert len(lines) <= 3, r.stderr  # the located line, then the source line and its caret
     assert seconds < 10, f"{seconds:.1f} s"
+
+
+@pytest.mark.parametrize("name", list(ERRORS_UNREGISTERED_ALLOWED))
+def test_allow_unregistered_dialect_still_rejects_unknown_fwd_names(name):
+    line, col, message = ERRORS_UNREGISTERED_ALLOWED[name]
+    r, _ = run_case(name, "--allow-unregistered-dialect")
+    assert r.returncode == 1, r.stderr
+    assert r.stdout == ""
+    assert r.stderr.splitlines()[0] == f"{CASES}/{name}:{line}:{col}: error: {message}"
+
+
+def test_allow_unregistered_dialect_admits_other_dialects():
+    """The flag's purpose stands: ops, types and attributes of a dialect nobody registered parse,
+    print and pass through."""
+    text = '%x = "mydialect.op"() {a = #mydialect.attr<1>} : () -> !mydialect.type<2>\n'
+    r = subprocess.run([*_tool("fwdshim-opt"), "--allow-unregistered-dialect"], input=text, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert '  %x = "mydialect.op"() {a = #mydialect.attr<1>} : () -> !mydialect.type<2>' in r.stdout.splitlines()
 
 
 @pytest.mark.parametrize(
