@@ -68,3 +68,12 @@ def test_nesting_past_the_limit_is_one_located_error(tmp_path, capsys, kind):
         first,
     ), err
     assert "internal error" not in err and "Recursion" not in err
+
+
+def test_a_deep_expression_in_flat_text_is_one_line(tmp_path, capsys):
+    """An affine expression of 3000 terms is flat text but a tree 3000 deep: the parser's count
+    does not see it, printing it recursed past Python's limit ("internal error: RecursionError")."""
+    text = '"x.op"() {m = affine_map<(d0) -> (' + "d0 + " * 3000 + "d0)>} : () -> ()"
+    rc, out, err = _run(tmp_path, capsys, text)
+    assert (rc, out) == (1, "")
+    assert err == f"fwdshim-opt: error: {tmp_path}/nest.mlir: the IR nests too deep to process (FWDSHIM_TRACEBACK=1 shows where)\n"

@@ -195,6 +195,12 @@ def _run(args: list[str]) -> int:
     except ValueError as e:  # e.g. an unknown file extension or pass option
         print(f"fwdshim-opt: error: {e}", file=sys.stderr)
         return 1
+    except RecursionError:  # IR deeper than the parser counts (a 3000-term affine expression)
+        if os.environ.get("FWDSHIM_TRACEBACK"):
+            raise
+        name = tool.get_input_name() if tool is not None else "stdin"
+        print(f"fwdshim-opt: error: {name}: the IR nests too deep to process (FWDSHIM_TRACEBACK=1 shows where)", file=sys.stderr)
+        return 1
     except Exception as e:  # a bug, or IR that --disable-verify let through: one line unless asked
         if os.environ.get("FWDSHIM_TRACEBACK"):
             raise
