@@ -1,28 +1,35 @@
-"""One SmolLM2-shaped decode step on a GPU: per-step time, its host part, and the attention kernel.
+"""Decode steps on a GPU, with the plain-PyTorch peer in the same run: per-token wall time, graph time,
+host time, kernels per layer, the HBM floor, and the ratios.
 
-    python bench/decode_step.py [--fills 1000,4000] [--steps 40] [--check] [--sweep] [--json FILE]
+    python bench/decode_step.py [--shapes smollm2,llama8b] [--numerics dequant,int8-act]
+        [--context 1024] [--fill 512] [--steps 64] [--no-torch] [--check] [--results bench/RESULTS.md]
+        [--json FILE] [--label TEXT]
 
-The model is random (`export.random_llama`) with SmolLM2-135M's shape: 30 layers, d 576, 9
-heads over 3 kv heads of 64, ff 1536, vocab 49152 (tied embedding, Q8_0 projections), context 4096,
-decoded by `runner.Decoder` on the GPU (numerics `--numerics`, default dequant, as `fwdshim run`).
-For each cache fill F the decoder is set to position F (the caches' contents do not change the
-time) and `--steps` tokens are decoded:
+Models are random, written as Q8_0 GGUF files straight from random blocks (int8 quants and f16 scales,
+never float32 weights): `smollm2` is SmolLM2-135M's shape (30 layers, d 576, 9 heads over 3 kv heads
+of 64, ff 1536, vocab 49152, tied embedding), `llama8b` Llama-3-8B's (32 layers, d 4096, 32 heads
+over 8 of 128, ff 14336, vocab 128256, its own output matrix). For each shape and numerics the model
+is decoded by `runner.Decoder` on the GPU at cache fill F (`--fill`, the decoder set to position F):
 
-- `step us`: wall time of `Decoder.step` (embedding row, angles, uploads, graph launch, logits back);
-- `graph us`: the captured graph alone, replayed back to back at cache length F (GPU time per step);
-- `host us`: their difference, the host overhead per step;
-- `attention us`: the plan's attention launch in a graph of 16 launches, each over its own copy of
-  the caches (100 MB in all, past the 60 MB L2, as 30 layers are in a step), at cache length F.
+- `wall us`: per generated token, `runner.generate(..., logits=False)` (the device loop: step t+1
+  enqueued before t's pick is read), `--steps` tokens after 8 warm-up tokens;
+- `graph us`: the device loop's graph alone, replayed back to back (the position advancing);
+- `host us`: wall − graph; `kernels/layer`: the graph's kernels over the layers;
+- `floor us`: the bytes a step must read (the weights as the device holds them, and the K/V rows
+  at fill F) over the read ceiling measured in the same run (`torch.sum` over 4 GiB);
+- the peer: a bf16 `nn.Module` of the same shapes holding its KV caches, token and position as
+  buffers (static cache of `--context` rows, masked attention, greedy argmax inside the step), run
+  eager and through `torch.compile(mode="reduce-overhead")` (CUDA graphs), `--steps` steps each.
 
-`--check` first decodes 3 tokens on the GPU and on the CPU executor and prints their relative
-difference. `--sweep` times other attention launch shapes (threads per block, unroll) at the last fill.
-`FWDSHIM_SRC` (a folder holding `fwdshim/`) picks the implementation, e.g. an older checkout, so one
-script measures before and after. Prints one JSON object per measurement (and appends them to `--json`).
+`--check` first decodes 3 tokens on the GPU and the CPU executor (SmolLM2 shape) and prints their
+relative difference. Prints one JSON object per measurement, then a table; with `--results` appends
+the table to that file.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import sys
@@ -34,7 +41,12 @@ import numpy as np
 
 sys.path.insert(0, os.environ.get("FWDSHIM_SRC") or str(Path(__file__).resolve().parent.parent))
 
-SMOL = dict(n_layer=30, d=576, ff=1536, h=9, kv=3, hd=64, rope_dim=64, rope_base=100000.0, eps=1e-5, vocab=49152)
+SHAPES = {
+    "smollm2": dict(n_layer=30, d=576, ff=1536, h=9, kv=3, hd=64, rope_dim=64, rope_base=100000.0, eps=1e-5,
+                    vocab=49152, tied=True),
+    "llama8b": dict(n_layer=32, d=4096, ff=14336, h=32, kv=8, hd=128, rope_dim=128, rope_base=500000.0,
+                    eps=1e-5, vocab=128256, tied=False),
+}  # fmt: skip
 
 
 def emit(out: list, **rec) -> None:
@@ -42,124 +54,338 @@ def emit(out: list, **rec) -> None:
     out.append(rec)
 
 
-def model(context: int):
-    from fwdshim.frontend.export import random_llama, write_llama
-    from fwdshim.frontend.gguf_model import LlamaParams
-    from fwdshim.frontend.importer import import_gguf
+# ---------------------------------------------------------------------------------------------
+# the model file
 
-    p = LlamaParams(**SMOL)
-    path = Path(tempfile.gettempdir()) / "fwdshim_bench" / "smol_shape.gguf"
+
+def write_random_q8_0(path: Path, shape: dict, context: int, seed: int = 1, gain: float = 1.0) -> Path:
+    """A `llama` GGUF of `shape` whose matrices are random Q8_0 blocks (quants uniform in -127..127,
+    scales `gain/sqrt(K)/73` times 0.5..1.5 as f16), vectors `1 + N(0, 0.1)` F32."""
+    import gguf
+    from gguf import GGMLQuantizationType as QT
+
+    try:
+        from fwdshim.frontend.gguf_model import LlamaParams, expected_tensors
+    except ImportError:  # an older checkout (FWDSHIM_SRC)
+        from fwdshim.importer import LlamaParams, expected_tensors
+
+    spec = {k: v for k, v in shape.items() if k != "tied"}
+    p = LlamaParams(**spec, context_length=context)
+    rng = np.random.default_rng(seed)
+    pool = rng.integers(-127, 128, size=1 << 26, dtype=np.int8)
+    pool = np.concatenate([pool, pool])
+    tmp = path.with_suffix(".tmp")
+    w = gguf.GGUFWriter(tmp, "llama")
+    w.add_name("fwdshim-bench-random")
+    w.add_block_count(p.n_layer)
+    w.add_context_length(context)
+    w.add_embedding_length(p.d)
+    w.add_feed_forward_length(p.ff)
+    w.add_head_count(p.h)
+    w.add_head_count_kv(p.kv)
+    w.add_rope_dimension_count(p.rope_dim)
+    w.add_rope_freq_base(p.rope_base)
+    w.add_layer_norm_rms_eps(p.eps)
+    w.add_vocab_size(p.vocab)
+    for name, use in expected_tensors(p, tied=shape["tied"]).items():
+        if use.optional:
+            continue
+        if len(use.shape) == 1:
+            w.add_tensor(name, (1.0 + 0.1 * rng.standard_normal(use.shape)).astype(np.float32), raw_dtype=QT.F32)
+            continue
+        n, k = use.shape
+        nb = n * k // 32
+        start = int(rng.integers(0, 1 << 26))
+        raw = np.empty((nb, 34), np.uint8)
+        scale = (gain / np.sqrt(k) / 73.0 * (0.5 + rng.random(nb))).astype(np.float16)
+        raw[:, :2] = scale.view(np.uint8).reshape(nb, 2)
+        raw[:, 2:] = pool[start : start + nb * 32].view(np.uint8).reshape(nb, 32)
+        w.add_tensor(name, raw.reshape(n, k // 32 * 34), raw_dtype=QT.Q8_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp, path)
+    return path
+
+
+def load(name: str, context: int):
+    try:
+        from fwdshim.frontend.importer import import_gguf
+    except ImportError:  # an older checkout (FWDSHIM_SRC)
+        from fwdshim.importer import import_gguf
+
+    path = Path(tempfile.gettempdir()) / "fwdshim_bench" / f"{name}_q8_0_c{context}.gguf"
+    path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
-        write_llama(path, p, random_llama(p, seed=1))
+        write_random_q8_0(path, SHAPES[name], context)
     return import_gguf(path, context=context)
 
 
-def graph_of(dev, record):
-    gb = dev.create_graph_builder()
-    gb.begin_building()
-    record(gb)
-    gb.end_building()
-    return gb.complete()
+# ---------------------------------------------------------------------------------------------
+# fwdshim
 
 
-def replay_us(rt, graph, reps: int, per: int = 1) -> float:
-    graph.launch(rt.stream)
+def read_ceiling_gbs() -> float:
+    import torch
+
+    a = torch.ones(1 << 30, device="cuda", dtype=torch.float32)  # 4 GiB
+    for _ in range(2):
+        a.sum()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(10):
+        a.sum()
+    torch.cuda.synchronize()
+    gbs = a.numel() * 4 * 10 / (time.perf_counter() - t0) / 1e9
+    del a
+    torch.cuda.empty_cache()
+    return gbs
+
+
+def step_bytes(rt, fill: int) -> int:
+    """Bytes a step must read: every weight part once, the K and V cache rows up to `fill`."""
+    total = 0
+    for b in rt.plan.buffers:
+        if b.role == "weight":
+            total += sum(p.size * np.dtype(p.dtype).itemsize for p in b.parts)
+        elif b.role == "cache":
+            width = int(np.prod(b.shape[1:]))
+            total += fill * width * 4
+    return total
+
+
+def bench_fwdshim(out: list, name: str, m, numerics: str, args, ceiling: float) -> dict:
+    try:
+        from fwdshim.tools.runner import Decoder, generate
+    except ImportError:  # an older checkout (FWDSHIM_SRC)
+        from fwdshim.runner import Decoder, generate
+
+    t0 = time.perf_counter()
+    dec = Decoder(m, numerics, "gpu")
+    fwd = dec.forward
+    loop, rt = fwd.loop, fwd.runtime
+    build_s = time.perf_counter() - t0
+    n_layer = dec.params.n_layer
+    fill = args.fill
+    dec.pos = fill
+    generate(dec, [7], 8, logits=False)  # warm-up
+    dec.pos = fill
+    gen = generate(dec, [7], args.steps + 1, logits=False)
+    wall = 1e6 * gen.decode_s / max(1, len(gen.tokens) - 1)
+    loop.feed(fill, [7])
+    reps = args.steps
+    loop.graph.launch(rt.stream)
     rt.sync()
+    loop.feed(fill, [7])
     t0 = time.perf_counter()
     for _ in range(reps):
-        graph.launch(rt.stream)
+        loop.graph.launch(rt.stream)
     rt.sync()
-    return 1e6 * (time.perf_counter() - t0) / (reps * per)
+    graph = 1e6 * (time.perf_counter() - t0) / reps
+    nbytes = step_bytes(rt, fill)
+    floor = nbytes / (ceiling * 1e9) * 1e6
+    rec = dict(
+        what="fwdshim", shape=name, numerics=numerics, fill=fill, wall_us=round(wall, 1), graph_us=round(graph, 1),
+        host_us=round(wall - graph, 1), host_share=round((wall - graph) / wall, 3), tokens_per_s=round(1e6 / wall, 1),
+        kernels=loop.kernel_count, kernels_per_layer=round(loop.kernel_count / n_layer, 2), step_mb=round(nbytes / 1e6, 1),
+        floor_us=round(floor, 1), build_s=round(build_s, 1), tokens=gen.tokens[:8],
+    )  # fmt: skip
+    emit(out, **rec)
+    del dec, fwd, loop, rt
+    return rec
 
 
-def attention_us(rt, kernel, args: tuple, fill: int, copies: int = 16, reps: int = 10) -> float:
-    """One attention launch's time: a graph of `copies` launches, each over its own caches."""
-    from numba import cuda
+# ---------------------------------------------------------------------------------------------
+# the peer
 
-    names = [p.name for p in kernel.params]
-    ik, iv = names.index("k_cache"), names.index("v_cache")
-    rng = np.random.default_rng(0)
-    host = rng.standard_normal(args[ik].size).astype(np.float32)
-    sets = []
-    for _ in range(copies):
-        a = list(args)
-        a[ik], a[iv] = cuda.to_device(host), cuda.to_device(host)
-        sets.append(tuple(a))
-    rt.set_cache_len(fill)
-    kernel.fn[kernel.grid, kernel.block, rt.stream](*sets[0])  # compiled and loaded before the capture
-    rt.sync()
 
-    def record(gb):
-        for a in sets:
-            kernel.fn[kernel.grid, kernel.block, gb](*a)
+def torch_peer(shape: dict, context: int):
+    import torch
+    from torch import nn
 
-    return replay_us(rt, graph_of(rt.device, record), reps, copies)
+    bf = torch.bfloat16
+    dev = "cuda"
+
+    class Step(nn.Module):
+        def __init__(self):
+            super().__init__()
+            s = shape
+            d, h, kv, hd, ff, vocab, L = s["d"], s["h"], s["kv"], s["hd"], s["ff"], s["vocab"], s["n_layer"]
+            self.s = (d, h, kv, hd, ff, vocab, L)
+            r = lambda *sh: (torch.randn(*sh, device=dev, dtype=bf) / sh[-1] ** 0.5)  # noqa: E731
+            self.embd = nn.Parameter(0.3 * torch.randn(vocab, d, device=dev, dtype=bf), requires_grad=False)
+            self.out = self.embd if s["tied"] else nn.Parameter(r(vocab, d), requires_grad=False)
+            self.wqkv = nn.ParameterList([nn.Parameter(r((h + 2 * kv) * hd, d), requires_grad=False) for _ in range(L)])
+            self.wo = nn.ParameterList([nn.Parameter(r(d, h * hd), requires_grad=False) for _ in range(L)])
+            self.wgu = nn.ParameterList([nn.Parameter(r(2 * ff, d), requires_grad=False) for _ in range(L)])
+            self.wd = nn.ParameterList([nn.Parameter(r(d, ff), requires_grad=False) for _ in range(L)])
+            self.n1 = nn.ParameterList([nn.Parameter(torch.ones(d, device=dev, dtype=bf), requires_grad=False) for _ in range(L)])
+            self.n2 = nn.ParameterList([nn.Parameter(torch.ones(d, device=dev, dtype=bf), requires_grad=False) for _ in range(L)])
+            self.nf = nn.Parameter(torch.ones(d, device=dev, dtype=bf), requires_grad=False)
+            self.register_buffer("k_cache", torch.zeros(L, context, kv, hd, device=dev, dtype=bf))
+            self.register_buffer("v_cache", torch.zeros(L, context, kv, hd, device=dev, dtype=bf))
+            inv = 1.0 / (s["rope_base"] ** (torch.arange(0, hd, 2, device=dev, dtype=torch.float32) / hd))
+            ang = torch.arange(context, device=dev, dtype=torch.float32)[:, None] * inv[None, :]
+            self.register_buffer("cos", ang.cos().to(bf))
+            self.register_buffer("sin", ang.sin().to(bf))
+            self.register_buffer("tok", torch.tensor([7], device=dev))
+            self.register_buffer("pos", torch.tensor([0], device=dev))
+            self.register_buffer("ar", torch.arange(context, device=dev))
+
+        @staticmethod
+        def rms(x, w):
+            xf = x.float()
+            return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)).to(bf) * w
+
+        def rope(self, x, cos, sin):
+            half = x.shape[-1] // 2
+            a, b = x[..., :half], x[..., half:]
+            return torch.cat([a * cos - b * sin, a * sin + b * cos], -1)
+
+        def forward(self):
+            d, h, kv, hd, ff, vocab, L = self.s
+            g = h // kv
+            pos = self.pos
+            x = self.embd[self.tok]  # [1, d]
+            cos, sin = self.cos[pos], self.sin[pos]  # [1, hd/2]
+            mask = (self.ar <= pos)[None, None, :]  # [1, 1, context]
+            for i in range(L):
+                hh = self.rms(x, self.n1[i])
+                qkv = hh @ self.wqkv[i].t()
+                q = qkv[:, : h * hd].view(h, hd)
+                k = qkv[:, h * hd : (h + kv) * hd].view(kv, hd)
+                v = qkv[:, (h + kv) * hd :].view(1, kv, hd)
+                q = self.rope(q, cos, sin)
+                k = self.rope(k, cos, sin).view(1, kv, hd)
+                self.k_cache[i].index_copy_(0, pos, k)
+                self.v_cache[i].index_copy_(0, pos, v)
+                kc, vc = self.k_cache[i], self.v_cache[i]  # [context, kv, hd]
+                sc = torch.einsum("kgd,ckd->kgc", q.view(kv, g, hd), kc) * (hd ** -0.5)
+                sc = sc.float().masked_fill(~mask, float("-inf")).softmax(-1).to(bf)
+                att = torch.einsum("kgc,ckd->kgd", sc, vc).reshape(1, h * hd)
+                x = x + att @ self.wo[i].t()
+                hh = self.rms(x, self.n2[i])
+                gu = hh @ self.wgu[i].t()
+                x = x + (torch.nn.functional.silu(gu[:, :ff]) * gu[:, ff:]) @ self.wd[i].t()
+            logits = self.rms(x, self.nf) @ self.out.t()
+            self.tok.copy_(logits.argmax(-1))
+            self.pos.add_(1)
+            return self.tok
+
+    return Step()
+
+
+def bench_torch(out: list, name: str, args) -> dict:
+    import torch
+
+    shape = SHAPES[name]
+    model = torch_peer(shape, args.context)
+    res = {}
+    with torch.no_grad():
+        for mode in ("eager", "compile"):
+            fn = model if mode == "eager" else torch.compile(model, mode="reduce-overhead")
+            t0 = time.perf_counter()
+            model.pos.fill_(args.fill)
+            for _ in range(3 if mode == "eager" else 6):
+                if mode == "compile":
+                    torch.compiler.cudagraph_mark_step_begin()
+                fn()
+            torch.cuda.synchronize()
+            warm = time.perf_counter() - t0
+            model.pos.fill_(args.fill)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(args.steps):
+                if mode == "compile":
+                    torch.compiler.cudagraph_mark_step_begin()
+                fn()
+            torch.cuda.synchronize()
+            us = 1e6 * (time.perf_counter() - t0) / args.steps
+            res[mode] = us
+            emit(out, what=f"torch_{mode}", shape=name, fill=args.fill, wall_us=round(us, 1), warm_s=round(warm, 1))
+    del model
+    torch.cuda.empty_cache()
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--fills", default="1000,4000")
-    ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--numerics", default="dequant")
+    ap.add_argument("--shapes", default="smollm2,llama8b")
+    ap.add_argument("--numerics", default="dequant,int8-act")
+    ap.add_argument("--context", type=int, default=1024)
+    ap.add_argument("--fill", type=int, default=512)
+    ap.add_argument("--steps", type=int, default=64)
+    ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--check", action="store_true")
-    ap.add_argument("--sweep", action="store_true")
-    ap.add_argument("--label", default="")
+    ap.add_argument("--results", default="")
     ap.add_argument("--json", default="")
+    ap.add_argument("--label", default="")
     args = ap.parse_args()
     out: list = []
-    from fwdshim.tools.runner import Decoder
+    ceiling = read_ceiling_gbs()
+    emit(out, what="read_ceiling", gbs=round(ceiling, 1))
+    rows = []
+    for name in args.shapes.split(","):
+        m = load(name, args.context)
+        if args.check and name == "smollm2":
+            try:
+                from fwdshim.tools.runner import Decoder
+            except ImportError:  # an older checkout (FWDSHIM_SRC)
+                from fwdshim.runner import Decoder
+            for numerics in args.numerics.split(","):
+                gpu, cpu = Decoder(m, numerics, "gpu"), Decoder(m, numerics, "cpu")
+                errs = []
+                for tok in (5, 123, 4567):
+                    g, c = gpu.step(tok), cpu.step(tok)
+                    errs.append(float(np.linalg.norm(g - c) / np.linalg.norm(c)))
+                emit(out, what="check", shape=name, numerics=numerics, rel_err=errs,
+                     argmax_equal=bool(np.argmax(g) == np.argmax(c)))  # fmt: skip
+                del gpu, cpu
+        recs = []
+        for numerics in args.numerics.split(","):
+            try:
+                recs.append(bench_fwdshim(out, name, m, numerics, args, ceiling))
+            except Exception as e:  # noqa: BLE001 - one failing row must not lose the others
+                emit(out, what="error", shape=name, numerics=numerics, error=f"{type(e).__name__}: {e}")
+        del m
+        peer = {}
+        if not args.no_torch:
+            try:
+                peer = bench_torch(out, name, args)
+            except Exception as e:  # noqa: BLE001
+                emit(out, what="error", shape=name, numerics="torch", error=f"{type(e).__name__}: {e}")
+        rows.extend((rec, peer) for rec in recs)
+    head = "| shape | numerics | wall us/token | tokens/s | graph us | host us (share) | kernels/layer | floor us | torch.compile us | torch eager us | wall ÷ compile |"
+    lines = [head, "|---" * (head.count("|") - 1) + "|"]
+    for rec, peer in rows:
+        c, e = peer.get("compile"), peer.get("eager")
+        ratio = f"{rec['wall_us'] / c:.2f}" if c else "-"
+        lines.append(
+            f"| {rec['shape']} | {rec['numerics']} | {rec['wall_us']} | {rec['tokens_per_s']} | {rec['graph_us']} | "
+            f"{rec['host_us']} ({100 * rec['host_share']:.1f}%) | {rec['kernels_per_layer']} | {rec['floor_us']} | "
+            f"{round(c, 1) if c else '-'} | {round(e, 1) if e else '-'} | {ratio} |"
+        )
+    table = "\n".join(lines)
+    print(table)
+    if args.results:
+        import torch
 
-    m = model(4096)
-    t0 = time.perf_counter()
-    dec = Decoder(m, args.numerics, "gpu")
-    rt = dec.forward.runtime
-    emit(out, label=args.label, what="compile", s=round(time.perf_counter() - t0, 2), kernels=rt.plan.kernel_count,
-         graph_nodes=rt.graph_kernel_nodes)  # fmt: skip
-    if args.check:
-        cpu = Decoder(m, args.numerics, "cpu")
-        errs = []
-        for tok in (5, 123, 4567):
-            g, c = dec.step(tok), cpu.step(tok)
-            errs.append(float(np.linalg.norm(g - c) / np.linalg.norm(c)))
-        emit(out, label=args.label, what="check", rel_err=errs, argmax_equal=bool(np.argmax(g) == np.argmax(c)))
-    att = next(i for i, launch in enumerate(rt.plan.launches) if launch.name.startswith("attention"))
-    launch = rt.plan.launches[att]
-    fills = [int(f) for f in args.fills.split(",")]
-    for fill in fills:
-        dec.pos = fill
-        for _ in range(3):
-            dec.step(7)
-        t0 = time.perf_counter()
-        for i in range(args.steps):
-            dec.step(100 + i)
-        step = 1e6 * (time.perf_counter() - t0) / args.steps
-        prof = {}
-        fwd = dec.forward
-        if hasattr(fwd, "profile"):
-            fwd.profile = True
-            dec.pos = fill
-            parts: dict[str, float] = {}
-            for i in range(args.steps):
-                dec.step(100 + i)
-                for k, v in fwd.timings.items():
-                    parts[k] = parts.get(k, 0.0) + 1e6 * v / args.steps
-            fwd.profile = False
-            prof = {k: round(v, 1) for k, v in parts.items()}
-        rt.set_cache_len(fill)
-        graph = replay_us(rt, rt.graph, 20)
-        a_us = attention_us(rt, launch.kernel, rt._args[att], fill)
-        emit(out, label=args.label, what="step", fill=fill, step_us=round(step, 1), graph_us=round(graph, 1),
-             host_us=round(step - graph, 1), tokens_per_s=round(1e6 / step, 1), attention=launch.name,
-             attention_us=round(a_us, 2), host_parts_us=prof)  # fmt: skip
-        if args.sweep and fill == fills[-1]:
-            from fwdshim.codegen import attention
-
-            p = dec.params
-            for block in (512, 1024):
-                for unroll in (2, 4, 8):
-                    k = attention.attention(p.h, p.kv, p.hd, 4096, block=block, unroll=unroll)
-                    emit(out, label=args.label, what="sweep", fill=fill, block=block, unroll=unroll,
-                         attention_us=round(attention_us(rt, k, rt._args[att], fill), 2))  # fmt: skip
+        gpu = torch.cuda.get_device_name()
+        day = datetime.date.today().isoformat()
+        text = (
+            f"\n### {day} — {gpu} — `bench/decode_step.py`{' — ' + args.label if args.label else ''}\n\n"
+            f"Random Q8_0 models written from random blocks; context {args.context}, cache fill {args.fill}, "
+            f"{args.steps} tokens timed per row (greedy, `generate(logits=False)`: the device loop). Read ceiling "
+            f"{ceiling:.0f} GB/s (`torch.sum` over 4 GiB, same run); floor = bytes a step reads (weights as held "
+            f"on the device, K/V rows at the fill) over it. Peer: a bf16 `nn.Module` of the same shape, caches, "
+            f"token and position as buffers, greedy argmax in the step, same run.\n\n{table}\n"
+        )
+        with open(args.results, "a") as f:
+            f.write(text)
     if args.json:
         with open(args.json, "a") as f:
             for rec in out:

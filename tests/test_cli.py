@@ -18,7 +18,7 @@ from fwdshim.tools.driver import main as opt_main
 from fwdshim.frontend.export import byte_vocab, random_llama, write_llama
 from fwdshim.frontend.gguf_model import LlamaParams
 from fwdshim.frontend.importer import import_gguf
-from fwdshim.tools.runner import Decoder, GpuForward, compile_step, generate
+from fwdshim.tools.runner import Decoder, GpuForward, RunError, compile_step, generate
 from fwdshim.frontend.tokenizer import GGUFTokenizer
 
 TINY = LlamaParams(n_layer=2, d=64, ff=96, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
@@ -167,3 +167,41 @@ def test_gpu_path_matches_the_executor_under_the_simulator(tmp_path):
         want = cpu.step(tok)
         got = gpu.step(embd.rows(tok).reshape(-1), cpu.angles(pos), pos)
         assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-5
+
+
+def test_device_loop_generates_the_executors_tokens_under_the_simulator(tmp_path, numerics="dequant"):
+    """The GPU backend's device loop (token id, embedding row, angles and the greedy pick on the
+    device; step t+1 enqueued before t's pick is read) against the CPU executor's `generate`: the
+    same tokens, with and without logits kept, the logits close; a second `generate` continues from
+    the decoder's position; `Decoder.step` goes through the loop too."""
+    p = LlamaParams(
+        n_layer=1, d=32, ff=32, h=2, kv=1, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5, vocab=64
+    )
+    m = import_gguf(write_llama(tmp_path / "sim.gguf", p, random_llama(p, seed=7)), context=8)
+    runs = {}
+    for backend, keep in (("cpu", True), ("gpu", True), ("gpu", False)):
+        dec = Decoder(m, numerics, "cpu")
+        if backend == "gpu":
+            dec.forward = GpuForward(dec.module, m)
+            assert dec.forward.loop is not None
+        a = generate(dec, [3, 9, 4], 3, logits=keep)
+        b = generate(dec, [5], 2, logits=keep)
+        assert dec.pos == 3 + 2 + 1 + 1
+        runs[backend, keep] = (a, b, dec.step(6))
+    (ca, cb, cs), (ga, gb, gs), (pa, pb, ps) = runs["cpu", True], runs["gpu", True], runs["gpu", False]
+    assert ga.tokens == ca.tokens == pa.tokens and gb.tokens == cb.tokens == pb.tokens
+    assert not pa.logits and not pb.logits and len(ga.logits) == 3
+    for got, want in ((np.stack(ga.logits), np.stack(ca.logits)), (gs, cs), (ps, cs)):
+        assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-5
+
+
+def test_device_loop_stops_at_a_full_context_under_the_simulator(tmp_path):
+    p = LlamaParams(n_layer=1, d=32, ff=32, h=1, kv=1, hd=32, rope_dim=32, rope_base=10000.0, eps=1e-5, vocab=64)
+    m = import_gguf(write_llama(tmp_path / "sim.gguf", p, random_llama(p, seed=3)), context=4)
+    cpu = generate(Decoder(m, "dequant", "cpu"), [1, 2], 10)
+    dec = Decoder(m, "dequant", "cpu")
+    dec.forward = GpuForward(dec.module, m)
+    gpu = generate(dec, [1, 2], 10, logits=False)
+    assert gpu.tokens == cpu.tokens and gpu.stopped == cpu.stopped == "context full" and dec.pos == 4
+    with pytest.raises(RunError, match="is full"):
+        generate(dec, [1], 1)

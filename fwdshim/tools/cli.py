@@ -362,7 +362,9 @@ def _run(args, out: _Output) -> int:
     if not args.chat:
         out.write(args.prompt)
     stream = _Stream(tok, out)
-    gen = generate(decoder, ids, args.max_tokens, stop_ids=tok.stop_ids, on_token=stream.add)
+    gen = generate(
+        decoder, ids, args.max_tokens, stop_ids=tok.stop_ids, on_token=stream.add, logits=logits_out is not None
+    )
     stream.finish()
     if logits_out is not None:
         import numpy as np

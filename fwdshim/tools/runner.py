@@ -115,20 +115,28 @@ class CpuForward:
 
 
 class GpuForward:
-    """The compiled step as a CUDA graph (`fwdshim.codegen.runtime.CompiledForward`), its KV caches
-    on the device. Per step: one upload of `x`, `angles` and the cache length (the runtime's packed
-    step buffers), one graph launch — whose last kernel, `kv_append`, writes the step's `k`, `v` rows
-    into row `pos` of every cache (a runtime without it gets a host-side append) — and one copy of
-    the logits into a page-locked host array kept for the next step. Under Numba's CUDA simulator the
-    runtime launches the stages one by one.
+    """The compiled step as CUDA graphs (`fwdshim.codegen.runtime.CompiledForward`), its KV caches
+    on the device.
 
-    `step(x, angles, pos) -> logits` returns a fresh array (the kept one copied); `timings` holds
-    the seconds spent per part of the last step (`inputs`: the upload, `launch`, `logits`: the wait
-    for the graph and the copy back) when `profile` is set."""
+    The decode loop (`loop`, a `codegen.loop.DeviceLoop`, its own graph): the token id is read from
+    device memory, the embedding row gathered and dequantized and the position's rope angles taken
+    from a table on the device, the greedy pick made there (written to a mapped host slot and to the
+    next position's id), and the position advanced — a step uploads nothing, so `generate` enqueues
+    step t+1 before it reads t's pick. `token_step(token, pos) -> logits` runs one such step and
+    copies its logits back.
+
+    `step(x, angles, pos) -> logits`, the step on host inputs: one upload of `x`, `angles` and the
+    cache length (the runtime's packed step buffers), one launch of the runtime's own graph — whose
+    last kernel, `kv_append`, writes the step's `k`, `v` rows into row `pos` of every cache (a runtime
+    without it gets a host-side append, and no device loop) — and one copy of the logits into a
+    page-locked host array; returns a fresh array. `timings` holds the seconds spent per part of the
+    last such step (`inputs`: the upload, `launch`, `logits`: the wait for the graph and the copy
+    back) when `profile` is set. Under Numba's CUDA simulator the launches run one by one."""
 
     name = "gpu"
 
     def __init__(self, module: ModuleOp, model: ImportedModel, profile: bool = False):
+        from fwdshim.codegen.loop import DeviceLoop
         from fwdshim.codegen.runtime import CompiledForward
 
         from numba import cuda
@@ -138,11 +146,24 @@ class GpuForward:
         self._logits_dev = self.runtime._outputs()[0].reshape(-1)
         self._logits = cuda.pinned_array(self._logits_dev.size, dtype=np.float32)  # one DMA back
         self._host_append = not self.runtime.appends_caches
+        self.loop: DeviceLoop | None = None
+        if not self._host_append:
+            table = np.stack([angles_of(model.params, p).reshape(-1) for p in range(self.capacity + 1)])
+            self.loop = DeviceLoop(self.runtime, model.weights.get("token_embd.weight"), table)
         self.profile = profile
         self.timings: dict[str, float] = {}
 
+    def token_step(self, token: int, pos: int) -> np.ndarray:
+        """One step of the device loop on `token` at `pos`; its logits (a fresh host array)."""
+        assert self.loop is not None
+        self.loop.feed(pos, [token])
+        self.loop.launch()
+        return self.loop.logits()
+
     def step(self, x: np.ndarray, angles: np.ndarray, pos: int) -> np.ndarray:
         rt = self.runtime
+        if self.loop is not None:
+            self.loop.forget_position()  # the host writes the cache length here
         t0 = time.perf_counter()
         rt.set_inputs([x, angles], pos)
         t1 = time.perf_counter()
@@ -158,6 +179,13 @@ class GpuForward:
         if self.profile:
             self.timings = {"inputs": t1 - t0, "launch": t2 - t1, "logits": time.perf_counter() - t2}
         return self._logits.copy()
+
+
+def angles_of(p: LlamaParams, pos: int) -> np.ndarray:
+    """The rope angles of position `pos` (`reference.rope_angles` with the model's rope)."""
+    from fwdshim.reference import rope_angles
+
+    return rope_angles(pos, p.half, p.rope_base, hd=p.rope_dim, factors=p.rope_factors)
 
 
 def gpu_available() -> bool:
@@ -234,10 +262,7 @@ class Decoder:
         return self.pos >= self.capacity
 
     def angles(self, pos: int) -> np.ndarray:
-        from fwdshim.reference import rope_angles
-
-        p = self.params
-        return rope_angles(pos, p.half, p.rope_base, hd=p.rope_dim, factors=p.rope_factors)
+        return angles_of(self.params, pos)
 
     def step(self, token: int) -> np.ndarray:
         """Run the step for `token` at the next position; returns its logits (`float32 [vocab]`)."""
@@ -246,10 +271,13 @@ class Decoder:
         if not 0 <= token < self._embd.shape[0]:
             raise RunError(f"token id {token} is outside the vocabulary of {self._embd.shape[0]}")
         pos = self.pos
-        x = self._rows.get(token)
-        if x is None:
-            x = self._rows[token] = np.ascontiguousarray(self._embd.rows(token).reshape(-1), dtype=np.float32)
-        logits = self.forward.step(x, self.angles(pos), pos)
+        if getattr(self.forward, "loop", None) is not None:
+            logits = self.forward.token_step(token, pos)  # type: ignore[union-attr]
+        else:
+            x = self._rows.get(token)
+            if x is None:
+                x = self._rows[token] = np.ascontiguousarray(self._embd.rows(token).reshape(-1), dtype=np.float32)
+            logits = self.forward.step(x, self.angles(pos), pos)
         self.pos = pos + 1
         return logits
 
@@ -261,31 +289,33 @@ def generate(
     *,
     stop_ids: Iterable[int] = (),
     on_token: Callable[[int], None] | None = None,
+    logits: bool = True,
 ) -> Generation:
     """Greedy decoding (see the module docstring). `on_token(id)` is called for each generated
-    token that is not a stop token. Raises RunError for an empty prompt, or logits that are not
-    finite (NaN or inf: the text would be noise)."""
+    token that is not a stop token; `logits=False` keeps no logits (on the GPU they then never leave
+    the device, and step t+1 is enqueued before t's pick is read). Raises RunError for an empty
+    prompt, a full context, a token outside the vocabulary, or logits that are not finite (NaN or
+    inf: the text would be noise)."""
     prompt = list(prompt_ids)
     if not prompt:
         raise RunError("the prompt has no tokens")
+    if getattr(decoder.forward, "loop", None) is not None:
+        return _generate_on_device(decoder, prompt, max_tokens, set(stop_ids), on_token, logits)
     stops = set(stop_ids)
     gen = Generation(prompt_ids=prompt)
     t0 = time.perf_counter()
-    logits = None
+    last = None
     for tok in prompt:
-        logits = decoder.step(tok)
+        last = decoder.step(tok)
     gen.prefill_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     while len(gen.tokens) < max_tokens:
-        assert logits is not None
-        nxt = int(np.argmax(logits))
-        if not np.isfinite(logits[nxt]):  # argmax finds a NaN or +inf first: one look, not a scan
-            raise RunError(
-                f"{decoder.model.gguf_path}: the logits at position {decoder.pos - 1} are not finite "
-                f"(logit {nxt} is {logits[nxt]}): {_nonfinite_cause(decoder.model)}"
-            )
+        assert last is not None
+        nxt = int(np.argmax(last))
+        _check_finite(decoder, decoder.pos - 1, nxt, float(last[nxt]))
         gen.tokens.append(nxt)
-        gen.logits.append(logits)
+        if logits:
+            gen.logits.append(last)
         if nxt in stops:
             gen.stopped = "stop token"
             break
@@ -296,7 +326,68 @@ def generate(
         if decoder.full:
             gen.stopped = "context full"
             break
-        logits = decoder.step(nxt)
+        last = decoder.step(nxt)
+    gen.decode_s = time.perf_counter() - t1
+    return gen
+
+
+def _check_finite(decoder: Decoder, pos: int, nxt: int, value: float) -> None:
+    if not np.isfinite(value):  # argmax finds a NaN or +inf first: one look, not a scan
+        raise RunError(
+            f"{decoder.model.gguf_path}: the logits at position {pos} are not finite "
+            f"(logit {nxt} is {value}): {_nonfinite_cause(decoder.model)}"
+        )
+
+
+def _generate_on_device(
+    decoder: Decoder, prompt: list[int], max_tokens: int, stops: set[int],
+    on_token: Callable[[int], None] | None, keep: bool,
+) -> Generation:  # fmt: skip
+    """`generate` through the GPU's device loop: the prompt's ids uploaded once, then one graph
+    launch a step; without `keep` the next step is enqueued before this one's pick is read."""
+    loop = decoder.forward.loop  # type: ignore[union-attr]
+    vocab = decoder._embd.shape[0]
+    for tok in prompt:
+        if not 0 <= tok < vocab:
+            raise RunError(f"token id {tok} is outside the vocabulary of {vocab}")
+    start = decoder.pos
+    if start + len(prompt) > decoder.capacity:
+        raise RunError(f"the context of {decoder.capacity} positions is full (raise --context)")
+    gen = Generation(prompt_ids=prompt)
+    t0 = time.perf_counter()
+    loop.feed(start, prompt)
+    for _ in prompt:
+        loop.launch()
+    p = start + len(prompt) - 1  # the step whose pick comes next
+    first = True
+    t1 = t0
+    while len(gen.tokens) < max_tokens:
+        more = len(gen.tokens) + 1 < max_tokens and p + 1 < decoder.capacity
+        if more and not keep:
+            loop.launch()  # step p+1 reads step p's pick on the device
+        nxt, value = loop.result(p)
+        if first:
+            t1 = time.perf_counter()
+            gen.prefill_s = t1 - t0
+            first = False
+        if keep:
+            gen.logits.append(loop.logits())
+        decoder.pos = p + 1
+        _check_finite(decoder, p, nxt, value)
+        gen.tokens.append(nxt)
+        if nxt in stops:
+            gen.stopped = "stop token"
+            break
+        if on_token is not None:
+            on_token(nxt)
+        if len(gen.tokens) >= max_tokens:
+            break
+        if p + 1 >= decoder.capacity:
+            gen.stopped = "context full"
+            break
+        if keep:
+            loop.launch()
+        p += 1
     gen.decode_s = time.perf_counter() - t1
     return gen
 
