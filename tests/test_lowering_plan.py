@@ -26,7 +26,8 @@ def tiny_plan(numerics: str):
 )
 def test_one_kernel_per_stage(numerics, kernels):
     plan = tiny_plan(numerics)
-    assert len(plan.stages) == kernels and plan.kernel_count == kernels + 1  # + kv_append
+    assert len(plan.stages) == kernels and len(plan.stage_launches) == kernels
+    assert plan.kernel_count == len(plan.merged) + 1 < kernels  # merged launches (codegen.merge) + kv_append
     assert all(len(s.launches) == 1 for s in plan.stages)
     assert [s.number for s in plan.stages] == list(range(len(plan.stages)))
     assert [launch.name for launch in plan.maintenance] == [f"kv_append_1x{TINY['kv'] * TINY['hd']}_r{TINY['l'] - 1}"]
@@ -73,7 +74,8 @@ def test_kv_append_launches_hold_at_most_sixteen_attentions():
     n = 2 * attention.APPEND_LAYERS + 1  # 33 attentions: three launches of 11
     plan = plan_for(legalize_only(parse(attentions_src(n))))
     assert [launch.grid for launch in plan.maintenance] == [(11,), (11,), (11,)]
-    assert len({launch.name for launch in plan.maintenance}) == 1 and plan.kernel_count == n + 3
+    assert len({launch.name for launch in plan.maintenance}) == 1 and len(plan.stage_launches) == n
+    assert plan.kernel_count == len(plan.merged) + 3  # independent attentions merge 8 a launch
     caches = [a.buffer for launch in plan.maintenance for a in launch.args if a.param.startswith("k_cache")]
     assert caches == [f"%kc{i}" for i in range(n)]
     assert all(launch.args[-1].buffer == CACHE_LEN for launch in plan.maintenance)
@@ -98,7 +100,7 @@ func.func @f(%x: tensor<64xf32>) -> tensor<64xf32> {
 
 def test_plan_text_is_legible():
     text = tiny_plan("int8-act").text()
-    assert text.startswith("// launch plan @decode_step: 15 stages, 16 kernels,")
+    assert text.startswith("// launch plan @decode_step: 15 stages, 9 kernels,")
     assert "//   %wq " in text and "q8_0[64x32] = qs i8[2048], dw f32[64]" in text
     assert "//   stage 0: fwd.fused norm_quant covers [0, 1, 2] at test.mlir:" in text
     assert "//       args   (x=%x, weight=%anw, q=%h0_q.q, d=%h0_q.d)" in text
@@ -192,8 +194,8 @@ def test_pass_attaches_the_plan():
     m = pipeline(parse(llama_src(**TINY)), "int8-act")
     LowerNumbaPass().apply(context(), m)
     f = next(iter(m.body.block.ops))
-    assert plan_of(f).kernel_count == 16  # 15 stages and kv_append
-    assert f.attributes["fwd.plan"].data["kernels"].value.data == 16
+    assert plan_of(f).kernel_count == 9  # 15 stages in 8 merged launches, and kv_append
+    assert f.attributes["fwd.plan"].data["kernels"].value.data == 9
     first = next(op for op in f.body.block.ops if op.name == "fwd.fused")
     assert [a.data for a in first.attributes["fwd.kernels"].data] == [plan_of(f).stages[0].launches[0].name]
     LowerNumbaPass.__doc__.splitlines()[0].startswith("Plan the Numba CUDA kernel launches")
@@ -209,8 +211,8 @@ def test_target_prints_the_llama_example_plan():
         rc = main([str(ROOT / "examples/llama_layer.mlir"), "-p", "forward-shim{numerics=int8-act}", "-t", "numba"])
     text = out.getvalue()
     assert rc == 0
-    assert "// launch plan @decode_step: 15 stages, 16 kernels, 33 buffers" in text
+    assert "// launch plan @decode_step: 15 stages, 9 kernels, 36 buffers" in text
     assert text.count("//     kernel ") == 16
     assert "# ---- kernel kv_append_1x192_r4095:" in text
-    assert "# ---- kernel fused_chain_silu_mul_1536:" in text
+    assert "| tails: fused_chain_silu_mul_1536" in text  # held by the gate/up launch
     assert "# ---- prelude" in text

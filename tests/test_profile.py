@@ -9,11 +9,13 @@ import pytest
 from test_lowering_modules import TINY, llama_src, parse, pipeline
 
 from fwdshim.tools import profile as P
-from fwdshim.codegen.plan import plan_for
+from fwdshim.codegen.plan import build_plan, functions
 
 
 def _plan(numerics: str = "int8-act"):
-    return plan_for(pipeline(parse(llama_src(**TINY)), numerics))
+    """The tiny step's plan, one launch a stage (the byte counts below are per stage kernel)."""
+    m = pipeline(parse(llama_src(**TINY)), numerics)
+    return build_plan(functions(m)[0], m, merge=False)
 
 
 def test_families():

@@ -36,6 +36,7 @@ silent skip.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -146,6 +147,10 @@ class Launch:
     stage: int
     kernel: Kernel
     args: tuple[Arg, ...]
+    holds: tuple[Launch, ...] = ()
+    """For a merged launch (`codegen.merge`), the stage launches it replaces, in order: its parallel
+    set, then its `tails` last ones (run by the block that finishes last)."""
+    tails: int = 0
 
     @property
     def name(self) -> str:
@@ -190,11 +195,19 @@ class LaunchPlan:
     outputs: tuple[str, ...]
     maintenance: tuple[Launch, ...] = ()
     """The runtime's launches after the last stage (`kv_append`), see the module docstring."""
+    merged: tuple[Launch, ...] = ()
+    """The stages' launches grouped into merged launches (`codegen.merge`), when merging is on."""
+
+    @property
+    def stage_launches(self) -> tuple[Launch, ...]:
+        """Every stage's own launches in program order (what the merged launches hold)."""
+        return tuple(launch for s in self.stages for launch in s.launches)
 
     @property
     def launches(self) -> tuple[Launch, ...]:
-        """Every launch in graph order: the stages', then the maintenance launches."""
-        return tuple(launch for s in self.stages for launch in s.launches) + self.maintenance
+        """Every launch in graph order: the stages' (merged, when merging is on), then the
+        maintenance launches."""
+        return (self.merged or self.stage_launches) + self.maintenance
 
     @property
     def kernel_count(self) -> int:
@@ -229,6 +242,19 @@ class LaunchPlan:
             covers = f" covers [{', '.join(map(str, s.covers))}]" if s.covers else ""
             lines.append(f"//   stage {s.number}: {s.what}{covers} at {s.location}")
             lines.extend(_launch_lines(s.launches))
+        if self.merged:
+            lines.append(f"// launches ({len(self.merged)} for {len(self.stage_launches)} stage kernels, in the graph):")
+            for i, launch in enumerate(self.merged):
+                grid = "x".join(map(str, launch.grid))
+                block = "x".join(map(str, launch.block))
+                if not launch.holds:
+                    lines.append(f"//   launch {i}: stage {launch.stage} alone: {launch.name}")
+                    continue
+                n = len(launch.holds) - launch.tails
+                held = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[:n])
+                tails = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[n:])
+                lines.append(f"//   launch {i}: {launch.name} grid {grid} block {block} holds {held}"
+                             + (f"; last block: {tails}" if tails else ""))  # fmt: skip
         if self.maintenance:
             lines.append("// maintenance (after the last stage, in the graph):")
             lines.append(f"//   kv_append: each attention's k, v into row {CACHE_LEN} of its caches")
@@ -668,9 +694,11 @@ def _meta(b: _Builder, n: str) -> tuple:
     return n, shape, dtype, role, tuple(b.parts[n].values()), b.tensors.get(n, "")
 
 
-def build_plan(func: FuncOp, module: Operation | None = None) -> LaunchPlan:
+def build_plan(func: FuncOp, module: Operation | None = None, merge: bool | None = None) -> LaunchPlan:
     """The launch plan of `func` (see the module docstring); `PlanError` lists every stage it cannot
-    lower. `module` (default: `func`'s module) gives the numerics `fwd-legalize` recorded."""
+    lower. `module` (default: `func`'s module) gives the numerics `fwd-legalize` recorded. `merge`
+    groups the stages' launches into merged launches (`codegen.merge`; default: on unless
+    `$FWDSHIM_MERGE` is `0`)."""
     if module is None:
         module = func.parent_op()
     b = _Builder(func, module)
@@ -687,6 +715,21 @@ def build_plan(func: FuncOp, module: Operation | None = None) -> LaunchPlan:
     if errors:
         raise PlanError("\n".join(errors))
     maintenance = _kv_append(b, stage_plans)
+    if merge is None:
+        merge = os.environ.get("FWDSHIM_MERGE", "1") != "0"
+    merged: tuple[Launch, ...] = ()
+    if merge:
+        from fwdshim.codegen.merge import merge_launches
+
+        def fresh(i: int) -> Arg:
+            name = f"%launch{i}.count"
+            b.meta[name] = ("i32", (1,), "intermediate")
+            b.parts[name] = {"": Part("", "int32", 1)}
+            return Arg("count", name, "", "inout")
+
+        merged = tuple(merge_launches([x for s in stage_plans for x in s.launches], fresh, Arg, Launch))
+        if len(merged) == sum(len(s.launches) for s in stage_plans):
+            merged = ()
     try:
         inputs = tuple(b.buffer_of(a) for a in func.body.block.args)
         ret = func.body.block.last_op
@@ -699,7 +742,7 @@ def build_plan(func: FuncOp, module: Operation | None = None) -> LaunchPlan:
         (Buffer(*_meta(b, n)) for n in seen),
         key=lambda x: (order[x.role], seen.index(x.name)),
     )
-    return LaunchPlan(func.sym_name.data, tuple(buffers), tuple(stage_plans), inputs, outputs, maintenance)
+    return LaunchPlan(func.sym_name.data, tuple(buffers), tuple(stage_plans), inputs, outputs, maintenance, merged)
 
 
 def functions(root: Operation) -> list[FuncOp]:

@@ -174,7 +174,7 @@ class CompiledForward:
     def _cache_pairs(self) -> list[tuple[tuple[str, str], tuple[str, str]]]:
         """(current row buffer, cache buffer) for each attention's k and v, from its launch's args."""
         pairs = []
-        for launch in self.plan.launches:
+        for launch in self.plan.stage_launches:
             by = {a.param: (a.buffer, a.part) for a in launch.args}
             for cur, cache in (("k", "k_cache"), ("v", "v_cache")):
                 if cache in by and cur in by:

@@ -1,0 +1,243 @@
+"""Merged launches: the lowering groups a plan's stage launches into fewer kernel launches, each bit for
+bit the launches it holds (the IR's stages, legality, `covers` and `--explain` are unchanged).
+
+`merge_launches(launches, fresh) -> list[Launch]` walks the stage launches in graph order and makes a
+group of
+
+- a **parallel set**: consecutive launches with no data between them (none writes a buffer another
+  reads or writes: the Q, K and V GEMVs reading one activation; gate and up), of one block size and a
+  1-D grid: one launch whose blocks are the parts' blocks end to end — block `b` runs the part whose
+  range holds it, as that part's block `b - start`;
+- then **tails**: the launches that follow (their inputs may be the set's outputs: rope after Q/K,
+  silu·mul after gate/up, the residual add after the O and down projections, the norm after that
+  add), each small (`TAIL_THREADS` threads of work at most), run by the set's block that finishes
+  last (each block fences its writes and counts itself done, `atomic.add` on a `count` scratch word
+  that the last block resets): the tail's blocks one after another, separated by barriers. A tail of
+  another block size runs only when its body is thread-independent (no barriers, shuffles, warp
+  reductions or shared memory): each of its threads is then a call with its thread index.
+
+Each part keeps its own generated source: its kernel function becomes a device function of the
+merged module (`cuda.blockIdx.x`/`.y` -> arguments, `cuda.grid(1)` spelled out with the part's own block size,
+`cuda.threadIdx.x` -> an argument for a thread-mapped tail), called with its own arguments, so every part computes what it computed alone.
+A launch joins no group when its source reads with the non-coherent path (`ld_*x4`) as a tail (its
+input is written in the same launch), uses atomics (a last-block pattern of its own: attention,
+argmax), or reads `gridDim`/`blockDim`.
+
+`fresh(i) -> Arg` binds launch `i`'s `count` to a scratch buffer of the plan (`int32 [1]`, zeroed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from fwdshim.codegen.kernel import Kernel, Param, build, indent, prelude
+
+TAIL_THREADS = 16384
+"""The most threads (grid x block) a tail may have: its work runs on one block."""
+
+MAX_PARTS = 8
+"""The most launches one merged launch holds (its parameters stay within the 4 KiB limit)."""
+
+
+def _body(k: Kernel) -> str:
+    head = prelude()
+    i = k.source.find(head)
+    if i < 0:
+        raise ValueError(f"kernel {k.name}: no prelude in its source")
+    return k.source[i + len(head) :].strip("\n")
+
+
+def _plain(k: Kernel) -> bool:
+    """A kernel whose source can become a device function of a merged module."""
+    body = _body(k)
+    return (
+        body.count("@cuda.jit") == 1
+        and body.lstrip().startswith("@cuda.jit")
+        and "atomic" not in body
+        and "gridDim" not in body
+        and "blockDim" not in body
+        and "gridsize" not in body
+        and "cuda.grid(2)" not in body
+        and "cuda.grid(3)" not in body
+    )
+
+
+def _thread_free(k: Kernel) -> bool:
+    """No barrier, shuffle, warp reduction or shared memory: each thread computes alone."""
+    body = _body(k)
+    return not any(w in body for w in ("syncthreads", "shfl", "warp_", "shared", "block_reduce"))
+
+
+def _grid1(k: Kernel) -> int | None:
+    """The kernel's grid as a number of blocks, for a 1-D grid of 1-D blocks (else None)."""
+    g = tuple(k.grid) + (1,) * (2 - len(k.grid))
+    one_d = all(x == 1 for x in g[1:]) and all(x == 1 for x in tuple(k.block)[1:])
+    return g[0] if one_d and "threadIdx.y" not in k.source and "threadIdx.z" not in k.source else None
+
+
+def _device_fn(k: Kernel, fn: str, thread: bool) -> str:
+    """The kernel's source as device function `fn(params..., _bx, _by[, _tx])`."""
+    body = _body(k)
+    lines = body.splitlines()
+    assert lines[0].startswith("@cuda.jit")
+    m = re.match(r"def (\w+)\((.*)\):$", lines[1])
+    if m is None:
+        raise ValueError(f"kernel {k.name}: no kernel function after its decorator")
+    extra = "_bx, _by, _tx" if thread else "_bx, _by"
+    head = ["@cuda.jit(device=True, inline=True)", f"def {fn}({m.group(2)}, {extra}):"]
+    text = "\n".join(head + lines[2:])
+    text = text.replace("cuda.grid(1)", f"(cuda.blockIdx.x * {k.block[0]} + cuda.threadIdx.x)")
+    text = text.replace("cuda.blockIdx.x", "_bx").replace("cuda.blockIdx.y", "_by")
+    if thread:
+        text = text.replace("cuda.threadIdx.x", "_tx")
+    return text
+
+
+def _independent(a, b) -> bool:
+    wa, wb = set(a.writes), set(b.writes)
+    return not (wa & (set(b.reads) | wb)) and not (wb & set(a.reads))
+
+
+def _tail_ok(t, block: int) -> bool:
+    k = t.kernel
+    gx = _grid1(k)
+    if gx is None or not _plain(k) or "ld_" in _body(k):
+        return False
+    if gx * k.block[0] > TAIL_THREADS:
+        return False
+    return k.block[0] == block or _thread_free(k)
+
+
+def groups(launches: Sequence) -> list[tuple[list, list]]:
+    """The plan's launches cut into (parallel set, tails) groups, in order (module docstring)."""
+    out: list[tuple[list, list]] = []
+    i, n = 0, len(launches)
+    while i < n:
+        first = launches[i]
+        k = first.kernel
+        if _grid1(k) is None or not _plain(k):
+            out.append(([first], []))
+            i += 1
+            continue
+        block = k.block[0]
+        par = [first]
+        j = i + 1
+        while (
+            j < n and len(par) < MAX_PARTS and _plain(launches[j].kernel) and _grid1(launches[j].kernel) is not None
+            and launches[j].kernel.block[0] == block and all(_independent(p, launches[j]) for p in par)
+        ):  # fmt: skip
+            par.append(launches[j])
+            j += 1
+        tails: list = []
+        while j < n and len(par) + len(tails) < MAX_PARTS and _tail_ok(launches[j], block):
+            tails.append(launches[j])
+            j += 1
+        out.append((par, tails))
+        i = j
+    return out
+
+
+def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: Sequence[Sequence[int]], n_args: int,
+                  arg_params: Sequence[Param]) -> Kernel:  # fmt: skip
+    """The merged kernel of parallel parts `par` and `tails`; `shared_args[i]` maps part i's
+    parameters (parts in `par + tails` order) to indices of the merged parameters `arg_params`
+    (`n_args` of them, then `count` when there are tails)."""
+    block = par[0].block[0]
+    names = [f"a{j}" for j in range(n_args)]
+    fns, calls = [], []
+    start = 0
+    parts = list(par) + list(tails)
+    for i, k in enumerate(parts):
+        thread = i >= len(par) and k.block[0] != block
+        fns.append(_device_fn(k, f"part{i}", thread))
+        args = ", ".join(names[x] for x in shared_args[i])
+        if i < len(par):
+            g = _grid1(k)
+            cond = "if" if i == 0 else "elif"
+            calls.append(f"{cond} _b < {start + g}:\n    part{i}({args}, _b - {start}, 0)")
+            start += g
+    total = start
+    body = "\n".join(calls)
+    params = list(arg_params)
+    if tails:
+        params.append(Param("count", "int32", 1, "inout", "parallel blocks done (0 between launches)"))
+        tail_calls = []
+        for i, k in enumerate(tails, start=len(par)):
+            args = ", ".join(names[x] for x in shared_args[i])
+            g = _grid1(k)
+            if k.block[0] == block:
+                tail_calls.append(f"for _vb in range({g}):\n    cuda.syncthreads()\n    part{i}({args}, _vb, 0)")
+            else:
+                tail_calls.append(
+                    f"cuda.syncthreads()\nfor _vb in range({g}):\n    for _vt in range(cuda.threadIdx.x, {k.block[0]}, {block}):\n"
+                    f"        part{i}({args}, _vb, 0, _vt)"
+                )
+        body += f"""
+cuda.threadfence()
+cuda.syncthreads()
+if cuda.threadIdx.x == 0:
+    _flag[0] = cuda.atomic.add(count, 0, 1)
+cuda.syncthreads()
+if _flag[0] != {total - 1}:
+    return
+cuda.threadfence()
+if cuda.threadIdx.x == 0:
+    count[0] = 0
+""" + "\n".join(tail_calls)
+    sig = ", ".join(names + (["count"] if tails else []))
+    src = "\n\n\n".join(fns) + f"""
+
+
+@cuda.jit(cache=True)
+def merged_k({sig}):
+    _flag = cuda.shared.array(1, int32)
+    _b = cuda.blockIdx.x
+{indent(body, 1)}
+"""
+    key = hashlib.sha256("\0".join(k.name for k in parts).encode() + repr(shared_args).encode()).hexdigest()[:8]
+    name = f"merged_{len(par)}p{len(tails)}t_{key}"
+    notes = "merged launch: " + ", ".join(k.name for k in par) + (" | tails: " + ", ".join(k.name for k in tails) if tails else "")
+    return build(name, src, "merged_k", (total,), (block,), params, notes)
+
+
+def merge_launches(launches: Sequence, fresh: Callable[[int], object], arg: Callable, launch_of: Callable) -> list:
+    """The plan's stage launches as merged launches (module docstring): `arg(param, buffer, part,
+    role)` and `launch_of(stage, kernel, args, holds=, tails=)` build the plan's `Arg`s and `Launch`es.
+    Each merged launch holds its parts in `holds` (the launches it replaces, in order: the parallel
+    set, then the tails)."""
+    out = []
+    for par, tails in groups(launches):
+        if len(par) + len(tails) == 1:
+            out.append(par[0])
+            continue
+        refs: dict[tuple[str, str], int] = {}
+        roles: dict[int, set[str]] = {}
+        mapping = []
+        params: list[Param] = []
+        for launch in par + tails:
+            idx = []
+            for a, p in zip(launch.args, launch.kernel.params, strict=True):
+                key = (a.buffer, a.part)
+                if key not in refs:
+                    refs[key] = len(params)
+                    params.append(Param(f"a{len(params)}", p.dtype, p.size, p.role, a.ref))
+                j = refs[key]
+                if params[j].size != p.size or params[j].dtype != p.dtype:
+                    raise ValueError(f"{a.ref} bound as {params[j].size} {params[j].dtype} and {p.size} {p.dtype}")
+                roles.setdefault(j, set()).add(p.role)
+                idx.append(j)
+            mapping.append(idx)
+        for j, rs in roles.items():
+            if len(rs) > 1:
+                params[j] = replace(params[j], role="inout")
+        kern = merged_kernel([x.kernel for x in par], [x.kernel for x in tails], mapping, len(params), params)
+        keys = list(refs)
+        by_param = {p.name: p for p in kern.params}
+        args = [arg(f"a{j}", b, part, by_param[f"a{j}"].role) for j, (b, part) in enumerate(keys)]
+        if tails:
+            args.append(fresh(len(out)))
+        out.append(launch_of(par[0].stage, kern, tuple(args), holds=tuple(par + tails), tails=len(tails)))
+    return out

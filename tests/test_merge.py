@@ -1,0 +1,74 @@
+"""Merged launches (codegen.merge) under the simulator: each merged launch computes bit for bit what
+the stage launches it holds compute alone — every output and every intermediate buffer of a tiny
+layer and a two-layer step, under each numerics — and the plan shows each launch and its stages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from kernels_common import fast_simulator  # noqa: F401
+from test_lowering_modules import TINY, llama_inputs, llama_src, llama_weights, parse, pipeline
+
+from fwdshim.codegen import merge
+from fwdshim.codegen.kernel import simulating
+from fwdshim.codegen.plan import build_plan, functions
+from fwdshim.codegen.runtime import CompiledForward
+
+pytestmark = pytest.mark.skipif(not simulating(), reason="the simulator suite (FWDSHIM_GPU=1 runs the gpu suite)")
+
+
+def run_both(m, weights, inputs):
+    func = functions(m)[0]
+    plans = {flag: build_plan(func, m, merge=flag) for flag in (False, True)}
+    assert plans[True].merged and not plans[False].merged
+    out = {}
+    for flag, plan in plans.items():
+        fw = CompiledForward(m, weights, plan=plan)
+        res = [np.asarray(a.copy_to_host()) for a in fw.run_stagewise(inputs)]
+        bufs = {b.name: np.asarray(fw.array(b.name, b.parts[0].name).copy_to_host()) for b in plan.buffers}
+        out[flag] = (res, bufs, plan)
+    return out
+
+
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
+def test_merged_launches_are_bit_for_bit_their_stages(numerics):
+    rng = np.random.default_rng()
+    m = pipeline(parse(llama_src(**TINY)), numerics)
+    weights = llama_weights(rng, **TINY)
+    inputs = llama_inputs(rng, **TINY, rows=TINY["l"] - 2)
+    out = run_both(m, weights, inputs)
+    (r0, b0, p0), (r1, b1, p1) = out[False], out[True]
+    for a, b in zip(r0, r1, strict=True):
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+    common = set(b0) & set(b1)
+    assert len(common) == len(b0)  # the merged plan adds only its count words
+    for name in common:
+        assert b0[name].tobytes() == b1[name].tobytes(), name
+    for name in set(b1) - common:
+        assert name.endswith(".count") and not b1[name].any(), name  # left at zero for the next launch
+    assert p1.kernel_count < p0.kernel_count
+    held = [h for launch in p1.merged for h in (launch.holds or (launch,))]
+    assert [(h.stage, h.name) for h in held] == [(h.stage, h.name) for h in p0.stage_launches]
+
+
+def test_plan_shows_each_launch_and_its_stages():
+    m = pipeline(parse(llama_src(**TINY)), "dequant")
+    plan = build_plan(functions(m)[0], m)
+    text = plan.text()
+    assert f"{len(plan.merged)} for {len(plan.stage_launches)} stage kernels" in text
+    qkv = next(launch for launch in plan.merged if len(launch.holds) - launch.tails == 3)
+    assert qkv.tails == 2 and all(h.name.startswith("gemv_") for h in qkv.holds[:3])
+    assert all(h.name.startswith("rope_") for h in qkv.holds[3:])
+    line = next(ln for ln in text.splitlines() if ln.startswith(f"//   launch {plan.merged.index(qkv)}:"))
+    assert "holds stage 1 gemv_" in line and "; last block: stage 4 rope_" in line
+
+
+def test_groups_keep_dependent_and_atomic_launches_apart():
+    m = pipeline(parse(llama_src(**TINY)), "dequant")
+    plan = build_plan(functions(m)[0], m, merge=False)
+    groups = merge.groups(plan.stage_launches)
+    for par, tails in groups:
+        for i, a in enumerate(par):
+            assert all(merge._independent(a, b) for b in par[i + 1 :])
+        assert not any(x.name.startswith("attention") for x in par[1:] + tails)
+    assert sum(len(p) + len(t) for p, t in groups) == len(plan.stage_launches)
