@@ -4,7 +4,8 @@
 gives each its kernel launches (DESIGN.md §6): every stage is exactly one kernel — a primitive its
 family's kernel (`codegen.norms`, `unary`, `gemv`, `quantize`, `rope`, `attention`), a `fwd.fused`
 op its one generated kernel (`codegen.fused`) — except a `fwd.moe`, which is three (`router_topk`,
-`moe_gate_up_act`, `moe_down_combine`, `codegen.moe`).
+`moe_gate_up_act`, `moe_down_combine`, `codegen.moe`). Which kernels a stage takes is
+`codegen.stage_kernels.lower_stage`; how each value is named and held, `codegen.buffers`.
 
 - `Buffer(name, shape, dtype, role, parts)`: one buffer per SSA value a kernel reads or writes,
   named as the IR names it (`%x`, `%h0_q`); `role` is `input` (an argument of the function),
@@ -40,63 +41,26 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import DictionaryAttr, Float16Type, Float32Type, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
+from xdsl.ir import Operation, OpResult, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
+from fwdshim.codegen.buffers import Part, cache_values, role_of, top_value, type_parts, value_names
+from fwdshim.codegen.fused import CACHE_LEN, Binding, Ref, Unlowerable
 from fwdshim.codegen.kernel import Kernel, prelude
-from fwdshim.codegen.fused import (
-    CACHE_LEN,
-    DEFAULT_EPS,
-    Binding,
-    Ref,
-    Unlowerable,
-    attention_refs,
-    attention_sizes,
-    lower_fused,
-    qact_refs,
-)
+from fwdshim.codegen.stage_kernels import lower_stage
 from fwdshim.diagnostics import error_at, where
+from fwdshim.dialects.fwd import FusedOp, StageOp, WeightOp, stages
 from fwdshim.shim.contract import implied_shim, shim_of
 from fwdshim.shim.legality import check
 from fwdshim.shim.refusal import REFUSED_ATTR
-from fwdshim.dialects.attributes import QActType, WeightsType, gguf_of
-from fwdshim.ggml_blocks import AFFINE_GGML, GEMV_TYPES, names, part_specs
-from fwdshim.dialects.fwd import (
-    AttentionOp,
-    ElementwiseOp,
-    FusedOp,
-    LayerNormOp,
-    MatmulOp,
-    MoeOp,
-    QuantizeOp,
-    RmsNormOp,
-    RopeOp,
-    SiluOp,
-    SoftmaxOp,
-    StageOp,
-    TransposeOp,
-    WeightOp,
-    dims_of,
-    numel,
-    stages,
-)
 
 ROLES = ("input", "cache", "weight", "output", "intermediate", "step")
 
 
 class PlanError(DiagnosticException):
     """Stages the plan cannot lower: one `file:line:col: error: <reason>` line per stage."""
-
-
-@dataclass(frozen=True)
-class Part:
-    """One device array of a buffer: `name` (`""` for the only part), NumPy `dtype`, `size` elements."""
-
-    name: str
-    dtype: str
-    size: int
 
 
 @dataclass(frozen=True)
@@ -291,284 +255,6 @@ def _launch_lines(launches: Sequence[Launch]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# naming and roles
-
-
-def value_names(func: FuncOp) -> dict[SSAValue, str]:
-    """A unique `%name` for every argument and top-level result of `func` (the IR's name hints;
-    `%vN` where there is none, `_N` appended to a repeated one)."""
-    names: dict[SSAValue, str] = {}
-    taken: set[str] = set()
-
-    def give(v: SSAValue, hint: str | None, fallback: str) -> None:
-        base = hint or fallback
-        name, i = base, 1
-        while name in taken:
-            name, i = f"{base}_{i}", i + 1
-        taken.add(name)
-        names[v] = f"%{name}"
-
-    for j, a in enumerate(func.body.block.args):
-        give(a, a.name_hint, f"arg{j}")
-    count = 0
-    for op in func.body.block.ops:
-        for r in op.results:
-            give(r, r.name_hint, f"v{count}")
-            count += 1
-    return names
-
-
-def _top(v: SSAValue) -> SSAValue:
-    """A value used inside fused regions traced to the function's level (region args -> operands)."""
-    while isinstance(v, BlockArgument) and isinstance(v.block.parent_op(), FusedOp):
-        v = v.block.parent_op().operands[v.index]  # type: ignore[union-attr]
-    return v
-
-
-def _caches(func: FuncOp) -> set[SSAValue]:
-    out: set[SSAValue] = set()
-    for op in func.walk():
-        if isinstance(op, AttentionOp):
-            out.update(_top(v) for v in (op.k_cache, op.v_cache))
-    return out
-
-
-def _role(v: SSAValue, func: FuncOp, caches: set[SSAValue], returned: set[SSAValue]) -> str:
-    if isinstance(v, BlockArgument):
-        return "cache" if v in caches else "input"
-    if isinstance(v, OpResult) and isinstance(v.op, WeightOp):
-        return "weight"
-    return "output" if v in returned else "intermediate"
-
-
-def _type_parts(t) -> tuple[str, tuple[int, ...], tuple[Part, ...]]:
-    """(dtype text, shape, default parts) of an IR type; Unlowerable for a type no kernel holds."""
-    if isinstance(t, WeightsType):
-        ggml = t.type.value
-        n = numel(t)
-        if ggml == "q8_0":
-            return "q8_0", t.dims, (Part("qs", "int8", n), Part("dw", "float32", n // 32))
-        if t.type in AFFINE_GGML:  # the layout of ggml_blocks.repack: quants and the file's scales
-            rows, k = numel(t) // t.dims[-1], t.dims[-1]
-            return ggml, t.dims, tuple(Part(*spec) for spec in part_specs(gguf_of(t.type), rows, k))
-        dtype = {"f32": "float32", "f16": "float16", "bf16": "uint16"}.get(ggml)
-        if dtype is None:
-            raise Unlowerable(f"weights of GGML type {ggml} — the kernels read {names(GEMV_TYPES)} rows only")
-        return ggml, t.dims, (Part("", dtype, n),)
-    if isinstance(t, QActType):
-        n = t.size.data
-        fmt = t.format.data.value if hasattr(t.format, "data") else str(t.format)
-        parts = [Part("q", "int8", n), Part("d", "float32", -(-n // 32))]
-        if fmt == "two_words":
-            parts.append(Part("s", "float32", -(-n // 32)))
-        return f"qact.{fmt}", (n,), tuple(parts)
-    if isinstance(t, TensorType):
-        if isinstance(t.element_type, Float16Type):
-            # only a dense matmul's weights: legality refuses every other non-f32 tensor (B05)
-            return "f16", tuple(t.get_shape()), (Part("", "float16", numel(t) or 0),)
-        if not isinstance(t.element_type, Float32Type):
-            raise Unlowerable(f"a tensor of {t.element_type} — the forward's buffers hold float32")
-        return "f32", tuple(t.get_shape()), (Part("", "float32", numel(t) or 0),)
-    raise Unlowerable(f"a value of type {t} — no kernel reads or writes it")
-
-
-# ---------------------------------------------------------------------------------------------
-# lowering of the primitives
-
-
-def _rows_n(v: SSAValue) -> tuple[int, int]:
-    d = dims_of(v.type) or (0,)
-    rows = 1
-    for x in d[:-1]:
-        rows *= x
-    return rows, d[-1]
-
-
-def _eps(op) -> float:
-    return op.eps.value.data if op.eps is not None else DEFAULT_EPS
-
-
-def _matmul(op: MatmulOp) -> list[Binding]:
-    from fwdshim.codegen import gemv
-
-    wt, xt = op.w.type, op.x.type
-    wd = dims_of(wt)
-    if not wd or len(wd) != 2:
-        raise Unlowerable("a matmul over a weight that is not [N, K]")
-    n, k = wd
-    m = (numel(xt) or 0) // k
-    ggml = wt.type.value if isinstance(wt, WeightsType) else _type_parts(wt)[0]
-    if isinstance(wt, WeightsType) and wt.type in AFFINE_GGML:
-        from fwdshim.codegen import gemv_ggml
-
-        parts = {name: Ref(op.w, name) for name, _, _ in part_specs(gguf_of(wt.type), n, k)}
-        parts["y"] = Ref(op.result)
-        if isinstance(xt, QActType):
-            kern = gemv_ggml.affine(n, k, m, ggml=ggml, act="int8")
-            return [Binding(kern, {**parts, "xq": Ref(op.x, "q"), "xd": Ref(op.x, "d")})]
-        return [Binding(gemv_ggml.affine(n, k, m, ggml=ggml), {**parts, "x": Ref(op.x)})]
-    if isinstance(xt, QActType):
-        if ggml != "q8_0":
-            raise Unlowerable(f"a quantized activation read by {ggml} weights — only the block-quantized GEMVs read int8 activations")
-        kern = gemv.q8_0_int8(n, k, m)
-        return [Binding(kern, {"qs": Ref(op.w, "qs"), "dw": Ref(op.w, "dw"), "xq": Ref(op.x, "q"), "xd": Ref(op.x, "d"), "y": Ref(op.result)})]
-    if ggml == "q8_0":
-        kern = gemv.q8_0(n, k, m)
-        return [Binding(kern, {"qs": Ref(op.w, "qs"), "dw": Ref(op.w, "dw"), "x": Ref(op.x), "y": Ref(op.result)})]
-    dtype = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}.get(ggml)
-    if dtype is None:
-        raise Unlowerable(f"a matmul over {ggml.upper()} weights — its kernels dequantize {names(GEMV_TYPES)} rows only")
-    return [Binding(gemv.dense(n, k, m, dtype=dtype), {"w": Ref(op.w), "x": Ref(op.x), "y": Ref(op.result)})]
-
-
-def _elementwise(op: ElementwiseOp) -> list[Binding]:
-    from fwdshim.codegen import unary
-
-    assert op.row is None, "kernel_refusal K01: legality runs first (_Builder.stage)"
-    kern = unary.elementwise(op.kind.data.value, numel(op.result.type) or 0)
-    return [Binding(kern, {"a": Ref(op.a), "b": Ref(op.b), "y": Ref(op.result)})]
-
-
-def _silu(op: SiluOp) -> list[Binding]:
-    from fwdshim.codegen import unary
-
-    return [Binding(unary.silu(numel(op.result.type) or 0), {"x": Ref(op.x), "y": Ref(op.result)})]
-
-
-def _transpose(op: TransposeOp) -> list[Binding]:
-    from fwdshim.codegen import unary
-
-    d = dims_of(op.x.type)
-    if not d or len(d) != 2:
-        raise Unlowerable("a transpose of a value that is not [rows, cols]")
-    return [Binding(unary.transpose(d[0], d[1]), {"x": Ref(op.x), "y": Ref(op.result)})]
-
-
-def _rms_norm(op: RmsNormOp) -> list[Binding]:
-    from fwdshim.codegen import norms
-
-    assert op.bias is None, "kernel_refusal K02: legality runs first (_Builder.stage)"
-    rows, n = _rows_n(op.x)
-    kern = norms.rms_norm(n, rows, _eps(op), weight=op.weight is not None, residual=op.residual is not None)
-    refs = {"x": Ref(op.x), "y": Ref(op.result)}
-    refs.update({name: Ref(v) for name, v in (("weight", op.weight), ("residual", op.residual)) if v is not None})
-    return [Binding(kern, refs)]
-
-
-def _layer_norm(op: LayerNormOp) -> list[Binding]:
-    from fwdshim.codegen import norms
-
-    assert op.residual is None, "kernel_refusal K04: legality runs first (_Builder.stage)"
-    rows, n = _rows_n(op.x)
-    kern = norms.layer_norm(n, rows, _eps(op), weight=op.weight is not None, bias=op.bias is not None)
-    refs = {"x": Ref(op.x), "y": Ref(op.result)}
-    refs.update({name: Ref(v) for name, v in (("weight", op.weight), ("bias", op.bias)) if v is not None})
-    return [Binding(kern, refs)]
-
-
-def _softmax(op: SoftmaxOp) -> list[Binding]:
-    from fwdshim.codegen import norms
-
-    assert op.weight is None and op.residual is None and op.bias is None, "kernel_refusal K03: legality runs first"
-    rows, n = _rows_n(op.x)
-    return [Binding(norms.softmax(n, rows), {"x": Ref(op.x), "y": Ref(op.result)})]
-
-
-def _rope(op: RopeOp) -> list[Binding]:
-    from fwdshim.codegen import rope
-
-    hd, half, rows = (op.properties[p].value.data for p in ("hd", "half", "rows"))  # type: ignore[attr-defined]
-    assert op.from_ is None and rows == 1, "kernel_refusal K05, K06: legality runs first (_Builder.stage)"
-    if numel(op.angles.type) != 2 * half:
-        raise Unlowerable(f"rope angles of {numel(op.angles.type)} values — its kernel reads one row of 2x{half}")
-    kern = rope.rope(numel(op.x.type) or 0, hd, half)
-    return [Binding(kern, {"x": Ref(op.x), "angles": Ref(op.angles), "y": Ref(op.result)})]
-
-
-def _attention(op: AttentionOp) -> list[Binding]:
-    from fwdshim.codegen import attention
-
-    h, kv, hd, l = attention_sizes(op)  # noqa: E741
-    try:
-        kern = attention.attention(h, kv, hd, l)
-    except ValueError as e:
-        raise Unlowerable(str(e)) from None
-    refs = attention_refs(op)
-    refs["y"] = Ref(op.result)
-    return [Binding(kern, refs)]
-
-
-def _quantize(op: QuantizeOp) -> list[Binding]:
-    from fwdshim.codegen import quantize
-
-    rows, n = _rows_n(op.x)
-    fmt = op.format.data.value
-    kern = quantize.quantize(n, rows, fmt)
-    refs = {"x": Ref(op.x), **qact_refs(op.result, fmt)}
-    return [Binding(kern, refs)]
-
-
-def _moe(op: MoeOp) -> list[Binding]:
-    """Three kernels: the top-k router, gate-up (SwiGLU) and down-and-combine, sharing the stage's
-    scratch buffers `idx` (the chosen experts), `wts` (their weights) and `h` (the SwiGLU rows)."""
-    from fwdshim.codegen import moe
-
-    assert op.router_bias is None and all(b is None for b in op.biases), "kernel_refusal K19: legality runs first"
-    assert op.renormalize is not None and op.act.data.value == "swiglu", "kernel_refusal K20, K21: legality runs first"
-    assert op.weighs_outputs_by_softmax(), "kernel_refusal K22: legality runs first (_Builder.stage)"
-    ws = (op.router, op.gate_exps, op.up_exps, op.down_exps)
-    assert all(isinstance(w.type, WeightsType) and w.type.type.value == "q8_0" for w in ws), "fits F02: legality runs first"
-    e, top_k = op.n_expert.value.data, op.top_k.value.data
-    d = numel(op.x.type) or 0
-    ff = dims_of(op.gate_exps.type)[1]  # type: ignore[index]
-    if isinstance(op.x.type, QActType):
-        act, xs = "int8", {"xq": Ref(op.x, "q"), "xd": Ref(op.x, "d")}
-    else:
-        act, xs = "f32", {"x": Ref(op.x)}
-    q = lambda w, qn, dn: {qn: Ref(w, "qs"), dn: Ref(w, "dw")}  # noqa: E731
-    idx, wts, h = Ref(None, scratch="idx"), Ref(None, scratch="wts"), Ref(None, scratch="h")
-    return [
-        Binding(moe.router(e, d, top_k, act=act), {**q(op.router, "rq", "rd"), **xs, "idx": idx, "wts": wts}),
-        Binding(
-            moe.gate_up(e, d, ff, top_k, act=act),
-            {**q(op.gate_exps, "gq", "gd"), **q(op.up_exps, "uq", "ud"), **xs, "idx": idx, "h": h},
-        ),
-        Binding(
-            moe.down(e, d, ff, top_k),
-            {**q(op.down_exps, "dq", "dd"), "h": h, "idx": idx, "wts": wts, "y": Ref(op.result)},
-        ),
-    ]
-
-
-def _fused(op: FusedOp) -> list[Binding]:
-    return lower_fused(op)
-
-
-_LOWER = {
-    MatmulOp: _matmul,
-    ElementwiseOp: _elementwise,
-    SiluOp: _silu,
-    TransposeOp: _transpose,
-    RmsNormOp: _rms_norm,
-    LayerNormOp: _layer_norm,
-    SoftmaxOp: _softmax,
-    RopeOp: _rope,
-    AttentionOp: _attention,
-    QuantizeOp: _quantize,
-    MoeOp: _moe,
-    FusedOp: _fused,
-}
-
-
-def lower_stage(op: StageOp) -> list[Binding]:
-    """The kernel launches of one stage; `Unlowerable` with the reason where no kernel computes it."""
-    fn = _LOWER.get(type(op))
-    if fn is None:
-        raise Unlowerable(f"{op.name}: this lane has no kernel for the op")
-    return fn(op)
-
-
-# ---------------------------------------------------------------------------------------------
 # the plan
 
 
@@ -589,7 +275,7 @@ class _Builder:
     def __init__(self, func: FuncOp, module: Operation | None):
         self.func = func
         self.names = value_names(func)
-        self.caches = _caches(func)
+        self.caches = cache_values(func)
         ret = func.body.block.last_op
         self.returned = set(ret.operands) if isinstance(ret, ReturnOp) else set()
         self.parts: dict[str, dict[str, Part]] = {}
@@ -602,8 +288,8 @@ class _Builder:
         if name is None:
             raise Unlowerable("a kernel reads a value from outside the function")
         if name not in self.meta:
-            dtype, shape, parts = _type_parts(v.type)
-            self.meta[name] = (dtype, shape, _role(v, self.func, self.caches, self.returned))
+            dtype, shape, parts = type_parts(v.type)
+            self.meta[name] = (dtype, shape, role_of(v, self.func, self.caches, self.returned))
             self.parts[name] = {p.name: p for p in parts}
             if isinstance(v, OpResult) and isinstance(v.op, WeightOp):
                 self.tensors[name] = v.op.tensor_name.data
@@ -615,7 +301,7 @@ class _Builder:
         for p in b.kernel.params:
             ref = b.refs.get(p.name, Ref(None))
             if ref.value is not None:
-                name, part = self.buffer_of(_top(ref.value)), ref.part
+                name, part = self.buffer_of(top_value(ref.value)), ref.part
             else:
                 name = ref.scratch if ref.scratch.startswith("%") else f"{label}.{ref.scratch or p.name}"
                 part = ""

@@ -1,0 +1,235 @@
+"""The kernels of one stage: `lower_stage(op) -> [Binding]`, each binding a kernel of the stage's
+family (`norms`, `unary`, `gemv`, `gemv_ggml`, `quantize`, `rope`, `attention`, `moe`; a `fwd.fused`
+op through `codegen.fused`) and the buffer parts its parameters read and write.
+
+Every stage is one kernel, a `fwd.moe` three. Legality runs first (`shim.legality.check`, or the
+`fwd.refused` marks): the `kernel_refusal` conditions are asserts here; what no kernel computes
+raises `Unlowerable` with the reason.
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import SSAValue
+
+from fwdshim.codegen.buffers import type_parts
+from fwdshim.codegen.fused import (
+    DEFAULT_EPS,
+    Binding,
+    Ref,
+    Unlowerable,
+    attention_refs,
+    attention_sizes,
+    lower_fused,
+    qact_refs,
+)
+from fwdshim.dialects.attributes import QActType, WeightsType, gguf_of
+from fwdshim.dialects.fwd import (
+    AttentionOp,
+    ElementwiseOp,
+    FusedOp,
+    LayerNormOp,
+    MatmulOp,
+    MoeOp,
+    QuantizeOp,
+    RmsNormOp,
+    RopeOp,
+    SiluOp,
+    SoftmaxOp,
+    StageOp,
+    TransposeOp,
+    dims_of,
+    numel,
+)
+from fwdshim.ggml_blocks import AFFINE_GGML, GEMV_TYPES, names, part_specs
+
+
+def _rows_n(v: SSAValue) -> tuple[int, int]:
+    d = dims_of(v.type) or (0,)
+    rows = 1
+    for x in d[:-1]:
+        rows *= x
+    return rows, d[-1]
+
+
+def _eps(op) -> float:
+    return op.eps.value.data if op.eps is not None else DEFAULT_EPS
+
+
+def _matmul(op: MatmulOp) -> list[Binding]:
+    from fwdshim.codegen import gemv
+
+    wt, xt = op.w.type, op.x.type
+    wd = dims_of(wt)
+    if not wd or len(wd) != 2:
+        raise Unlowerable("a matmul over a weight that is not [N, K]")
+    n, k = wd
+    m = (numel(xt) or 0) // k
+    ggml = wt.type.value if isinstance(wt, WeightsType) else type_parts(wt)[0]
+    if isinstance(wt, WeightsType) and wt.type in AFFINE_GGML:
+        from fwdshim.codegen import gemv_ggml
+
+        parts = {name: Ref(op.w, name) for name, _, _ in part_specs(gguf_of(wt.type), n, k)}
+        parts["y"] = Ref(op.result)
+        if isinstance(xt, QActType):
+            kern = gemv_ggml.affine(n, k, m, ggml=ggml, act="int8")
+            return [Binding(kern, {**parts, "xq": Ref(op.x, "q"), "xd": Ref(op.x, "d")})]
+        return [Binding(gemv_ggml.affine(n, k, m, ggml=ggml), {**parts, "x": Ref(op.x)})]
+    if isinstance(xt, QActType):
+        if ggml != "q8_0":
+            raise Unlowerable(f"a quantized activation read by {ggml} weights — only the block-quantized GEMVs read int8 activations")
+        kern = gemv.q8_0_int8(n, k, m)
+        return [Binding(kern, {"qs": Ref(op.w, "qs"), "dw": Ref(op.w, "dw"), "xq": Ref(op.x, "q"), "xd": Ref(op.x, "d"), "y": Ref(op.result)})]
+    if ggml == "q8_0":
+        kern = gemv.q8_0(n, k, m)
+        return [Binding(kern, {"qs": Ref(op.w, "qs"), "dw": Ref(op.w, "dw"), "x": Ref(op.x), "y": Ref(op.result)})]
+    dtype = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}.get(ggml)
+    if dtype is None:
+        raise Unlowerable(f"a matmul over {ggml.upper()} weights — its kernels dequantize {names(GEMV_TYPES)} rows only")
+    return [Binding(gemv.dense(n, k, m, dtype=dtype), {"w": Ref(op.w), "x": Ref(op.x), "y": Ref(op.result)})]
+
+
+def _elementwise(op: ElementwiseOp) -> list[Binding]:
+    from fwdshim.codegen import unary
+
+    assert op.row is None, "kernel_refusal K01: legality runs first (_Builder.stage)"
+    kern = unary.elementwise(op.kind.data.value, numel(op.result.type) or 0)
+    return [Binding(kern, {"a": Ref(op.a), "b": Ref(op.b), "y": Ref(op.result)})]
+
+
+def _silu(op: SiluOp) -> list[Binding]:
+    from fwdshim.codegen import unary
+
+    return [Binding(unary.silu(numel(op.result.type) or 0), {"x": Ref(op.x), "y": Ref(op.result)})]
+
+
+def _transpose(op: TransposeOp) -> list[Binding]:
+    from fwdshim.codegen import unary
+
+    d = dims_of(op.x.type)
+    if not d or len(d) != 2:
+        raise Unlowerable("a transpose of a value that is not [rows, cols]")
+    return [Binding(unary.transpose(d[0], d[1]), {"x": Ref(op.x), "y": Ref(op.result)})]
+
+
+def _rms_norm(op: RmsNormOp) -> list[Binding]:
+    from fwdshim.codegen import norms
+
+    assert op.bias is None, "kernel_refusal K02: legality runs first (_Builder.stage)"
+    rows, n = _rows_n(op.x)
+    kern = norms.rms_norm(n, rows, _eps(op), weight=op.weight is not None, residual=op.residual is not None)
+    refs = {"x": Ref(op.x), "y": Ref(op.result)}
+    refs.update({name: Ref(v) for name, v in (("weight", op.weight), ("residual", op.residual)) if v is not None})
+    return [Binding(kern, refs)]
+
+
+def _layer_norm(op: LayerNormOp) -> list[Binding]:
+    from fwdshim.codegen import norms
+
+    assert op.residual is None, "kernel_refusal K04: legality runs first (_Builder.stage)"
+    rows, n = _rows_n(op.x)
+    kern = norms.layer_norm(n, rows, _eps(op), weight=op.weight is not None, bias=op.bias is not None)
+    refs = {"x": Ref(op.x), "y": Ref(op.result)}
+    refs.update({name: Ref(v) for name, v in (("weight", op.weight), ("bias", op.bias)) if v is not None})
+    return [Binding(kern, refs)]
+
+
+def _softmax(op: SoftmaxOp) -> list[Binding]:
+    from fwdshim.codegen import norms
+
+    assert op.weight is None and op.residual is None and op.bias is None, "kernel_refusal K03: legality runs first"
+    rows, n = _rows_n(op.x)
+    return [Binding(norms.softmax(n, rows), {"x": Ref(op.x), "y": Ref(op.result)})]
+
+
+def _rope(op: RopeOp) -> list[Binding]:
+    from fwdshim.codegen import rope
+
+    hd, half, rows = (op.properties[p].value.data for p in ("hd", "half", "rows"))  # type: ignore[attr-defined]
+    assert op.from_ is None and rows == 1, "kernel_refusal K05, K06: legality runs first (_Builder.stage)"
+    if numel(op.angles.type) != 2 * half:
+        raise Unlowerable(f"rope angles of {numel(op.angles.type)} values — its kernel reads one row of 2x{half}")
+    kern = rope.rope(numel(op.x.type) or 0, hd, half)
+    return [Binding(kern, {"x": Ref(op.x), "angles": Ref(op.angles), "y": Ref(op.result)})]
+
+
+def _attention(op: AttentionOp) -> list[Binding]:
+    from fwdshim.codegen import attention
+
+    h, kv, hd, l = attention_sizes(op)  # noqa: E741
+    try:
+        kern = attention.attention(h, kv, hd, l)
+    except ValueError as e:
+        raise Unlowerable(str(e)) from None
+    refs = attention_refs(op)
+    refs["y"] = Ref(op.result)
+    return [Binding(kern, refs)]
+
+
+def _quantize(op: QuantizeOp) -> list[Binding]:
+    from fwdshim.codegen import quantize
+
+    rows, n = _rows_n(op.x)
+    fmt = op.format.data.value
+    kern = quantize.quantize(n, rows, fmt)
+    refs = {"x": Ref(op.x), **qact_refs(op.result, fmt)}
+    return [Binding(kern, refs)]
+
+
+def _moe(op: MoeOp) -> list[Binding]:
+    """Three kernels: the top-k router, gate-up (SwiGLU) and down-and-combine, sharing the stage's
+    scratch buffers `idx` (the chosen experts), `wts` (their weights) and `h` (the SwiGLU rows)."""
+    from fwdshim.codegen import moe
+
+    assert op.router_bias is None and all(b is None for b in op.biases), "kernel_refusal K19: legality runs first"
+    assert op.renormalize is not None and op.act.data.value == "swiglu", "kernel_refusal K20, K21: legality runs first"
+    assert op.weighs_outputs_by_softmax(), "kernel_refusal K22: legality runs first (_Builder.stage)"
+    ws = (op.router, op.gate_exps, op.up_exps, op.down_exps)
+    assert all(isinstance(w.type, WeightsType) and w.type.type.value == "q8_0" for w in ws), "fits F02: legality runs first"
+    e, top_k = op.n_expert.value.data, op.top_k.value.data
+    d = numel(op.x.type) or 0
+    ff = dims_of(op.gate_exps.type)[1]  # type: ignore[index]
+    if isinstance(op.x.type, QActType):
+        act, xs = "int8", {"xq": Ref(op.x, "q"), "xd": Ref(op.x, "d")}
+    else:
+        act, xs = "f32", {"x": Ref(op.x)}
+    q = lambda w, qn, dn: {qn: Ref(w, "qs"), dn: Ref(w, "dw")}  # noqa: E731
+    idx, wts, h = Ref(None, scratch="idx"), Ref(None, scratch="wts"), Ref(None, scratch="h")
+    return [
+        Binding(moe.router(e, d, top_k, act=act), {**q(op.router, "rq", "rd"), **xs, "idx": idx, "wts": wts}),
+        Binding(
+            moe.gate_up(e, d, ff, top_k, act=act),
+            {**q(op.gate_exps, "gq", "gd"), **q(op.up_exps, "uq", "ud"), **xs, "idx": idx, "h": h},
+        ),
+        Binding(
+            moe.down(e, d, ff, top_k),
+            {**q(op.down_exps, "dq", "dd"), "h": h, "idx": idx, "wts": wts, "y": Ref(op.result)},
+        ),
+    ]
+
+
+def _fused(op: FusedOp) -> list[Binding]:
+    return lower_fused(op)
+
+
+_LOWER = {
+    MatmulOp: _matmul,
+    ElementwiseOp: _elementwise,
+    SiluOp: _silu,
+    TransposeOp: _transpose,
+    RmsNormOp: _rms_norm,
+    LayerNormOp: _layer_norm,
+    SoftmaxOp: _softmax,
+    RopeOp: _rope,
+    AttentionOp: _attention,
+    QuantizeOp: _quantize,
+    MoeOp: _moe,
+    FusedOp: _fused,
+}
+
+
+def lower_stage(op: StageOp) -> list[Binding]:
+    """The kernel launches of one stage; `Unlowerable` with the reason where no kernel computes it."""
+    fn = _LOWER.get(type(op))
+    if fn is None:
+        raise Unlowerable(f"{op.name}: this lane has no kernel for the op")
+    return fn(op)
