@@ -149,3 +149,42 @@ def test_step_of_mixed_types_gpu_vs_executor(tmp_path, monkeypatch, numerics, mi
         want = cpu.step(tok)
         got = gpu.step(embd.rows(tok).reshape(-1), cpu.angles(pos), pos)
         assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-5
+
+
+_GPU_TYPING = """
+import importlib.util, re, sys
+if importlib.util.find_spec("_numba_cuda_redirector"):
+    import _numba_cuda_redirector  # noqa: F401  (numba.cuda -> numba_cuda, as its .pth does)
+try:
+    from numba.cuda.compiler import compile_cuda
+    from numba.cuda import types
+    from numba.core import sigutils
+    from numba.cuda import cgutils  # noqa: F401  (the intrinsics need numba-cuda)
+except ImportError as e:
+    print("SKIP", e); sys.exit(0)
+from fwdshim.codegen import gemv_ggml
+for ggml in sys.argv[1:]:
+    for act in ("f32", "int8"):
+        k = gemv_ggml.affine(64, 512, 2, ggml=ggml, act=act)
+        args, _ = sigutils.normalize_signature("(" + ", ".join(p.numba_type for p in k.params) + ",)")
+        ir = compile_cuda(k.fn.py_func, types.void, args, cc=(9, 0)).library.get_llvm_str()
+        doubles = re.findall(r"\\b(fadd|fmul|fsub|fpext)\\b[^\\n]*double", ir)
+        print(k.name, "float64 ops", len(doubles))
+"""
+
+
+def test_kernels_type_for_the_gpu(tmp_path):
+    """Numba's CUDA compiler (not the simulator, which infers no types) types and lowers the kernels
+    to LLVM IR with no float64 arithmetic; the PTX step needs a CUDA toolkit (the lead's GPU run)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["FWDSHIM_CACHE"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", _GPU_TYPING, "q4_1", "q6_k"], env=env, capture_output=True, text=True, timeout=600)
+    if out.stdout.startswith("SKIP"):
+        pytest.skip(out.stdout.strip())
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 4 and all(line.endswith("float64 ops 0") for line in lines), out.stdout
