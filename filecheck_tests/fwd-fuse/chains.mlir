@@ -111,3 +111,40 @@ func.func @move_reader(%a: tensor<32xf32>, %b: tensor<32xf32>, %w: tensor<32x32x
 // CHECK:         }
 // CHECK-NEXT:    %[[M:.*]] = fwd.matmul %[[T]]
 // CHECK-NEXT:    func.return %[[S]], %[[M]]
+
+// -----
+
+// A user that cannot continue the run (the norm lies between: silu -> norm -> min) is passed over
+// for the next user that can (issue 10, FWDSHIM_SEED=3433607886: "silu -> min left unfused").
+func.func @skip_a_user_that_cannot_continue(%a: tensor<32xf32>, %b: tensor<32xf32>) -> (tensor<32xf32>, tensor<32xf32>) {
+  %s = fwd.silu %a : tensor<32xf32> -> tensor<32xf32>
+  %n = fwd.rms_norm %s eps 1.0e-05 : tensor<32xf32> -> tensor<32xf32>
+  %m = fwd.elementwise min %n, %s : tensor<32xf32>, tensor<32xf32> -> tensor<32xf32>
+  %k = fwd.elementwise min %s, %b : tensor<32xf32>, tensor<32xf32> -> tensor<32xf32>
+  func.return %m, %k : tensor<32xf32>, tensor<32xf32>
+}
+
+// CHECK-LABEL: func.func @skip_a_user_that_cannot_continue
+// CHECK-NEXT:    %[[S:.*]], %[[K:.*]] = fwd.fused elementwise_chains covers [0, 3]
+// CHECK-NEXT:    ^
+// CHECK-NEXT:      %[[S1:.*]] = fwd.silu
+// CHECK-NEXT:      %[[K1:.*]] = fwd.elementwise min %[[S1]]
+// CHECK-NEXT:      fwd.yield %[[S1]], %[[K1]]
+// CHECK-NEXT:    }
+// CHECK-NEXT:    %[[N:.*]] = fwd.rms_norm %[[S]]
+// CHECK-NEXT:    %[[M:.*]] = fwd.elementwise min %[[N]], %[[S]]
+// CHECK-NEXT:    func.return %[[M]], %[[K]]
+
+// -----
+
+// Negative: the only user reads the silu through the norm too; no chain forms.
+func.func @no_user_can_continue(%a: tensor<32xf32>) -> tensor<32xf32> {
+  %s = fwd.silu %a : tensor<32xf32> -> tensor<32xf32>
+  %n = fwd.rms_norm %s eps 1.0e-05 : tensor<32xf32> -> tensor<32xf32>
+  %m = fwd.elementwise min %n, %s : tensor<32xf32>, tensor<32xf32> -> tensor<32xf32>
+  func.return %m : tensor<32xf32>
+}
+
+// CHECK-LABEL: func.func @no_user_can_continue
+// CHECK-NOT:     fwd.fused
+// CHECK:         func.return

@@ -494,12 +494,15 @@ def relu_sqr(op: Operation, ctx: FuseContext) -> Match | None:
 
 
 def _successor(run: Sequence[Operation], ctx: FuseContext, members: set[Operation] | None = None) -> Operation | None:
-    """The first op (program order) that carries the run's last result as a chain step, if it keeps
-    the run convex."""
+    """The first op (program order) that carries the run's last result as a chain step and keeps the
+    run convex: a user that cannot continue the run (an outside op lies between them) is passed over
+    for the next, not the end of the run."""
     group = set(run) if members is None else members
     bounds = (ctx.pos(run[0]), ctx.pos(run[-1]))  # a run is in program order
-    u = next((u for u in _users(run[-1].results[0], ctx) if _pointwise(u, ctx) and _carries(run[-1], u)), None)
-    return u if u is not None and ctx.convex_with(group, u, bounds) else None
+    for u in _users(run[-1].results[0], ctx):
+        if _pointwise(u, ctx) and _carries(run[-1], u) and ctx.convex_with(group, u, bounds):
+            return u
+    return None
 
 
 def _predecessor(op: Operation, ctx: FuseContext) -> Operation | None:
