@@ -8,3 +8,30 @@ import os
 
 if os.environ.get("FWDSHIM_GPU") != "1":
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _reseed_module_rng(request):
+    """A test module's module-level `rng` restarts from the test's own seed (tests/seeds.py), so its
+    values do not depend on the order tests run in."""
+    from seeds import case_seed
+
+    gen = getattr(request.module, "rng", None)
+    if isinstance(gen, np.random.Generator):
+        gen.bit_generator.state = np.random.PCG64(case_seed(request.node.nodeid)).state
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing test's report names the seed that replays it (`FWDSHIM_SEED=<n>`, tests/seeds.py)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and call.when == "call":
+        from seeds import case_seed
+
+        report.sections.append(("seed", f"FWDSHIM_SEED={case_seed(item.nodeid)} replays this test's rng()"))

@@ -2,27 +2,25 @@
 
 The kernel suites run under Numba's CUDA simulator (tests/conftest.py sets `NUMBA_ENABLE_CUDASIM=1`
 unless `FWDSHIM_GPU=1`); the `gpu`-marked suite runs the same kernels on a device at real sizes.
-Inputs are fresh random values each run; `rng()` prints its seed so a failure can be replayed
-(`FWDSHIM_SEED=...`).
+Inputs are random values from a seed fixed per test (tests/seeds.py; fresh under
+`FWDSHIM_FRESH_SEEDS=1`); `rng()` prints its seed so a failure can be replayed (`FWDSHIM_SEED=...`).
 """
 
 from __future__ import annotations
 
-import os
-import secrets
 import sys
 
 import gguf
 import numpy as np
 import pytest
 
+import seeds
 from fwdshim.weights import repack_q8_0
 
 
 def rng() -> np.random.Generator:
-    seed = int(os.environ.get("FWDSHIM_SEED") or secrets.randbits(32))
-    print(f"FWDSHIM_SEED={seed}")
-    return np.random.default_rng(seed)
+    """The running test's generator (tests/seeds.py)."""
+    return seeds.rng()
 
 
 def q8_0(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

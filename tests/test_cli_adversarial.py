@@ -29,6 +29,7 @@ from fwdshim.frontend.export import byte_vocab, copy_metadata, random_llama, wri
 from fwdshim.frontend.gguf_model import LlamaParams
 from fwdshim.frontend.importer import import_gguf
 from fwdshim.frontend.tokenizer import GGUFTokenizer
+import seeds
 
 TINY = LlamaParams(n_layer=2, d=64, ff=96, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
                    vocab=262, context_length=256)  # fmt: skip
@@ -48,7 +49,7 @@ def _cache(tmp_path, monkeypatch):
 def tiny(tmp_path: Path, name="tiny.gguf", params=TINY, **kw) -> Path:
     """A tiny model of fresh random weights that never ends a turn: the embedding row of its one stop
     token (`<|endoftext|>`, the last id) is zero, so its tied logit is 0 and never the largest."""
-    w = random_llama(params, seed=int(np.random.default_rng().integers(1 << 30)))
+    w = random_llama(params, seed=int(seeds.rng().integers(1 << 30)))
     w["token_embd.weight"][-1] = 0.0
     return write_llama(tmp_path / name, params, w, vocab=byte_vocab(MERGES), **kw)
 
@@ -253,7 +254,7 @@ def test_nan_weights_stop_with_a_line_not_noise(tmp_path, capsys):
 
 def test_argmax_finds_a_nan_first():
     """The NaN check of `generate` looks at the chosen logit only: argmax must pick a NaN or +inf."""
-    rng = np.random.default_rng()
+    rng = seeds.rng()
     a = rng.standard_normal(1000).astype(np.float32)
     i = int(rng.integers(1000))
     for bad in (np.nan, np.inf):

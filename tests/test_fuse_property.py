@@ -2,14 +2,11 @@
 norms as barriers) fused and unfused compute the same values, and the fusion is well formed.
 
 Oracles: a small NumPy evaluator of the IR written here (it walks fused regions too), and the
-reference executor `fwdshim.reference.execute` where it exists; fused and unfused results must be
+reference executor `fwdshim.reference.execute`; fused and unfused results must be
 bit-identical, and both must agree with an evaluation from the generator's own description.
 """
 
 from __future__ import annotations
-
-import os
-import secrets
 
 import numpy as np
 import pytest
@@ -18,6 +15,8 @@ from xdsl.dialects.builtin import Builtin, ModuleOp
 from xdsl.dialects.func import Func, FuncOp, ReturnOp
 from xdsl.ir import Block
 from xdsl.parser import Parser
+
+from seeds import seed_list
 
 from fwdshim.dialects.fwd import (
     ElementwiseOp,
@@ -158,11 +157,9 @@ def evaluate(module: ModuleOp, inputs: list) -> list:
     return _run_block(func.body.block, inputs)
 
 
-def reference(module: ModuleOp, inputs: list) -> list | None:
-    try:
-        from fwdshim.reference import execute
-    except ImportError:
-        return None
+def reference(module: ModuleOp, inputs: list) -> list:
+    from fwdshim.reference import execute
+
     return execute(module, inputs)
 
 
@@ -187,15 +184,16 @@ def close(a, b) -> bool:
     return all(np.allclose(x, y, rtol=1e-5, atol=1e-6, equal_nan=True) for x, y in zip(a, b, strict=True))
 
 
-BASE_SEED = int(os.environ.get("FWDSHIM_SEED") or secrets.randbits(32))
-"""Fresh DAGs every run; `FWDSHIM_SEED=<printed value>` replays a failing run."""
-SEEDS = [BASE_SEED + i for i in range(40)]
+SEEDS = seed_list([*range(40), 227, 3433607886])
+"""Fixed DAGs (tests/seeds.py: fresh ones added under FWDSHIM_FRESH_SEEDS=1, one replayed by
+FWDSHIM_SEED=<n>). Kept: 3433607886 (a silu whose first user could not continue its chain left the
+chain unfused) and 227 (the same, a sub and a max)."""
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("order", ["forward", "shared"])
 def test_random_dag_fuses_to_the_same_values(seed, order):
-    print(f"FWDSHIM_SEED={BASE_SEED} (case seed {seed})")
+    print(f"FWDSHIM_SEED={seed}")
     check_random_dag(seed, order)
 
 
@@ -219,9 +217,7 @@ def check_random_dag(seed: int, order: str) -> dict[str, int]:
     m.verify()
     got = evaluate(m, args)
     assert same(got, want), "fused and unfused differ"
-    ref = reference(m, args)
-    if ref is not None:
-        assert close(ref, want)
+    assert close(reference(m, args), want), "the reference executor differs"
 
     # well formed: every original stage is one leaf, covered once, in stage order inside each op
     tops = list(stages(m))
@@ -251,6 +247,6 @@ def test_the_property_exercised_regions_chains_and_norms():
     for seed in SEEDS:
         for cls, n in check_random_dag(seed, "forward").items():
             formed[cls] = formed.get(cls, 0) + n
-    print(f"FWDSHIM_SEED={BASE_SEED}: formed {formed}")
+    print(f"seeds {SEEDS}: formed {formed}")
     assert formed.get("elementwise_regions", 0) >= 10
     assert formed.get("elementwise_chains", 0) >= 10

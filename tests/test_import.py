@@ -234,7 +234,11 @@ def test_sidecar_is_cached_and_reused(tmp_path):
 
 def test_context_past_the_score_row_is_refused(tmp_path):
     path, _ = tiny(tmp_path)
-    assert compile_step(import_gguf(path, context=12256), "dequant") is not None
+    from fwdshim.dialects.fwd import AttentionOp
+
+    step = compile_step(import_gguf(path, context=12256), "dequant")
+    lengths = [op.l.value.data for op in step.walk() if isinstance(op, AttentionOp)]
+    assert lengths and set(lengths) == {12256}, "the step attends the asked context"
     with pytest.raises(RunError, match="a cache longer than the score row"):
         compile_step(import_gguf(path, context=12257), "dequant")
 

@@ -12,7 +12,7 @@ from fwdshim.dialects.attributes import QuantFormat
 from fwdshim.int8 import QK, QAct, gemv_int8, quantize_act, round_half_away
 from fwdshim.weights import repack_q8_0
 
-rng = np.random.default_rng()
+rng = np.random.default_rng(0)  # reseeded before each test by tests/conftest.py
 
 
 def _randn(*shape: int, scale: float = 1.0) -> np.ndarray:

@@ -14,7 +14,7 @@ from fwdshim import reference as ref
 from fwdshim.int8 import quantize_act
 from fwdshim.weights import quantize_weight
 
-rng = np.random.default_rng()
+rng = np.random.default_rng(0)  # reseeded before each test by tests/conftest.py
 
 
 def _randn(*shape: int, scale: float = 1.0) -> np.ndarray:

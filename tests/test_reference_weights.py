@@ -19,7 +19,7 @@ from fwdshim.weights import (
     repack_q8_0,
 )
 
-rng = np.random.default_rng()
+rng = np.random.default_rng(0)  # reseeded before each test by tests/conftest.py
 
 
 def _randn(*shape: int) -> np.ndarray:

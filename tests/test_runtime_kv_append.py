@@ -15,6 +15,7 @@ from fwdshim import reference
 from fwdshim.codegen.kernel import simulating
 from fwdshim.codegen.fused import CACHE_LEN
 from fwdshim.codegen.runtime import CompiledForward, _packed_parts
+import seeds
 
 pytestmark = pytest.mark.skipif(not simulating(), reason="the simulator suite (FWDSHIM_GPU=1 runs the gpu suite)")
 
@@ -22,7 +23,7 @@ WIDTH = TINY["kv"] * TINY["hd"]
 
 
 def _setup(numerics: str = "dequant"):
-    rng = np.random.default_rng()
+    rng = seeds.rng()
     m = pipeline(parse(llama_src(**TINY)), numerics)
     weights = llama_weights(rng, **TINY)
     return rng, m, weights, CompiledForward(m, weights)

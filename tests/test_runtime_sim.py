@@ -23,6 +23,7 @@ from fwdshim import reference
 from fwdshim.codegen.kernel import simulating
 from fwdshim.codegen.runtime import CompiledForward
 from fwdshim.weights import DictWeights
+import seeds
 
 pytestmark = pytest.mark.skipif(not simulating(), reason="the simulator suite (FWDSHIM_GPU=1 runs the gpu suite)")
 
@@ -45,7 +46,7 @@ def _close(got: list[np.ndarray], want: list[np.ndarray], tol: float) -> None:
 
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act", "two-pass-int8"])
 def test_stagewise_matches_reference_and_appends_caches(numerics):
-    rng = np.random.default_rng()
+    rng = seeds.rng()
     m = pipeline(parse(llama_src(**TINY)), numerics)
     weights = llama_weights(rng, **TINY)
     fw = CompiledForward(m, weights)
@@ -66,7 +67,7 @@ def test_stagewise_matches_reference_and_appends_caches(numerics):
 
 @pytest.mark.parametrize("numerics", ["int8-act"])
 def test_moe_stagewise_matches_reference(numerics):
-    rng = np.random.default_rng()
+    rng = seeds.rng()
     m = pipeline(parse(llama_src(**TINY_MOE)), numerics)
     weights = llama_weights(rng, **TINY_MOE)
     fw = CompiledForward(m, weights)
@@ -76,7 +77,7 @@ def test_moe_stagewise_matches_reference(numerics):
 
 
 def test_first_token_attends_itself_alone():
-    rng = np.random.default_rng()
+    rng = seeds.rng()
     m = pipeline(parse(llama_src(**TINY)), "dequant")
     weights = llama_weights(rng, **TINY)
     fw = CompiledForward(m, weights)
@@ -89,7 +90,7 @@ def test_first_token_attends_itself_alone():
 
 
 def test_inputs_are_checked():
-    rng = np.random.default_rng()
+    rng = seeds.rng()
     m = pipeline(parse(llama_src(**TINY)), "dequant")
     fw = CompiledForward(m, llama_weights(rng, **TINY))
     inputs = llama_inputs(rng, **TINY, rows=1)
@@ -108,7 +109,7 @@ def test_inputs_are_checked():
 
 
 def test_weights_are_checked():
-    rng = np.random.default_rng()
+    rng = seeds.rng()
     m = pipeline(parse(llama_src(**TINY)), "dequant")
     w = llama_weights(rng, **TINY)
     bad = DictWeights({n: w.get(n) for n in w.names() if n != "blk.0.attn_norm.weight"})
@@ -182,7 +183,7 @@ def fused_vs_unfused(case: str) -> tuple[list[np.ndarray], list[np.ndarray], lis
     """Run one case fused (`forward-shim`, dequant) and unfused (legalized only) on the same random
     inputs and norm weight; returns (fused results, unfused results, the fused classes formed)."""
     src, _ = FUSED_CASES[case]
-    rng = np.random.default_rng()
+    rng = seeds.rng()
     weights = DictWeights({})
     if '"norm.weight" : tensor<' in src:
         n = int(src.split('"norm.weight" : tensor<')[1].split("x")[0])
@@ -209,7 +210,7 @@ def test_fused_equals_unfused_sim(case):
 def layer_fused_vs_unfused(sizes: dict, numerics: str, rows: int):
     """A whole decode layer fused (`forward-shim`) and unfused (quantized, legalized), same inputs:
     (fused results, unfused results, fused plan)."""
-    rng = np.random.default_rng()
+    rng = seeds.rng()
     weights = llama_weights(rng, **sizes)
     fused = CompiledForward(pipeline(parse(llama_src(**sizes)), numerics), weights)
     plain = CompiledForward(unfused(parse(llama_src(**sizes)), numerics), weights)
@@ -247,7 +248,7 @@ func.func @f(%x: tensor<4x32xf32>, %v: tensor<64xf32>) -> (tensor<32x4xf32>, ten
   func.return %t, %s, %l, %a, %sb, %c : tensor<32x4xf32>, tensor<4x32xf32>, tensor<4x32xf32>, tensor<16xf32>, tensor<16xf32>, tensor<8xf32>
 }
 """
-    rng = np.random.default_rng()
+    rng = seeds.rng()
     weights = DictWeights({
         "ln.weight": rng.standard_normal(32).astype(np.float32), "ln.bias": rng.standard_normal(32).astype(np.float32),
         "w32": rng.standard_normal((16, 64)).astype(np.float32), "w16": rng.standard_normal((16, 64)).astype(np.float16),
