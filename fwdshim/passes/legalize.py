@@ -63,6 +63,24 @@ def _split_nested(shim: ForwardShim, op: FusedOp) -> None:
         decompose(nested[0])
 
 
+def split_decomposed(shim: ForwardShim, module: Operation) -> None:
+    """Split every `fwd.fused` of a DECOMPOSE class in `module` (top level, or nested in a NATIVE
+    one) into its parts, as `legalize` does. `forward-shim` does this first, so that the parts are
+    quantized and fused like any stage: split after quantization, a Q8_0 matmul of a
+    `merged_gate_up` read f32 under int8-act, against the module's contract, and a second run of the
+    pipeline fused what the first left split."""
+    work = deque(stages(module))
+    while work:
+        op = work.popleft()
+        if not isinstance(op, FusedOp):
+            continue
+        support = shim.supports(op.class_id)
+        if support.is_decompose:
+            work.extendleft(reversed(decompose(op)))
+        elif support.is_native:
+            _split_nested(shim, op)
+
+
 def legalize(shim: ForwardShim, module: Operation) -> list[tuple[Operation, Refusal]]:
     """Decompose and check every top-level stage of `module`; returns the refused ops with why."""
     refused: list[tuple[Operation, Refusal]] = []
