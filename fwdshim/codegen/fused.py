@@ -31,9 +31,11 @@ from dataclasses import dataclass, field
 
 from xdsl.ir import SSAValue
 
+from fwdshim.codegen import attention, norms
 from fwdshim.codegen.kernel import Kernel, Param, build, check_block
 from fwdshim.codegen.unary import binary_expr, silu_expr
 from fwdshim.dialects.fwd import DEFAULT_EPS, AttentionOp, ElementwiseOp, FusedOp, SiluOp, numel
+from fwdshim.shim.forward import B07
 from fwdshim.shim.fused_shapes import Flat, attn_quant_refusal, elementwise_refusal, flatten, norm_shape
 
 CACHE_LEN = "%cache_len"
@@ -79,8 +81,6 @@ def qact_refs(v: SSAValue, fmt: str, prefix: str = "") -> dict[str, Ref]:
 
 def _refuse(flat: Flat, what: str | None) -> None:
     """`Unlowerable` with B07's reason where `what` (a `fused_shapes` refusal) is given."""
-    from fwdshim.shim.forward import B07
-
     if what is not None:
         raise Unlowerable(B07.why(flat.op.class_.data, what))
 
@@ -200,8 +200,6 @@ def _lower_elementwise(flat: Flat) -> list[Binding]:
 
 def _lower_norm(flat: Flat) -> list[Binding]:
     """norm_weight, add_norm, norm_quant, add_norm_quant: `[add] rms_norm [mul] [quantize]`."""
-    from fwdshim.codegen import norms
-
     shape = norm_shape(flat)
     if isinstance(shape, str):
         _refuse(flat, shape)
@@ -245,8 +243,6 @@ def attention_sizes(op: AttentionOp) -> tuple[int, int, int, int]:
 
 
 def _lower_attn_quant(flat: Flat) -> list[Binding]:
-    from fwdshim.codegen import attention
-
     _refuse(flat, attn_quant_refusal(flat))
     att, quant = flat.leaves
     assert isinstance(att, AttentionOp), "attn_quant_refusal"

@@ -46,6 +46,7 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, OpResult, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
+from fwdshim.codegen import attention
 from fwdshim.codegen.buffers import Part, cache_values, role_of, top_value, type_parts, value_names
 from fwdshim.codegen.fused import CACHE_LEN, Binding, Ref, Unlowerable
 from fwdshim.codegen.kernel import Kernel, prelude
@@ -337,8 +338,6 @@ class _Builder:
 def _kv_append(b: _Builder, stage_plans: Sequence[StagePlan]) -> tuple[Launch, ...]:
     """The `kv_append` launches of the plan (module docstring): one row per attention whose `k`,
     `v`, `k_cache`, `v_cache` are bound, the caches `cache` buffers not yet appended to."""
-    from fwdshim.codegen import attention
-
     rows: list[tuple[Arg, Arg, Arg, Arg]] = []
     taken: set[str] = set()
     for s in stage_plans:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from xdsl.ir import SSAValue
 
+from fwdshim.codegen import attention, gemv, gemv_ggml, moe, norms, quantize, rope, unary
 from fwdshim.codegen.buffers import type_parts
 from fwdshim.codegen.fused import (
     DEFAULT_EPS,
@@ -56,8 +57,6 @@ def _eps(op) -> float:
 
 
 def _matmul(op: MatmulOp) -> list[Binding]:
-    from fwdshim.codegen import gemv
-
     wt, xt = op.w.type, op.x.type
     wd = dims_of(wt)
     if not wd or len(wd) != 2:
@@ -66,8 +65,6 @@ def _matmul(op: MatmulOp) -> list[Binding]:
     m = (numel(xt) or 0) // k
     ggml = wt.type.value if isinstance(wt, WeightsType) else type_parts(wt)[0]
     if isinstance(wt, WeightsType) and wt.type in AFFINE_GGML:
-        from fwdshim.codegen import gemv_ggml
-
         parts = {name: Ref(op.w, name) for name, _, _ in part_specs(gguf_of(wt.type), n, k)}
         parts["y"] = Ref(op.result)
         if isinstance(xt, QActType):
@@ -89,22 +86,16 @@ def _matmul(op: MatmulOp) -> list[Binding]:
 
 
 def _elementwise(op: ElementwiseOp) -> list[Binding]:
-    from fwdshim.codegen import unary
-
     assert op.row is None, "kernel_refusal K01: legality runs first (_Builder.stage)"
     kern = unary.elementwise(op.kind.data.value, numel(op.result.type) or 0)
     return [Binding(kern, {"a": Ref(op.a), "b": Ref(op.b), "y": Ref(op.result)})]
 
 
 def _silu(op: SiluOp) -> list[Binding]:
-    from fwdshim.codegen import unary
-
     return [Binding(unary.silu(numel(op.result.type) or 0), {"x": Ref(op.x), "y": Ref(op.result)})]
 
 
 def _transpose(op: TransposeOp) -> list[Binding]:
-    from fwdshim.codegen import unary
-
     d = dims_of(op.x.type)
     if not d or len(d) != 2:
         raise Unlowerable("a transpose of a value that is not [rows, cols]")
@@ -112,8 +103,6 @@ def _transpose(op: TransposeOp) -> list[Binding]:
 
 
 def _rms_norm(op: RmsNormOp) -> list[Binding]:
-    from fwdshim.codegen import norms
-
     assert op.bias is None, "kernel_refusal K02: legality runs first (_Builder.stage)"
     rows, n = _rows_n(op.x)
     kern = norms.rms_norm(n, rows, _eps(op), weight=op.weight is not None, residual=op.residual is not None)
@@ -123,8 +112,6 @@ def _rms_norm(op: RmsNormOp) -> list[Binding]:
 
 
 def _layer_norm(op: LayerNormOp) -> list[Binding]:
-    from fwdshim.codegen import norms
-
     assert op.residual is None, "kernel_refusal K04: legality runs first (_Builder.stage)"
     rows, n = _rows_n(op.x)
     kern = norms.layer_norm(n, rows, _eps(op), weight=op.weight is not None, bias=op.bias is not None)
@@ -134,16 +121,12 @@ def _layer_norm(op: LayerNormOp) -> list[Binding]:
 
 
 def _softmax(op: SoftmaxOp) -> list[Binding]:
-    from fwdshim.codegen import norms
-
     assert op.weight is None and op.residual is None and op.bias is None, "kernel_refusal K03: legality runs first"
     rows, n = _rows_n(op.x)
     return [Binding(norms.softmax(n, rows), {"x": Ref(op.x), "y": Ref(op.result)})]
 
 
 def _rope(op: RopeOp) -> list[Binding]:
-    from fwdshim.codegen import rope
-
     hd, half, rows = (op.properties[p].value.data for p in ("hd", "half", "rows"))  # type: ignore[attr-defined]
     assert op.from_ is None and rows == 1, "kernel_refusal K05, K06: legality runs first (_Builder.stage)"
     if numel(op.angles.type) != 2 * half:
@@ -153,8 +136,6 @@ def _rope(op: RopeOp) -> list[Binding]:
 
 
 def _attention(op: AttentionOp) -> list[Binding]:
-    from fwdshim.codegen import attention
-
     h, kv, hd, l = attention_sizes(op)  # noqa: E741
     try:
         kern = attention.attention(h, kv, hd, l)
@@ -166,8 +147,6 @@ def _attention(op: AttentionOp) -> list[Binding]:
 
 
 def _quantize(op: QuantizeOp) -> list[Binding]:
-    from fwdshim.codegen import quantize
-
     rows, n = _rows_n(op.x)
     fmt = op.format.data.value
     kern = quantize.quantize(n, rows, fmt)
@@ -178,8 +157,6 @@ def _quantize(op: QuantizeOp) -> list[Binding]:
 def _moe(op: MoeOp) -> list[Binding]:
     """Three kernels: the top-k router, gate-up (SwiGLU) and down-and-combine, sharing the stage's
     scratch buffers `idx` (the chosen experts), `wts` (their weights) and `h` (the SwiGLU rows)."""
-    from fwdshim.codegen import moe
-
     assert op.router_bias is None and all(b is None for b in op.biases), "kernel_refusal K19: legality runs first"
     assert op.renormalize is not None and op.act.data.value == "swiglu", "kernel_refusal K20, K21: legality runs first"
     assert op.weighs_outputs_by_softmax(), "kernel_refusal K22: legality runs first (_Builder.stage)"

@@ -54,7 +54,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import Func
 from xdsl.utils.exceptions import ParseError, VerifyException
 
+from fwdshim.diagnostics import LocatingParser, verify_located
 from fwdshim.dialects.attributes import ggml_of
+from fwdshim.dialects.fwd import Fwd
 from fwdshim.frontend.gguf_layout import (
     Layout, LayoutError, LayoutReader, Truncated, check_metadata, scan,
 )  # fmt: skip
@@ -740,9 +742,6 @@ def describe(p: LlamaParams, source: Path, weights: Path, converted: dict[str, Q
 
 def parse_step(text: str, source_name: str) -> ModuleOp:
     """Parse and verify step IR, every op located in `source_name` (for diagnostics)."""
-    from fwdshim.diagnostics import LocatingParser, verify_located
-    from fwdshim.dialects.fwd import Fwd
-
     ctx = Context()
     ctx.load_dialect(Func)
     ctx.load_dialect(Fwd)

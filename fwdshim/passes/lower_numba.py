@@ -23,6 +23,8 @@ from xdsl.dialects.func import FuncOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
+from fwdshim.codegen.plan import PlanError, build_plan, functions
+from fwdshim.diagnostics import error_at
 from fwdshim.dialects.fwd import stages
 
 PLAN_ATTR = "fwd.plan"
@@ -50,10 +52,6 @@ class LowerNumbaPass(ModulePass):
     name = "fwd-lower-numba"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from fwdshim.codegen.plan import PlanError, build_plan, functions
-
-        from fwdshim.diagnostics import error_at
-
         errors: list[str] = [
             error_at(stage, f"`{stage.name}` outside a func.func: the lowering plans the stages of a decode-step function")
             for stage in stages(op)

@@ -15,6 +15,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.target import Target
 
+from fwdshim.codegen.plan import PlanError, build_plan, functions
+from fwdshim.passes.lower_numba import plan_of
+
 
 @dataclass(frozen=True)
 class NumbaTarget(Target):
@@ -26,9 +29,6 @@ class NumbaTarget(Target):
     """Print the launch plan without the kernel source."""
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        from fwdshim.codegen.plan import PlanError, build_plan, functions
-        from fwdshim.passes.lower_numba import plan_of
-
         plans, errors = [], []
         for func in functions(module):
             try:
