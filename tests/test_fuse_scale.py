@@ -15,7 +15,8 @@ from gguf import GGMLQuantizationType as QT
 from fwdshim.classes import Q8MatKind
 from fwdshim.dialects.fwd import FusedOp, stages
 from fwdshim.shim.forward import ForwardShim
-from fwdshim.frontend.gguf_model import LlamaParams, expected_tensors, parse_step, step_text
+from fwdshim.frontend.gguf_model import LlamaParams, expected_tensors
+from fwdshim.frontend.step_ir import parse_step, step_text
 from fwdshim.passes.fuse import fuse_module
 from fwdshim.passes.quantize_activations import quantize_activations
 

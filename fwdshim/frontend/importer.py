@@ -2,7 +2,7 @@
 
 The file is read and checked by `gguf_model` (`read_params`, `check_tensors`), converted into a
 sidecar GGUF where tensors need it (`export.write_converted`, cached by `cache`), and the step is
-built from it (`gguf_model.step_text`, `parse_step`); `gguf_model`'s docstring describes the step.
+built from it (`step_ir.step_text`, `parse_step`); `gguf_model`'s docstring describes the step.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from fwdshim.frontend.cache import sidecar_path, source_stamp
 from fwdshim.frontend.export import NotStorable, write_converted
 from fwdshim.frontend.gguf_model import (
     CONVERTED_KEY, REQUANTIZE_MODES, SOURCE_KEY, LlamaParams, ModelError, ModelWeights,
-    _one_line, check_file, check_layout, check_tensors, conversions, describe, field_value, open_gguf, parse_step,
-    read_params, step_text,
+    _one_line, check_file, check_layout, check_tensors, conversions, field_value, open_gguf, read_params,
 )  # fmt: skip
+from fwdshim.frontend.step_ir import describe, parse_step, step_text
 from fwdshim.limits import DEFAULT_CONTEXT
 
 

@@ -1,0 +1,155 @@
+"""The `fwd` IR of one decode step of a llama model, from its hyperparameters and tensor manifest.
+
+`step_text(params, uses, types, context)` writes the step as text (the signature is in `gguf_model`'s
+docstring), `describe(...)` the comment lines heading it, and `parse_step(text, source_name)` parses
+and verifies it with every op located in `source_name`: the text is what `fwdshim import -o` writes,
+so a diagnostic's `file:line:col` points into the file a user opens (docs/ARCHITECTURE.md says why
+the step is not built with xDSL's builders instead).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gguf import GGMLQuantizationType as QT
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import Func
+from xdsl.utils.exceptions import ParseError, VerifyException
+
+from fwdshim.diagnostics import LocatingParser, verify_located
+from fwdshim.dialects.attributes import ggml_of
+from fwdshim.dialects.fwd import Fwd
+from fwdshim.frontend.gguf_model import BIAS, NORM, LlamaParams, ModelError, TensorUse, _dims, _one_line
+
+
+def _vec(n: int) -> str:
+    return f"tensor<{n}xf32>"
+
+
+def _wtype(use: TensorUse, qtype: QT) -> str:
+    if use.role in (NORM, BIAS):
+        return _vec(use.shape[0])
+    return f"!fwd.weights<{_dims(use.shape)}, {ggml_of(qtype).value}>"
+
+
+def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], context: int) -> str:
+    """The textual `fwd` IR of one decode step (see the module docstring for its signature).
+
+    `types` gives each tensor's GGML type as the step reads it (after any conversion)."""
+    l, kvd, qd, d = context, p.kv * p.hd, p.h * p.hd, p.d  # noqa: E741 - the seed's name
+    cache = f"tensor<{l - 1}x{kvd}xf32>"
+    args = [f"%x: {_vec(d)}", f"%angles: tensor<2x{p.half}xf32>"]
+    for i in range(p.n_layer):
+        args += [f"%l{i}_k_cache: {cache}", f"%l{i}_v_cache: {cache}"]
+    results = [_vec(p.vocab)] + [_vec(kvd)] * (2 * p.n_layer)
+    lines = [f"func.func @decode_step({', '.join(args)}) -> ({', '.join(results)}) {{"]
+    emit = lines.append
+
+    def weight(ssa: str, name: str) -> str:
+        emit(f'  %{ssa} = fwd.weight "{name}" : {_wtype(uses[name], types[name])}')
+        return f"%{ssa}"
+
+    def wt(name: str) -> str:
+        return _wtype(uses[name], types[name])
+
+    def norm(out: str, x: str, w_name: str) -> str:
+        w = weight(out + "_w", w_name)
+        emit(f"  %{out}_n = fwd.rms_norm {x} eps {p.eps:.9e} : {_vec(d)} -> {_vec(d)}")
+        emit(f"  %{out} = fwd.elementwise mul %{out}_n, {w} : {_vec(d)}, {_vec(d)} -> {_vec(d)}")
+        return f"%{out}"
+
+    def matmul(out: str, x: str, n_in: int, name: str, n_out: int) -> str:
+        w = weight(out + "_w", name)
+        emit(f"  %{out} = fwd.matmul {x}, {w} : {_vec(n_in)}, {wt(name)} -> {_vec(n_out)}")
+        bias = name.removesuffix(".weight") + ".bias"
+        if bias not in uses:
+            return f"%{out}"
+        b = weight(out + "_b", bias)
+        emit(
+            f"  %{out}_biased = fwd.elementwise add %{out}, {b} : {_vec(n_out)}, {_vec(n_out)} -> {_vec(n_out)}"
+        )
+        return f"%{out}_biased"
+
+    x = "%x"
+    rets = []
+    for i in range(p.n_layer):
+        b, s = f"blk.{i}.", f"l{i}_"
+        emit(f"  // layer {i}: attention")
+        h0 = norm(s + "attn_in", x, b + "attn_norm.weight")
+        q = matmul(s + "q", h0, d, b + "attn_q.weight", qd)
+        k = matmul(s + "k", h0, d, b + "attn_k.weight", kvd)
+        v = matmul(s + "v", h0, d, b + "attn_v.weight", kvd)
+        rope = f"hd {p.hd} half {p.half} rows 1"
+        angles = f"tensor<2x{p.half}xf32>"
+        emit(f"  %{s}q_rot = fwd.rope {q}, %angles {rope} : {_vec(qd)}, {angles} -> {_vec(qd)}")
+        emit(f"  %{s}k_rot = fwd.rope {k}, %angles {rope} : {_vec(kvd)}, {angles} -> {_vec(kvd)}")
+        emit(
+            f"  %{s}att = fwd.attention %{s}q_rot, %{s}k_rot, {v}, %{s}k_cache, %{s}v_cache "
+            f"h {p.h} kv {p.kv} hd {p.hd} vd {p.hd} l {l} rows 1 : "
+            f"{_vec(qd)}, {_vec(kvd)}, {_vec(kvd)}, {cache}, {cache} -> {_vec(qd)}"
+        )
+        o = matmul(s + "o", f"%{s}att", qd, b + "attn_output.weight", d)
+        emit(f"  %{s}x_mid = fwd.elementwise add {x}, {o} : {_vec(d)}, {_vec(d)} -> {_vec(d)}")
+        emit(f"  // layer {i}: {'mixture of experts' if p.moe else 'SwiGLU MLP'}")
+        h1 = norm(s + "ffn_in", f"%{s}x_mid", b + "ffn_norm.weight")
+        ffn = _moe(emit, weight, wt, p, s, b, h1) if p.moe else _mlp(emit, matmul, p, s, b, h1)
+        emit(f"  %{s}x_out = fwd.elementwise add %{s}x_mid, {ffn} : {_vec(d)}, {_vec(d)} -> {_vec(d)}")
+        x = f"%{s}x_out"
+        rets += [f"%{s}k_rot", v]
+    emit("  // logits")
+    hf = norm("out", x, "output_norm.weight")
+    out_name = "output.weight" if "output.weight" in uses else "token_embd.weight"
+    w = weight("logits_w", out_name)
+    emit(f"  %logits = fwd.matmul {hf}, {w} : {_vec(d)}, {wt(out_name)} -> {_vec(p.vocab)}")
+    emit(f"  func.return %logits, {', '.join(rets)} : {', '.join(results)}")
+    emit("}")
+    return "\n".join(lines) + "\n"
+
+
+def _mlp(emit, matmul, p: LlamaParams, s: str, b: str, h1: str) -> str:
+    ff, d = p.ff, p.d
+    g = matmul(s + "gate", h1, d, b + "ffn_gate.weight", ff)
+    u = matmul(s + "up", h1, d, b + "ffn_up.weight", ff)
+    emit(f"  %{s}gate_act = fwd.silu {g} : {_vec(ff)} -> {_vec(ff)}")
+    emit(f"  %{s}glu = fwd.elementwise mul %{s}gate_act, {u} : {_vec(ff)}, {_vec(ff)} -> {_vec(ff)}")
+    return matmul(s + "down", f"%{s}glu", ff, b + "ffn_down.weight", d)
+
+
+def _moe(emit, weight, wt, p: LlamaParams, s: str, b: str, h1: str) -> str:
+    names = [b + n + ".weight" for n in ("ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")]
+    ws = [weight(s + short, n) for short, n in zip(("router", "gate_exps", "up_exps", "down_exps"), names)]
+    emit(
+        f"  %{s}moe = fwd.moe {h1}, {', '.join(ws)} n_expert {p.n_expert} top_k {p.top_k} renormalize "
+        f"act swiglu scoring softmax : {_vec(p.d)}, {', '.join(wt(n) for n in names)} -> {_vec(p.d)}"
+    )
+    return f"%{s}moe"
+
+
+def describe(p: LlamaParams, source: Path, weights: Path, converted: dict[str, QT], context: int) -> str:
+    """The comment lines heading an imported step: the model, where its weights are, the context."""
+    mix = f", {p.n_expert} experts top-{p.top_k}" if p.moe else ""
+    lines = [
+        f"// fwdshim import of {source.name}: llama, {p.n_layer} layers, d {p.d}, ff {p.ff}{mix}, "
+        f"{p.h} heads / {p.kv} kv heads of {p.hd}, rope base {p.rope_base:g}"
+        + (" (frequencies divided by their rope factors)" if p.rope_factors else "")
+        + f", vocab {p.vocab}",
+        f"// weights: {weights}" + (f" ({len(converted)} tensors converted by fwdshim)" if converted else ""),
+        "// the Q/K rows of each layer are un-permuted from GGUF's interleaved layout when loaded",
+        f"// context capacity l = {context}; per token the runner passes the embedding row, the rope angles",
+        "// and the cache rows written so far, and appends the returned k, v rows",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def parse_step(text: str, source_name: str) -> ModuleOp:
+    """Parse and verify step IR, every op located in `source_name` (for diagnostics)."""
+    ctx = Context()
+    ctx.load_dialect(Func)
+    ctx.load_dialect(Fwd)
+    try:
+        module = LocatingParser(ctx, text, source_name).parse_module()
+        verify_located(module)
+    except (ParseError, VerifyException) as e:  # a bug of the importer, not of the file: say so in one line
+        raise ModelError(f"{source_name}: the imported step does not verify ({_one_line(e)})") from None
+    return module
