@@ -18,3 +18,82 @@ MAX_CONTEXT = (STATIC_SHARED_BYTES - 4 * REDUCTION_ROW_FLOATS) // 4
 
 DEFAULT_CONTEXT = 4096
 """The context capacity an import gives a model unless told (or the model's own, when shorter)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# the attention kernel's launch shape (codegen/attention.py builds it; legality's B08 asks whether it
+# fits): written here once, so the two never disagree
+
+
+def _pow2_at_least(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def layout(hd: int) -> tuple[int, int, int]:
+    """(W, S, C) for heads of `hd`: elements per load (4: a 16-byte vector, or 1 when `hd % 4`),
+    lanes per position, loads per lane per row."""
+    w = 4 if hd % 4 == 0 else 1
+    nv = hd // w
+    s = min(32, _pow2_at_least(nv))
+    return w, s, -(-nv // s)
+
+
+def default_block(hd: int, l: int) -> int:  # noqa: E741
+    """Threads per block: 128 (4 warps; a head's rows are split over blocks, `default_splits`), fewer
+    when the split rows of a short cache would leave warps idle, within the shared-memory bound."""
+    _, s, _ = layout(hd)
+    b = 128
+    while b > 32 and (b // 32) * (32 // s) > max(1, l):
+        b //= 2
+    while b > 32 and 4 * max(l, (b // 32) * hd) + 128 > STATIC_SHARED_BYTES:
+        b //= 2
+    return b
+
+
+TARGET_BLOCKS = 2 * 132
+"""Blocks the attention aims to run over a long cache: two per SM of an H200."""
+
+
+def default_splits(h: int, hd: int, l: int, block: int) -> int:  # noqa: E741
+    """Blocks per head (flash-decoding splits): enough for `TARGET_BLOCKS` over all heads, and no more
+    than a split of one position per lane segment of the block's warps needs."""
+    _, s, _ = layout(hd)
+    per_pass = (block // 32) * (32 // s)
+    return max(1, min(-(-l // per_pass), -(-TARGET_BLOCKS // h)))
+
+
+def split_rows(c: int, splits: int, block: int, hd: int) -> int:
+    """Rows per split for `c` cache rows (c + 1 positions with the current one): the positions over
+    `splits`, rounded up to a whole pass of the block's lane segments. The kernel computes the same."""
+    _, s, _ = layout(hd)
+    per_pass = (block // 32) * (32 // s)
+    per_split = -(-(c + 1) // splits)
+    return per_pass * -(-per_split // per_pass)
+
+
+def attention_shared_floats(hd: int, l: int, block: int, splits: int) -> int:  # noqa: E741
+    """The floats of the attention's static score array: the widest split's rows, each warp's partial
+    row of the head (`warps * hd`), or one per split, whichever is most."""
+    return max(split_rows(l - 1, splits, block, hd), (block // 32) * hd, splits)
+
+
+def attention_limit(h: int, kv: int, hd: int, l: int) -> str | None:  # noqa: E741
+    """Why the attention kernel (at its default launch) cannot hold `h` heads of `hd` over `l`
+    positions, or None. The seed's checks come first (K17: heads grouping; K18: `l`'s score row)."""
+    if min(h, hd) <= 0:
+        return f"{h} query heads of {hd} values"
+    block = default_block(hd, l)
+    floats = attention_shared_floats(hd, l, block, default_splits(h, hd, l, block))
+    if 4 * floats + 4 * REDUCTION_ROW_FLOATS > STATIC_SHARED_BYTES:
+        return f"{floats} floats"
+    return None
+
+
+MOE_MAX_TOP_K = 32
+"""The experts the MoE router keeps at most: one warp ranks them, each lane holding one kept expert."""
+
+MOE_MAX_EXPERTS = 64 * 32
+"""The experts the MoE router ranks at most: each lane marks the candidates it took in a 64-bit word."""

@@ -72,6 +72,9 @@ SEED = {
     "B05": "an op over F16 tensors — the forward's kernels read and write f32 buffers",
     "B06": "a fused cuda_graphs — the forward forms that class itself, never from fused parts",
     "B07": "a fused norm_weight of parts its kernel does not compute — fwd.silu, fwd.softmax, where it computes [add] rms_norm [mul by a weight] [quantize]",
+    "B08": "an attention over heads of 12288 values — its kernel holds a split's scores and each warp's partial row of the head in 48 KiB of static shared memory",
+    "B09": "an expert mixture keeping 33 experts — its router keeps at most 32, one a lane of one warp",
+    "B10": "an expert mixture of 2049 experts — its router ranks at most 2048, 64 a lane of one warp",
 }
 
 
@@ -120,8 +123,8 @@ def attention(h=4, kv=2, hd=32, vd=None, l=8, rows=1, extra="", sinks=False) -> 
     )
 
 
-def moe(extra="act swiglu scoring softmax", wtype="q8_0", router_ty=None, biases="") -> str:
-    e, d, ff = 4, 64, 32
+def moe(extra="act swiglu scoring softmax", wtype="q8_0", router_ty=None, biases="", e=4, top_k=2) -> str:
+    d, ff = 64, 32
     r_ty = router_ty or f"!fwd.weights<{e}x{d}, {wtype}>"
     gu, dn = f"!fwd.weights<{e}x{ff}x{d}, {wtype}>", f"!fwd.weights<{e}x{d}x{ff}, {wtype}>"
     s = val("x", T(d))
@@ -129,7 +132,7 @@ def moe(extra="act swiglu scoring softmax", wtype="q8_0", router_ty=None, biases
     if biases:
         s += val("rb", T(e))
     return s + (
-        f"%moe = fwd.moe %x, %r, %g, %u, %dn {biases} n_expert {e} top_k 2 {extra}"
+        f"%moe = fwd.moe %x, %r, %g, %u, %dn {biases} n_expert {e} top_k {top_k} {extra}"
         f" : {T(d)}, {r_ty}, {gu}, {gu}, {dn} -> {T(d)}\n"
     )
 
@@ -207,6 +210,9 @@ CASES: dict[str, tuple[str, Q8MatKind]] = {
     "B05": (val("h", T(64, ty="f16")) + f"%z = fwd.silu %h : {T(64, ty='f16')} -> {T(64, ty='f16')}\n", Q8MatKind.DEQUANT),
     "B06": (fused("cuda_graphs", "0", f"  %s = fwd.silu %a_ : {E} -> {E}\n", ins=("a",)), Q8MatKind.DEQUANT),
     "B07": (fused("norm_weight", "0, 1", f"  %t = fwd.silu %a_ : {E} -> {E}\n  %s = fwd.softmax %t : {E} -> {E}\n", ins=("a",)), Q8MatKind.DEQUANT),
+    "B08": (attention(h=1, kv=1, hd=12288, l=2), Q8MatKind.DEQUANT),
+    "B09": (moe(extra="renormalize act swiglu scoring softmax", e=34, top_k=33), Q8MatKind.DEQUANT),
+    "B10": (moe(extra="renormalize act swiglu scoring softmax", e=2049), Q8MatKind.DEQUANT),
 }
 for _i, (_sid, _cls) in enumerate(
     [("S01", "relu_sqr"), ("S02", "flash_decode"), ("S03", "softcap"), ("S04", "attn_lse_merge"), ("S05", "grouped_topk"),

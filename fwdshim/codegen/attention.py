@@ -59,38 +59,19 @@ import math
 
 from fwdshim.codegen.kernel import Kernel, Param, block_reduce, build, check_block, f32, indent, simulating
 from fwdshim.codegen.quantize import check_format, epilogue, qact_params
-from fwdshim.limits import STATIC_SHARED_BYTES
+from fwdshim.limits import (  # noqa: F401 - the attention's launch shape, written once in limits
+    STATIC_SHARED_BYTES,
+    TARGET_BLOCKS,
+    _pow2_at_least,
+    attention_shared_floats,
+    default_block,
+    default_splits,
+    layout,
+    split_rows,
+)
 
 APPEND_LAYERS = 16
 """Attentions per `kv_append` launch: 4 arrays of 56 bytes each, plus `pos`, within 4 KiB."""
-
-
-def _pow2_at_least(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p
-
-
-def layout(hd: int) -> tuple[int, int, int]:
-    """(W, S, C) for heads of `hd`: elements per load (4: a 16-byte vector, or 1 when `hd % 4`),
-    lanes per position, loads per lane per row."""
-    w = 4 if hd % 4 == 0 else 1
-    nv = hd // w
-    s = min(32, _pow2_at_least(nv))
-    return w, s, -(-nv // s)
-
-
-def default_block(hd: int, l: int) -> int:  # noqa: E741
-    """Threads per block: 128 (4 warps; a head's rows are split over blocks, `default_splits`), fewer
-    when the split rows of a short cache would leave warps idle, within the shared-memory bound."""
-    _, s, _ = layout(hd)
-    b = 128
-    while b > 32 and (b // 32) * (32 // s) > max(1, l):
-        b //= 2
-    while b > 32 and 4 * max(l, (b // 32) * hd) + 128 > STATIC_SHARED_BYTES:
-        b //= 2
-    return b
 
 
 def default_unroll(hd: int) -> int:
@@ -98,27 +79,6 @@ def default_unroll(hd: int) -> int:
     few hundred rows), fewer for wide heads."""
     _, _, c = layout(hd)
     return max(1, 4 // c)
-
-
-TARGET_BLOCKS = 2 * 132
-"""Blocks the attention aims to run over a long cache: two per SM of an H200."""
-
-
-def default_splits(h: int, hd: int, l: int, block: int) -> int:  # noqa: E741
-    """Blocks per head (flash-decoding splits): enough for `TARGET_BLOCKS` over all heads, and no more
-    than a split of one position per lane segment of the block's warps needs."""
-    _, s, _ = layout(hd)
-    per_pass = (block // 32) * (32 // s)
-    return max(1, min(-(-l // per_pass), -(-TARGET_BLOCKS // h)))
-
-
-def split_rows(c: int, splits: int, block: int, hd: int) -> int:
-    """Rows per split for `c` cache rows (c + 1 positions with the current one): the positions over
-    `splits`, rounded up to a whole pass of the block's lane segments. The kernel computes the same."""
-    _, s, _ = layout(hd)
-    per_pass = (block // 32) * (32 // s)
-    per_split = -(-(c + 1) // splits)
-    return per_pass * -(-per_split // per_pass)
 
 
 @functools.cache
@@ -143,8 +103,8 @@ def attention(
     segs = 32 // s
     per_pass = warps * segs
     rows_max = split_rows(l - 1, ns_max, block, hd)
-    ns = max(rows_max, warps * hd, ns_max)
-    if 4 * ns + 4 * 32 > STATIC_SHARED_BYTES:
+    ns = attention_shared_floats(hd, l, block, ns_max)
+    if 4 * ns + 4 * 32 > STATIC_SHARED_BYTES:  # legality's B08 (`limits.attention_limit`) for the defaults
         what = f"score row of {rows_max} rows" if ns == rows_max else f"{warps} partial rows of {hd}"
         raise ValueError(f"attention {what} exceeds the 48 KiB of static shared memory")
     if quant is not None:

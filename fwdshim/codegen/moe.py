@@ -29,6 +29,7 @@ import functools
 from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent
 from fwdshim.codegen.gemv import DotRow, q8_dots
 from fwdshim.codegen.unary import silu_expr
+from fwdshim.limits import MOE_MAX_EXPERTS, MOE_MAX_TOP_K
 
 
 def _check(e: int, d: int, top_k: int, ff: int = 32) -> None:
@@ -36,8 +37,10 @@ def _check(e: int, d: int, top_k: int, ff: int = 32) -> None:
         raise ValueError(f"a mixture of {e} experts, top {top_k}, d = {d}, ff = {ff}")
     if d % 32 or ff % 32:
         raise ValueError(f"a Q8_0 mixture over rows of {d} and {ff} values: not whole blocks of 32")
-    if e > 64 * 32:
-        raise ValueError(f"a router over {e} experts (at most {64 * 32})")
+    if e > MOE_MAX_EXPERTS:  # legality's B10
+        raise ValueError(f"a router over {e} experts (at most {MOE_MAX_EXPERTS})")
+    if top_k > MOE_MAX_TOP_K:  # legality's B09 (lane r of one warp keeps the r-th expert)
+        raise ValueError(f"a router keeping {top_k} experts (at most {MOE_MAX_TOP_K})")
 
 
 def _x_params(d: int, act: str) -> tuple[list[Param], str]:

@@ -6,7 +6,7 @@ this dialect's syntax where the seed names its own (`capped at C` → the attent
 
 Every refusing branch is a numbered `SeedBranch`: `KERNEL_REFUSAL` (K01–K23, `kernel_refusal`'s arms in
 seed order), `FITS` (F01–F08), `SUPPORTS` (S01–S13, the `Refuse` arms of `supports`) and, after the
-seed's, `BEYOND_SEED` (B01–B07: where fwdshim's kernels compute less than the seed's lane, or where
+seed's, `BEYOND_SEED` (B01–B10: where fwdshim's kernels compute less than the seed's lane, or where
 the seed hides the wording).
 """
 
@@ -47,7 +47,7 @@ from fwdshim.dialects.fwd import (
 )
 from fwdshim.diagnostics import where
 from fwdshim.ggml_blocks import GEMV_GGML, GEMV_TYPES, INT8_ACT_GGML, names
-from fwdshim.limits import STATIC_SHARED_BYTES
+from fwdshim.limits import MOE_MAX_EXPERTS, MOE_MAX_TOP_K, STATIC_SHARED_BYTES, attention_limit
 from fwdshim.shim.fused_shapes import fused_shape_refusal
 from fwdshim.shim.protocol import Contract, Position, Scheme
 from fwdshim.shim.refusal import Refusal, SeedBranch
@@ -126,7 +126,11 @@ SUPPORTS: tuple[SeedBranch, ...] = (S01, S02, S03, S04, S05, S06, S07, S08, S09,
 #   kernels), so a `fwd.fused` of one in input IR is no kernel the lowering can build;
 #   B07 last in the fused arm, after the seed's class checks (F05–F08 win): a native class whose
 #   parts are not the shape its one kernel computes (`fwdshim.shim.fused_shapes`, the lowering's checks
-#   too), e.g. a hand-written `norm_weight` of a silu and a softmax.
+#   too), e.g. a hand-written `norm_weight` of a silu and a softmax;
+#   B08, B09, B10 in the primitive arm after B04, before B05: the limits of the attention and MoE
+#   kernels beyond the seed's K18 (`fwdshim.limits`, the factories' own checks): the attention's static
+#   shared memory also holds each warp's partial row of the head (heads of 12288 values do not fit),
+#   the router keeps at most 32 experts (top_k 33 computed a top-32 mixture) and ranks at most 2048.
 
 B01 = B("B01", "an op over 64-bit values — the forward's kernels accumulate in 32 bits")
 B02 = B("B02", "a matmul over {} weights — its kernels dequantize " + names(GEMV_TYPES) + " rows only")
@@ -135,7 +139,10 @@ B04 = B("B04", "`{}` reading a quantized activation — only a block-quantized m
 B05 = B("B05", "an op over {} tensors — the forward's kernels read and write f32 buffers")
 B06 = B("B06", "a fused {} — the forward forms that class itself, never from fused parts")
 B07 = B("B07", "a fused {} of parts its kernel does not compute — {}")
-BEYOND_SEED: tuple[SeedBranch, ...] = (B01, B02, B03, B04, B05, B06, B07)
+B08 = B("B08", "an attention over heads of {} values — its kernel holds a split's scores and each warp's partial row of the head in 48 KiB of static shared memory")
+B09 = B("B09", "an expert mixture keeping {} experts — its router keeps at most " + str(MOE_MAX_TOP_K) + ", one a lane of one warp")
+B10 = B("B10", "an expert mixture of {} experts — its router ranks at most " + str(MOE_MAX_EXPERTS) + ", 64 a lane of one warp")
+BEYOND_SEED: tuple[SeedBranch, ...] = (B01, B02, B03, B04, B05, B06, B07, B08, B09, B10)
 
 ALL_BRANCHES: tuple[SeedBranch, ...] = KERNEL_REFUSAL + FITS + SUPPORTS + BEYOND_SEED
 
@@ -382,7 +389,7 @@ class ForwardShim:
 
     @staticmethod
     def _beyond_seed(op: Operation) -> Refusal | None:
-        """B02–B05 for a primitive `kernel_refusal` passes."""
+        """B02–B04, B08–B10, B05 for a primitive `kernel_refusal` passes."""
         if isinstance(op, MatmulOp):
             w = op.w.type
             if isinstance(w, WeightsType) and w.type not in _GEMV_TYPES:
@@ -395,6 +402,16 @@ class ForwardShim:
             reads_blocks = i == 0 and (isinstance(op, MoeOp) or (isinstance(op, MatmulOp) and _int8_weights(op.w)))
             if not reads_blocks:
                 return Refusal.of(op, B04, B04.why(op.name))
+        if isinstance(op, AttentionOp):
+            h, kv, hd, l = (getattr(op, n).value.data for n in ("h", "kv", "hd", "l"))  # noqa: E741
+            if attention_limit(h, kv, hd, l) is not None:
+                return Refusal.of(op, B08, B08.why(hd))
+        if isinstance(op, MoeOp):
+            e, top_k = op.n_expert.value.data, op.top_k.value.data
+            if top_k > MOE_MAX_TOP_K:
+                return Refusal.of(op, B09, B09.why(top_k))
+            if e > MOE_MAX_EXPERTS:
+                return Refusal.of(op, B10, B10.why(e))
         return _not_f32(op)
 
     def _fused(self, op: FusedOp) -> Refusal | None:
