@@ -301,16 +301,24 @@ def _expert64(w, e: int) -> np.ndarray:
 
 
 def moe_route(x, router, top_k: int, renormalize: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """The router: `softmax(router · x)` (float64), the `top_k` largest (ties: the lower index first),
-    their weights renormalized to sum 1 if asked. Returns (experts int64 `[top_k]` best first,
-    weights float32 `[top_k]`)."""
+    """The router: logits `router · x` (float64), the `top_k` largest (ties: the lower index first; a
+    NaN logit ranks below every number, so `top_k` distinct experts are kept even from a row of NaNs),
+    weighted by their softmax renormalized over the kept ones, `exp(l_i - l_top) / Σ_kept exp(l_j -
+    l_top)` (every weight NaN where a kept logit is NaN), or by the softmax over all experts if not
+    renormalized. The GPU router (`codegen.moe.router`) follows the same rule. Returns (experts int64
+    `[top_k]` best first, weights float32 `[top_k]`)."""
     # row by row in one summation order (not BLAS, whose row blocking can tell equal rows apart): equal
     # router rows give equal logits, so a tie is a tie
-    p = _softmax64(np.sum(_dense64(router) * _as64(x).ravel(), axis=-1))
-    experts = np.argsort(-p, kind="stable")[:top_k]
-    w = p[experts]
+    logits = np.sum(_dense64(router) * _as64(x).ravel(), axis=-1)
+    nan = np.isnan(logits)
+    experts = np.lexsort((-np.where(nan, 0.0, logits), nan))[:top_k]  # stable: the lower index on ties
     if renormalize:
-        w = w / np.sum(w)
+        with np.errstate(invalid="ignore", over="ignore"):
+            kept = logits[experts]
+            w = np.exp(kept - kept[0])
+            w = w / np.sum(w)
+    else:
+        w = _softmax64(logits)[experts]
     return experts.astype(np.int64), w.astype(F32)
 
 

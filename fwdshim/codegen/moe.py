@@ -9,9 +9,11 @@ up `gq`/`uq int8 [E*ff*d]`, `gd`/`ud f32 [E*ff*d/32]`; down `dq int8 [E*d*ff]`, 
 `xq int8 [d]`, `xd f32 [d/32]` (int8-act numerics: the router and gate/up dots are int8 GEMVs).
 
 - `router(e, d, top_k, act=, warps=)`: one block. Logits `rq · x` into shared memory, top-k over
-  the logits by one warp (`top_k` rounds of a warp argmax; ties: the lower expert index), then the
-  renormalized softmax of the kept logits, `w_i = exp(l_i - l_max) / Σ_kept exp(l_j - l_max)` (the
-  softmax over all experts renormalized over the kept ones, exactly). Params `rq, rd, x|xq,xd`, outputs
+  the logits by one warp (`top_k` rounds of a warp argmax; ties: the lower expert index; a NaN logit
+  ranks below every number, so the kept experts are `top_k` distinct ones even from a row of NaNs),
+  then the renormalized softmax of the kept logits, `w_i = exp(l_i - l_max) / Σ_kept exp(l_j - l_max)`
+  (the softmax over all experts renormalized over the kept ones, exactly): every weight NaN where a
+  kept logit is NaN. `reference.moe_route` follows the same rule. Params `rq, rd, x|xq,xd`, outputs
   `idx int32 [top_k]` (best first), `wts f32 [top_k]`.
 - `gate_up(e, d, ff, top_k, act=, rows_per_warp=, warps=)`: `h[k, f] = silu(gate_e·x) * (up_e·x)` for
   `e = idx[k]`; grid `(ceil(ff / (warps*rows_per_warp)), top_k)`. Params `gq, gd, uq, ud, x|xq,xd,
@@ -81,21 +83,24 @@ def router_k(rq, rd, {xs}, idx, wts):
         myv = float32(-math.inf)
         mye = int64(0)
         for r in range({top_k}):
-            v = float32(-math.inf)
+            # the best untaken candidate: a NaN logit ranks below every number, ties (NaN with NaN
+            # too) go to the lower index (reference.moe_route ranks the same); `{e}`: none yet
+            v = float32(math.nan)
             ei = int64({e})
             for j in range({per_lane}):
                 c = lane + 32 * j
-                if c < {e} and (taken >> j) & 1 == 0 and lg[c] > v:
-                    v = lg[c]
-                    ei = c
+                if c < {e} and (taken >> j) & 1 == 0:
+                    lc = lg[c]
+                    if ei == {e} or lc > v or (math.isnan(v) and not math.isnan(lc)):
+                        v = lc
+                        ei = c
             for m in (16, 8, 4, 2, 1):
                 ov = shfl_xor(v, m)
                 oe = shfl_xor(ei, m)
-                if ov > v or (ov == v and oe < ei):
+                nv, no = math.isnan(v), math.isnan(ov)
+                if oe < {e} and (ei >= {e} or (nv and not no) or (nv == no and (ov > v or (not (ov < v) and oe < ei)))):
                     v = ov
                     ei = oe
-            if ei >= {e}:  # every candidate NaN: stay inside the expert stacks
-                ei = int64({e} - 1)
             if ei % 32 == lane:
                 taken |= int64(1) << (ei // 32)
             if r == 0:
