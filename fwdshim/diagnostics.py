@@ -160,7 +160,8 @@ class LocatingParser(Parser):
             fmt = m[1]
             at = self._last_number(op.start, lambda v: isinstance(v, float) and not _packs(fmt, v))
             if at is not None:
-                self.raise_error(f"{at.text} is out of range of {_FLOAT_TYPES.get(fmt, 'its float type')}", at)
+                type_name = _FLOAT_TYPES.get(fmt, "its float type")
+                self.raise_error(f"{at.text} is out of range of {type_name}", at)
         if isinstance(e, struct.error):
             at = self._last_number(op.start, lambda v: isinstance(v, int) and not _packs("q", v))
             if at is not None:
@@ -198,7 +199,8 @@ class LocatingParser(Parser):
         it), and under `--allow-unregistered-dialect` one of a registered dialect is too (as an
         unknown op is)."""
         start = self._current_token.span.start
-        at = max(self.lexer.input.content.rfind(("!" if is_type else "#") + attr_name.split(".", 1)[0], 0, start), 0)
+        sigil_and_dialect = ("!" if is_type else "#") + attr_name.split(".", 1)[0]
+        at = max(self.lexer.input.content.rfind(sigil_and_dialect, 0, start), 0)
         try:
             attr = super()._parse_dialect_type_or_attribute_body(attr_name, is_type, *args)
         except ParseError as e:
@@ -220,7 +222,10 @@ class LocatingParser(Parser):
         if not self.ctx.allow_unregistered:
             return ""
         dialect = name.split(".", 1)[0]
-        return f" (the `{dialect}` dialect is registered: --allow-unregistered-dialect admits {what}s of unregistered dialects only)"
+        return (
+            f" (the `{dialect}` dialect is registered: --allow-unregistered-dialect admits {what}s of"
+            " unregistered dialects only)"
+        )
 
 
 _INTEGER_OUT_OF_RANGE = re.compile(r"Integer value (-?\d+) is out of range")

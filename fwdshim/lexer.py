@@ -34,6 +34,8 @@ _STRING_BODY = re.compile(r'(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*+')
 r"""What may stand between the quotes: a character other than a quote, a backslash or a line break,
 or an escape (`\n`, `\t`, `\\`, `\"`, two hex digits)."""
 
+_ESCAPES = '\\n \\t \\\\ \\" or two hex digits'
+
 
 class FwdLexer(MLIRLexer):
     def _lex_string_literal(self, start_pos: Position) -> MLIRToken:
@@ -43,13 +45,13 @@ class FwdLexer(MLIRLexer):
         Raises: ParseError at the opening quote when the line or the input ends first, at the
         backslash of an escape that is not one."""
         content = self.input.content
-        end = _STRING_BODY.match(content, start_pos + 1).end()  # type: ignore[union-attr]  # `*+` always matches
+        end = _STRING_BODY.match(content, start_pos + 1).end()  # type: ignore[union-attr]  # `*+` matches
         stop = content[end : end + 1]
         if stop == "\\":
             escape = content[end : end + 2].rstrip("\n\v\f")
             raise ParseError(
                 Span(end, end + len(escape), self.input),
-                f'invalid escape `{escape}` in a string literal (escapes: \\n \\t \\\\ \\" or two hex digits)',
+                f"invalid escape `{escape}` in a string literal (escapes: {_ESCAPES})",
             )
         if stop != '"':
             where = "the end of the input" if stop == "" else "the end of the line"
@@ -68,7 +70,8 @@ class FwdLexer(MLIRLexer):
         token = super()._lex_number(start_pos)
         limit = sys.get_int_max_str_digits()
         digits = len(token.text)
-        if token.kind == MLIRTokenKind.INTEGER_LIT and 0 < limit < digits and not token.text[:2] in ("0x", "0X"):
+        hexadecimal = token.text[:2] in ("0x", "0X")
+        if token.kind == MLIRTokenKind.INTEGER_LIT and 0 < limit < digits and not hexadecimal:
             raise ParseError(token.span, f"integer literal too long: {digits} digits (at most {limit})")
         return token
 
@@ -97,7 +100,8 @@ def number_literals(input: Input, start: Position, end: Position) -> list[tuple[
                     else token.kind.get_float_value(token.span)
                 )
                 span = token.span
-                if previous is not None and previous.kind == MLIRTokenKind.MINUS and previous.span.end == span.start:
+                negative = previous is not None and previous.kind == MLIRTokenKind.MINUS
+                if negative and previous.span.end == span.start:  # type: ignore[union-attr]
                     value, span = -value, Span(previous.span.start, span.end, input)
                 found.append((span, value))
             previous = token

@@ -1,7 +1,7 @@
 // String literals that do not end or hold an escape that is not one, in every place a string is
 // lexed: each is an error at the opening quote (or the backslash), at once (xDSL's lexer regex took
 // time doubling per character on an unterminated string: these lines would never finish).
-// RUN: fwdshim-opt %s --split-input-file --parsing-diagnostics | filecheck %s
+// RUN: fwdshim-opt %s --split-input-file --parsing-diagnostics --allow-unregistered-dialect | filecheck %s
 
 %w = fwd.weight "blk.0.attn_norm.weight : tensor<64xf32>
 // CHECK: invalid_strings.mlir:[[# @LINE - 1]]:17
@@ -44,3 +44,10 @@ func.func @"forward_step_with_a_long_quoted_name(%x: tensor<64xf32>) -> tensor<6
 %w = fwd.weight "blk.0\q.weight" : tensor<64xf32>
 // CHECK: invalid_strings.mlir:[[# @LINE - 1]]:23
 // CHECK: invalid escape `\q` in a string literal (escapes: \n \t \\ \" or two hex digits)
+
+// -----
+
+// The body of an unregistered attribute is scanned raw (xDSL's own scan, linear).
+"x.op"() {a = #mine.attr<"a_string_in_an_unregistered_attribute_body_that_never_ends>} : () -> ()
+// CHECK: invalid_strings.mlir:[[# @LINE - 1]]:26
+// CHECK: Unterminated string literal in dialect symbol body
