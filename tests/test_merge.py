@@ -14,22 +14,25 @@ from fwdshim.codegen.kernel import simulating
 from fwdshim.codegen.plan import build_plan, functions
 from fwdshim.codegen.runtime import CompiledForward
 
-pytestmark = pytest.mark.skipif(not simulating(), reason="the simulator suite (FWDSHIM_GPU=1 runs the gpu suite)")
+sim_only = pytest.mark.skipif(not simulating(), reason="the simulator suite (FWDSHIM_GPU=1 runs the gpu suite)")
 
 
-def run_both(m, weights, inputs):
+def run_both(m, weights, inputs, cache_len=None):
     func = functions(m)[0]
     plans = {flag: build_plan(func, m, merge=flag) for flag in (False, True)}
     assert plans[True].merged and not plans[False].merged
     out = {}
     for flag, plan in plans.items():
         fw = CompiledForward(m, weights, plan=plan)
-        res = [np.asarray(a.copy_to_host()) for a in fw.run_stagewise(inputs)]
+        run = fw.run_stagewise if fw.graph is None else fw.step
+        run(inputs, cache_len)
+        res = [np.asarray(a.copy_to_host()) for a in run(inputs, cache_len)]  # twice: the counts reset
         bufs = {b.name: np.asarray(fw.array(b.name, b.parts[0].name).copy_to_host()) for b in plan.buffers}
         out[flag] = (res, bufs, plan)
     return out
 
 
+@sim_only
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
 def test_merged_launches_are_bit_for_bit_their_stages(numerics):
     rng = np.random.default_rng()
@@ -51,6 +54,7 @@ def test_merged_launches_are_bit_for_bit_their_stages(numerics):
     assert [(h.stage, h.name) for h in held] == [(h.stage, h.name) for h in p0.stage_launches]
 
 
+@sim_only
 def test_plan_shows_each_launch_and_its_stages():
     m = pipeline(parse(llama_src(**TINY)), "dequant")
     plan = build_plan(functions(m)[0], m)
@@ -63,6 +67,7 @@ def test_plan_shows_each_launch_and_its_stages():
     assert "holds stage 1 gemv_" in line and "; last block: stage 4 rope_" in line
 
 
+@sim_only
 def test_groups_keep_dependent_and_atomic_launches_apart():
     m = pipeline(parse(llama_src(**TINY)), "dequant")
     plan = build_plan(functions(m)[0], m, merge=False)
@@ -72,3 +77,23 @@ def test_groups_keep_dependent_and_atomic_launches_apart():
             assert all(merge._independent(a, b) for b in par[i + 1 :])
         assert not any(x.name.startswith("attention") for x in par[1:] + tails)
     assert sum(len(p) + len(t) for p, t in groups) == len(plan.stage_launches)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(simulating(), reason="the gpu suite runs on a device (FWDSHIM_GPU=1)")
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
+def test_merged_graph_is_bit_for_bit_the_stages_graph_on_the_gpu(numerics):
+    """A SmolLM2-sized layer, each plan captured as a graph and replayed twice at a cache fill of 1000."""
+    from test_lowering_modules import SMOL
+
+    rng = np.random.default_rng()
+    m = pipeline(parse(llama_src(**SMOL)), numerics)
+    weights = llama_weights(rng, **SMOL)
+    inputs = llama_inputs(rng, **SMOL, rows=1000)
+    out = run_both(m, weights, inputs)
+    (r0, b0, _), (r1, b1, p1) = out[False], out[True]
+    for a, b in zip(r0, r1, strict=True):
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+    for name in set(b0) & set(b1):
+        assert b0[name].tobytes() == b1[name].tobytes(), name
+    print(f"\n{numerics}: {len(p1.merged)} merged launches for {len(p1.stage_launches)} stage kernels, bit for bit")

@@ -13,12 +13,13 @@ group of
   add), each small (`TAIL_THREADS` threads of work at most), run by the set's block that finishes
   last (each block fences its writes and counts itself done, `atomic.add` on a `count` scratch word
   that the last block resets): the tail's blocks one after another, separated by barriers. A tail of
-  another block size runs only when its body is thread-independent (no barriers, shuffles, warp
-  reductions or shared memory): each of its threads is then a call with its thread index.
+  another block size runs only when its warps work alone (no barriers or shared memory; shuffles
+  and warp reductions are fine): the block's threads then take the tail's threads in turns, thread
+  `t` as `t`, `t + block`, ... (a warp stays a warp, lane for lane).
 
 Each part keeps its own generated source: its kernel function becomes a device function of the
 merged module (`cuda.blockIdx.x`/`.y` -> arguments, `cuda.grid(1)` spelled out with the part's own block size,
-`cuda.threadIdx.x` -> an argument for a thread-mapped tail), called with its own arguments, so every part computes what it computed alone.
+`cuda.threadIdx.x` -> an argument for a tail run in turns), called with its own arguments, so every part computes what it computed alone.
 A launch joins no group when its source reads with the non-coherent path (`ld_*x4`) as a tail (its
 input is written in the same launch), uses atomics (a last-block pattern of its own: attention,
 argmax), or reads `gridDim`/`blockDim`.
@@ -65,10 +66,11 @@ def _plain(k: Kernel) -> bool:
     )
 
 
-def _thread_free(k: Kernel) -> bool:
-    """No barrier, shuffle, warp reduction or shared memory: each thread computes alone."""
+def _warp_free(k: Kernel) -> bool:
+    """No barrier and no shared memory: each warp computes alone (lanes may shuffle), so a block of
+    another multiple of 32 threads can run its threads in turns, warp for warp."""
     body = _body(k)
-    return not any(w in body for w in ("syncthreads", "shfl", "warp_", "shared", "block_reduce"))
+    return not any(w in body for w in ("syncthreads", "shared", "block_reduce"))
 
 
 def _grid1(k: Kernel) -> int | None:
@@ -108,7 +110,7 @@ def _tail_ok(t, block: int) -> bool:
         return False
     if gx * k.block[0] > TAIL_THREADS:
         return False
-    return k.block[0] == block or _thread_free(k)
+    return k.block[0] == block or (_warp_free(k) and k.block[0] % 32 == 0)
 
 
 def groups(launches: Sequence) -> list[tuple[list, list]]:
