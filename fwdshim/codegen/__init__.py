@@ -12,8 +12,15 @@ launch order with dtype, size and logical shape):
   `q8_dots` emits Q8_0 row dot products for other kernels.
 - `quantize`: the quantize stage (one_word, two_words) and the quantize `epilogue` text.
 - `rope`: rope over heads with one row of angles.
-- `attention`: single-query GQA attention, scores in static shared memory, optional quantize epilogue.
+- `attention`: single-query GQA attention, each head's cache rows split over blocks (flash-decoding,
+  the last block of a head combines), optional quantize epilogue; `kv_append`.
 - `moe`: top-k router, gate-up SwiGLU, down-and-combine.
+- `embed`, `argmax`: the device-resident decode loop's first and last launches (the token's
+  embedding row and angles; the greedy pick, the position advanced); `loop.DeviceLoop` captures them
+  around a plan as one graph.
+
+`merge` groups a plan's stage launches into merged launches (parallel parts and last-block tails,
+bit for bit their stages).
 
 `kernel` turns generated source into kernels (disk cache, simulator prelude); `intrinsics` holds
 the GPU primitives and `simulator` their simulator equivalents.

@@ -11,11 +11,15 @@ step (`ImportedModel`), then per token (`step(token)`):
 
 Backends: `cpu` runs the legalized step with the NumPy reference executor (`reference.execute`;
 weights dequantized once and kept by the store; BLAS held to `$FWDSHIM_CPU_THREADS` threads, default 1); `gpu` runs it as a CUDA graph through the runtime
-of `fwdshim.codegen.runtime`; `auto` takes the GPU when one is present.
+of `fwdshim.codegen.runtime` — as a device-resident loop (`codegen.loop.DeviceLoop`): the token id,
+its embedding row, the angles and the greedy pick all on the device; `auto` takes the GPU when one
+is present.
 
-`generate(decoder, prompt_ids, max_tokens)` feeds the prompt, then picks the most likely token
-(`argmax`, ties to the lower id) until `max_tokens`, a stop token or a full context; it returns a
-`Generation` with the tokens, each step's logits and the timings.
+`generate(decoder, prompt_ids, max_tokens, logits=True)` feeds the prompt, then picks the most
+likely token (`argmax`, ties to the lower id, NaN first) until `max_tokens`, a stop token or a full
+context; it returns a `Generation` with the tokens, each step's logits (with `logits`) and the
+timings. On the GPU with `logits=False` step t+1 is enqueued before t's pick is read back (one id
+and its logit a step; the logits never leave the device).
 """
 
 from __future__ import annotations
