@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import seeds
 from kernels_common import fast_simulator  # noqa: F401
 from test_lowering_modules import TINY, llama_inputs, llama_src, llama_weights, parse, pipeline
 
@@ -35,7 +36,7 @@ def run_both(m, weights, inputs, cache_len=None):
 @sim_only
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
 def test_merged_launches_are_bit_for_bit_their_stages(numerics):
-    rng = np.random.default_rng()
+    rng = seeds.rng()
     m = pipeline(parse(llama_src(**TINY)), numerics)
     weights = llama_weights(rng, **TINY)
     inputs = llama_inputs(rng, **TINY, rows=TINY["l"] - 2)
