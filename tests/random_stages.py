@@ -55,7 +55,7 @@ def rope(r, big):
             f"  func.return %y : {v(n)}\n}}\n")
 
 def matmul(r, big):
-    k = int(r.choice([32, 64, 96]) if not big else r.choice([4096, 8192, 16384]))
+    k = int(r.choice([32, 40, 64, 96]) if not big else r.choice([4096, 8192, 16384]))
     n = int(r.choice([1, 3, 32, 64]) if not big else r.choice([4096, 151936]))
     ty = str(r.choice(["q8_0", "f32", "f16", "q4_0", "q4_1", "q5_0", "q5_1"]))
     W = f"!fwd.weights<{n}x{k}, {ty}>"

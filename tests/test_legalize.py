@@ -75,6 +75,7 @@ SEED = {
     "B08": "an attention over heads of 12288 values — its kernel holds a split's scores and each warp's partial row of the head in 48 KiB of static shared memory",
     "B09": "an expert mixture keeping 33 experts — its router keeps at most 32, one a lane of one warp",
     "B10": "an expert mixture of 2049 experts — its router ranks at most 2048, 64 a lane of one warp",
+    "B11": "a matmul or mixture over Q8_0 rows of 40 values — its kernels read whole blocks of 32",
 }
 
 
@@ -213,6 +214,7 @@ CASES: dict[str, tuple[str, Q8MatKind]] = {
     "B08": (attention(h=1, kv=1, hd=12288, l=2), Q8MatKind.DEQUANT),
     "B09": (moe(extra="renormalize act swiglu scoring softmax", e=34, top_k=33), Q8MatKind.DEQUANT),
     "B10": (moe(extra="renormalize act swiglu scoring softmax", e=2049), Q8MatKind.DEQUANT),
+    "B11": (val("x", T(40)) + f'%w = fwd.weight "w" : !fwd.weights<8x40, q8_0>\n%z = fwd.matmul %x, %w : {T(40)}, !fwd.weights<8x40, q8_0> -> {T(8)}\n', Q8MatKind.DEQUANT),
 }
 for _i, (_sid, _cls) in enumerate(
     [("S01", "relu_sqr"), ("S02", "flash_decode"), ("S03", "softcap"), ("S04", "attn_lse_merge"), ("S05", "grouped_topk"),

@@ -60,3 +60,24 @@ func.func @experts2049(%x: tensor<32xf32>) -> tensor<32xf32> {
   %y = fwd.moe %x, %r, %g, %u, %d n_expert 2049 top_k 2 renormalize act swiglu scoring softmax : tensor<32xf32>, !fwd.weights<2049x32, q8_0>, !fwd.weights<2049x32x32, q8_0>, !fwd.weights<2049x32x32, q8_0>, !fwd.weights<2049x32x32, q8_0> -> tensor<32xf32>
   func.return %y : tensor<32xf32>
 }
+
+// -----
+
+// B11: the block GEMVs read whole 32-value blocks (Q8_0 rows of 40 values were legal, then failed to lower)
+// CHECK: kernel_limits.mlir:[[# @LINE + 3]]:3: error: a matmul or mixture over Q8_0 rows of 40 values — its kernels read whole blocks of 32
+func.func @q8_rows_of_40(%x: tensor<40xf32>) -> tensor<8xf32> {
+  %w = fwd.weight "w" : !fwd.weights<8x40, q8_0>
+  %y = fwd.matmul %x, %w : tensor<40xf32>, !fwd.weights<8x40, q8_0> -> tensor<8xf32>
+  func.return %y : tensor<8xf32>
+}
+
+// -----
+
+// Negative: dense f32 rows of 40 values are legal (the dense GEMV reads any row).
+// CHECK-NOT: error: a matmul or mixture over F32
+// CHECK: func.func @f32_rows_of_40
+func.func @f32_rows_of_40(%x: tensor<40xf32>) -> tensor<8xf32> {
+  %w = fwd.weight "w" : !fwd.weights<8x40, f32>
+  %y = fwd.matmul %x, %w : tensor<40xf32>, !fwd.weights<8x40, f32> -> tensor<8xf32>
+  func.return %y : tensor<8xf32>
+}

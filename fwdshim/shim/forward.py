@@ -6,7 +6,7 @@ this dialect's syntax where the seed names its own (`capped at C` → the attent
 
 Every refusing branch is a numbered `SeedBranch`: `KERNEL_REFUSAL` (K01–K23, `kernel_refusal`'s arms in
 seed order), `FITS` (F01–F08), `SUPPORTS` (S01–S13, the `Refuse` arms of `supports`) and, after the
-seed's, `BEYOND_SEED` (B01–B10: where fwdshim's kernels compute less than the seed's lane, or where
+seed's, `BEYOND_SEED` (B01–B11: where fwdshim's kernels compute less than the seed's lane, or where
 the seed hides the wording).
 """
 
@@ -130,7 +130,9 @@ SUPPORTS: tuple[SeedBranch, ...] = (S01, S02, S03, S04, S05, S06, S07, S08, S09,
 #   B08, B09, B10 in the primitive arm after B04, before B05: the limits of the attention and MoE
 #   kernels beyond the seed's K18 (`fwdshim.limits`, the factories' own checks): the attention's static
 #   shared memory also holds each warp's partial row of the head (heads of 12288 values do not fit),
-#   the router keeps at most 32 experts (top_k 33 computed a top-32 mixture) and ranks at most 2048.
+#   the router keeps at most 32 experts (top_k 33 computed a top-32 mixture) and ranks at most 2048;
+#   B11 there too: the block GEMVs and the mixture read rows of whole 32-value blocks (Q8_0 rows of 40
+#   values were legal, then fwd-lower-numba failed).
 
 B01 = B("B01", "an op over 64-bit values — the forward's kernels accumulate in 32 bits")
 B02 = B("B02", "a matmul over {} weights — its kernels dequantize " + names(GEMV_TYPES) + " rows only")
@@ -142,7 +144,8 @@ B07 = B("B07", "a fused {} of parts its kernel does not compute — {}")
 B08 = B("B08", "an attention over heads of {} values — its kernel holds a split's scores and each warp's partial row of the head in 48 KiB of static shared memory")
 B09 = B("B09", "an expert mixture keeping {} experts — its router keeps at most " + str(MOE_MAX_TOP_K) + ", one a lane of one warp")
 B10 = B("B10", "an expert mixture of {} experts — its router ranks at most " + str(MOE_MAX_EXPERTS) + ", 64 a lane of one warp")
-BEYOND_SEED: tuple[SeedBranch, ...] = (B01, B02, B03, B04, B05, B06, B07, B08, B09, B10)
+B11 = B("B11", "a matmul or mixture over {} rows of {} values — its kernels read whole blocks of 32")
+BEYOND_SEED: tuple[SeedBranch, ...] = (B01, B02, B03, B04, B05, B06, B07, B08, B09, B10, B11)
 
 ALL_BRANCHES: tuple[SeedBranch, ...] = KERNEL_REFUSAL + FITS + SUPPORTS + BEYOND_SEED
 
@@ -389,7 +392,7 @@ class ForwardShim:
 
     @staticmethod
     def _beyond_seed(op: Operation) -> Refusal | None:
-        """B02–B04, B08–B10, B05 for a primitive `kernel_refusal` passes."""
+        """B02–B04, B11, B08–B10, B05 for a primitive `kernel_refusal` passes."""
         if isinstance(op, MatmulOp):
             w = op.w.type
             if isinstance(w, WeightsType) and w.type not in _GEMV_TYPES:
@@ -402,6 +405,11 @@ class ForwardShim:
             reads_blocks = i == 0 and (isinstance(op, MoeOp) or (isinstance(op, MatmulOp) and _int8_weights(op.w)))
             if not reads_blocks:
                 return Refusal.of(op, B04, B04.why(op.name))
+        for w in op.operands[1:5] if isinstance(op, MoeOp | MatmulOp) else ():
+            t = w.type
+            k = (dims_of(t) or (0,))[-1] if isinstance(t, WeightsType) else 0
+            if isinstance(t, WeightsType) and t.type.value not in _DENSE_DTYPES | {"bf16"} and k % 32:
+                return Refusal.of(op, B11, B11.why(t.type.name, k))
         if isinstance(op, AttentionOp):
             h, kv, hd, l = (getattr(op, n).value.data for n in ("h", "kv", "hd", "l"))  # noqa: E741
             if attention_limit(h, kv, hd, l) is not None:
