@@ -21,6 +21,10 @@ config.environment["PATH"] = os.environ.get("PATH", "")
 for var, value in os.environ.items():
     if var in ("HOME", "VIRTUAL_ENV", "PYTHONPATH", "TMPDIR") or var.startswith(("FWDSHIM_", "NUMBA_", "CUDA_")):
         config.environment[var] = value
+# As the pytest suite: `fwd-lower-numba` builds its kernels under Numba's CUDA simulator unless
+# `FWDSHIM_GPU=1` (so the suite needs no GPU and no CUDA toolkit).
+if os.environ.get("FWDSHIM_GPU") != "1":
+    config.environment.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 # On PATH, else beside the Python running lit (a venv's `bin/lit` run without activating the venv).
 _search = os.pathsep.join([os.environ.get("PATH", ""), os.path.dirname(sys.executable)])
