@@ -35,3 +35,17 @@ def pytest_runtest_makereport(item, call):
         from seeds import case_seed
 
         report.sections.append(("seed", f"FWDSHIM_SEED={case_seed(item.nodeid)} replays this test's rng()"))
+
+
+if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+    import fastsim
+
+    fastsim.install()  # the simulator's threads wait instead of polling (tests/fastsim.py)
+
+
+def pytest_configure(config):
+    # `pytest -n N` (pytest-xdist): a module's tests run on one worker (`--dist loadscope`), so each
+    # module-scoped fixture is built once (test_peer.py's torch, transformers and SmolLM2: ~30 s).
+    # (`--dist loadgroup` would not do: xdist 3.8 cannot rename pytest 9's items into groups.)
+    if getattr(config.option, "dist", None) == "load":
+        config.option.dist = "loadscope"

@@ -14,10 +14,11 @@ custom syntax (the `Kw` directive in `fwd.py`).
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from enum import StrEnum
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-import gguf
 from xdsl.dialects.builtin import ArrayAttr, IntAttr
 from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import ParametrizedAttribute, TypeAttribute
@@ -26,8 +27,32 @@ from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
+if TYPE_CHECKING:
+    import gguf
+
+
+def _gguf_constants():
+    """`gguf.constants`, without importing the `gguf` package when it is not loaded yet: its
+    `__init__` imports numpy and the reader and writer (~0.25 s of every `fwdshim-opt` start-up),
+    and the dialect needs only the names of the quantization types."""
+    loaded = sys.modules.get("gguf.constants")
+    if loaded is not None:
+        return loaded
+    package = importlib.util.find_spec("gguf")
+    if package is None or not package.submodule_search_locations:
+        import gguf.constants
+
+        return gguf.constants
+    path = f"{list(package.submodule_search_locations)[0]}/constants.py"
+    spec = importlib.util.spec_from_file_location("fwdshim._gguf_constants", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 GgmlType = StrEnum(  # type: ignore[misc]
-    "GgmlType", [(m.name, m.name.lower()) for m in gguf.GGMLQuantizationType], module=__name__
+    "GgmlType", [(m.name, m.name.lower()) for m in _gguf_constants().GGMLQuantizationType], module=__name__
 )
 GgmlType.__doc__ = "Every member of `gguf.GGMLQuantizationType`, valued by its lowercase name."
 
@@ -39,6 +64,8 @@ def ggml_of(qtype: gguf.GGMLQuantizationType) -> GgmlType:
 
 def gguf_of(ggml: GgmlType) -> gguf.GGMLQuantizationType:
     """The `gguf.GGMLQuantizationType` of a `GgmlType`."""
+    import gguf
+
     return gguf.GGMLQuantizationType[ggml.name]
 
 
