@@ -486,13 +486,29 @@ def test_interrupt_mid_generation_ends_the_line(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr() == ("the abcx\n", "fwdshim: interrupted\n")
 
 
-def test_sigint_from_the_console_script(tmp_path):
-    """A real Ctrl-C (SIGINT) while the model generates: one line, exit status 130."""
+@pytest.mark.parametrize("suite_sigint", ["default", "ignored"])
+def test_sigint_from_the_console_script(tmp_path, suite_sigint):
+    """A real Ctrl-C (SIGINT) while the model generates: one line, exit status 130 (also when the
+    suite itself runs with SIGINT ignored, as under `nohup` or `&`)."""
+    if suite_sigint == "ignored":
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            return _sigint_from_the_console_script(tmp_path)
+        finally:
+            signal.signal(signal.SIGINT, old)
+    _sigint_from_the_console_script(tmp_path)
+
+
+def _sigint_from_the_console_script(tmp_path):
     path = tiny(tmp_path, params=dataclasses.replace(TINY, context_length=12256))
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     argv = [EXE, "run", "--model", str(path), "--prompt", "go", "--device", "cpu", "--context", "12256",
             "--max-tokens", "100000"]  # fmt: skip
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    # A shell's background job or `nohup` starts this suite with SIGINT ignored, and an ignored SIGINT
+    # stays ignored across exec (Python then installs no KeyboardInterrupt handler): the child gets
+    # the disposition of a terminal's foreground process back before it execs.
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
     assert p.stdout.read(2) == b"go"  # the prompt is out: the decode loop runs
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
