@@ -2,9 +2,32 @@
 
 Kernel tests run under Numba's CUDA simulator unless `FWDSHIM_GPU=1` (the `gpu`-marked suite on a
 device): the simulator must be chosen before anything imports `numba.cuda`, so it is set here.
+
+The suite's cache: `FWDSHIM_CACHE` is a temporary directory of the run's own (shared by its xdist
+workers, removed at the end), so tests never write into the user's `~/.cache/fwdshim` (kernel
+modules, sidecars, `models/*.json`). A model file the user already downloaded there is linked in,
+read-only, rather than fetched again. `FWDSHIM_TEST_CACHE=DIR` makes DIR the suite's cache instead
+(kept: e.g. to keep downloaded models between CI runs).
 """
 
+import atexit
 import os
+import shutil
+import tempfile
+from pathlib import Path
+
+_user_cache = Path(os.environ.get("FWDSHIM_CACHE") or Path.home() / ".cache" / "fwdshim")
+if not os.environ.get("FWDSHIM_TEST_CACHE"):  # the first process of the run (xdist workers inherit it)
+    _own = tempfile.mkdtemp(prefix="fwdshim-test-cache-")
+    os.environ["FWDSHIM_TEST_CACHE"] = _own
+    atexit.register(shutil.rmtree, _own, ignore_errors=True)
+    (Path(_own) / "models").mkdir()
+    from fwdshim.frontend.cache import MODELS
+
+    for _spec in MODELS.values():  # the downloaded models only (not sidecars: those the suite writes)
+        if (_user_cache / "models" / _spec.file_name).is_file():
+            (Path(_own) / "models" / _spec.file_name).symlink_to(_user_cache / "models" / _spec.file_name)
+os.environ["FWDSHIM_CACHE"] = os.environ["FWDSHIM_TEST_CACHE"]
 
 if os.environ.get("FWDSHIM_GPU") != "1":
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")

@@ -36,7 +36,7 @@ TINY = LlamaParams(n_layer=2, d=64, ff=96, h=4, kv=2, hd=16, rope_dim=16, rope_b
 MOE = LlamaParams(n_layer=1, d=64, ff=64, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
                   vocab=262, n_expert=4, top_k=2)  # fmt: skip
 MERGES = [("a", "b"), ("ab", "c"), ("Ġ", "t"), ("h", "e"), ("Ġt", "he")]
-SMOLLM2 = Path.home() / ".cache" / "fwdshim" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2 = Path(os.environ["FWDSHIM_CACHE"]) / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"  # the suite's cache
 EXE = shutil.which("fwdshim")
 
 
@@ -370,7 +370,7 @@ def _refusal_names_the_matmul(capsys, argv):
     return err
 
 
-@pytest.mark.skipif(not SMOLLM2.is_file(), reason="SmolLM2 is not in ~/.cache/fwdshim (not downloaded by tests)")
+@pytest.mark.skipif(not SMOLLM2.is_file(), reason="SmolLM2 is not downloaded (into ~/.cache/fwdshim, or FWDSHIM_TEST_CACHE)")
 def test_requantize_none_runs_smollm2_as_shipped(capsys):
     """Its Q4_1 projections and Q8_0 embedding are read as the file stores them (no sidecar)."""
     argv = ["run", "--model", str(SMOLLM2), "--prompt", "Hi", "--requantize", "none", "--device", "cpu",
