@@ -1,0 +1,44 @@
+"""The README's quick start is what a new user pastes and what CI runs (`.ci/run` reads it)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def quick_start() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"## Quick start\n\n```sh\n(.*?)\n```", text, re.S)
+    assert block is not None
+    return block.group(1).splitlines()
+
+
+def test_the_block_holds_every_step():
+    lines = quick_start()
+    commands = [ln for ln in lines if not ln.startswith("#")]
+    assert len(commands) == 3
+    first, optional, tests = commands
+    # the venv and the install are in the first command itself, then the main job
+    assert first.startswith("python3 -m venv .venv && . .venv/bin/activate && pip install -e . && fwdshim run ")
+    # the optional line says so, and its failure cannot stop what follows (`|| echo`)
+    assert lines[lines.index(optional) - 1].startswith("# optional")
+    assert optional.startswith("pip install torch==") and re.search(r"\|\| echo \"[^\"]*\"$", optional)
+    assert "&&" not in optional
+    assert tests == 'pip install -e ".[test]" && pytest -q -n auto && lit -v filecheck_tests'
+
+
+def test_ci_runs_the_readme_lines():
+    """`.ci/run`'s own extraction, run on the README: the optional torch line and the test command."""
+    script = (ROOT / ".ci" / "run").read_text()
+    start = script.index("block=$(")
+    extract = script[start : script.index("\nfi\n", start) + 4]
+    out = subprocess.run(
+        ["bash", "-c", f'set -euo pipefail\n{extract}\nprintf "%s\\n" "$optional" "$tests"'],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    )
+    commands = [ln for ln in quick_start() if not ln.startswith("#")]
+    assert out.stdout.splitlines() == commands[1:]
+    assert 'eval "$tests" || status=$?' in script
