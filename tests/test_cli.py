@@ -74,6 +74,24 @@ def test_import_requantizes_beside_the_output_and_locates_refusals(tmp_path, cap
     assert msg.startswith("a matmul over MXFP4 weights")
 
 
+def test_import_weights_option_chooses_the_converted_file(tmp_path, capsys):
+    path = tiny(tmp_path, types={"blk.0.ffn_up.weight": QT.Q4_1})
+    out, side = tmp_path / "step.mlir", tmp_path / "w" / "mine.gguf"
+    side.parent.mkdir()
+    assert cli.main(["import", str(path), "-o", str(out), "--requantize", "q8_0", "--weights", str(side)]) == 0
+    assert f"1 tensor converted into {side}" in capsys.readouterr().err
+    assert not (tmp_path / "step.weights.gguf").exists()
+    assert {t.name: t.tensor_type for t in gguf.GGUFReader(side).tensors}["blk.0.ffn_up.weight"] == QT.Q8_0
+    assert f"// weights: {side} (1 tensors converted by fwdshim)" in out.read_text()
+    # --weights with the IR on stdout; and never over the model or the IR itself
+    assert cli.main(["import", str(path), "--requantize", "q8_0", "--weights", str(tmp_path / "s.gguf")]) == 0
+    assert str(tmp_path / "s.gguf") in capsys.readouterr().out and (tmp_path / "s.gguf").is_file()
+    assert cli.main(["import", str(path), "--requantize", "q8_0", "--weights", str(path)]) == 1
+    assert "is the model itself" in capsys.readouterr().err
+    assert cli.main(["import", str(path), "-o", str(out), "--weights", str(out)]) == 1
+    assert capsys.readouterr().err == f"fwdshim: error: --weights {out}: the same file as -o {out}\n"
+
+
 def test_import_to_stdout(tmp_path, capsys):
     assert cli.main(["import", str(tiny(tmp_path))]) == 0
     assert capsys.readouterr().out.count("fwd.attention") == 2

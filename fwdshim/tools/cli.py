@@ -80,12 +80,15 @@ def _parser() -> argparse.ArgumentParser:
         "import", help="write the decode-step IR of a GGUF model",
         description="Write one decode step of a GGUF llama model as `fwd` IR (for fwdshim-opt). "
         "Weights keep their types unless --requantize q8_0; converted weights (requantized ones, "
-        "norms widened to F32) go into STEP.weights.gguf beside the output (or into the cache when "
-        "writing to stdout).",
+        "norms widened to F32) go into STEP.weights.gguf beside the output (-o step.mlir writes "
+        "step.weights.gguf; --weights chooses another file; into the cache when writing to stdout).",
     )  # fmt: skip
     imp.add_argument("model", metavar="MODEL",
                      help="a GGUF file of architecture llama, or a known model name (smollm2)")  # fmt: skip
     imp.add_argument("-o", "--output", metavar="STEP.mlir", help="where to write the IR (default: stdout)")
+    imp.add_argument("--weights", metavar="PATH.gguf",
+                     help="where to write the converted weights (default: STEP.weights.gguf beside -o, "
+                     "else the cache); the IR's `fwd.gguf` attribute names it")  # fmt: skip
     imp.add_argument("--requantize", choices=REQUANTIZE, default="none", help=_REQUANTIZE_HELP)
     imp.add_argument("--context", type=int, metavar="N", help=_CONTEXT_HELP)
 
@@ -287,8 +290,13 @@ def _import(args, out: _Output) -> int:
     sidecar = dest.with_suffix(".weights.gguf") if dest is not None else None
     if dest is not None:
         _check_writable(dest, "-o", path)
-        if sidecar.exists() and path.exists() and sidecar.samefile(path):
-            raise UsageError(f"-o {dest}: its converted weights {sidecar} would overwrite the model")
+    if args.weights is not None:
+        sidecar = Path(args.weights)
+        _check_writable(sidecar, "--weights", path)
+        if dest is not None and sidecar.resolve() == dest.resolve():
+            raise UsageError(f"--weights {sidecar}: the same file as -o {dest}")
+    elif sidecar is not None and sidecar.exists() and path.exists() and sidecar.samefile(path):
+        raise UsageError(f"-o {dest}: its converted weights {sidecar} would overwrite the model")
     model = _import_model(import_gguf, damaged_cache_hint, args, path, dest, sidecar)
     _note_context(args, model)
     if dest is None:
@@ -296,7 +304,7 @@ def _import(args, out: _Output) -> int:
     else:
         _write_file(dest, "-o", lambda f: f.write(model.text.encode()))
     p = model.params
-    note = f"; {len(model.converted)} tensors converted into {model.gguf_path}" if model.converted else ""
+    note = f"; {_plural(len(model.converted), 'tensor')} converted into {model.gguf_path}" if model.converted else ""
     where = f"wrote {dest}" if dest is not None else "imported"
     print(f"fwdshim: {where}: {_plural(p.n_layer, 'layer')}, context {model.context}{note}", file=sys.stderr)
     return 0
