@@ -143,15 +143,21 @@ def test_help_lists_every_available_pass_once_and_xdsl_options():
     r = opt("--help")
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    assert "fwdshim passes (-p NAME{option=value ...}):" in out
+    assert "fwdshim passes (-p 'NAME{option=value ...}', options separated by spaces):" in out
     section = out.split("fwdshim passes", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
-    names = [ln.split()[0] for ln in section if ln.strip() and not ln.strip().startswith("(")]
+    names = [ln.split("{")[0].strip() for ln in section if re.match(r"^  \S", ln)]
     assert names == list(available_passes())
-    for ln in section:
-        assert re.match(r"^  [a-z-]+ +\S", ln) or "(none in this checkout yet)" in ln, ln
-    # xDSL's own options follow
+    # each pass's options: the values each takes, its default marked
+    assert "  fwd-legalize{numerics=… mode=… explain=…}" in section
+    assert "      numerics  dequant (default) | int8-act | two-pass-int8" in section
+    assert "      mode      strict (default) | mark" in section
+    assert "      order     shim (default) | shared" in section
+    assert section[section.index("  fwd-lower-numba") + 1].startswith("      Plan the Numba CUDA kernel launches")
+    # xDSL's own options follow; its passes after fwdshim's, in -p's help, without fwdshim's
     for flag in ("--split-input-file", "--verify-diagnostics", "--print-op-generic", "-p PASSES", "-t TARGET"):
         assert flag in out
+    assert out.index("fwd-lower-numba") < out.index("usage:") < out.index("apply-individual-rewrite")
+    assert "fwd-legalize" not in out.split("-p PASSES, --passes PASSES", 1)[1].split("--print-between-passes")[0]
     assert "--explain" in out and "--report-json" in out
 
 
@@ -169,3 +175,17 @@ def test_help_without_any_pass_module(monkeypatch):
     assert driver._pass_help().splitlines()[1] == (
         "  fwd-broken                   (does not load: ImportError: half-written module)"
     )
+
+
+def test_unknown_fwd_op_suggests_a_close_name(tmp_path):
+    body = "  %n = fwd.{} %x : tensor<4xf32> -> tensor<4xf32>"
+    src = "func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {{\n{}\n  func.return %n : tensor<4xf32>\n}}\n"
+    r = opt(str(write(tmp_path, "t.mlir", src.format(body.format("rms_nrom")))))
+    first = r.stderr.splitlines()[0]
+    assert r.returncode == 1
+    assert first.endswith(":2:8: error: Operation fwd.rms_nrom is not registered (did you mean fwd.rms_norm?)")
+    r = opt(stdin='"fwd.silo"() : () -> ()\n')
+    assert r.stderr.splitlines()[0].endswith("is not registered (did you mean fwd.silu?)")
+    # nothing close: no guess
+    r = opt(stdin='"fwd.frobnicate"() : () -> ()\n')
+    assert r.stderr.splitlines()[0].endswith("error: Operation fwd.frobnicate is not registered")

@@ -53,6 +53,13 @@ class FwdOptMain(xDSLOptMain):
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser):
         super().register_all_arguments(arg_parser)
         arg_parser.error = _usage_error  # type: ignore[method-assign]  # one line, exit status 1
+        from fwdshim.passes import available_passes
+
+        ours = set(available_passes())
+        for action in arg_parser._actions:
+            if "--passes" in action.option_strings:  # fwdshim's passes are listed above the usage
+                rest = [p for p in self.available_passes if p not in ours]
+                action.help = f"a pipeline of passes: fwdshim's (above), or xDSL's: {','.join(rest)}"
         arg_parser.add_argument(
             "--explain",
             action="store_true",
@@ -114,19 +121,73 @@ class FwdOptMain(xDSLOptMain):
         return explain_module(prog, self.args.explain, self.args.report_json, self.pipeline_numerics(), docs)
 
 
+def _option_values(name: str, type_: object) -> list[str]:
+    """The values a fwdshim pass option takes (empty: any value of its type)."""
+    if name == "numerics":
+        from fwdshim.classes import Q8MatKind
+
+        return [k.value for k in Q8MatKind]
+    if name == "mode":
+        from fwdshim.passes.legalize import MODES
+
+        return list(MODES)
+    if name == "order":
+        return ["shim", "shared"]
+    if "bool" in str(type_):
+        return ["true", "false"]
+    return []
+
+
 def _pass_help() -> str:
+    """fwdshim's passes, each with its options: the values each takes and its default."""
+    import dataclasses
+
     from fwdshim.passes import available_passes
 
-    lines = ["fwdshim passes (-p NAME{option=value ...}):"]
+    lines = ["fwdshim passes (-p 'NAME{option=value ...}', options separated by spaces):"]
     for name, factory in available_passes().items():
         try:
-            doc = (factory().__doc__ or "").strip().splitlines()
+            cls = factory()
+            doc = (cls.__doc__ or "").strip().splitlines()
+            fields = [f for f in dataclasses.fields(cls) if f.init]
         except Exception as e:  # a pass module that does not import must not take --help down
-            doc = [f"(does not load: {type(e).__name__}: {e})"]
-        lines.append(f"  {name:<28} {doc[0] if doc else ''}")
+            lines.append(f"  {name:<28} (does not load: {type(e).__name__}: {e})")
+            continue
+        lines.append(f"  {name}" + ("{" + " ".join(f"{f.name}=…" for f in fields) + "}" if fields else ""))
+        lines.append(f"      {doc[0] if doc else ''}")
+        for f in fields:
+            default = f.default if f.default is not dataclasses.MISSING else None
+            values = _option_values(f.name, f.type)
+            shown = " | ".join(f"{v} (default)" if v == _show(default) else v for v in values) or str(f.type)
+            if default is None or _show(default) not in values:
+                shown += f"; default {_show(default)}"
+            lines.append(f"      {f.name:<9} {shown}")
     if len(lines) == 1:
         lines.append("  (none in this checkout yet)")
     return "\n".join(lines)
+
+
+def _show(value: object) -> str:
+    return "unset" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _did_you_mean(text: str) -> str:
+    """A parse error naming an unknown `fwd.` op: its first line ends with the closest op name of
+    the dialect, when one is close (`fwd.rms_nrom` -> `fwd.rms_norm`)."""
+    import difflib
+    import re
+
+    first, _, rest = text.partition("\n")
+    m = re.search(r"Operation (fwd\.[\w.]+) is not registered$", first)
+    if m is None:
+        return text
+    from fwdshim.dialects.fwd import Fwd
+
+    names = [op.name for op in Fwd.operations]
+    close = difflib.get_close_matches(m.group(1), names, n=1, cutoff=0.75)
+    if not close:
+        return text
+    return f"{first} (did you mean {close[0]}?)" + (f"\n{rest}" if rest else "")
 
 
 class UsageError(Exception):
@@ -179,7 +240,7 @@ def _run(args: list[str]) -> int:
         print(_pipeline_error(str(e)), file=sys.stderr)
         return 1
     except ParseError as e:
-        print(parse_error_line(e), file=sys.stderr)
+        print(_did_you_mean(parse_error_line(e)), file=sys.stderr)
         return 1
     except DiagnosticException as e:
         print(str(e), file=sys.stderr)
