@@ -4,6 +4,7 @@ Numba's CUDA simulator (the CUDA graph itself is exercised on the device)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import zipfile
 from pathlib import Path
 
@@ -223,3 +224,14 @@ def test_device_loop_stops_at_a_full_context_under_the_simulator(tmp_path):
     assert gpu.tokens == cpu.tokens and gpu.stopped == cpu.stopped == "context full" and dec.pos == 4
     with pytest.raises(RunError, match="is full"):
         generate(dec, [1], 1)
+
+
+def test_run_help_quotes_the_measured_cpu_rate(capsys):
+    """A speed claim is a measurement with its machine: the one in bench/RESULTS.md's table."""
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    rate = re.search(r"SmolLM2 decoded ([\d.]+) tokens/s on the CPU of an H200 host, bench/RESULTS.md", text)
+    assert rate is not None, text
+    results = (Path(__file__).resolve().parent.parent / "bench" / "RESULTS.md").read_text()
+    assert f"| dequant | CPU (executor) | 30 | {rate.group(1)} |" in results

@@ -117,8 +117,9 @@ def _parser() -> argparse.ArgumentParser:
                      "producer's epilogue, for int32 block dot products; two-pass-int8: the same in a "
                      "separate quantize stage, keeping d and d*sum(q) per block (as ggml's q8_1)")
     run.add_argument("--device", choices=DEVICES, default="auto",
-                     help="gpu: a CUDA graph; cpu: the NumPy reference executor (slow: ~20 tokens/s on "
-                     "SmolLM2); auto (default): the GPU when present")  # fmt: skip
+                     help="gpu: a CUDA graph; cpu: the NumPy reference executor (slow: SmolLM2 decoded "
+                     "9.9 tokens/s on the CPU of an H200 host, bench/RESULTS.md); auto (default): "
+                     "the GPU when present")  # fmt: skip
     run.add_argument("--context", type=int, metavar="N", help=_CONTEXT_HELP)
     run.add_argument("--requantize", choices=REQUANTIZE, default="none", help=_REQUANTIZE_HELP)
     run.add_argument("--logits-out", metavar="FILE.npy",
