@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -588,3 +589,31 @@ def test_concurrent_runs_share_one_cache(tmp_path):
     sidecars = [n for n in names if n.endswith(".gguf")]
     assert len(sidecars) == 1 and sidecars[0].startswith("tiny.") and sidecars[0].endswith(".q8_0.gguf")
     assert [n for n in names if n.endswith(".mlir")] and not [n for n in names if n.startswith(".")]
+
+
+def test_run_reports_each_phase_on_a_terminal(tmp_path, capsys, monkeypatch):
+    """import, compile, convert (the CPU executor's weights), prefill: one line each on a terminal's
+    stderr, with the seconds each took, before the text; none under -q (nor in a pipe)."""
+    import fwdshim.tools.cli as cli_module
+
+    path = tiny(tmp_path)
+    monkeypatch.setattr(cli_module, "_stderr_is_terminal", lambda: True)
+    assert cli.main(run_argv(path, max_tokens=3)) == 0
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert len(lines) == 5 and out.startswith("the abc"), err
+    pats = [
+        r"fwdshim: import: tiny\.gguf: 2 layers, context 32(, \d+ tensors? converted)? \(\d+\.\d\d s\)",
+        r"fwdshim: compile: \d+ stages, forward-shim\{numerics=dequant\}, cpu \(\d+\.\d\d s\)",
+        r"fwdshim: convert: 15 weight matrices dequantized for the CPU executor \(\d+\.\d\d s\)",
+        r"fwdshim: prefill: \d+ prompt tokens \(\d+\.\d\d s\)",
+        r"fwdshim: 3 tokens, [\d.]+ tokens/s \(cpu, dequant; .*\); prompt \d+ tokens in [\d.]+ s; stopped: .*",
+    ]
+    for pat, line in zip(pats, lines):
+        assert re.fullmatch(pat, line), (pat, line)
+    # the prefill's seconds are the summary's prompt seconds, not the compile's
+    prefill = float(re.search(r"\((\d+\.\d\d) s\)", lines[3]).group(1))
+    prompt = float(re.search(r"prompt \d+ tokens in ([\d.]+) s", lines[4]).group(1))
+    assert abs(prefill - prompt) < 0.05
+    assert cli.main([*run_argv(path, max_tokens=3), "-q"]) == 0
+    assert len(capsys.readouterr().err.splitlines()) == 1

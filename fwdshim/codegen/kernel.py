@@ -236,12 +236,19 @@ def _stamp(source: str) -> str:
     return h[:16]
 
 
+CACHE_STATS = {"hits": 0, "written": 0}
+"""Kernel modules this process found in the kernel cache (`hits`: Numba's own cache beside them is
+reused) or wrote there (`written`), for `fwdshim run`'s compile line."""
+
+
 @functools.cache
 def compile_kernel(ks: KernelSource):
     """Write `ks.source` to the cache directory, import it and return its `ks.entry` dispatcher."""
     module_name = f"{ks.name}_{_stamp(ks.source)}"
     path = cache_dir() / f"{module_name}.py"
-    if not path.exists() or path.read_text() != ks.source:
+    hit = path.exists() and path.read_text() == ks.source
+    CACHE_STATS["hits" if hit else "written"] += 1
+    if not hit:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(ks.source)
         os.replace(tmp, path)

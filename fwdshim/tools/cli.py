@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 from typing import NoReturn
 
@@ -127,6 +128,9 @@ def _parser() -> argparse.ArgumentParser:
                      "exact name given)")  # fmt: skip
     run.add_argument("--chat", action="store_true",
                      help="wrap the prompt in the model's own chat template (one user turn)")  # fmt: skip
+    run.add_argument("-q", "--quiet", action="store_true",
+                     help="no status line per phase (import, compile, convert, prefill) and no progress "
+                     "bars on a terminal's stderr; the text and the summary line stay")  # fmt: skip
 
     prof = sub.add_parser(
         "profile", help="time every launch of a model's compiled step on the GPU",
@@ -262,8 +266,8 @@ def _write_file(path: Path, option: str, write) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _plural(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+def _plural(n: int, noun: str, plural: str | None = None) -> str:
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def _note_context(args, model) -> None:
@@ -350,7 +354,12 @@ def _run(args, out: _Output) -> int:
     key = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]  # one step file per model file
     ctx = args.context or "default"
     step_file = models_dir() / f"{path.stem}.{key}.{args.requantize}.ctx{ctx}.decode_step.mlir"
+    status = _Status(args.quiet or not _stderr_is_terminal())
+    t = time.perf_counter()
     model = _import_model(import_gguf, damaged_cache_hint, args, path, step_file, None)
+    p = model.params
+    converted = f", {_plural(len(model.converted), 'tensor')} converted" if model.converted else ""
+    status.line("import", f"{path.name}: {_plural(p.n_layer, 'layer')}, context {model.context}{converted}", t)
     _note_context(args, model)
     step_file.parent.mkdir(parents=True, exist_ok=True)
     # the step as compiled, so that a refusal's file:line:col can be opened
@@ -367,13 +376,50 @@ def _run(args, out: _Output) -> int:
             f"--prompt: its {len(ids)} tokens fill the context of {model.context} positions "
             f"(raise --context, at most {min(MAX_CONTEXT, model.params.context_length or MAX_CONTEXT)})"
         )
+    from fwdshim.codegen.kernel import CACHE_STATS
+
+    t = time.perf_counter()
+    before = dict(CACHE_STATS)
     decoder = Decoder(model, args.numerics, args.device)
-    if not args.chat:
-        out.write(args.prompt)
+    hits, written = (CACHE_STATS[k] - before[k] for k in ("hits", "written"))
+    kernels = f"; kernel cache: {hits} hits, {written} written" if hits + written else ""
+    status.line("compile", f"{decoder.stages} stages, forward-shim{{numerics={args.numerics}}}, "
+                f"{decoder.device}{kernels}", t)  # fmt: skip
+    if decoder.device == "cpu":
+        names = decoder.forward.weights_to_convert()
+        t = time.perf_counter()
+        with status.bar(len(names), "convert") as bar:
+            for name in names:
+                decoder.forward.convert([name])
+                bar.update()
+        status.line("convert", f"{_plural(len(names), 'weight matrix', 'weight matrices')} dequantized "
+                    "for the CPU executor", t)  # fmt: skip
+    bar = status.bar(len(ids), "prefill")
     stream = _Stream(tok, out)
-    gen = generate(
-        decoder, ids, args.max_tokens, stop_ids=tok.stop_ids, on_token=stream.add, logits=logits_out is not None
-    )
+
+    prompt_out = False
+
+    def show_prompt() -> None:  # after the prefill's line, so that no status line splits the text
+        nonlocal prompt_out
+        if not prompt_out:
+            prompt_out = True
+            bar.close()
+            status.line("prefill", _plural(len(ids), "prompt token"), start)
+            if not args.chat:
+                out.write(args.prompt)
+
+    done = 0
+
+    def on_prompt_token(_: int) -> None:
+        nonlocal done
+        done += 1
+        bar.update()
+        if done == len(ids):  # the prefill is over: its line, then the prompt and the text
+            show_prompt()
+
+    start = time.perf_counter()
+    gen = generate(decoder, ids, args.max_tokens, stop_ids=tok.stop_ids, on_token=stream.add,
+                   logits=logits_out is not None, on_prompt_token=on_prompt_token)  # fmt: skip
     stream.finish()
     if logits_out is not None:
         import numpy as np
@@ -426,6 +472,32 @@ def _profile(args, out: _Output) -> int:
     prof.plot(png_out)
     print(f"fwdshim: wrote {json_out} and {png_out}", file=sys.stderr)
     return 0
+
+
+def _stderr_is_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
+class _Status:
+    """One line per phase on stderr (`fwdshim: PHASE: what (N.NN s)`), and a progress bar for a
+    phase that takes over a second: on a terminal (a log or a pipe gets the summary line only), and
+    nothing under `-q`."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+
+    def line(self, phase: str, what: str, since: float | None, seconds: float | None = None) -> None:
+        if self.quiet:
+            return
+        if seconds is None:
+            seconds = time.perf_counter() - since if since is not None else 0.0
+        print(f"fwdshim: {phase}: {what} ({seconds:.2f} s)", file=sys.stderr, flush=True)
+
+    def bar(self, total: int, phase: str):
+        from tqdm import tqdm
+
+        return tqdm(total=total, desc=f"fwdshim: {phase}", delay=1.0, leave=False, file=sys.stderr,
+                    disable=self.quiet)  # fmt: skip
 
 
 class _Stream:

@@ -101,6 +101,22 @@ class CpuForward:
         self.k_cache = [np.zeros((self.rows, width), np.float32) for _ in range(p.n_layer)]
         self.v_cache = [np.zeros((self.rows, width), np.float32) for _ in range(p.n_layer)]
 
+    def weights_to_convert(self) -> list[str]:
+        """The weight matrices the executor reads dequantized (`float64`, once per weight)."""
+        from fwdshim.dialects.attributes import WeightsType
+
+        names = []
+        for op in self.func.walk():
+            if isinstance(op, fwd.WeightOp) and isinstance(op.result.type, WeightsType):
+                if len(op.result.type.dims) == 2:  # an expert stack is dequantized per expert
+                    names.append(op.tensor_name.data)
+        return list(dict.fromkeys(names))
+
+    def convert(self, names: Iterable[str]) -> None:
+        """Dequantize `names` now (else the first step does: a silent wait counted as the prompt's)."""
+        for name in names:
+            self.weights.get(name).f64
+
     def step(self, x: np.ndarray, angles: np.ndarray, pos: int) -> np.ndarray:
         from fwdshim.reference import execute
 
@@ -294,6 +310,7 @@ def generate(
     stop_ids: Iterable[int] = (),
     on_token: Callable[[int], None] | None = None,
     logits: bool = True,
+    on_prompt_token: Callable[[int], None] | None = None,
 ) -> Generation:
     """Greedy decoding (see the module docstring). `on_token(id)` is called for each generated
     token that is not a stop token; `logits=False` keeps no logits (on the GPU they then never leave
@@ -304,13 +321,15 @@ def generate(
     if not prompt:
         raise RunError("the prompt has no tokens")
     if getattr(decoder.forward, "loop", None) is not None:
-        return _generate_on_device(decoder, prompt, max_tokens, set(stop_ids), on_token, logits)
+        return _generate_on_device(decoder, prompt, max_tokens, set(stop_ids), on_token, logits, on_prompt_token)
     stops = set(stop_ids)
     gen = Generation(prompt_ids=prompt)
     t0 = time.perf_counter()
     last = None
     for tok in prompt:
         last = decoder.step(tok)
+        if on_prompt_token is not None:
+            on_prompt_token(tok)
     gen.prefill_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     while len(gen.tokens) < max_tokens:
@@ -346,6 +365,7 @@ def _check_finite(decoder: Decoder, pos: int, nxt: int, value: float) -> None:
 def _generate_on_device(
     decoder: Decoder, prompt: list[int], max_tokens: int, stops: set[int],
     on_token: Callable[[int], None] | None, keep: bool,
+    on_prompt_token: Callable[[int], None] | None = None,
 ) -> Generation:  # fmt: skip
     """`generate` through the GPU's device loop: the prompt's ids uploaded once, then one graph
     launch a step; without `keep` the next step is enqueued before this one's pick is read."""
@@ -360,8 +380,10 @@ def _generate_on_device(
     gen = Generation(prompt_ids=prompt)
     t0 = time.perf_counter()
     loop.feed(start, prompt)
-    for _ in prompt:
+    for tok in prompt:
         loop.launch()
+        if on_prompt_token is not None:
+            on_prompt_token(tok)
     p = start + len(prompt) - 1  # the step whose pick comes next
     first = True
     t1 = t0
