@@ -378,7 +378,7 @@ def test_program_order_costs_the_distance_not_the_block():
     from fwdshim.shim.forward import ForwardShim
     from fwdshim.passes.fuse import fuse_module
     from fwdshim.passes.quantize_activations import quantize_activations
-    from fwdshim.passes.rules import comes_before, in_program_order
+    from fwdshim.passes.ir_order import comes_before, in_program_order
 
     module = _parse(LLAMA.read_text())
     ops = list(module.body.block.first_op.body.block.ops)  # type: ignore[union-attr]

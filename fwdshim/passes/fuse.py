@@ -28,8 +28,9 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 from xdsl.rewriter import InsertPoint
 
 from fwdshim.dialects.fwd import FusedOp, YieldOp
+from fwdshim.passes.ir_order import producer
 from fwdshim.passes.options import NumericsPass
-from fwdshim.passes.rules import RULES, ChipRule, FuseContext, Match, compose, dependents_between, producer
+from fwdshim.passes.rules import RULES, ChipRule, FuseContext, Match, compose, dependents_between
 from fwdshim.shim.protocol import Shim
 from fwdshim.shim.refusal import REMARK_ATTR as REMARK
 

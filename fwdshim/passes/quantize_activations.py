@@ -27,7 +27,7 @@ from fwdshim.dialects.attributes import QActType, QuantFormat, QuantFormatAttr
 from fwdshim.diagnostics import error_at
 from fwdshim.dialects.fwd import FusedOp, QuantizeOp, StageOp, dims_of, numel
 from fwdshim.passes.options import NumericsPass
-from fwdshim.passes.rules import comes_before
+from fwdshim.passes.ir_order import comes_before
 from fwdshim.shim.protocol import Shim
 
 
