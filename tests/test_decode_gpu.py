@@ -80,7 +80,15 @@ def test_attention_times():
     cache = g.standard_normal((l - 1) * kv * hd).astype(np.float32)
     pos = cuda.to_device(np.zeros(1, np.int32))
     y = cuda.device_array(h * hd, np.float32)
-    sets = [(*small, cuda.to_device(cache), cuda.to_device(cache), pos, y) for _ in range(16)]
+    # the flash-decoding scratch (each split's partial output, max and sum; the per-head count, zero
+    # between launches) after y, as the kernel's parameters list them
+    scratch = [p for p in k.params if p.name in ("part_o", "part_ml", "count")]
+
+    def one_set():
+        extra = [cuda.to_device(np.zeros(p.size, p.dtype)) for p in scratch]
+        return (*small, cuda.to_device(cache), cuda.to_device(cache), pos, y, *extra)
+
+    sets = [one_set() for _ in range(16)]
     k.fn[k.grid, k.block, stream](*sets[0])  # compiled and loaded before the capture
     stream.sync()
     for c in (0, 1000, 4095):
