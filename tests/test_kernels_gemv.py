@@ -145,3 +145,45 @@ def test_gemv_launch_shape_and_params():
     with pytest.raises(ValueError, match="neither a looping grid"):
         gemv.q8_0(8, 64, shape=gemv.Shape(32, 1, 1, 1, 1, prefetch=True))
     assert gemv.q8_0_int8(4096, 14336).name.endswith("_r2w8u2s4")  # whole-block lanes
+
+
+_LOADS_IR = """
+import importlib.util, re, sys
+if importlib.util.find_spec("_numba_cuda_redirector"):
+    import _numba_cuda_redirector  # noqa: F401  (numba.cuda -> numba_cuda, as its .pth does)
+try:
+    from numba.cuda.compiler import compile_cuda
+    from numba.cuda import types
+    from numba.core import sigutils
+    from numba.cuda import cgutils  # noqa: F401
+except ImportError as e:
+    print("SKIP", e); sys.exit(0)
+from fwdshim.codegen import gemv
+for act in ("f32", "int8"):
+    k = gemv.gemv_q8(1536, 576, 1, act, gemv.Shape(16, 2, 4, 2, 4, blocks=7, prefetch=True))
+    args, _ = sigutils.normalize_signature("(" + ", ".join(p.numba_type for p in k.params) + ",)")
+    ir = compile_cuda(k.fn.py_func, types.void, args, cc=(9, 0)).library.get_llvm_str()
+    loads = re.findall(r"asm (sideeffect )?[^\\n]*ld\\.global", ir)
+    print(act, len(loads), sum(1 for s in loads if s))
+"""
+
+
+def test_wide_loads_are_never_speculated(tmp_path):
+    """The GEMV's guarded loads (`if kl < tail:`) stay behind their guard in the LLVM IR Numba's CUDA
+    compiler makes (not the simulator): every `ld.global` inline asm is `asm sideeffect`. As plain
+    inline asm LLVM hoisted them out of the guard: `compute-sanitizer` on the H200 (2026-11-30) saw
+    16-byte reads past the activation of the 1536x576 looping-grid GEMV, then an illegal address."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["FWDSHIM_CACHE"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", _LOADS_IR], env=env, capture_output=True, text=True, timeout=600)
+    if out.stdout.startswith("SKIP"):
+        pytest.skip(out.stdout.strip())
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [line.split() for line in out.stdout.strip().splitlines()]
+    assert [r[0] for r in rows] == ["f32", "int8"], out.stdout
+    for act, n, side in rows:
+        assert int(n) > 0 and int(side) == int(n), f"{act}: {side} of {n} loads are asm sideeffect"

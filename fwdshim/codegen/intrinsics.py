@@ -9,6 +9,8 @@ equivalents with the same names and results are in `fwdshim.codegen.simulator`.
 - `ld_f32x4(a, i) -> (float32 x 4)`: the same for a float32 array.
 - `ld_i32(a, i) -> int32`: 4 bytes of the 1-D array `a` starting at element `i` (`ld.global.nc.b32`,
   4-byte aligned), as one little-endian int32 word (four int8 quants).
+  The loads are `asm sideeffect`: LLVM must not hoist a load above the `if` that keeps its index in
+  bounds (as plain inline asm, it did: the coalesced GEMV read past its activation on the H200).
 - `prefetch_l2(a, i, nbytes)`: asks the copy engine to bring `nbytes` of the 1-D array `a` from
   element `i` into L2 (`cp.async.bulk.prefetch.L2.global`, sm_90; a hint: nothing waits for it). The
   address must be 16-byte aligned and `nbytes` a multiple of 16.
@@ -57,7 +59,7 @@ def _ld_v4(kind: str, elem_type, llvm_elem: ir.Type, reg: str, name: str):
                 ir.FunctionType(out, [llvm_elem.as_pointer()]),
                 f"ld.global.nc.v4.{kind} {{$0, $1, $2, $3}}, [$4];",
                 f"={reg},={reg},={reg},={reg},l",
-                side_effect=False,
+                side_effect=True,  # a load: never speculated past the guard that keeps it in bounds
             )
             res = builder.call(asm, [ptr])
             return _tuple(context, builder, rtype, [builder.extract_value(res, j) for j in range(4)])
@@ -79,7 +81,7 @@ def ld_i32(typingctx, a, i):
 
     def codegen(context, builder, sig, args):
         ptr = _pointer(context, builder, sig.args[0], args[0], args[1], _I32)
-        asm = ir.InlineAsm(ir.FunctionType(_I32, [_I32.as_pointer()]), "ld.global.nc.b32 $0, [$1];", "=r,l", side_effect=False)
+        asm = ir.InlineAsm(ir.FunctionType(_I32, [_I32.as_pointer()]), "ld.global.nc.b32 $0, [$1];", "=r,l", side_effect=True)
         return builder.call(asm, [ptr])
 
     return signature(types.int32, a, i), codegen
