@@ -32,6 +32,7 @@ func.func @layer(%x: tensor<64xf32>, %g: tensor<32xf32>) -> tensor<32xf32> {
 B02 = "a matmul over MXFP4 weights — its kernels dequantize F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and BF16 rows only"
 K11 = "a soft-capped tensor (`cap C`) — no kernel caps one"
 S13 = "the forward's stages read and write whole buffers"
+STAGES = "// stage: the stage number after fusion; covers [..]: a fused op's stages, numbered before fusion"
 
 
 def run(tmp_path: Path, capsys, *args: str) -> tuple[int, str, str]:
@@ -54,9 +55,10 @@ def test_explain_table_follows_the_ir(tmp_path, capsys) -> None:
     assert rc == 0
     ir, table = out.split("\n// legality report: ", 1)
     assert ir.rstrip().endswith("}") and "fwd.refused" in ir
-    rows = [line[3:].split() for line in table.splitlines()[2:]]
+    rows = [line[3:].split() for line in table.splitlines()[3:]]
     src = tmp_path / "layer.mlir"
     assert table.splitlines()[0] == "cuda-forward:TwoPassInt8"
+    assert table.splitlines()[1] == STAGES
     assert [r[:4] for r in rows] == [
         ["0", "fwd.matmul", f"{src}:3:3", "refused"],
         ["1", "fwd.softcap", f"{src}:4:3", "refused"],
@@ -66,8 +68,9 @@ def test_explain_table_follows_the_ir(tmp_path, capsys) -> None:
         ["4", "fwd.fused", f"{src}:11:3", "refused"],
         ["fwd.weight", f"{src}:2:3", "remark", "merged_gate_up:"],  # a remark off any stage: no stage number
     ]
-    assert table.splitlines()[1][3:].split() == ["stage", "op", "location", "verdict", "class", "or", "reason"]
-    assert table.splitlines()[3].endswith(f"refused     {K11}")
+    assert table.splitlines()[2][3:].split() == ["stage", "op", "location", "verdict", "class", "or", "reason"]
+    assert table.splitlines()[4].endswith(f"refused     {K11}")
+    assert table.splitlines()[8].endswith(f"refused     {S13}  covers [4]")  # a fused row: its pre-fusion stages
 
 
 def test_report_json_rows(tmp_path, capsys) -> None:
@@ -78,13 +81,13 @@ def test_report_json_rows(tmp_path, capsys) -> None:
     src = str(tmp_path / "layer.mlir")
     assert doc["shim"] == "cuda-forward:Dequant"
     assert doc["rows"] == [
-        {"stage": 0, "op_name": "fwd.matmul", "location": f"{src}:3:3", "verdict": "refused", "detail": B02, "branch": "B02"},
-        {"stage": 1, "op_name": "fwd.softcap", "location": f"{src}:4:3", "verdict": "refused", "detail": K11, "branch": "K11"},
-        {"stage": 2, "op_name": "fwd.silu", "location": f"{src}:7:5", "verdict": "decomposed", "detail": "part of glu_act_mul", "branch": ""},
-        {"stage": 2, "op_name": "fwd.silu", "location": f"{src}:7:5", "verdict": "remark", "detail": "elementwise_chains: a remark inside", "branch": ""},
-        {"stage": 3, "op_name": "fwd.elementwise", "location": f"{src}:8:5", "verdict": "decomposed", "detail": "part of glu_act_mul", "branch": ""},
-        {"stage": 4, "op_name": "fwd.fused", "location": f"{src}:11:3", "verdict": "refused", "detail": S13, "branch": "S13"},
-        {"stage": -1, "op_name": "fwd.weight", "location": f"{src}:2:3", "verdict": "remark", "detail": "merged_gate_up: a remark off any stage", "branch": ""},
+        {"stage": 0, "op_name": "fwd.matmul", "location": f"{src}:3:3", "verdict": "refused", "detail": B02, "branch": "B02", "covers": []},
+        {"stage": 1, "op_name": "fwd.softcap", "location": f"{src}:4:3", "verdict": "refused", "detail": K11, "branch": "K11", "covers": []},
+        {"stage": 2, "op_name": "fwd.silu", "location": f"{src}:7:5", "verdict": "decomposed", "detail": "part of glu_act_mul", "branch": "", "covers": []},
+        {"stage": 2, "op_name": "fwd.silu", "location": f"{src}:7:5", "verdict": "remark", "detail": "elementwise_chains: a remark inside", "branch": "", "covers": []},
+        {"stage": 3, "op_name": "fwd.elementwise", "location": f"{src}:8:5", "verdict": "decomposed", "detail": "part of glu_act_mul", "branch": "", "covers": []},
+        {"stage": 4, "op_name": "fwd.fused", "location": f"{src}:11:3", "verdict": "refused", "detail": S13, "branch": "S13", "covers": [4]},
+        {"stage": -1, "op_name": "fwd.weight", "location": f"{src}:2:3", "verdict": "remark", "detail": "merged_gate_up: a remark off any stage", "branch": "", "covers": []},
     ]
 
 
@@ -104,7 +107,9 @@ def test_explain_without_a_pass_judges_the_ir_as_it_is(tmp_path, capsys) -> None
     rc, out, _ = run(tmp_path, capsys, "--explain")
     assert rc == 0
     table = out.split("// legality report: cuda-forward:Dequant\n", 1)[1].splitlines()
-    verdicts = [(ln[3:].split()[1], ln.split("  ")[-1].strip()) for ln in table[1:]]
+    assert table[0] == STAGES
+    assert table[4].endswith("decomposed  glu_act_mul  covers [2, 3]")  # the fused op's pre-fusion stages
+    verdicts = [(ln[3:].split()[1], re.sub(r"  covers \[[0-9, ]*\]$", "", ln).split("  ")[-1].strip()) for ln in table[2:]]
     assert verdicts[:6] == [
         ("fwd.matmul", B02),
         ("fwd.softcap", K11),
@@ -113,3 +118,31 @@ def test_explain_without_a_pass_judges_the_ir_as_it_is(tmp_path, capsys) -> None
         ("fwd.elementwise", "part of glu_act_mul"),
         ("fwd.silu", "elementwise_chains: a remark inside"),  # a stage's remarks follow its rows
     ]
+
+
+def test_explain_numbers_stages_after_fusion_and_fused_rows_cover_the_stages_before(tmp_path) -> None:
+    """examples/llama_layer.mlir under int8-act: 19 stages fuse into 15; each fused row says which it took."""
+    example = Path(__file__).resolve().parents[1] / "examples" / "llama_layer.mlir"
+    report = tmp_path / "r.json"
+    out = tmp_path / "out.mlir"
+    rc = main([str(example), "-p", "forward-shim{numerics=int8-act}", "--explain", "--report-json", str(report), "-o", str(out)])
+    assert rc == 0
+    table = out.read_text().split("// legality report: cuda-forward:Int8Act\n", 1)[1].splitlines()
+    assert table[0] == STAGES
+    assert table[1].split() == ["//", "stage", "op", "location", "verdict", "class", "or", "reason"]
+    fused = [(ln.split()[1], ln.split("native kernel  ", 1)[1]) for ln in table[2:] if "fwd.fused" in ln]
+    assert fused == [
+        ("0", "norm_quant  covers [0, 1, 2]"),
+        ("6", "attn_output_quant  covers [8, 9]"),
+        ("8", "add_norm_quant  covers [11, 12, 13, 14]"),
+        ("11", "elementwise_chains  covers [17, 18]"),
+    ]
+    assert [ln.split()[1] for ln in table[2:]] == [str(i) for i in range(15)]
+    rows = json.loads(report.read_text())["rows"]
+    assert [(r["stage"], r["detail"], r["covers"]) for r in rows if r["op_name"] == "fwd.fused"] == [
+        (0, "norm_quant", [0, 1, 2]),
+        (6, "attn_output_quant", [8, 9]),
+        (8, "add_norm_quant", [11, 12, 13, 14]),
+        (11, "elementwise_chains", [17, 18]),
+    ]
+    assert all(r["covers"] == [] for r in rows if r["op_name"] != "fwd.fused")

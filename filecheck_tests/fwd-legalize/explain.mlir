@@ -8,33 +8,35 @@
 // CHECK:      {{^}}}
 // CHECK-NEXT: {{^$}}
 // CHECK-NEXT: // legality report: cuda-forward:Dequant
+// CHECK-NEXT: // stage: the stage number after fusion; covers [..]: a fused op's stages, numbered before fusion
 // CHECK-NEXT: // stage  op {{ +}}location {{ +}}verdict {{ +}}class or reason
-// CHECK-NEXT: // 0      fwd.fused {{ +}}{{.*}}explain.mlir:41:3  native kernel  norm_weight
-// CHECK-NEXT: // 1      fwd.matmul {{ +}}{{.*}}explain.mlir:43:3  native kernel  primitive
-// CHECK-NEXT: // 2      fwd.relu {{ +}}{{.*}}explain.mlir:44:3  refused {{ +}}this lane has no kernel for the op
-// CHECK-NEXT: // 2      fwd.relu {{ +}}{{.*}}explain.mlir:44:3  remark {{ +}}relu_sqr: the forward links no ReLU
-// CHECK-NEXT: // 3      fwd.elementwise {{.*}}explain.mlir:45:3  native kernel  primitive
-// CHECK-NEXT: // 4      fwd.silu {{ +}}{{.*}}explain.mlir:48:5  decomposed {{ +}}part of glu_act_mul
-// CHECK-NEXT: // 5      fwd.elementwise {{.*}}explain.mlir:49:5  decomposed {{ +}}part of glu_act_mul
+// CHECK-NEXT: // 0      fwd.fused {{ +}}{{.*}}explain.mlir:43:3  native kernel  norm_weight  covers [0, 1]
+// CHECK-NEXT: // 1      fwd.matmul {{ +}}{{.*}}explain.mlir:45:3  native kernel  primitive
+// CHECK-NEXT: // 2      fwd.relu {{ +}}{{.*}}explain.mlir:46:3  refused {{ +}}this lane has no kernel for the op
+// CHECK-NEXT: // 2      fwd.relu {{ +}}{{.*}}explain.mlir:46:3  remark {{ +}}relu_sqr: the forward links no ReLU
+// CHECK-NEXT: // 3      fwd.elementwise {{.*}}explain.mlir:47:3  native kernel  primitive
+// CHECK-NEXT: // 4      fwd.silu {{ +}}{{.*}}explain.mlir:50:5  decomposed {{ +}}part of glu_act_mul
+// CHECK-NEXT: // 5      fwd.elementwise {{.*}}explain.mlir:51:5  decomposed {{ +}}part of glu_act_mul
 // CHECK-NOT:  //
 
 // The pass option prints the same table, before the IR.
 // OPT:      // legality report: cuda-forward:Dequant
-// OPT:      // 3      fwd.relu {{ +}}{{.*}}explain.mlir:44:3  refused {{ +}}this lane has no kernel for the op
-// OPT:      // 5      fwd.silu {{ +}}{{.*}}explain.mlir:48:5  decomposed {{ +}}part of glu_act_mul
+// OPT:      // 3      fwd.relu {{ +}}{{.*}}explain.mlir:46:3  refused {{ +}}this lane has no kernel for the op
+// OPT:      // 5      fwd.silu {{ +}}{{.*}}explain.mlir:50:5  decomposed {{ +}}part of glu_act_mul
 // OPT:      builtin.module attributes {fwd.numerics
 
 // Without a pass, the report judges the IR as it is: the Decompose class and each of its parts.
 // NOPASS:      // legality report: cuda-forward:Dequant
-// NOPASS-NEXT: // stage
-// NOPASS-NEXT: // 0      fwd.rms_norm {{ +}}{{.*}}explain.mlir:41:3  native kernel  primitive
-// NOPASS-NEXT: // 1      fwd.elementwise {{.*}}explain.mlir:42:3  native kernel  primitive
+// NOPASS-NEXT: // stage: the stage number after fusion; covers [..]: a fused op's stages, numbered before fusion
+// NOPASS-NEXT: // stage  op
+// NOPASS-NEXT: // 0      fwd.rms_norm {{ +}}{{.*}}explain.mlir:43:3  native kernel  primitive
+// NOPASS-NEXT: // 1      fwd.elementwise {{.*}}explain.mlir:44:3  native kernel  primitive
 // NOPASS-NEXT: // 2      fwd.matmul
 // NOPASS-NEXT: // 3      fwd.relu {{.*}} refused
 // NOPASS-NEXT: // 4      fwd.elementwise
-// NOPASS-NEXT: // 5      fwd.fused {{ +}}{{.*}}explain.mlir:46:3  decomposed {{ +}}glu_act_mul
-// NOPASS-NEXT: // 5      fwd.silu {{ +}}{{.*}}explain.mlir:48:5  decomposed {{ +}}part of glu_act_mul
-// NOPASS-NEXT: // 5      fwd.elementwise {{.*}}explain.mlir:49:5  decomposed {{ +}}part of glu_act_mul
+// NOPASS-NEXT: // 5      fwd.fused {{ +}}{{.*}}explain.mlir:48:3  decomposed {{ +}}glu_act_mul  covers [6, 7]
+// NOPASS-NEXT: // 5      fwd.silu {{ +}}{{.*}}explain.mlir:50:5  decomposed {{ +}}part of glu_act_mul
+// NOPASS-NEXT: // 5      fwd.elementwise {{.*}}explain.mlir:51:5  decomposed {{ +}}part of glu_act_mul
 func.func @report(%x: tensor<64xf32>, %u: tensor<32xf32>) -> tensor<32xf32> {
   %w = fwd.weight "blk.0.ffn_gate.weight" : !fwd.weights<32x64, q8_0>
   %nw = fwd.weight "blk.0.ffn_norm.weight" : tensor<64xf32>

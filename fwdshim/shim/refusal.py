@@ -79,10 +79,15 @@ class Verdict:
     verdict: str
     detail: str
     branch: str = ""
+    covers: tuple[int, ...] = ()
+    """A fused op's `covers`: the stage numbers its parts had before fusion (`stage` is the number
+    after fusion); empty for any other row."""
 
     @staticmethod
     def refused(stage: int, r: Refusal) -> "Verdict":
         return Verdict(stage, r.op_name, r.location, REFUSED, r.reason, r.branch)
 
     def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+        d = asdict(self)
+        d["covers"] = list(self.covers)
+        return d

@@ -2,7 +2,7 @@
 
 `fwdshim-opt --explain` prints it after the IR as `//` comment lines (the output stays valid IR);
 `--report-json FILE` writes the same rows as JSON: `{"shim": ..., "rows": [{stage, op_name, location,
-verdict, detail, branch}, ...]}` (with `--split-input-file`, a list of those, one per chunk). Verdicts come from `fwdshim.shim.legality.check`, the function
+verdict, detail, branch, covers}, ...]}` (with `--split-input-file`, a list of those, one per chunk). Verdicts come from `fwdshim.shim.legality.check`, the function
 the pass itself refuses with, under the shim the module's `fwd.numerics` names (before legalization,
 the numerics the pipeline's passes ran with, e.g. `fwd-fuse{numerics=int8-act}`, else DEQUANT), so
 the table, the errors and the `fwd.refused` attributes agree.
@@ -11,11 +11,15 @@ Rows: `native kernel` (detail: the fused class, `quantize, <format>`, or `primit
 not yet split, or a part split from one: detail `<class>` / `part of <class>`), `refused` (detail:
 the reason; JSON adds the seed branch id), `remark` (a rule of `fwd-fuse` matched but the shim
 refuses its class: the op's `fwd.remark`).
+
+The stage column numbers the stages after fusion; a fused op's row adds `covers [..]`, the numbers its
+parts had before fusion (the op's `covers`; the JSON row's `covers`, empty for any other op).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation
@@ -29,21 +33,23 @@ from fwdshim.shim.refusal import DECOMPOSED, NATIVE, REMARK, REMARK_ATTR, Verdic
 
 
 def _stage_rows(shim: ForwardShim, op: Operation, stage: int, part_of: str | None) -> list[Verdict]:
+    covers = op.cover_list if isinstance(op, FusedOp) else ()
     if isinstance(op, FusedOp) and shim.supports(op.class_id).is_decompose:
         cls = op.class_.data
-        rows = [Verdict(stage, op.name, where(op), DECOMPOSED, cls if part_of is None else f"{cls}, part of {part_of}")]
+        detail = cls if part_of is None else f"{cls}, part of {part_of}"
+        rows = [Verdict(stage, op.name, where(op), DECOMPOSED, detail, covers=covers)]
         for p in op.parts():
             rows += _stage_rows(shim, p, stage, cls)
         return rows
     r = check(shim, op)
     if r is not None:
-        return [Verdict.refused(stage, r)]
+        return [replace(Verdict.refused(stage, r), covers=covers)]
     origin = op.attributes.get(DECOMPOSED_ATTR)
     if part_of is None and isinstance(origin, StringAttr):
         part_of = origin.data
     if part_of is not None:
         return [Verdict(stage, op.name, where(op), DECOMPOSED, f"part of {part_of}")]
-    return [Verdict(stage, op.name, where(op), NATIVE, _kernel(op))]
+    return [Verdict(stage, op.name, where(op), NATIVE, _kernel(op), covers=covers)]
 
 
 def _kernel(op: Operation) -> str:
@@ -88,18 +94,25 @@ def _remarks(op: Operation, stage: int) -> list[Verdict]:
 
 
 _HEAD = ("stage", "op", "location", "verdict", "class or reason")
+_STAGES = "// stage: the stage number after fusion; covers [..]: a fused op's stages, numbered before fusion"
 
 
 def format_table(shim: ForwardShim, rows: list[Verdict]) -> str:
     """The rows as aligned `//` comment lines, headed by the shim's name."""
     cells = [_HEAD] + [
-        ("" if v.stage < 0 else str(v.stage), v.op_name, v.location, v.verdict, v.detail) for v in rows
+        ("" if v.stage < 0 else str(v.stage), v.op_name, v.location, v.verdict, _last(v)) for v in rows
     ]
     widths = [max(len(c[i]) for c in cells) for i in range(len(_HEAD) - 1)]
-    lines = [f"// legality report: {shim.name()}"]
+    lines = [f"// legality report: {shim.name()}", _STAGES]
     for c in cells:
         lines.append("// " + "  ".join(x.ljust(w) for x, w in zip(c, widths)) + "  " + c[-1])
     return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def _last(v: Verdict) -> str:
+    if not v.covers:
+        return v.detail
+    return f"{v.detail}  covers [{', '.join(map(str, v.covers))}]"
 
 
 def report_table(module: Operation, shim: ForwardShim | None = None) -> str:

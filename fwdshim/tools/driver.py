@@ -64,7 +64,8 @@ class FwdOptMain(xDSLOptMain):
             "--explain",
             action="store_true",
             help="after the pipeline, print a table of every stage: op, location, verdict "
-            "(native kernel / decomposed / refused), class or reason",
+            "(native kernel / decomposed / refused), class or reason; stages are numbered after fusion, "
+            "a fused row's `covers [..]` names the stages it took, numbered before fusion",
         )
         arg_parser.add_argument(
             "--report-json",
