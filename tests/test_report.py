@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+from fwdshim.passes.rules import RULES
 from fwdshim.tools.driver import main
 
 LAYER = """\
@@ -55,7 +56,7 @@ def test_explain_table_follows_the_ir(tmp_path, capsys) -> None:
     assert rc == 0
     ir, table = out.split("\n// legality report: ", 1)
     assert ir.rstrip().endswith("}") and "fwd.refused" in ir
-    rows = [line[3:].split() for line in table.splitlines()[3:]]
+    rows = [line[3:].split() for line in table.splitlines()[3:-3]]
     src = tmp_path / "layer.mlir"
     assert table.splitlines()[0] == "cuda-forward:TwoPassInt8"
     assert table.splitlines()[1] == STAGES
@@ -71,6 +72,11 @@ def test_explain_table_follows_the_ir(tmp_path, capsys) -> None:
     assert table.splitlines()[2][3:].split() == ["stage", "op", "location", "verdict", "class", "or", "reason"]
     assert table.splitlines()[4].endswith(f"refused     {K11}")
     assert table.splitlines()[8].endswith(f"refused     {S13}  covers [4]")  # a fused row: its pre-fusion stages
+    assert table.splitlines()[-3:] == [  # the fusion coverage closes it: a class off the rule table comes last
+        "// fusion coverage: fused ops per rule of fwd-fuse (nested ones included)",
+        "// row_write  1",
+        "// did not fire: " + ", ".join(r.name for r in RULES),
+    ]
 
 
 def test_report_json_rows(tmp_path, capsys) -> None:
@@ -137,7 +143,17 @@ def test_explain_numbers_stages_after_fusion_and_fused_rows_cover_the_stages_bef
         ("8", "add_norm_quant  covers [11, 12, 13, 14]"),
         ("11", "elementwise_chains  covers [17, 18]"),
     ]
-    assert [ln.split()[1] for ln in table[2:]] == [str(i) for i in range(15)]
+    assert [ln.split()[1] for ln in table[2:17]] == [str(i) for i in range(15)]
+    assert table[17:] == [
+        "// fusion coverage: fused ops per rule of fwd-fuse (nested ones included)",
+        "// norm_weight         2  (2 inside another fused op)",
+        "// add_norm            1  (1 inside another fused op)",
+        "// add_norm_quant      1",
+        "// norm_quant          1",
+        "// attn_output_quant   1",
+        "// elementwise_chains  1",
+        "// did not fire: glu_act_mul, merged_gate_up, qk_norm_rope, relu_sqr, elementwise_regions",
+    ]
     rows = json.loads(report.read_text())["rows"]
     assert [(r["stage"], r["detail"], r["covers"]) for r in rows if r["op_name"] == "fwd.fused"] == [
         (0, "norm_quant", [0, 1, 2]),
@@ -146,3 +162,9 @@ def test_explain_numbers_stages_after_fusion_and_fused_rows_cover_the_stages_bef
         (11, "elementwise_chains", [17, 18]),
     ]
     assert all(r["covers"] == [] for r in rows if r["op_name"] != "fwd.fused")
+    fusion = json.loads(report.read_text())["fusion"]
+    assert [(f["rule"], f["fired"], f["nested"]) for f in fusion if f["fired"]] == [
+        ("norm_weight", 2, 2), ("add_norm", 1, 1), ("add_norm_quant", 1, 0), ("norm_quant", 1, 0),
+        ("attn_output_quant", 1, 0), ("elementwise_chains", 1, 0),
+    ]
+    assert [f["rule"] for f in fusion] == [r.name for r in RULES]

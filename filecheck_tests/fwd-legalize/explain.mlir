@@ -17,7 +17,7 @@
 // CHECK-NEXT: // 3      fwd.elementwise {{.*}}explain.mlir:47:3  native kernel  primitive
 // CHECK-NEXT: // 4      fwd.silu {{ +}}{{.*}}explain.mlir:50:5  decomposed {{ +}}part of glu_act_mul
 // CHECK-NEXT: // 5      fwd.elementwise {{.*}}explain.mlir:51:5  decomposed {{ +}}part of glu_act_mul
-// CHECK-NOT:  //
+// CHECK-NEXT: // fusion coverage: fused ops per rule of fwd-fuse (nested ones included)
 
 // The pass option prints the same table, before the IR.
 // OPT:      // legality report: cuda-forward:Dequant
@@ -53,3 +53,9 @@ func.func @report(%x: tensor<64xf32>, %u: tensor<32xf32>) -> tensor<32xf32> {
   }
   func.return %f : tensor<32xf32>
 }
+
+// The fusion coverage closes the table (its first line is checked after the rows above): fwd-fuse's
+// glu_act_mul fired too, but legalization split it, so only the fused ops left are counted.
+// CHECK-NEXT: // norm_weight  1
+// CHECK-NEXT: // did not fire: add_norm, add_norm_quant, norm_quant, attn_output_quant, glu_act_mul, merged_gate_up, qk_norm_rope, relu_sqr, elementwise_regions, elementwise_chains
+// CHECK-NOT:  //

@@ -2,7 +2,7 @@
 
 `fwdshim-opt --explain` prints it after the IR as `//` comment lines (the output stays valid IR);
 `--report-json FILE` writes the same rows as JSON: `{"shim": ..., "rows": [{stage, op_name, location,
-verdict, detail, branch, covers}, ...]}` (with `--split-input-file`, a list of those, one per chunk). Verdicts come from `fwdshim.shim.legality.check`, the function
+verdict, detail, branch, covers}, ...], "fusion": [{rule, fired, nested}, ...]}` (with `--split-input-file`, a list of those, one per chunk). Verdicts come from `fwdshim.shim.legality.check`, the function
 the pass itself refuses with, under the shim the module's `fwd.numerics` names (before legalization,
 the numerics the pipeline's passes ran with, e.g. `fwd-fuse{numerics=int8-act}`, else DEQUANT), so
 the table, the errors and the `fwd.refused` attributes agree.
@@ -14,6 +14,8 @@ refuses its class: the op's `fwd.remark`).
 
 The stage column numbers the stages after fusion; a fused op's row adds `covers [..]`, the numbers its
 parts had before fusion (the op's `covers`; the JSON row's `covers`, empty for any other op).
+The fusion coverage closes the table (and is the JSON's `fusion`): per rule of `fwd-fuse`, the fused
+ops of its class, nested ones included.
 """
 
 from __future__ import annotations
@@ -115,16 +117,46 @@ def _last(v: Verdict) -> str:
     return f"{v.detail}  covers [{', '.join(map(str, v.covers))}]"
 
 
+def fusion_counts(module: Operation) -> list[dict[str, object]]:
+    """Per rule of `fwd-fuse`'s table (then any other class a fused op names), how many fused ops of
+    its class the module holds (`fired`) and how many of those sit inside another fused op (`nested`).
+
+    A count of fused ops, so a DECOMPOSE class that legalization has split counts no more."""
+    from fwdshim.passes.rules import RULES  # the passes import the shim: import the table when asked
+
+    counts: dict[str, list[int]] = {r.name: [0, 0] for r in RULES}
+    for op in module.walk():
+        if isinstance(op, FusedOp):
+            c = counts.setdefault(op.class_.data, [0, 0])
+            c[0] += 1
+            c[1] += isinstance(op.parent_op(), FusedOp)
+    return [{"rule": name, "fired": n, "nested": k} for name, (n, k) in counts.items()]
+
+
+def format_fusion(counts: list[dict[str, object]]) -> str:
+    """The fusion coverage lines that close `--explain`: the rules that fired, then those that did not."""
+    fired = [c for c in counts if c["fired"]]
+    width = max([len(str(c["rule"])) for c in fired] + [0])
+    lines = ["// fusion coverage: fused ops per rule of fwd-fuse (nested ones included)"]
+    for c in fired:
+        nested = f"  ({c['nested']} inside another fused op)" if c["nested"] else ""
+        lines.append(f"// {str(c['rule']).ljust(width)}  {c['fired']}{nested}")
+    idle = [str(c["rule"]) for c in counts if not c["fired"]]
+    if idle:
+        lines.append(f"// did not fire: {', '.join(idle)}")
+    return "\n".join(lines) + "\n"
+
+
 def report_table(module: Operation, shim: ForwardShim | None = None) -> str:
-    """The `--explain` table of `module`."""
+    """The `--explain` table of `module`, closed by its fusion coverage."""
     shim = shim_of(module) if shim is None else shim
-    return format_table(shim, verdicts(module, shim))
+    return format_table(shim, verdicts(module, shim)) + format_fusion(fusion_counts(module))
 
 
 def report_json(module: Operation, shim: ForwardShim | None = None) -> dict[str, object]:
     """The `--report-json` document of `module`."""
     shim = shim_of(module) if shim is None else shim
-    return {"shim": shim.name(), "rows": [v.as_dict() for v in verdicts(module, shim)]}
+    return {"shim": shim.name(), "rows": [v.as_dict() for v in verdicts(module, shim)], "fusion": fusion_counts(module)}
 
 
 def explain_module(
