@@ -87,7 +87,7 @@ def test_merged_graph_is_bit_for_bit_the_stages_graph_on_the_gpu(numerics):
     """A SmolLM2-sized layer, each plan captured as a graph and replayed twice at a cache fill of 1000."""
     from test_lowering_modules import SMOL
 
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(1130)  # fixed: CI and the gpu suite are deterministic
     m = pipeline(parse(llama_src(**SMOL)), numerics)
     weights = llama_weights(rng, **SMOL)
     inputs = llama_inputs(rng, **SMOL, rows=1000)
