@@ -21,6 +21,7 @@ ops of its class, nested ones included.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 
 from xdsl.dialects.builtin import StringAttr
@@ -117,14 +118,14 @@ def _last(v: Verdict) -> str:
     return f"{v.detail}  covers [{', '.join(map(str, v.covers))}]"
 
 
-def fusion_counts(module: Operation) -> list[dict[str, object]]:
-    """Per rule of `fwd-fuse`'s table (then any other class a fused op names), how many fused ops of
-    its class the module holds (`fired`) and how many of those sit inside another fused op (`nested`).
+def fusion_counts(module: Operation, rules: Sequence[str] = ()) -> list[dict[str, object]]:
+    """Per rule of `fwd-fuse`'s table (`rules`: its names in table order, given by the caller — the
+    table lives in `fwdshim.passes.rules`, a floor above the shim), then any other class a fused op
+    names: how many fused ops of its class the module holds (`fired`) and how many of those sit inside
+    another fused op (`nested`).
 
     A count of fused ops, so a DECOMPOSE class that legalization has split counts no more."""
-    from fwdshim.passes.rules import RULES  # the passes import the shim: import the table when asked
-
-    counts: dict[str, list[int]] = {r.name: [0, 0] for r in RULES}
+    counts: dict[str, list[int]] = {name: [0, 0] for name in rules}
     for op in module.walk():
         if isinstance(op, FusedOp):
             c = counts.setdefault(op.class_.data, [0, 0])
@@ -147,16 +148,17 @@ def format_fusion(counts: list[dict[str, object]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report_table(module: Operation, shim: ForwardShim | None = None) -> str:
-    """The `--explain` table of `module`, closed by its fusion coverage."""
+def report_table(module: Operation, shim: ForwardShim | None = None, rules: Sequence[str] = ()) -> str:
+    """The `--explain` table of `module`, closed by its fusion coverage (`rules`: see `fusion_counts`)."""
     shim = shim_of(module) if shim is None else shim
-    return format_table(shim, verdicts(module, shim)) + format_fusion(fusion_counts(module))
+    return format_table(shim, verdicts(module, shim)) + format_fusion(fusion_counts(module, rules))
 
 
-def report_json(module: Operation, shim: ForwardShim | None = None) -> dict[str, object]:
-    """The `--report-json` document of `module`."""
+def report_json(module: Operation, shim: ForwardShim | None = None, rules: Sequence[str] = ()) -> dict[str, object]:
+    """The `--report-json` document of `module` (`rules`: see `fusion_counts`)."""
     shim = shim_of(module) if shim is None else shim
-    return {"shim": shim.name(), "rows": [v.as_dict() for v in verdicts(module, shim)], "fusion": fusion_counts(module)}
+    rows = [v.as_dict() for v in verdicts(module, shim)]
+    return {"shim": shim.name(), "rows": rows, "fusion": fusion_counts(module, rules)}
 
 
 def explain_module(
@@ -165,6 +167,7 @@ def explain_module(
     json_path: str | None,
     numerics: str | None = None,
     docs: list[dict[str, object]] | None = None,
+    rules: Sequence[str] = (),
 ) -> str:
     """Write the JSON report to `json_path` (when given); return the table when `explain` ('' if not).
 
@@ -174,7 +177,7 @@ def explain_module(
     holds the list, one report per chunk. The driver appends the returned table to the printed IR."""
     shim = shim_of(module, default=None if numerics is None else forward_shim(numerics))
     if json_path is not None:
-        doc = report_json(module, shim)
+        doc = report_json(module, shim, rules)
         if docs is not None:
             docs.append(doc)
         try:
@@ -185,4 +188,4 @@ def explain_module(
             if e.filename is None:
                 e.filename = json_path
             raise
-    return report_table(module, shim) if explain else ""
+    return report_table(module, shim, rules) if explain else ""
