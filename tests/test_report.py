@@ -56,7 +56,7 @@ def test_explain_table_follows_the_ir(tmp_path, capsys) -> None:
     assert rc == 0
     ir, table = out.split("\n// legality report: ", 1)
     assert ir.rstrip().endswith("}") and "fwd.refused" in ir
-    rows = [line[3:].split() for line in table.splitlines()[3:-3]]
+    rows = [line[3:].split() for line in table.split("// fusion coverage")[0].splitlines()[3:]]
     src = tmp_path / "layer.mlir"
     assert table.splitlines()[0] == "cuda-forward:TwoPassInt8"
     assert table.splitlines()[1] == STAGES
@@ -72,10 +72,17 @@ def test_explain_table_follows_the_ir(tmp_path, capsys) -> None:
     assert table.splitlines()[2][3:].split() == ["stage", "op", "location", "verdict", "class", "or", "reason"]
     assert table.splitlines()[4].endswith(f"refused     {K11}")
     assert table.splitlines()[8].endswith(f"refused     {S13}  covers [4]")  # a fused row: its pre-fusion stages
-    assert table.splitlines()[-3:] == [  # the fusion coverage closes it: a class off the rule table comes last
+    assert table.splitlines()[-6:-3] == [  # the fusion coverage closes it: a class off the rule table comes last
         "// fusion coverage: fused ops per rule of fwd-fuse (nested ones included)",
         "// row_write  1",
         "// did not fire: " + ", ".join(r.name for r in RULES),
+    ]
+    # then the primitives left alone: the parts split from glu_act_mul would chain (no fwd-fuse ran after)
+    would = "elementwise_chains: nothing: it would fuse, fwd-fuse has not run on the IR as it stands"
+    assert table.splitlines()[-3] == "// left unfused: 2 stage(s) a rule could take, and the guard that stopped it"
+    assert [ln.split("  ")[:1] + ln.split(f"{src}:")[1:] for ln in table.splitlines()[-2:]] == [
+        ["// 2", f"7:5  {would} (not run at all, or legalization split a Decompose class after it)"],
+        ["// 3", f"8:5  {would} (not run at all, or legalization split a Decompose class after it)"],
     ]
 
 
@@ -136,7 +143,7 @@ def test_explain_numbers_stages_after_fusion_and_fused_rows_cover_the_stages_bef
     table = out.read_text().split("// legality report: cuda-forward:Int8Act\n", 1)[1].splitlines()
     assert table[0] == STAGES
     assert table[1].split() == ["//", "stage", "op", "location", "verdict", "class", "or", "reason"]
-    fused = [(ln.split()[1], ln.split("native kernel  ", 1)[1]) for ln in table[2:] if "fwd.fused" in ln]
+    fused = [(ln.split()[1], ln.split("native kernel  ", 1)[1]) for ln in table[2:17] if "fwd.fused" in ln]
     assert fused == [
         ("0", "norm_quant  covers [0, 1, 2]"),
         ("6", "attn_output_quant  covers [8, 9]"),
@@ -144,7 +151,7 @@ def test_explain_numbers_stages_after_fusion_and_fused_rows_cover_the_stages_bef
         ("11", "elementwise_chains  covers [17, 18]"),
     ]
     assert [ln.split()[1] for ln in table[2:17]] == [str(i) for i in range(15)]
-    assert table[17:] == [
+    assert table[17:25] == [
         "// fusion coverage: fused ops per rule of fwd-fuse (nested ones included)",
         "// norm_weight         2  (2 inside another fused op)",
         "// add_norm            1  (1 inside another fused op)",
@@ -153,6 +160,12 @@ def test_explain_numbers_stages_after_fusion_and_fused_rows_cover_the_stages_bef
         "// attn_output_quant   1",
         "// elementwise_chains  1",
         "// did not fire: glu_act_mul, merged_gate_up, qk_norm_rope, relu_sqr, elementwise_regions",
+    ]
+    # what was left alone, and why: no rule takes a quantize of a chain, nor an add whose sum no norm reads
+    assert [ln.split(f"{example}:")[-1] for ln in table[25:]] == [
+        "// left unfused: 2 stage(s) a rule could take, and the guard that stopped it",
+        "40:3  no rule of the table matches it (reads fwd.fused (elementwise_chains); read by fwd.matmul)",
+        "41:3  no rule of the table matches it (reads fwd.fused (add_norm_quant), fwd.matmul; read by func.return)",
     ]
     rows = json.loads(report.read_text())["rows"]
     assert [(r["stage"], r["detail"], r["covers"]) for r in rows if r["op_name"] == "fwd.fused"] == [
@@ -168,3 +181,8 @@ def test_explain_numbers_stages_after_fusion_and_fused_rows_cover_the_stages_bef
         ("attn_output_quant", 1, 0), ("elementwise_chains", 1, 0),
     ]
     assert [f["rule"] for f in fusion] == [r.name for r in RULES]
+    unfused = json.loads(report.read_text())["unfused"]
+    assert [(u["stage"], u["op_name"], u["rule"], u["location"]) for u in unfused] == [
+        (12, "fwd.quantize", None, f"{example}:40:3"), (14, "fwd.elementwise", None, f"{example}:41:3"),
+    ]
+    assert unfused[0]["guard"].startswith("no rule of the table matches it (reads fwd.fused (elementwise_chains)")

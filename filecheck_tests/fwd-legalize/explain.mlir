@@ -58,4 +58,12 @@ func.func @report(%x: tensor<64xf32>, %u: tensor<32xf32>) -> tensor<32xf32> {
 // glu_act_mul fired too, but legalization split it, so only the fused ops left are counted.
 // CHECK-NEXT: // norm_weight  1
 // CHECK-NEXT: // did not fire: add_norm, add_norm_quant, norm_quant, attn_output_quant, glu_act_mul, merged_gate_up, qk_norm_rope, relu_sqr, elementwise_regions, elementwise_chains
+// Then each norm, elementwise op, silu, relu or quantize left as its own stage, with the first rule whose
+// match takes it and what stopped that match (here the shim's refusal of relu_sqr's class; the parts
+// legalization split from glu_act_mul would chain, but fwd-fuse ran before the split).
+// CHECK-NEXT: // left unfused: 4 stage(s) a rule could take, and the guard that stopped it
+// CHECK-NEXT: // 2  fwd.relu {{ +}}{{.*}}explain.mlir:46:3  relu_sqr: the forward links no ReLU
+// CHECK-NEXT: // 3  fwd.elementwise  {{.*}}explain.mlir:47:3  elementwise_chains: nothing: it would fuse, fwd-fuse has not run on the IR as it stands
+// CHECK-NEXT: // 4  fwd.silu {{ +}}{{.*}}explain.mlir:50:5  elementwise_chains: nothing: it would fuse
+// CHECK-NEXT: // 5  fwd.elementwise  {{.*}}explain.mlir:51:5  elementwise_chains: nothing: it would fuse
 // CHECK-NOT:  //

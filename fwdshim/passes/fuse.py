@@ -27,7 +27,8 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 from xdsl.rewriter import InsertPoint
 
-from fwdshim.dialects.fwd import FusedOp, YieldOp
+from fwdshim.diagnostics import where
+from fwdshim.dialects.fwd import ElementwiseOp, FusedOp, QuantizeOp, ReluOp, RmsNormOp, SiluOp, YieldOp, stage_numbers
 from fwdshim.passes.ir_order import producer
 from fwdshim.passes.options import NumericsPass
 from fwdshim.passes.rules import RULES, ChipRule, FuseContext, Match, compose, dependents_between
@@ -154,6 +155,62 @@ def fuse_module(module: ModuleOp, shim: Shim, rules: tuple[ChipRule, ...] | None
     ctx = FuseContext.of(module, shim)
     for rule in table:
         PatternRewriteWalker(RulePattern(rule, ctx), apply_recursively=True).rewrite_module(module)
+
+
+FUSABLE_PRIMITIVES = (RmsNormOp, ElementwiseOp, SiluOp, ReluOp, QuantizeOp)
+"""The primitives some rule of the table takes as a part besides a kernel's main op: norms,
+elementwise ops, silus, relus, quantizes (a matmul, rope or attention left alone is the usual case)."""
+
+
+def _names(ops: list[Operation]) -> str:
+    """The ops' names, each once (a fused op's with its class: `fwd.fused (add_norm)`)."""
+    return ", ".join(dict.fromkeys(f"{o.name} ({o.class_.data})" if isinstance(o, FusedOp) else o.name for o in ops))
+
+
+def _guard(op: Operation, ctx: FuseContext, table: tuple[ChipRule, ...]) -> tuple[str | None, str]:
+    """The first rule of `table` (in order) whose match takes `op` as a part, and what stopped it; or
+    (None, why no rule matches)."""
+    roots = [op]
+    roots += [p for v in op.operands if (p := producer(v)) is not None]
+    roots += [u.operation for r in op.results for u in r.uses]
+    roots = list(dict.fromkeys(roots))
+    for rule in table:
+        for root in roots:
+            match = rule.apply(root, ctx)
+            if match is None or op not in match.parts:
+                continue
+            why = precondition(match, ctx)
+            if why is not None:
+                return rule.name, why.reason
+            fused, _ = build_fused(match, ctx)
+            reason = ctx.fits(fused)
+            fused.erase(safe_erase=False)
+            if reason is not None:
+                return rule.name, reason
+            return rule.name, "nothing: it would fuse, fwd-fuse has not run on the IR as it stands (not run at all, or legalization split a Decompose class after it)"
+    ins = [p for v in op.operands if (p := producer(v)) is not None]
+    outs = list(dict.fromkeys(u.operation for r in op.results for u in r.uses))
+    reads = f"reads {_names(ins)}" if ins else "reads only the step's arguments"
+    read_by = f"read by {_names(outs)}" if outs else "read by no op"
+    return None, f"no rule of the table matches it ({reads}; {read_by})"
+
+
+def unfused_guards(module: Operation, shim: Shim, table: tuple[ChipRule, ...] | None = None) -> list[dict[str, object]]:
+    """Why each fusable primitive (`FUSABLE_PRIMITIVES`) left as its own stage is not fused: per such
+    stage in program order, `{stage, op_name, location, rule, guard}` — `rule` the first rule of
+    `table` (default: the shared table in `shim`'s order) whose match takes it, and `guard` the
+    precondition or `fits` reason that stopped that match; `rule` None and `guard` what the op reads and
+    what reads it where no rule matches. `stage`: the number after fusion (`fwd.stage_numbers`).
+
+    The closing part of the fusion coverage (`--explain`, `--report-json`'s `unfused`): issue 14."""
+    table = compose(shim.rules()) if table is None else table
+    ctx = FuseContext.of(module, shim)
+    rows: list[dict[str, object]] = []
+    for op, stage in stage_numbers(module).items():
+        if isinstance(op, FUSABLE_PRIMITIVES):
+            rule, guard = _guard(op, ctx, table)
+            rows.append({"stage": stage, "op_name": op.name, "location": where(op), "rule": rule, "guard": guard})
+    return rows
 
 
 @dataclass(frozen=True)

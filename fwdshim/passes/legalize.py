@@ -28,6 +28,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from fwdshim.dialects.fwd import FusedOp, YieldOp, stages
+from fwdshim.passes.fuse import unfused_guards
 from fwdshim.passes.options import NumericsPass
 from fwdshim.passes.rules import RULES
 from fwdshim.shim.contract import NUMERICS_ATTR, contract_attr
@@ -136,6 +137,6 @@ class LegalizePass(NumericsPass):
         if not refused or self.mode == "mark":
             op.attributes[NUMERICS_ATTR] = contract_attr(shim)
         if self.explain:
-            print(report_table(op, shim, [r.name for r in RULES]), end="")
+            print(report_table(op, shim, [r.name for r in RULES], unfused_guards), end="")
         if refused and self.mode == "strict":
             raise PassFailedException("\n".join(r.error_line() for _, r in refused))

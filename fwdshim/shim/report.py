@@ -2,7 +2,8 @@
 
 `fwdshim-opt --explain` prints it after the IR as `//` comment lines (the output stays valid IR);
 `--report-json FILE` writes the same rows as JSON: `{"shim": ..., "rows": [{stage, op_name, location,
-verdict, detail, branch, covers}, ...], "fusion": [{rule, fired, nested}, ...]}` (with `--split-input-file`, a list of those, one per chunk). Verdicts come from `fwdshim.shim.legality.check`, the function
+verdict, detail, branch, covers}, ...], "fusion": [{rule, fired, nested}, ...], "unfused": [{stage,
+op_name, location, rule, guard}, ...]}` (with `--split-input-file`, a list of those, one per chunk). Verdicts come from `fwdshim.shim.legality.check`, the function
 the pass itself refuses with, under the shim the module's `fwd.numerics` names (before legalization,
 the numerics the pipeline's passes ran with, e.g. `fwd-fuse{numerics=int8-act}`, else DEQUANT), so
 the table, the errors and the `fwd.refused` attributes agree.
@@ -15,13 +16,17 @@ refuses its class: the op's `fwd.remark`).
 The stage column numbers the stages after fusion; a fused op's row adds `covers [..]`, the numbers its
 parts had before fusion (the op's `covers`; the JSON row's `covers`, empty for any other op).
 The fusion coverage closes the table (and is the JSON's `fusion`): per rule of `fwd-fuse`, the fused
-ops of its class, nested ones included.
+ops of its class, nested ones included; then each norm, elementwise op, silu, relu or quantize left
+as its own stage with the guard that stopped fusing it: the first rule whose match takes it and the
+reason that match was not fused, or that no rule matches (what it reads, what reads it). The guards
+come from `fwdshim.passes.fuse.unfused_guards`, handed in by the caller (`unfused`: the passes sit a
+floor above the shim).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from xdsl.dialects.builtin import StringAttr
@@ -148,17 +153,44 @@ def format_fusion(counts: list[dict[str, object]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report_table(module: Operation, shim: ForwardShim | None = None, rules: Sequence[str] = ()) -> str:
-    """The `--explain` table of `module`, closed by its fusion coverage (`rules`: see `fusion_counts`)."""
+Unfused = Callable[[Operation, ForwardShim], list[dict[str, object]]]
+"""`(module, shim) -> [{stage, op_name, location, rule, guard}, ...]`: why each fusable primitive left
+as its own stage is not fused (`fwdshim.passes.fuse.unfused_guards`)."""
+
+
+def format_unfused(rows: list[dict[str, object]]) -> str:
+    """The lines after the rule counts: each fusable primitive left alone, and what stopped it."""
+    if not rows:
+        return "// left unfused: no norm, elementwise op, silu, relu or quantize\n"
+    cells = [(str(r["stage"]), str(r["op_name"]), str(r["location"])) for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(3)]
+    lines = [f"// left unfused: {len(rows)} stage(s) a rule could take, and the guard that stopped it"]
+    for c, r in zip(cells, rows):
+        guard = str(r["guard"]) if r["rule"] is None else f"{r['rule']}: {r['guard']}"
+        lines.append("// " + "  ".join(x.ljust(w) for x, w in zip(c, widths)) + "  " + guard)
+    return "\n".join(lines) + "\n"
+
+
+def report_table(
+    module: Operation, shim: ForwardShim | None = None, rules: Sequence[str] = (), unfused: Unfused | None = None
+) -> str:
+    """The `--explain` table of `module`, closed by its fusion coverage (`rules`: see `fusion_counts`;
+    `unfused`: the guards of the primitives left alone, none listed without it)."""
     shim = shim_of(module) if shim is None else shim
-    return format_table(shim, verdicts(module, shim)) + format_fusion(fusion_counts(module, rules))
+    text = format_table(shim, verdicts(module, shim)) + format_fusion(fusion_counts(module, rules))
+    return text if unfused is None else text + format_unfused(unfused(module, shim))
 
 
-def report_json(module: Operation, shim: ForwardShim | None = None, rules: Sequence[str] = ()) -> dict[str, object]:
-    """The `--report-json` document of `module` (`rules`: see `fusion_counts`)."""
+def report_json(
+    module: Operation, shim: ForwardShim | None = None, rules: Sequence[str] = (), unfused: Unfused | None = None
+) -> dict[str, object]:
+    """The `--report-json` document of `module` (`rules`, `unfused`: see `report_table`)."""
     shim = shim_of(module) if shim is None else shim
     rows = [v.as_dict() for v in verdicts(module, shim)]
-    return {"shim": shim.name(), "rows": rows, "fusion": fusion_counts(module, rules)}
+    doc = {"shim": shim.name(), "rows": rows, "fusion": fusion_counts(module, rules)}
+    if unfused is not None:
+        doc["unfused"] = unfused(module, shim)
+    return doc
 
 
 def explain_module(
@@ -168,6 +200,7 @@ def explain_module(
     numerics: str | None = None,
     docs: list[dict[str, object]] | None = None,
     rules: Sequence[str] = (),
+    unfused: Unfused | None = None,
 ) -> str:
     """Write the JSON report to `json_path` (when given); return the table when `explain` ('' if not).
 
@@ -177,7 +210,7 @@ def explain_module(
     holds the list, one report per chunk. The driver appends the returned table to the printed IR."""
     shim = shim_of(module, default=None if numerics is None else forward_shim(numerics))
     if json_path is not None:
-        doc = report_json(module, shim, rules)
+        doc = report_json(module, shim, rules, unfused)
         if docs is not None:
             docs.append(doc)
         try:
@@ -188,4 +221,4 @@ def explain_module(
             if e.filename is None:
                 e.filename = json_path
             raise
-    return report_table(module, shim, rules) if explain else ""
+    return report_table(module, shim, rules, unfused) if explain else ""

@@ -116,12 +116,14 @@ class FwdOptMain(xDSLOptMain):
     def report(self, prog: ModuleOp) -> str:
         """Write `--report-json` (a list, one report per chunk, under `--split-input-file`); return
         the `--explain` table."""
+        from fwdshim.passes.fuse import unfused_guards
         from fwdshim.passes.rules import RULES
         from fwdshim.shim.report import explain_module
 
         docs = self.json_docs if self.args.split_input_file else None
         rules = [r.name for r in RULES]
-        return explain_module(prog, self.args.explain, self.args.report_json, self.pipeline_numerics(), docs, rules)
+        numerics = self.pipeline_numerics()
+        return explain_module(prog, self.args.explain, self.args.report_json, numerics, docs, rules, unfused_guards)
 
 
 def _option_values(name: str, type_: object) -> list[str]:
