@@ -300,3 +300,39 @@ def test_smollm2_shipped_gpu_graph_matches_cpu(smollm2_shipped, numerics):
     tok = GGUFTokenizer(smollm2_shipped.reader, smollm2_shipped.gguf_path)
     tokens, _ = _gpu_against_cpu(smollm2_shipped, tok.encode(PROMPTS[0]), numerics, int8_bound=1e-1)
     assert tok.decode(tokens).startswith(" Paris")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
+def test_smollm2_100_graph_replays_equal_100_stagewise_steps(smollm2_shipped, numerics):
+    """SmolLM2 as shipped: 100 replays of the decode loop's graph (the token gathered, the angles
+    taken, the greedy pick made on the device) give, step by step, the same logits bit for bit as 100
+    steps whose stages are launched one by one from host inputs; and each pick is the logits' first
+    maximum."""
+    from fwdshim.frontend.tokenizer import GGUFTokenizer
+    from fwdshim.tools.runner import angles_of
+
+    n = 100
+    dec = Decoder(smollm2_shipped, numerics, "gpu")
+    loop, rt = dec.forward.loop, dec.forward.runtime
+    assert loop is not None and loop.graph is not None
+    prompt = GGUFTokenizer(smollm2_shipped.reader, smollm2_shipped.gguf_path).encode(PROMPTS[0])
+    loop.feed(0, prompt)
+    replayed, ids = [], list(prompt)
+    for p in range(n):
+        assert loop.launch() == p
+        pick, _ = loop.result(p)
+        replayed.append(loop.logits())
+        if p + 1 >= len(prompt):
+            ids.append(pick)
+            assert pick == int(np.argmax(replayed[-1])), f"step {p}: the device picked {pick}"
+    loop.forget_position()
+    embd = smollm2_shipped.weights.get("token_embd.weight")
+    for p in range(n):
+        x = np.ascontiguousarray(embd.rows(ids[p]).reshape(-1), dtype=np.float32)
+        out = rt.run_stagewise([x, angles_of(smollm2_shipped.params, p)], cache_len=p)
+        rt.sync()
+        stagewise = np.asarray(out[0].copy_to_host(), dtype=np.float32).reshape(-1)
+        same = np.array_equal(stagewise.view(np.uint32), replayed[p].view(np.uint32))
+        assert same, f"step {p}: stagewise logits differ from the replay's (max |diff| {np.abs(stagewise - replayed[p]).max()})"
+    print(f"\n{numerics}: {n} replays == {n} stagewise steps bit for bit; {len(ids) - len(prompt)} tokens picked on the device")
