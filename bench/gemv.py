@@ -49,8 +49,9 @@ class Timer:
 
     def __init__(self):
         from cuda.core import Device
+        from numba import cuda
 
-        self.device = Device()
+        self.device = Device(cuda.get_current_device().id)
         self.device.set_current()
         self.stream = self.device.create_stream()
 

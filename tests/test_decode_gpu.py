@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 import pytest
-from kernels_common import rng
+from kernels_common import UNDER_SANITIZER, rng
 from test_kernels_attention import check_attention
 from test_lowering_modules import SMOL, llama_inputs, llama_src, llama_weights, parse, pipeline
 from test_runtime_sim import TOL, _close
@@ -69,7 +69,7 @@ def test_attention_times():
     from cuda.core import Device
     from numba import cuda
 
-    dev = Device()
+    dev = Device(cuda.get_current_device().id)
     dev.set_current()
     stream = dev.create_stream()
     h, kv, hd, l = 9, 3, 64, 4096  # noqa: E741
@@ -108,7 +108,7 @@ def test_attention_times():
         us = 1e6 * (time.perf_counter() - t0) / 160
         gbs = 2 * c * kv * hd * 4 / (us * 1e3) if c else 0.0
         print(f"\n{k.name} block {k.block[0]}: {us:.1f} us at {c} cache rows ({gbs:.0f} GB/s of K and V)")
-        assert 0.0 < us < 10_000.0, f"{us} us a launch at {c} cache rows"
+        assert 0.0 < us and (UNDER_SANITIZER or us < 10_000.0), f"{us} us a launch at {c} cache rows"
         rows = cache.reshape(l - 1, kv * hd)[:c]
         want = reference.attention(*host, rows, rows, h, kv, hd)
         np.testing.assert_allclose(y.copy_to_host(), want, rtol=1e-4, atol=1e-5, err_msg=f"{c} cache rows, replayed")

@@ -146,7 +146,7 @@ def test_graph_replay_equals_direct_launches():
     cuda.synchronize()
     direct = y.copy_to_host()
 
-    device = Device()
+    device = Device(cuda.get_current_device().id)
     device.set_current()
     stream = device.create_stream()
     y2 = cuda.device_array(n, F32)

@@ -115,7 +115,9 @@ class CompiledForward:
         if not self.simulated:
             from cuda.core import Device, StreamOptions
 
-            self.device = Device()
+            # Numba's device, named: `Device()` alone probes the current context first, a failing
+            # driver call (CUDA_ERROR_INVALID_CONTEXT) that compute-sanitizer reports as an error
+            self.device = Device(cuda.get_current_device().id)
             self.device.set_current()
             # blocking: synchronous copies on the default stream (`copy_to_host()`) wait for its work
             self.stream = self.device.create_stream(options=StreamOptions(nonblocking=False))
