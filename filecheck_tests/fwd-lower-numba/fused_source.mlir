@@ -75,7 +75,7 @@ func.func @add_norm(%x: tensor<576xf32>, %o: tensor<576xf32>) -> (tensor<576xf32
 }
 
 // CHECK:      //   stage 0: fwd.fused add_norm covers [0, 1, 2]
-// CHECK-NEXT: //     kernel rms_norm_res_w_sum_1x576_b128 grid 1 block 128
+// CHECK-NEXT: //     kernel rms_norm_res_w_sum_1x576_b256 grid 1 block 256
 // CHECK-NEXT: //       reads  %x, %o, %nw
 // CHECK-NEXT: //       writes %h, %s
 // CHECK-NEXT: //       args   (x=%x, residual=%o, weight=%nw, y=%h, sum=%s)

@@ -19,7 +19,7 @@
 // INT8:      //   %cache_len {{ +}}step{{ +}}i32[1] = data i32[1]
 // INT8-NEXT: // stages:
 // INT8-NEXT: //   stage 0: fwd.fused norm_quant covers [0, 1, 2] at {{.*}}llama_layer.mlir:22:3
-// INT8-NEXT: //     kernel rms_norm_w_one_word_1x576_b128 grid 1 block 128
+// INT8-NEXT: //     kernel rms_norm_w_one_word_1x576_b256 grid 1 block 256
 // INT8-NEXT: //       reads  %x, %attn_norm_w
 // INT8-NEXT: //       writes %h0_q
 // INT8-NEXT: //       args   (x=%x, weight=%attn_norm_w, q=%h0_q.q, d=%h0_q.d)
@@ -32,7 +32,7 @@
 // INT8-NEXT: //       reads  %q_r, %k_r, %v, %k_cache, %v_cache, %cache_len, %att_q.part_o, %att_q.part_ml, %att_q.count
 // INT8-NEXT: //       writes %att_q, %att_q.part_o, %att_q.part_ml, %att_q.count
 // INT8:      //   stage 8: fwd.fused add_norm_quant covers [11, 12, 13, 14]
-// INT8-NEXT: //     kernel rms_norm_res_w_sum_one_word_1x576_b128 grid 1 block 128
+// INT8-NEXT: //     kernel rms_norm_res_w_sum_one_word_1x576_b256 grid 1 block 256
 // INT8-NEXT: //       reads  %x, %o, %ffn_norm_w
 // INT8-NEXT: //       writes %h1_q, %x1
 // INT8:      //   stage 11: fwd.fused elementwise_chains covers [17, 18]
@@ -48,11 +48,11 @@
 // INT8-NEXT: //       writes %out
 // INT8-NEXT: //       args   (a=%x1, b=%d, y=%out)
 // INT8-NEXT: // launches (6 for 15 stage kernels, in the graph):
-// INT8-NEXT: //   launch 0: stage 0 alone: rms_norm_w_one_word_1x576_b128
+// INT8-NEXT: //   launch 0: stage 0 alone: rms_norm_w_one_word_1x576_b256
 // INT8-NEXT: //   launch 1: merged_3p2t_{{[0-9a-f]+}} grid {{[0-9]+}} block {{[0-9]+}} holds stage 1 gemv_q8_0_int8_1x576x576_{{.*}}, stage 2 gemv_q8_0_int8_1x192x576_{{.*}}, stage 3 gemv_q8_0_int8_1x192x576_{{.*}}; last block: stage 4 rope_9x64_h32, stage 5 rope_3x64_h32
 // INT8-NEXT: //   launch 2: stage 6 alone: attention_one_word_h9kv3d64_l4096_b128u4s30
-// The add+norm after the O projection runs as its GEMV's tail (the norm's block is the GEMV's, 128).
-// INT8-NEXT: //   launch 3: merged_1p1t_{{[0-9a-f]+}} grid {{[0-9]+}} block 128 holds stage 7 gemv_q8_0_int8_1x576x576_{{.*}}; last block: stage 8 rms_norm_res_w_sum_one_word_1x576_b128
+// The add+norm after the O projection runs as its GEMV's tail (the norm and the GEMV both run 256 threads).
+// INT8-NEXT: //   launch 3: merged_1p1t_{{[0-9a-f]+}} grid {{[0-9]+}} block 256 holds stage 7 gemv_q8_0_int8_1x576x576_{{.*}}; last block: stage 8 rms_norm_res_w_sum_one_word_1x576_b256
 // INT8-NEXT: //   launch 4: merged_2p2t_{{[0-9a-f]+}} grid {{[0-9]+}} block {{[0-9]+}} holds stage 9 gemv_q8_0_int8_1x1536x576_{{.*}}, stage 10 gemv_q8_0_int8_1x1536x576_{{.*}}; last block: stage 11 fused_chain_silu_mul_1536, stage 12 quantize_one_word_1x1536
 // INT8-NEXT: //   launch 5: merged_1p1t_{{[0-9a-f]+}} grid {{[0-9]+}} block {{[0-9]+}} holds stage 13 gemv_q8_0_int8_1x576x1536_{{.*}}; last block: stage 14 elementwise_add_576
 // INT8-NEXT: // maintenance (after the last stage, in the graph):
@@ -66,13 +66,13 @@
 // DEQ:      // launch plan @decode_step: 14 stages, 7 kernels, 36 buffers
 // DEQ-NOT:  qact
 // DEQ:      //   stage 0: fwd.fused norm_weight covers [0, 1]
-// DEQ-NEXT: //     kernel rms_norm_w_1x576_b128 grid 1 block 128
+// DEQ-NEXT: //     kernel rms_norm_w_1x576_b256 grid 1 block 256
 // DEQ:      //     kernel gemv_q8_0_1x576x576_{{.*}} grid {{[0-9x]+}} block {{[0-9]+}}
 // DEQ-NEXT: //       reads  %wq, %h0
 // DEQ:      //   stage 6: fwd.attention
 // DEQ-NEXT: //     kernel attention_h9kv3d64_l4096_b128u4s30 grid 270 block 128
 // DEQ:      //   stage 8: fwd.fused add_norm covers [9, 10, 11]
-// DEQ-NEXT: //     kernel rms_norm_res_w_sum_1x576_b128 grid 1 block 128
+// DEQ-NEXT: //     kernel rms_norm_res_w_sum_1x576_b256 grid 1 block 256
 // DEQ-NEXT: //       reads  %x, %o, %ffn_norm_w
 // DEQ-NEXT: //       writes %h1, %x1
 // DEQ-NEXT: //       args   (x=%x, residual=%o, weight=%ffn_norm_w, y=%h1, sum=%x1)

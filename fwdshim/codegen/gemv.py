@@ -407,17 +407,25 @@ def launch_shape(n: int, k: int, act: str) -> Shape:
     `bench/gemv.py --sweep` on an H200 (2026-11-30) per shape class — SmolLM2's short rows (K < 2048)
     one or four rows a group of warps splitting K, its 49152 x 576 output projection four rows a
     warp; Llama-3-8B's 4096x4096, 14336x4096 and 4096x14336. Under int8 activations three of these
-    keep whole-block lanes (vec 32, the previous kernel, faster there)."""
+    keep whole-block lanes (vec 32, the previous kernel, faster there).
+
+    SmolLM2's projections (K < 2048, N < 8192) take eight warps a block (256 threads), the block of
+    the RMS norms (`norms`, 256 threads for rows over 512 values), so the add+norm after the O and
+    down projections runs as a tail of their launch (`codegen.merge`: a tail with barriers needs
+    the launch's block size): on the H200 (2026-11-30, `bench/decode_step.py`, SmolLM2 shape, one
+    run) 5.2 launches a layer and 1261 / 1218 us a token (dequant / int8-act), against 7.2 and
+    1281 / 1413 us with four warps and the norms alone — and 1420 / 1519 us with four warps and the
+    norms cut to 128 threads to fit them (a 128-thread norm is slower than the launch it saves)."""
     if act == "f32":
         if k < 2048:
-            return Shape(16, 4, 4, 1, 1) if n >= 8192 else Shape(16, 4, 4, 1, 4)
+            return Shape(16, 4, 4, 1, 1) if n >= 8192 else Shape(16, 4, 8, 1, 4)
         if k >= 8192:
             return Shape(16, 2, 8, 2, 8, blocks=264, prefetch=True)
         return Shape(16, 2, 4, 2, 4) if n <= 4096 else Shape(16, 2, 4, 2, 1)
     if k < 2048:
         if n >= 8192:  # a tall matrix of short rows (an output projection): fewer, larger blocks
             return Shape(32, 2, 4, 2, 1)
-        return Shape(16, 1, 4, 1, 2) if k < 1024 else Shape(16, 1, 4, 1, 4)
+        return Shape(16, 1, 8, 1, 2) if k < 1024 else Shape(16, 1, 8, 1, 4)
     if k >= 8192:
         return Shape(32, 2, 8, 2, 4)
     return Shape(32, 2, 4, 2, 2) if n <= 4096 else Shape(16, 4, 4, 2, 1)

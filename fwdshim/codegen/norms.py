@@ -20,10 +20,7 @@ Bit-exact variants (the contract's `fused: EXACT`): every float operation is spe
 quantizing kernels agree bit for bit with their unfused composition: `rms_norm(weight=True)` ==
 `rms_norm()` then `fmul_rn(y, w)`; `rms_norm(residual=True, write_sum=True)` == `fadd_rn(x, r)` then
 `rms_norm()`; `rms_norm(quant=f)` == `rms_norm()` then `quantize(f)`. The default `block` depends on
-`n` alone (`default_block`): rows of fewer than 2048 values get at most 128 threads, the block of the
-Q8_0 GEMVs over such rows (`gemv.launch_shape`, four warps), larger rows 256 (the block of the GEMVs
-over rows of 8192 or more, eight warps) — so a norm runs as a tail of the GEMV launch before it
-(`codegen.merge`: a tail with barriers needs the launch's block size), saving a launch.
+`n` alone (`kernel.block_threads`).
 """
 
 from __future__ import annotations
@@ -43,19 +40,10 @@ from fwdshim.codegen.kernel import (
 from fwdshim.codegen.quantize import check_format, epilogue, qact_params
 
 
-SMALL_ROW = 2048
-"""Rows of fewer values than this get a block of at most 128 threads by default (module docstring)."""
-
-
-def default_block(n: int) -> int:
-    """The default block of a row kernel over rows of `n` values (module docstring)."""
-    return block_threads(n, cap=128 if n < SMALL_ROW else 256)
-
-
 def _check(n: int, rows: int, block: int | None) -> int:
     if n <= 0 or rows <= 0:
         raise ValueError(f"a row kernel over {rows} rows of {n} values")
-    return check_block(block if block is not None else default_block(n))
+    return check_block(block if block is not None else block_threads(n))
 
 
 def _head(block: int, reductions: int) -> str:
