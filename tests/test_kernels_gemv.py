@@ -132,7 +132,8 @@ def test_gemv_launch_shape_and_params():
     k = gemv.q8_0(4096, 14336, shape=gemv.Shape(16, 2, 4, 2, 1))
     assert k.param_names == ("qs", "dw", "x", "y") and k.grid == (512, 1) and k.block == (128,)
     assert gemv.q8_0(4096, 4096, shape=gemv.Shape(16, 4, 8, 1, 4)).grid == (512, 1)
-    assert gemv.q8_0(4096, 14336).name.endswith("_" + gemv.launch_shape(4096, 14336, "f32").tag)
+    assert gemv.q8_0(4096, 4096).name.endswith("_" + gemv.launch_shape(4096, 4096, "f32").tag)
+    assert gemv.q8_0(4096, 14336).name.endswith("_r4w8u1s2")  # whole-block lanes (vec 32: no tag)
     assert [p.size for p in k.params] == [4096 * 14336, 4096 * 448, 14336, 4096]
     assert "ld_i32x4(qs" in k.source and "s8x4_f32" in k.source
     assert "ld_i32(qs" in gemv.q8_0(64, 4096, shape=gemv.Shape(4, 4, 4, 2, 1)).source

@@ -419,8 +419,10 @@ def launch_shape(n: int, k: int, act: str) -> Shape:
     if act == "f32":
         if k < 2048:
             return Shape(16, 4, 4, 1, 1) if n >= 8192 else Shape(16, 4, 8, 1, 4)
-        if k >= 8192:
-            return Shape(16, 2, 8, 2, 8, blocks=264, prefetch=True)
+        if k >= 8192:  # the looping grid with L2 prefetch (v16r2w8u2s8b264p) ran at 66.2 % of the read
+            # ceiling before the wide loads became `asm sideeffect` (6ca0396), 48.3 % after; whole-block
+            # lanes ran at 59.4 % in that same run (bench/gemv.py, H200, 2026-11-30)
+            return Shape(32, 4, 8, 1, 2)
         return Shape(16, 2, 4, 2, 4) if n <= 4096 else Shape(16, 2, 4, 2, 1)
     if k < 2048:
         if n >= 8192:  # a tall matrix of short rows (an output projection): fewer, larger blocks
