@@ -14,6 +14,8 @@ such IR parses and verifies and the legality pass refuses it with the seed's rea
 
 from __future__ import annotations
 
+import math
+import struct
 from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
@@ -158,6 +160,14 @@ def _float(op: Operation, name: str) -> float | None:
     return a.value.data if isinstance(a, FloatAttr) else None
 
 
+def _finite_f32(v: float) -> bool:
+    """Whether `v` is a finite float32 once rounded (`1.0e999` is inf, `1e39` overflows f32)."""
+    try:
+        return math.isfinite(struct.unpack("<f", struct.pack("<f", v))[0])
+    except OverflowError:
+        return False
+
+
 def _want(cond: bool, message: str) -> None:
     if not cond:
         raise VerifyException(message)
@@ -195,6 +205,9 @@ class StageOp(IRDLOperation):
         return [a.data.value for a in self.access.data]
 
     def verify_stage(self) -> None:
+        for name, a in self.properties.items():  # eps, scale, cap, ...: an f32 the kernels read as is
+            if isinstance(a, FloatAttr) and not _finite_f32(a.value.data):
+                raise VerifyException(f"{self.name} {name} is {a.value.data}: not a finite f32 value")
         if self.access is not None:
             _want(
                 len(self.access.data) == len(self.operands),
