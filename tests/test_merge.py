@@ -80,6 +80,25 @@ def test_groups_keep_dependent_and_atomic_launches_apart():
     assert sum(len(p) + len(t) for p, t in groups) == len(plan.stage_launches)
 
 
+@pytest.mark.parametrize("ff, merged", [(1536, True), (14336, False)], ids=["smollm2", "llama8b"])
+def test_a_wide_ffn_tail_gets_its_own_launch(ff, merged):
+    """silu·mul and the quantize after gate/up ride in the gate/up launch up to TAIL_THREADS threads
+    (SmolLM2's 1536), and run as launches of their own past it (Llama-3-8B's 14336: one block would
+    take them ~112 rounds of its threads)."""
+    shape = dict(d=576 if ff == 1536 else 4096, h=9, kv=3, hd=64, ff=ff, l=256)
+    m = pipeline(parse(llama_src(**shape)), "int8-act")
+    plan = build_plan(functions(m)[0], m)
+    gate_up = next(launch for launch in plan.merged if len(launch.holds) - launch.tails == 2)
+    tails = [h.name for h in gate_up.holds[2:]]
+    if merged:
+        assert tails == [f"fused_chain_silu_mul_{ff}", f"quantize_one_word_1x{ff}"]
+    else:
+        assert tails == []
+        own = [launch.kernel.name for launch in plan.merged if not launch.holds]
+        assert f"fused_chain_silu_mul_{ff}" in own and f"quantize_one_word_1x{ff}" in own
+    assert merge.TAIL_THREADS == 4096
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(simulating(), reason="the gpu suite runs on a device (FWDSHIM_GPU=1)")
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act"])

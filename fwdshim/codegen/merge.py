@@ -36,8 +36,14 @@ from dataclasses import replace
 
 from fwdshim.codegen.kernel import Kernel, Param, build, indent, prelude
 
-TAIL_THREADS = 16384
-"""The most threads (grid x block) a tail may have: its work runs on one block."""
+TAIL_THREADS = 4096
+"""The most threads (grid x block) a tail may have: its work runs on one block, a round of the launch's
+block at a time (one L2 round trip each, ~0.3 us), where a launch of its own costs ~2-3 us in a graph.
+4096 keeps every tail of SmolLM2's step (1536-wide silu·mul and quantize, the 576-wide add) in its
+GEMV launch, as measured (bench/RESULTS.md), and gives Llama-3-8B's 14336-wide silu·mul and quantize
+launches of their own: as the gate/up launch's tails they cost ~112 rounds each of a 128-thread block,
+which fits the 34 us a layer by which that step ran slower under int8-act (two such tails) than under
+dequant (one) on the H200 — the change itself not yet measured there (was 16384)."""
 
 MAX_PARTS = 8
 """The most launches one merged launch holds (its parameters stay within the 4 KiB limit)."""
