@@ -285,7 +285,7 @@ def test_context_defaults_to_the_model_and_warns_past_it(tmp_path, capsys):
 def test_prompt_longer_than_the_context(tmp_path, capsys):
     path = tiny(tmp_path)
     out = fails(capsys, run_argv(path, context=8, prompt="abc " * 20),
-                "--prompt: its 40 tokens fill the context of 8 positions (raise --context, at most 256)")  # fmt: skip
+                "--prompt: its 40 tokens fill the context of 8 positions (raise --context: the model's own length is 256, the kernels hold at most 12256)")  # fmt: skip
     assert out == ""
 
 
@@ -329,6 +329,36 @@ def test_unwritable_outputs_fail_before_the_run(tmp_path, capsys):
     side = tiny(tmp_path, "m.weights.gguf", types={"blk.0.ffn_up.weight": QT.Q4_1})
     fails(capsys, ["import", str(side), "-o", str(tmp_path / "m.mlir")], f"its converted weights {side} would overwrite the model")
     assert gguf.GGUFReader(side).tensors[0].name
+
+
+def test_outputs_write_through_links_and_into_devices_never_over_them(tmp_path, capsys):
+    """A symbolic link keeps being a link (its target gets the file); a device or FIFO is written in
+    place, never replaced by a regular file (as root, `--logits-out /dev/full` had replaced the device);
+    the step's IR and weights must be regular files; an empty path is a one-line error."""
+    import os
+    import stat
+
+    path = tiny(tmp_path)
+    target, link = tmp_path / "target.npy", tmp_path / "link.npy"
+    target.write_bytes(b"")
+    link.symlink_to(target.name)
+    assert cli.main(run_argv(path, "--logits-out", str(link))) == 0
+    capsys.readouterr()
+    assert link.is_symlink() and np.load(target).shape == (2, TINY.vocab)
+    assert cli.main(run_argv(path, "--logits-out", os.devnull)) == 0
+    capsys.readouterr()
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    if Path("/dev/full").exists():  # writes fail there: one line, the device left alone
+        fails(capsys, run_argv(path, "--logits-out", "/dev/full"), "--logits-out /dev/full: cannot write the file")
+        assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    fails(capsys, ["import", str(path), "-o", str(fifo)], f"-o {fifo}: not a regular file")
+    fails(capsys, ["import", str(path), "-o", str(tmp_path / "x.mlir"), "--weights", str(fifo)], f"--weights {fifo}: not a regular file")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    fails(capsys, run_argv(path, "--logits-out", ""), "--logits-out: an empty path (give a file name)")
+    fails(capsys, ["import", str(path), "-o", ""], "-o: an empty path (give a file name)")
+    fails(capsys, ["run", "--model", "", "--prompt", "hi"], "an empty model path")
 
 
 def test_logits_out_keeps_the_exact_name(tmp_path, capsys):
@@ -617,3 +647,10 @@ def test_run_reports_each_phase_on_a_terminal(tmp_path, capsys, monkeypatch):
     assert abs(prefill - prompt) < 0.05
     assert cli.main([*run_argv(path, max_tokens=3), "-q"]) == 0
     assert len(capsys.readouterr().err.splitlines()) == 1
+
+
+def test_one_token_has_no_decode_rate(tmp_path, capsys):
+    """The first token comes with the prompt: one token gives no rate (it printed 0.0 tokens/s)."""
+    assert cli.main(run_argv(tiny(tmp_path), max_tokens=1)) == 0
+    err = capsys.readouterr().err
+    assert "fwdshim: 1 token, no decode rate: the first token comes with the prompt (cpu" in err and "tokens/s" not in err

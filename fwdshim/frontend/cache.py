@@ -155,6 +155,8 @@ def resolve_model(name_or_path: str, *, quiet: bool = False) -> Path:
     Raises: ModelError for a path that does not exist (naming the known models too)."""
     if name_or_path in MODELS:
         return fetch_model(name_or_path, quiet=quiet)
+    if not name_or_path:
+        raise ModelError(f"an empty model path: give a GGUF file or a known model name ({', '.join(sorted(MODELS))})")
     path = Path(name_or_path)
     if not path.exists():
         raise ModelError(

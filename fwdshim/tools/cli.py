@@ -232,34 +232,70 @@ def _check_context(context: int | None) -> None:
         )
 
 
-def _check_writable(path: Path, option: str, model: Path | None = None) -> None:
-    """`path` can be written as a new file: not a directory, not the model, in a writable directory."""
+def _path_arg(value: str | None, option: str) -> Path | None:
+    """The path an option gives (None when not given). Raises: UsageError for an empty one."""
+    if value is None:
+        return None
+    if not value:
+        raise UsageError(f"{option}: an empty path (give a file name)")
+    return Path(value)
+
+
+def _special(path: Path) -> bool:
+    """An existing file that is not a regular file (a device such as /dev/null, a FIFO, a socket)."""
+    return path.exists() and not path.is_dir() and not path.is_file()
+
+
+def _check_writable(path: Path, option: str, model: Path | None = None, regular: bool = False) -> Path:
+    """`path` can be written: not empty, not a directory, not the model, in a writable directory.
+    Returns the path to write: a symbolic link's target (the link stays a link). `regular`: the file
+    must be a regular one (the step's IR and its weights, which the IR names); else a device or FIFO
+    (`/dev/null`) is written in place.
+
+    Raises: UsageError naming `option`."""
     if path.is_dir():
         raise UsageError(f"{option} {path}: is a directory (give a file name)")
-    if model is not None and path.exists() and model.exists() and path.samefile(model):
+    target = Path(os.path.realpath(path))
+    if model is not None and target.exists() and model.exists() and target.samefile(model):
         raise UsageError(f"{option} {path}: is the model itself (give another file name)")
-    parent = path.parent if str(path.parent) else Path(".")
+    if _special(target):
+        if regular:
+            raise UsageError(f"{option} {path}: not a regular file (give a file name)")
+        if not os.access(target, os.W_OK):
+            raise UsageError(f"{option} {path}: not writable (permission denied)")
+        return target
+    parent = target.parent
     if not parent.is_dir():
-        raise UsageError(f"{option} {path}: no such directory {parent}")
-    if path.exists() and not os.access(path, os.W_OK):
+        raise UsageError(f"{option} {path}: no such directory {path.parent}")
+    if target.exists() and not os.access(target, os.W_OK):
         raise UsageError(f"{option} {path}: not writable (permission denied)")
-    probe = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # what `_write_file` will create
+    probe = target.with_name(f".{target.name}.{os.getpid()}.tmp")  # what `_write_file` will create
     try:
         probe.touch()
         probe.unlink()
     except OSError as e:
         raise UsageError(f"{option} {path}: cannot write there ({e.strerror or e})") from None
+    return target
 
 
 def _write_file(path: Path, option: str, write) -> None:
-    """`write(f)` into a temporary file beside `path`, then move it to `path`.
+    """`write(f)` into a temporary file beside `path` (a symbolic link's target), then move it there;
+    a device or FIFO (`/dev/null`) is written in place.
 
     Raises: UsageError naming `option` when the file cannot be written."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    target = Path(os.path.realpath(path))
+    if _special(target):
+        try:
+            with target.open("wb") as f:
+                write(f)
+        except OSError as e:
+            raise UsageError(f"{option} {path}: cannot write the file ({e.strerror or e})") from None
+        return
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         with tmp.open("wb") as f:
             write(f)
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except OSError as e:
         raise UsageError(f"{option} {path}: cannot write the file ({e.strerror or e})") from None
     finally:
@@ -268,6 +304,14 @@ def _write_file(path: Path, option: str, write) -> None:
 
 def _plural(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def _context_room(model) -> str:
+    """How far --context goes: the model's own length, and the kernels' limit past it."""
+    own = model.params.context_length
+    if own and own < MAX_CONTEXT:
+        return f"the model's own length is {own}, the kernels hold at most {MAX_CONTEXT}"
+    return f"at most {MAX_CONTEXT}"
 
 
 def _note_context(args, model) -> None:
@@ -291,13 +335,12 @@ def _import(args, out: _Output) -> int:
 
     _check_context(args.context)
     path = resolve_model(args.model)
-    dest = Path(args.output) if args.output else None
+    dest = _path_arg(args.output, "-o")
     sidecar = dest.with_suffix(".weights.gguf") if dest is not None else None
     if dest is not None:
-        _check_writable(dest, "-o", path)
+        _check_writable(dest, "-o", path, regular=True)
     if args.weights is not None:
-        sidecar = Path(args.weights)
-        _check_writable(sidecar, "--weights", path)
+        sidecar = _check_writable(_path_arg(args.weights, "--weights"), "--weights", path, regular=True)
         if dest is not None and sidecar.resolve() == dest.resolve():
             raise UsageError(f"--weights {sidecar}: the same file as -o {dest}")
     elif sidecar is not None and sidecar.exists() and path.exists() and sidecar.samefile(path):
@@ -347,7 +390,7 @@ def _run(args, out: _Output) -> int:
     _check_context(args.context)
     if not args.prompt:
         raise UsageError("--prompt is empty: give the text to continue")
-    logits_out = Path(args.logits_out) if args.logits_out else None
+    logits_out = _path_arg(args.logits_out, "--logits-out")
     if logits_out is not None:
         _check_writable(logits_out, "--logits-out")
     path = resolve_model(args.model)
@@ -374,7 +417,7 @@ def _run(args, out: _Output) -> int:
     if len(ids) >= model.context:
         raise UsageError(
             f"--prompt: its {len(ids)} tokens fill the context of {model.context} positions "
-            f"(raise --context, at most {min(MAX_CONTEXT, model.params.context_length or MAX_CONTEXT)})"
+            f"(raise --context: {_context_room(model)})"
         )
     from fwdshim.codegen.kernel import CACHE_STATS
 
@@ -431,8 +474,10 @@ def _run(args, out: _Output) -> int:
         why = f"context full: {model.context} positions, raise --context"
     else:
         why = gen.stopped
+    # the first token comes with the prompt: a rate needs a second one
+    rate = f"{gen.tokens_per_s:.1f} tokens/s" if len(gen.tokens) > 1 else "no decode rate: the first token comes with the prompt"
     print(
-        f"fwdshim: {_plural(len(gen.tokens), 'token')}, {gen.tokens_per_s:.1f} tokens/s "
+        f"fwdshim: {_plural(len(gen.tokens), 'token')}, {rate} "
         f"({decoder.device}, {args.numerics}; {_plural(p.n_layer, 'layer')}, d {p.d}, {decoder.stages} stages); "
         f"prompt {_plural(len(ids), 'token')} in {gen.prefill_s:.2f} s; stopped: {why}",
         file=sys.stderr,
@@ -450,8 +495,8 @@ def _profile(args, out: _Output) -> int:
         raise UsageError(f"--fill {args.fill} --reps {args.reps}: give a fill of 0 or more and at least one replay")
     path = resolve_model(args.model)
     stem = f"{path.stem}.{args.numerics}.fill{args.fill}.profile"
-    json_out = Path(args.output) if args.output else Path(f"{stem}.json")
-    png_out = Path(args.png) if args.png else json_out.with_suffix(".png")
+    json_out = _path_arg(args.output, "-o") or Path(f"{stem}.json")
+    png_out = _path_arg(args.png, "--png") or json_out.with_suffix(".png")
     _check_writable(json_out, "-o", path)
     _check_writable(png_out, "--png", path)
     try:
