@@ -243,6 +243,13 @@ def _packs(fmt: str, value: int | float) -> bool:
     return True
 
 
+def op_label(op: Operation) -> str:
+    """The op's name as written: an op of an unregistered dialect by its own name (`foo.bar`), not
+    xDSL's `builtin.unregistered`."""
+    name = getattr(op, "op_name", None)
+    return name.data if name is not None and hasattr(name, "data") else op.name
+
+
 def where(op: Operation) -> str:
     """`file:line:col` of an op; where it has no file location (parsed by stock `xdsl-opt`, built in
     Python), `<unknown>`, naming its first result when that has a name: `<unknown> %t`."""

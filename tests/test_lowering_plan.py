@@ -217,3 +217,24 @@ def test_target_prints_the_llama_example_plan():
     assert "# ---- kernel kv_append_1x192_r4095:" in text
     assert "| tails: fused_chain_silu_mul_1536" in text  # held by the gate/up launch
     assert "# ---- prelude" in text
+
+
+def test_ops_of_other_dialects_are_named_as_written(capsys):
+    """Ops of an unregistered dialect are named as written (`foo.bar`, not xDSL's
+    `builtin.unregistered`), and a stage inside one's region is said to be there (it read "a value
+    from outside the function")."""
+    from fwdshim.tools.driver import main
+
+    src = ROOT / "tests" / "cases" / "ir_stage_in_foreign_region.mlir"
+    rc = main([str(src), "--allow-unregistered-dialect", "-p", "forward-shim,fwd-lower-numba"])
+    err = capsys.readouterr().err.splitlines()
+    inside = "a stage inside a `foo.baz` region — the launch plan lowers the function's top-level stages only"
+    assert rc == 1 and err == [
+        f"{src}:6:5: error: {inside}",
+        f"{src}:7:5: error: {inside}",
+        f"{src}:3:3: error: foo.bar in a decode step — the launch plan lowers fwd stages only",
+        f"{src}:5:3: error: foo.baz in a decode step — the launch plan lowers fwd stages only",
+    ]
+    rc = main([str(src), "--allow-unregistered-dialect", "-p", "forward-shim", "--explain"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "read by foo.bar)" in out and "builtin.unregistered" not in out

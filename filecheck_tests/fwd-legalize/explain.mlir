@@ -63,7 +63,7 @@ func.func @report(%x: tensor<64xf32>, %u: tensor<32xf32>) -> tensor<32xf32> {
 // legalization split from glu_act_mul would chain, but fwd-fuse ran before the split).
 // CHECK-NEXT: // left unfused: 4 stage(s) a rule could take, and the guard that stopped it
 // CHECK-NEXT: // 2  fwd.relu {{ +}}{{.*}}explain.mlir:46:3  relu_sqr: the forward links no ReLU
-// CHECK-NEXT: // 3  fwd.elementwise  {{.*}}explain.mlir:47:3  elementwise_chains: nothing: it would fuse, fwd-fuse has not run on the IR as it stands
-// CHECK-NEXT: // 4  fwd.silu {{ +}}{{.*}}explain.mlir:50:5  elementwise_chains: nothing: it would fuse
-// CHECK-NEXT: // 5  fwd.elementwise  {{.*}}explain.mlir:51:5  elementwise_chains: nothing: it would fuse
+// CHECK-NEXT: // 3  fwd.elementwise  {{.*}}explain.mlir:47:3  nothing: fwd-fuse run on the IR as it stands fuses it (it has not run, or not since the IR changed)
+// CHECK-NEXT: // 4  fwd.silu {{ +}}{{.*}}explain.mlir:50:5  nothing: fwd-fuse run on the IR as it stands fuses it
+// CHECK-NEXT: // 5  fwd.elementwise  {{.*}}explain.mlir:51:5  nothing: fwd-fuse run on the IR as it stands fuses it
 // CHECK-NOT:  //

@@ -51,7 +51,7 @@ from fwdshim.codegen.buffers import Part, cache_values, role_of, top_value, type
 from fwdshim.codegen.fused import CACHE_LEN, Binding, Ref, Unlowerable
 from fwdshim.codegen.kernel import Kernel, prelude
 from fwdshim.codegen.stage_kernels import lower_stage
-from fwdshim.diagnostics import error_at, where
+from fwdshim.diagnostics import error_at, op_label, where
 from fwdshim.dialects.fwd import FusedOp, StageOp, WeightOp, stages
 from fwdshim.shim.contract import implied_shim, shim_of
 from fwdshim.shim.legality import check
@@ -390,13 +390,18 @@ def build_plan(func: FuncOp, module: Operation | None = None, merge: bool | None
     stage_plans: list[StagePlan] = []
     errors: list[str] = []
     for number, op in enumerate(stages(func)):
+        parent = op.parent_op()
+        if parent is not None and parent is not func:
+            label = op_label(parent)
+            errors.append(error_at(op, f"a stage inside a `{label}` region — the launch plan lowers the function's top-level stages only"))
+            continue
         try:
             stage_plans.append(b.stage(number, op))
         except (Unlowerable, ValueError) as e:
             errors.append(error_at(op, str(e)))
     for op in func.body.block.ops:
         if not isinstance(op, StageOp | WeightOp | ReturnOp):
-            errors.append(error_at(op, f"{op.name} in a decode step — the launch plan lowers fwd stages only"))
+            errors.append(error_at(op, f"{op_label(op)} in a decode step — the launch plan lowers fwd stages only"))
     if errors:
         raise PlanError("\n".join(errors))
     maintenance = _kv_append(b, stage_plans)

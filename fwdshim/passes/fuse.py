@@ -27,7 +27,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 from xdsl.rewriter import InsertPoint
 
-from fwdshim.diagnostics import where
+from fwdshim.diagnostics import op_label, where
 from fwdshim.dialects.fwd import ElementwiseOp, FusedOp, QuantizeOp, ReluOp, RmsNormOp, SiluOp, YieldOp, stage_numbers
 from fwdshim.passes.ir_order import producer
 from fwdshim.passes.options import NumericsPass
@@ -164,7 +164,7 @@ elementwise ops, silus, relus, quantizes (a matmul, rope or attention left alone
 
 def _names(ops: list[Operation]) -> str:
     """The ops' names, each once (a fused op's with its class: `fwd.fused (add_norm)`)."""
-    return ", ".join(dict.fromkeys(f"{o.name} ({o.class_.data})" if isinstance(o, FusedOp) else o.name for o in ops))
+    return ", ".join(dict.fromkeys(f"{o.name} ({o.class_.data})" if isinstance(o, FusedOp) else op_label(o) for o in ops))
 
 
 def _guard(op: Operation, ctx: FuseContext, table: tuple[ChipRule, ...]) -> tuple[str | None, str]:
@@ -187,7 +187,7 @@ def _guard(op: Operation, ctx: FuseContext, table: tuple[ChipRule, ...]) -> tupl
             fused.erase(safe_erase=False)
             if reason is not None:
                 return rule.name, reason
-            return rule.name, "nothing: it would fuse, fwd-fuse has not run on the IR as it stands (not run at all, or legalization split a Decompose class after it)"
+            return rule.name, WOULD_FUSE
     ins = [p for v in op.operands if (p := producer(v)) is not None]
     outs = list(dict.fromkeys(u.operation for r in op.results for u in r.uses))
     reads = f"reads {_names(ins)}" if ins else "reads only the step's arguments"
@@ -204,13 +204,29 @@ def unfused_guards(module: Operation, shim: Shim, table: tuple[ChipRule, ...] | 
 
     The closing part of the fusion coverage (`--explain`, `--report-json`'s `unfused`): issue 14."""
     table = compose(shim.rules()) if table is None else table
+    would = _would_fuse(module, shim, table)
     ctx = FuseContext.of(module, shim)
     rows: list[dict[str, object]] = []
     for op, stage in stage_numbers(module).items():
         if isinstance(op, FUSABLE_PRIMITIVES):
-            rule, guard = _guard(op, ctx, table)
+            rule, guard = (None, WOULD_FUSE) if op in would else _guard(op, ctx, table)
             rows.append({"stage": stage, "op_name": op.name, "location": where(op), "rule": rule, "guard": guard})
     return rows
+
+
+WOULD_FUSE = "nothing: fwd-fuse run on the IR as it stands fuses it (it has not run, or not since the IR changed)"
+
+
+def _would_fuse(module: Operation, shim: Shim, table: tuple[ChipRule, ...]) -> set[Operation]:
+    """The ops of `module` that fwd-fuse, run now on a copy, takes into a fused op (a rule may need
+    another to fire first: norm_quant takes the norm that norm_weight forms)."""
+    copy = module.clone()
+    pairs = list(zip(module.walk(), copy.walk(), strict=True))
+    try:
+        fuse_module(copy, shim, table)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - IR fwd-fuse cannot take: each op's own guard says why
+        return set()
+    return {o for o, c in pairs if c.parent_block() is None}
 
 
 @dataclass(frozen=True)
