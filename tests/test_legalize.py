@@ -444,6 +444,22 @@ def test_bad_options_are_value_errors() -> None:
         LegalizePass(numerics="int4")
 
 
+def test_bare_options_from_a_pipeline_spec() -> None:
+    """`{explain}` is explain=true (mlir-opt's bare flag: xDSL read it as unset and printed no report);
+    a bare option that is not a flag needs a value."""
+    from xdsl.utils.arg_spec import ArgSpec
+
+    from fwdshim.passes.fuse import FusePass
+
+    assert LegalizePass.from_spec(ArgSpec("fwd-legalize", {"explain": ()})).explain is True
+    assert LegalizePass.from_spec(ArgSpec("fwd-legalize", {"explain": (False,)})).explain is False
+    assert LegalizePass.from_spec(ArgSpec("fwd-legalize", {})).explain is None
+    with pytest.raises(ValueError, match=r"fwd-legalize: option `mode` needs a value \(`mode=...`\)"):
+        LegalizePass.from_spec(ArgSpec("fwd-legalize", {"mode": ()}))
+    with pytest.raises(ValueError, match="fwd-fuse: option `numerics` needs a value"):
+        FusePass.from_spec(ArgSpec("fwd-fuse", {"numerics": ()}))
+
+
 def test_decompose_inlines_parts_and_checks_them() -> None:
     body = ew("t", "add", "a_", "b_") + f"  %s = fwd.relu %t : ({E}) -> {E}\n"
     text = fused("qk_norm_rope", "0, 1", body) + f"%o = fwd.silu %f#0 : {E} -> {E}\n"

@@ -67,3 +67,6 @@ func.func @report(%x: tensor<64xf32>, %u: tensor<32xf32>) -> tensor<32xf32> {
 // CHECK-NEXT: // 4  fwd.silu {{ +}}{{.*}}explain.mlir:50:5  nothing: fwd-fuse run on the IR as it stands fuses it
 // CHECK-NEXT: // 5  fwd.elementwise  {{.*}}explain.mlir:51:5  nothing: fwd-fuse run on the IR as it stands fuses it
 // CHECK-NOT:  //
+
+// A bare boolean option is true, as in mlir-opt:
+// RUN: fwdshim-opt %s -p 'fwd-legalize{mode=mark explain}' | filecheck %s --check-prefix=OPT

@@ -7,9 +7,12 @@ prints it as one line, `unknown numerics ...`), and `apply` reads the parsed shi
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import get_type_hints
 
 from xdsl.passes import ModulePass
+from xdsl.utils.arg_spec import ArgSpec
 
 from fwdshim.shim.contract import forward_shim
 from fwdshim.shim.forward import ForwardShim
@@ -24,6 +27,21 @@ class NumericsPass(ModulePass):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_shim", forward_shim(self.numerics))
+
+    @classmethod
+    def from_spec(cls, spec: ArgSpec):  # type: ignore[override]
+        """As xDSL's, except that a boolean option written bare (`fwd-legalize{explain}`) is true, as
+        in mlir-opt (xDSL read it as unset: the report was silently not printed)."""
+        hints = get_type_hints(cls)
+        params = dict(spec.parameters)
+        for f in dataclasses.fields(cls):
+            given = params.get(f.name)
+            if given is None or len(given) != 0:
+                continue
+            if hints.get(f.name) not in (bool, bool | None):
+                raise ValueError(f"{cls.name}: option `{f.name}` needs a value (`{f.name}=...`)")
+            params[f.name] = (True,)
+        return super().from_spec(ArgSpec(spec.name, params))
 
     @property
     def shim(self) -> ForwardShim:
