@@ -73,7 +73,7 @@ def test_explain_table_follows_the_ir(tmp_path, capsys) -> None:
     assert table.splitlines()[4].endswith(f"refused     {K11}")
     assert table.splitlines()[8].endswith(f"refused     {S13}  covers [4]")  # a fused row: its pre-fusion stages
     assert table.splitlines()[-6:-3] == [  # the fusion coverage closes it: a class off the rule table comes last
-        "// fusion coverage: fused ops per rule of fwd-fuse (nested ones included)",
+        "// fusion coverage: fused ops of each rule's class in the module (nested ones, and any written in the input, included)",
         "// row_write  1",
         "// did not fire: " + ", ".join(r.name for r in RULES),
     ]
@@ -152,7 +152,7 @@ def test_explain_numbers_stages_after_fusion_and_fused_rows_cover_the_stages_bef
     ]
     assert [ln.split()[1] for ln in table[2:17]] == [str(i) for i in range(15)]
     assert table[17:25] == [
-        "// fusion coverage: fused ops per rule of fwd-fuse (nested ones included)",
+        "// fusion coverage: fused ops of each rule's class in the module (nested ones, and any written in the input, included)",
         "// norm_weight         2  (2 inside another fused op)",
         "// add_norm            1  (1 inside another fused op)",
         "// add_norm_quant      1",

@@ -17,7 +17,7 @@
 // CHECK-NEXT: // 3      fwd.elementwise {{.*}}explain.mlir:47:3  native kernel  primitive
 // CHECK-NEXT: // 4      fwd.silu {{ +}}{{.*}}explain.mlir:50:5  decomposed {{ +}}part of glu_act_mul
 // CHECK-NEXT: // 5      fwd.elementwise {{.*}}explain.mlir:51:5  decomposed {{ +}}part of glu_act_mul
-// CHECK-NEXT: // fusion coverage: fused ops per rule of fwd-fuse (nested ones included)
+// CHECK-NEXT: // fusion coverage: fused ops of each rule's class in the module (nested ones, and any written in the input, included)
 
 // The pass option prints the same table, before the IR.
 // OPT:      // legality report: cuda-forward:Dequant

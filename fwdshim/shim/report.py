@@ -143,7 +143,7 @@ def format_fusion(counts: list[dict[str, object]]) -> str:
     """The fusion coverage lines that close `--explain`: the rules that fired, then those that did not."""
     fired = [c for c in counts if c["fired"]]
     width = max([len(str(c["rule"])) for c in fired] + [0])
-    lines = ["// fusion coverage: fused ops per rule of fwd-fuse (nested ones included)"]
+    lines = ["// fusion coverage: fused ops of each rule's class in the module (nested ones, and any written in the input, included)"]
     for c in fired:
         nested = f"  ({c['nested']} inside another fused op)" if c["nested"] else ""
         lines.append(f"// {str(c['rule']).ljust(width)}  {c['fired']}{nested}")
