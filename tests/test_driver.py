@@ -121,6 +121,21 @@ def test_unknown_pass_is_one_line(tmp_path):
     assert r.stderr.strip() == "fwdshim-opt: error: Unrecognized passes: ['no-such-pass']"
 
 
+@pytest.mark.parametrize(
+    "pipeline, key, pass_text",
+    [
+        ("fwd-legalize{explain=true explain=false}", "explain", "fwd-legalize{explain=true explain=false}"),
+        ("fwd-fuse,fwd-legalize{mode=mark numerics=int8-act mode=strict}", "mode", "fwd-legalize{mode=mark numerics=int8-act mode=strict}"),
+    ],
+)
+def test_an_option_given_twice_is_one_line(tmp_path, pipeline, key, pass_text):
+    """As mlir-opt: an option may occur once per pass (xDSL kept the last silently)."""
+    path = write(tmp_path, "ok.mlir", FUNC.format(body="  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32>"))
+    r = opt(str(path), "-p", pipeline)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.strip() == f"fwdshim-opt: error: -p: option `{key}` given twice to `fwd-legalize` ({pass_text})"
+
+
 def test_empty_input_is_an_empty_module(tmp_path):
     path = write(tmp_path, "empty.mlir", "// nothing but a comment\n")
     r = opt(str(path))

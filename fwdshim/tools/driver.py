@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from typing import IO, NoReturn
 
@@ -230,8 +231,37 @@ def main(argv: list[str] | None = None) -> int:
         Attribute.__post_init__ = post_init  # type: ignore[method-assign]
 
 
+def _pipelines(args: list[str]) -> list[str]:
+    """The pipeline texts given with -p / --passes."""
+    out = []
+    for i, a in enumerate(args):
+        if a in ("-p", "--passes") and i + 1 < len(args):
+            out.append(args[i + 1])
+        elif a.startswith(("-p=", "--passes=")):
+            out.append(a.split("=", 1)[1])
+    return out
+
+
+def _repeated_option(pipeline: str) -> str | None:
+    """An option given twice to one pass of `pipeline` (as mlir-opt, an error: xDSL kept the last
+    silently, so `{explain=true explain=false}` ran without the report), else None."""
+    for m in re.finditer(r"([\w.-]+)\{([^{}]*)\}", pipeline):
+        body = re.sub(r'"[^"]*"', '""', m[2])
+        keys = re.findall(r"(?:^|\s)([A-Za-z_][\w-]*)(?==|\s|$)", body)
+        seen: set[str] = set()
+        for k in keys:
+            if k in seen:
+                return f"-p: option `{k}` given twice to `{m[1]}` ({m[0]})"
+            seen.add(k)
+    return None
+
+
 def _run(args: list[str]) -> int:
     tool: FwdOptMain | None = None
+    for pipeline in _pipelines(args):
+        if (why := _repeated_option(pipeline)) is not None:
+            print(f"fwdshim-opt: error: {why}", file=sys.stderr)
+            return 1
     try:
         tool = FwdOptMain(description="fwdshim-opt", args=args)
         if tool.args.report_json == "":
