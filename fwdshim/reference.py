@@ -85,14 +85,24 @@ def _post(y: np.ndarray, weight, bias) -> np.ndarray:
     return y.astype(F32)
 
 
+def _check_eps(eps: float) -> None:
+    """ValueError unless `eps` is finite and >= 0 (as the IR verifier requires)."""
+    if not np.isfinite(eps) or eps < 0:
+        raise ValueError(f"eps {eps}: a finite value >= 0")
+
+
 def rms_norm(x, weight=None, residual=None, bias=None, eps: float = DEFAULT_EPS) -> np.ndarray:
-    """Row-wise RMS norm of `x (+ residual)`, `(* weight) (+ bias)`; float32 of x's shape."""
+    """Row-wise RMS norm of `x (+ residual)`, `(* weight) (+ bias)`; float32 of x's shape.
+    Raises: ValueError for an eps that is negative or not finite (the IR verifier's rule)."""
+    _check_eps(eps)
     h = _pre(x, residual)
     return _post(h / np.sqrt(np.mean(h * h, axis=-1, keepdims=True) + float(F32(eps))), weight, bias)
 
 
 def layer_norm(x, weight=None, residual=None, bias=None, eps: float = DEFAULT_EPS) -> np.ndarray:
-    """Row-wise layer norm (population variance) of `x (+ residual)`, `(* weight) (+ bias)`."""
+    """Row-wise layer norm (population variance) of `x (+ residual)`, `(* weight) (+ bias)`.
+    Raises: ValueError for an eps that is negative or not finite."""
+    _check_eps(eps)
     h = _pre(x, residual)
     c = h - np.mean(h, axis=-1, keepdims=True)
     return _post(c / np.sqrt(np.mean(c * c, axis=-1, keepdims=True) + float(F32(eps))), weight, bias)
@@ -120,7 +130,9 @@ def silu(x) -> np.ndarray:
 
 
 def softcap(x, cap: float) -> np.ndarray:
-    """`cap * tanh(x / cap)`, float32."""
+    """`cap * tanh(x / cap)`, float32. Raises: ValueError unless `cap` is finite and > 0."""
+    if not np.isfinite(cap) or cap <= 0:
+        raise ValueError(f"cap {cap}: a finite value > 0")
     return (cap * np.tanh(np.asarray(x, dtype=F64) / cap)).astype(F32)
 
 

@@ -21,7 +21,7 @@ from fwdshim.frontend.gguf_model import (
     _one_line, check_file, check_layout, check_tensors, conversions, field_value, open_gguf, read_params,
 )  # fmt: skip
 from fwdshim.frontend.step_ir import describe, parse_step, step_text
-from fwdshim.limits import DEFAULT_CONTEXT
+from fwdshim.limits import DEFAULT_CONTEXT, MAX_CONTEXT
 
 
 def _cached_sidecar(path: Path, requantize: str):
@@ -108,14 +108,22 @@ def import_gguf(
     `llama.context_length` when that is shorter). `sidecar`: where to write the converted GGUF when
     tensors need converting (default: the model cache, keyed on the file; reused when present).
     `source_name`: the file name the step's ops are located in (default `<file>.decode_step.mlir`).
-    Raises: ModelError."""
+    Raises: ModelError (an unknown `requantize`, a `context` that is not a whole number in
+    2..`limits.MAX_CONTEXT`, a `sidecar` that is the model itself, a malformed or unsupported file)."""
     path = Path(path)
     if requantize not in REQUANTIZE_MODES:
         raise ModelError(
             f"{path}: unknown --requantize `{requantize}` (expected one of: {', '.join(REQUANTIZE_MODES)})"
         )
-    if context is not None and context < 2:
-        raise ModelError(f"{path}: a context of {context} positions holds no cached row (need at least 2)")
+    if context is not None:
+        if isinstance(context, bool) or not isinstance(context, int):
+            raise ModelError(f"{path}: context {context!r}: a whole number of positions")
+        if context < 2:
+            raise ModelError(f"{path}: a context of {context} positions holds no cached row (need at least 2)")
+        if context > MAX_CONTEXT:
+            raise ModelError(f"{path}: a context of {context} positions: the attention holds at most {MAX_CONTEXT}")
+    if sidecar is not None and path.exists() and Path(sidecar).exists() and Path(sidecar).samefile(path):
+        raise ModelError(f"{path}: the sidecar for converted weights is the model itself (give another path)")
     check_layout(check_file(path))  # a cached sidecar does not vouch for its source (older code wrote it)
     cached = _cached_sidecar(path, requantize) if sidecar is None else None
     if cached is None:

@@ -203,6 +203,8 @@ def unfused_guards(module: Operation, shim: Shim, table: tuple[ChipRule, ...] | 
     what reads it where no rule matches. `stage`: the number after fusion (`fwd.stage_numbers`).
 
     The closing part of the fusion coverage (`--explain`, `--report-json`'s `unfused`): issue 14."""
+    if not hasattr(shim, "rules") or not hasattr(shim, "supports"):
+        raise TypeError(f"shim: a Shim (e.g. shim.contract.forward_shim('dequant')), not {type(shim).__name__}")
     table = compose(shim.rules()) if table is None else table
     would = _would_fuse(module, shim, table)
     ctx = FuseContext.of(module, shim)

@@ -219,9 +219,29 @@ def is_primitive(op: Operation) -> bool:
     return isinstance(op, StageOp) and not isinstance(op, QuantizeOp | ViewOp | FusedOp)
 
 
+def _operation(op: object) -> None:
+    """TypeError unless `op` is an xDSL Operation (a None answer must mean "computed", never "not an op")."""
+    if not isinstance(op, Operation):
+        raise TypeError(f"expected an xDSL Operation, not {type(op).__name__} {op!r:.60}")
+
+
+def _class_id(cls: object) -> ClassId:
+    """`cls` as a ClassId: a ClassId, or its IR spelling. Raises ValueError / TypeError."""
+    if isinstance(cls, ClassId):
+        return cls
+    if isinstance(cls, str):
+        try:
+            return ClassId(cls)
+        except ValueError:
+            raise ValueError(f"`{cls}` is not a kernel class (ClassId)") from None
+    raise TypeError(f"expected a ClassId or its name, not {type(cls).__name__} {cls!r:.60}")
+
+
 def kernel_branch(op: Operation) -> SeedBranch | None:
     """The `kernel_refusal` branch that refuses primitive `op`, or None when its kernels compute it
-    (and for anything that is not a primitive: `fits` judges those)."""
+    (and for anything that is not a primitive: `fits` judges those). Raises: TypeError when `op` is
+    not an xDSL Operation."""
+    _operation(op)
     for types, guard, branch in _KERNEL_ARMS:
         if isinstance(op, types) and guard(op):
             return branch
@@ -338,13 +358,23 @@ class ForwardShim:
 
     kind: Q8MatKind = Q8MatKind.DEQUANT
 
+    def __post_init__(self) -> None:
+        # the spelling of a pass option is accepted (`ForwardShim("int8-act")`); anything else is a
+        # TypeError here, not an AttributeError from the first method called
+        if isinstance(self.kind, str):
+            object.__setattr__(self, "kind", Q8MatKind.parse(self.kind))
+        elif not isinstance(self.kind, Q8MatKind):
+            raise TypeError(f"ForwardShim(kind): a Q8MatKind or its spelling, not {self.kind!r}")
+
     def name(self) -> str:
         """`cuda-forward:Dequant`, `cuda-forward:Int8Act` or `cuda-forward:TwoPassInt8`."""
         return f"cuda-forward:{self.kind.seed_name}"
 
-    def supports(self, cls: ClassId) -> Support:
+    def supports(self, cls: ClassId | str) -> Support:
         """The seed's `supports` table: 9 native classes (12 under INT8_ACT), 22 refused, the rest
-        DECOMPOSE."""
+        DECOMPOSE. `cls` may be given as the IR spells it (`"norm_weight"`). Raises: ValueError for
+        a name that is no class, TypeError for anything else (never a silent DECOMPOSE)."""
+        cls = _class_id(cls)
         if cls in _NATIVE:
             return _N
         if cls in _PRODUCER_QUANT:
@@ -354,7 +384,8 @@ class ForwardShim:
         return _D
 
     def fits(self, op: Operation) -> str | None:
-        """None when the forward computes the stage `op`, else the reason it does not (seed `fits`)."""
+        """None when the forward computes the stage `op`, else the reason it does not (seed `fits`).
+        Raises: TypeError when `op` is not an xDSL Operation (None is the answer "it fits")."""
         r = self.refusal(op)
         return None if r is None else r.reason
 
@@ -367,6 +398,7 @@ class ForwardShim:
         class: a self-formed class B06, add_norm F05/F06, elementwise_chains F07, attn_output_quant F08, then
         the shape its kernel computes B07). `supports` is not
         consulted here: the legality pass asks it first."""
+        _operation(op)
         if not isinstance(op, StageOp):
             return None
         if not holds_accumulator(op):

@@ -171,21 +171,36 @@ def format_unfused(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _shim_arg(module: Operation, shim: ForwardShim | str | None, rules: Sequence[str]) -> ForwardShim:
+    """The shim judging `module`: given, named by its numerics (`"int8-act"`), else the module's
+    contract. Raises: TypeError for another kind of `shim`, or `rules` given as one string."""
+    if isinstance(rules, str):
+        raise TypeError(f"rules: a sequence of rule names, not the string {rules!r}")
+    if shim is None:
+        return shim_of(module)
+    if isinstance(shim, str):
+        return forward_shim(shim)
+    if not isinstance(shim, ForwardShim):
+        raise TypeError(f"shim: a ForwardShim or a numerics name, not {type(shim).__name__}")
+    return shim
+
+
 def report_table(
-    module: Operation, shim: ForwardShim | None = None, rules: Sequence[str] = (), unfused: Unfused | None = None
+    module: Operation, shim: ForwardShim | str | None = None, rules: Sequence[str] = (), unfused: Unfused | None = None
 ) -> str:
-    """The `--explain` table of `module`, closed by its fusion coverage (`rules`: see `fusion_counts`;
-    `unfused`: the guards of the primitives left alone, none listed without it)."""
-    shim = shim_of(module) if shim is None else shim
+    """The `--explain` table of `module`, closed by its fusion coverage (`shim`: the judging shim, or
+    its numerics' name, default the module's contract; `rules`: see `fusion_counts`; `unfused`: the
+    guards of the primitives left alone, none listed without it). Raises: TypeError (`_shim_arg`)."""
+    shim = _shim_arg(module, shim, rules)
     text = format_table(shim, verdicts(module, shim)) + format_fusion(fusion_counts(module, rules))
     return text if unfused is None else text + format_unfused(unfused(module, shim))
 
 
 def report_json(
-    module: Operation, shim: ForwardShim | None = None, rules: Sequence[str] = (), unfused: Unfused | None = None
+    module: Operation, shim: ForwardShim | str | None = None, rules: Sequence[str] = (), unfused: Unfused | None = None
 ) -> dict[str, object]:
-    """The `--report-json` document of `module` (`rules`, `unfused`: see `report_table`)."""
-    shim = shim_of(module) if shim is None else shim
+    """The `--report-json` document of `module` (`shim`, `rules`, `unfused`: see `report_table`)."""
+    shim = _shim_arg(module, shim, rules)
     rows = [v.as_dict() for v in verdicts(module, shim)]
     doc = {"shim": shim.name(), "rows": rows, "fusion": fusion_counts(module, rules)}
     if unfused is not None:
