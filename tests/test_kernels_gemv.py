@@ -68,6 +68,7 @@ def check_q8_0_int8(n: int, k: int, m: int = 1, fmt: str = "one_word", shape: ge
         (3, 32 * (32 * 3 + 7), gemv.Shape(32, 1, 2, 2, 1)),  # a leftover step + 7 lanes
         (4, 64, gemv.Shape(32, 4, 1, 1, 1)),  # fewer blocks than lanes
         (5, 32 * (64 * 4 + 9), gemv.Shape(32, 2, 2, 2, 2)),  # 2 warps a row
+        (9, 32 * (64 * 2 + 3), gemv.Shape(32, 4, 8, 1, 2)),  # the K >= 8192 f32 default's family
     ],
 )
 def test_whole_block_q8_0_gemv(n, k, shape):
