@@ -281,25 +281,11 @@ def read_ceiling(timer: Timer, reps: int) -> tuple[float, float]:
     import torch
     from numba import cuda
 
-    from fwdshim.codegen.intrinsics import ld_i32x4
+    from fwdshim.tools.profile import streaming_read_kernel
 
     words = 2**29  # 2 GiB of int32
     grid, block = 1024, 256  # 2^18 threads, each four 16-byte loads a step: 128 steps exactly
-    stride = grid * block * 4
-
-    @cuda.jit
-    def read_k(a, out):
-        i = cuda.grid(1) * 4
-        acc = 0
-        while i < words:
-            a0, a1, a2, a3 = ld_i32x4(a, i)
-            b0, b1, b2, b3 = ld_i32x4(a, i + stride)
-            c0, c1, c2, c3 = ld_i32x4(a, i + 2 * stride)
-            d0, d1, d2, d3 = ld_i32x4(a, i + 3 * stride)
-            acc ^= a0 ^ a1 ^ a2 ^ a3 ^ b0 ^ b1 ^ b2 ^ b3 ^ c0 ^ c1 ^ c2 ^ c3 ^ d0 ^ d1 ^ d2 ^ d3
-            i += 4 * stride
-        if acc == 0x7FEDCBA9:
-            out[0] = acc
+    read_k = streaming_read_kernel(words, grid, block)
 
     t = torch.ones(words, device="cuda", dtype=torch.int32)
     a = cuda.as_cuda_array(t)

@@ -263,14 +263,14 @@ class _Timer:
         return float(stop - start) * 1e3 / reps / per
 
 
-def _read_ceiling(timer: _Timer, reps: int) -> float:
-    """GB/s of a streaming read of 1 GiB (16-byte loads, four in flight a thread)."""
+def streaming_read_kernel(words: int, grid: int = 1024, block: int = 256):
+    """A Numba kernel `read_k(a int32 [words], out int64 [1])` that reads all of `a` with 16-byte loads,
+    four in flight a thread (the read ceiling of `fwdshim profile` and `bench/gemv.py`); launch it as
+    `read_k[grid, block]`. `words` a multiple of 16 * grid * block."""
     from numba import cuda
 
     from fwdshim.codegen.intrinsics import ld_i32x4
 
-    words = 2**28
-    grid, block = 1024, 256
     stride = grid * block * 4
 
     @cuda.jit
@@ -287,6 +287,16 @@ def _read_ceiling(timer: _Timer, reps: int) -> float:
         if acc == 0x7FEDCBA9:
             out[0] = acc
 
+    return read_k
+
+
+def _read_ceiling(timer: _Timer, reps: int) -> float:
+    """GB/s of a streaming read of 1 GiB (16-byte loads, four in flight a thread)."""
+    from numba import cuda
+
+    words = 2**28
+    grid, block = 1024, 256
+    read_k = streaming_read_kernel(words, grid, block)
     a = cuda.to_device(np.ones(words, dtype=np.int32))
     out = cuda.device_array(1, np.int64)
     read_k[grid, block](a, out)
