@@ -47,7 +47,7 @@ def _enclosing_func(op) -> FuncOp | None:
 
 @dataclass(frozen=True)
 class LowerNumbaPass(ModulePass):
-    """Plan the Numba CUDA kernel launches of each decode step (one kernel a stage, three a MoE)."""
+    """Plan the Numba CUDA kernel launches of each decode step (a kernel a stage, three a MoE, grouped into merged launches)."""
 
     name = "fwd-lower-numba"
 

@@ -103,7 +103,7 @@ def quantize_activations(module: ModuleOp, shim: Shim) -> None:
 
 @dataclass(frozen=True)
 class QuantizeActivationsPass(NumericsPass):
-    """Insert fwd.quantize before operand 0 of each Q8_0 matmul and MoE, as the numerics ask."""
+    """Insert fwd.quantize before operand 0 of each matmul over block-quantized weights (Q8_0, Q4_x, Q5_x, K-quants) and each MoE, as the numerics ask."""
 
     name = "fwd-quantize-activations"
 

@@ -49,12 +49,17 @@ _CONTEXT_HELP = (
     f"or the model's own context length when shorter; 2 to {MAX_CONTEXT}, the most whose score "
     "row fits the kernel's 48 KiB of shared memory)"
 )
-_REQUANTIZE_HELP = (
-    "none (default): run the weights as the file stores them (the kernels read F32, F16, BF16, Q8_0, "
-    "Q4_0, Q4_1, Q5_0, Q5_1 and Q2_K..Q6_K; the legality pass refuses a matmul of any other type, "
-    "naming the type and the op's line); q8_0: requantize every weight but F32, F16, BF16 and Q8_0 "
-    "to Q8_0 in a cached sidecar GGUF (a second rounding: the model's answers may change)"
-)
+def _requantize_help(default: str) -> str:
+    none, q8 = ("none (default)", "q8_0") if default == "none" else ("none", "q8_0 (default)")
+    return (
+        f"{none}: run the weights as the file stores them (the kernels read F32, F16, BF16, Q8_0, "
+        "Q4_0, Q4_1, Q5_0, Q5_1 and Q2_K..Q6_K; the legality pass refuses a matmul of any other type, "
+        f"naming the type and the op's line); {q8}: requantize every weight but F32, F16, BF16 and Q8_0 "
+        "to Q8_0 in a cached sidecar GGUF (a second rounding: the model's answers may change)"
+    )
+
+
+_REQUANTIZE_HELP = _requantize_help("none")
 
 
 class UsageError(Exception):
@@ -89,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("-o", "--output", metavar="STEP.mlir", help="where to write the IR (default: stdout)")
     imp.add_argument("--weights", metavar="PATH.gguf",
                      help="where to write the converted weights (default: STEP.weights.gguf beside -o, "
-                     "else the cache); the IR's `fwd.gguf` attribute names it")  # fmt: skip
+                     "else the cache); the IR's header comment (`// weights: PATH`) names it")  # fmt: skip
     imp.add_argument("--requantize", choices=REQUANTIZE, default="none", help=_REQUANTIZE_HELP)
     imp.add_argument("--context", type=int, metavar="N", help=_CONTEXT_HELP)
 
@@ -102,8 +107,8 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run", help="generate text with a model, greedily",
-        description="Generate text greedily: the prompt goes to stdout, then the generated text as it "
-        "comes; a summary line (tokens/s, why it stopped) goes to stderr.",
+        description="Generate text greedily: the prompt goes to stdout (not with --chat), then the "
+        "generated text as it comes; a summary line (tokens/s, why it stopped) goes to stderr.",
     )  # fmt: skip
     run.add_argument("--model", required=True, metavar="NAME|PATH.gguf",
                      help="smollm2 (fetched on first use), or a GGUF llama file")  # fmt: skip
@@ -114,7 +119,7 @@ def _parser() -> argparse.ArgumentParser:
                      "token or a full context")  # fmt: skip
     run.add_argument("--numerics", choices=NUMERICS, default="dequant",
                      help="dequant (default): f32 activations times dequantized weights; int8-act: the "
-                     "activation a Q8_0 projection reads is quantized to int8 blocks of 32 in its "
+                     "activation a block-quantized projection (Q8_0, Q4_x, Q5_x, K-quants) reads is quantized to int8 blocks of 32 in its "
                      "producer's epilogue, for int32 block dot products; two-pass-int8: the same in a "
                      "separate quantize stage, keeping d and d*sum(q) per block (as ggml's q8_1)")
     run.add_argument("--device", choices=DEVICES, default="auto",
@@ -146,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
     prof.add_argument("--context", type=int, metavar="N", help=_CONTEXT_HELP)
     prof.add_argument("--fill", type=int, default=0, metavar="F",
                       help="the cache rows each attention reads (default 0; at most the context less one)")  # fmt: skip
-    prof.add_argument("--requantize", choices=REQUANTIZE, default="q8_0", help=_REQUANTIZE_HELP)
+    prof.add_argument("--requantize", choices=REQUANTIZE, default="q8_0", help=_requantize_help("q8_0"))
     prof.add_argument("-o", "--output", metavar="PROFILE.json",
                       help="where to write the JSON (default: MODEL.NUMERICS.fillF.profile.json here)")  # fmt: skip
     prof.add_argument("--png", metavar="PROFILE.png", help="where to draw the chart (default: beside the JSON)")
