@@ -191,6 +191,22 @@ def gemv_k(qs, dw, {xs}, y):
 {indent(dots, 1)}
 {stores}
 """
+    params = _q8_params(n, k, m, act)
+    grid = (-(-n // per_block), m)
+    tag = "q8_0" if act == "f32" else "q8_0_int8"
+    name = f"gemv_{tag}_{m}x{n}x{k}_r{rows_per_warp}w{warps}u{unroll}s{split}"
+    what = "dequantizing in-kernel" if act == "f32" else "int8 activations"
+    return build(name, body, "gemv_k", grid, (32 * warps,), params, f"Q8_0 GEMV {n}x{k} ({what}) over {m} rows")
+
+
+# ---------------------------------------------------------------------------------------------
+# the coalesced GEMV: lanes read consecutive `vec`-byte pieces of a row
+
+
+def _q8_params(n: int, k: int, m: int, act: str) -> list[Param]:
+    """The parameters of a Q8_0 GEMV of N x K over M rows: `qs`, `dw`, the activation (`x`, or `xq`
+    and `xd` under int8 activations), `y`."""
+    nb = k // 32
     params = [
         Param("qs", "int8", n * k, "in", f"Q8_0 quants [{n}, {k}]"),
         Param("dw", "float32", n * nb, "in", f"Q8_0 scales [{n}, {nb}]"),
@@ -201,15 +217,7 @@ def gemv_k(qs, dw, {xs}, y):
         params.append(Param("xq", "int8", m * k, "in", f"activation quants [{m}, {k}]"))
         params.append(Param("xd", "float32", m * nb, "in", f"activation scales [{m}, {nb}]"))
     params.append(Param("y", "float32", m * n, "out", f"[{m}, {n}]"))
-    grid = (-(-n // per_block), m)
-    tag = "q8_0" if act == "f32" else "q8_0_int8"
-    name = f"gemv_{tag}_{m}x{n}x{k}_r{rows_per_warp}w{warps}u{unroll}s{split}"
-    what = "dequantizing in-kernel" if act == "f32" else "int8 activations"
-    return build(name, body, "gemv_k", grid, (32 * warps,), params, f"Q8_0 GEMV {n}x{k} ({what}) over {m} rows")
-
-
-# ---------------------------------------------------------------------------------------------
-# the coalesced GEMV: lanes read consecutive `vec`-byte pieces of a row
+    return params
 
 
 @dataclass(frozen=True)
@@ -386,16 +394,7 @@ def gemv_k(qs, dw, {xs}, y):
             + indent(pf_next, 2) + f"\n        row0 = (rb * {groups} + grp) * {rows}\n" + indent(work, 2) + "\n"
         )
         grid = (shape.blocks, m)
-    params = [
-        Param("qs", "int8", n * k, "in", f"Q8_0 quants [{n}, {k}]"),
-        Param("dw", "float32", n * nb, "in", f"Q8_0 scales [{n}, {nb}]"),
-    ]
-    if act == "f32":
-        params.append(Param("x", "float32", m * k, "in", f"[{m}, {k}]"))
-    else:
-        params.append(Param("xq", "int8", m * k, "in", f"activation quants [{m}, {k}]"))
-        params.append(Param("xd", "float32", m * nb, "in", f"activation scales [{m}, {nb}]"))
-    params.append(Param("y", "float32", m * n, "out", f"[{m}, {n}]"))
+    params = _q8_params(n, k, m, act)
     tag = "q8_0" if act == "f32" else "q8_0_int8"
     what = "dequantizing in-kernel" if act == "f32" else "int8 activations"
     name = f"gemv_{tag}_{m}x{n}x{k}_{shape.tag}"
