@@ -97,6 +97,36 @@ def test_attention_splits_quant(fmt):
     check_attention(h=2, kv=1, hd=32, l=24, c=19, quant=fmt, block=64, unroll=2, splits=5)
 
 
+@pytest.mark.parametrize(("c", "quant"), [(5, None), (22, None), (19, "two_words")])
+def test_attention_combine_registers_equal_the_loop(monkeypatch, c, quant):
+    """Up to `COMBINE_REGISTERS` splits the last block of a head holds every split's max, sum and
+    output in registers (loads issued together, splits past `active` read in range and unused);
+    more loop through shared memory. Same operations, same order: the same bits (2 or 6 of 6
+    splits active)."""
+    g = rng()
+    h, kv, hd, l = 3, 1, 32, 24
+    given = dict(
+        q=g.standard_normal(h * hd).astype(F32), k=g.standard_normal(kv * hd).astype(F32),
+        v=g.standard_normal(kv * hd).astype(F32), k_cache=g.standard_normal((l - 1, kv * hd)).astype(F32),
+        v_cache=g.standard_normal((l - 1, kv * hd)).astype(F32), pos=np.array([c], np.int32),
+    )  # fmt: skip
+
+    def run():
+        attention.attention.cache_clear()
+        kern = attention.attention(h, kv, hd, l, quant=quant, store_y=True, block=32, unroll=1, splits=6)
+        return kern, kern.run(**given)
+
+    k_reg, reg = run()
+    monkeypatch.setattr(attention, "COMBINE_REGISTERS", 0)
+    k_loop, loop = run()
+    attention.attention.cache_clear()
+    assert "for t in range(active)" not in k_reg.source and "for t in range(active)" in k_loop.source
+    for key in ("y", "yq", "yd", "ys") if quant else ("y",):
+        bits_equal(reg[key], loop[key], f"{key}: registers == loop")
+    want = R.attention(given["q"], given["k"], given["v"], given["k_cache"][:c], given["v_cache"][:c], h, kv, hd)
+    close(reg["y"], want, 2e-6 * (1 + np.abs(want)) * np.sqrt(hd), "attention y")
+
+
 def test_attention_split_counts_reset_between_launches():
     """The count the last split resets serves the next launch: two launches on the same arrays."""
     from numba import cuda
@@ -149,17 +179,24 @@ def test_attention_bounds():
     assert one.param_names == ("q", "k", "v", "k_cache", "v_cache", "pos", "y")
 
 
-def check_rope(heads: int, hd: int, half: int, pos: float = 7.0) -> None:
+def check_rope(heads: int, hd: int, half: int, pos: float = 7.0, items: int | None = None) -> np.ndarray:
     x = rng().standard_normal(heads * hd).astype(F32)
     ang = R.rope_angles(pos, half, hd=hd)
-    y = rope.rope(heads * hd, hd, half, block=64).run(x=x, angles=ang.ravel())["y"]
+    y = rope.rope(heads * hd, hd, half, block=64, items=items).run(x=x, angles=ang.ravel())["y"]
     want = R.rope(x, ang, hd, half)
     close(y, want, 4e-7 * (1 + np.abs(want)), "rope")
+    return y
 
 
 @pytest.mark.parametrize("hd,half", [(64, 32), (48, 16)])
-def test_rope(hd, half):
-    check_rope(3, hd, half)
+@pytest.mark.parametrize("items", [None, 1, 2])
+def test_rope(hd, half, items):
+    """One pair a thread, or `items` (None: all 96 or 96 pairs and copies in one block of 64, two a
+    thread; 2 also over two blocks with a partial last pass at 5 heads): the same bits."""
+    heads = 5 if items == 2 else 3
+    y = check_rope(heads, hd, half, items=items)
+    if items != 1:
+        bits_equal(y, check_rope(heads, hd, half, items=1), "rope: items a thread == one")
 
 
 def test_kv_append_copies_rows_at_the_cache_length():

@@ -72,6 +72,31 @@ def test_rms_norm_variants_bit_exact(fmt):
     check_rms_norm_exact(3, 80, 64, fmt)
 
 
+@pytest.mark.parametrize("fmt", [None, "two_words"])
+def test_rms_norm_registers_equal_the_loop(monkeypatch, fmt):
+    """A row of up to `UNROLL_ITEMS` values a thread is held in registers (loads first); wider rows
+    loop. Both compute the same bits: the same operations in the same order (a partial last pass,
+    a row of 3 blocks of 32 plus 8)."""
+    rows, n, block = 2, 200, 64
+    g = rng()
+    x, r, w, _ = _inputs(g, rows, n)
+
+    def run():
+        norms.rms_norm.cache_clear()
+        k = norms.rms_norm(n, rows, 1e-5, weight=True, residual=True, write_sum=True, quant=fmt, store_y=True, block=block)
+        return k, k.run(x=x, residual=r, weight=w)
+
+    k_reg, reg = run()
+    monkeypatch.setattr(norms, "UNROLL_ITEMS", 0)
+    k_loop, loop = run()
+    norms.rms_norm.cache_clear()
+    assert "for i in range" not in k_reg.source and "for i in range" in k_loop.source
+    assert set(reg) == set(loop)
+    for key in reg:
+        bits_equal(reg[key], loop[key], f"{key}: registers == loop")
+    close(reg["y"], R.rms_norm(x, w, r), 4e-6 * (1 + np.abs(R.rms_norm(x, w, r))), "add+norm y")
+
+
 def test_quant_epilogue_all_zero_block_gives_zero_scale():
     x = rng().standard_normal((1, 96)).astype(F32)
     w = np.ones(96, F32)
@@ -102,7 +127,7 @@ def test_row_kernel_params_are_documented():
     k = norms.rms_norm(4096, 1, 1e-6, weight=True, residual=True, write_sum=True, quant="one_word")
     assert k.param_names == ("x", "residual", "weight", "q", "d", "sum")
     assert k.grid == (1,) and k.block == (256,)
-    assert "fdiv_rn(hv, r)" in k.source and "def rms_norm_k(" in k.source
+    assert "fdiv_rn(h0, r)" in k.source and "for i in range" not in k.source and "def rms_norm_k(" in k.source
     assert k.signature == "void(float32[::1], float32[::1], float32[::1], int8[::1], float32[::1], float32[::1])"
     with pytest.raises(ValueError, match="writing the sum on needs a residual"):
         norms.rms_norm(64, write_sum=True)

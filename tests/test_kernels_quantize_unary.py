@@ -14,13 +14,13 @@ from fwdshim.int8 import quantize_act
 F32 = np.float32
 
 
-def check_quantize(rows: int, n: int, fmt: str, block: int = 64) -> None:
+def check_quantize(rows: int, n: int, fmt: str, block: int = 64, items: int | None = None) -> None:
     g = rng()
     x = (g.standard_normal((rows, n)) * g.uniform(0.01, 100)).astype(F32)
     x[0, : min(32, n)] = 0  # an all-zero block: d = 0, q = 0, never NaN
     if n > 40:
         x[-1, 37] = F32(-1e-30)  # a tiny value beside ordinary ones
-    out = quantize.quantize(n, rows, fmt, block=block).run(x=x)
+    out = quantize.quantize(n, rows, fmt, block=block, items=items).run(x=x)
     ref = quantize_act(x, fmt)
     bits_equal(out["q"], ref.q.ravel(), "q")
     bits_equal(out["d"], ref.d.ravel(), "d")
@@ -30,9 +30,11 @@ def check_quantize(rows: int, n: int, fmt: str, block: int = 64) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["one_word", "two_words"])
-@pytest.mark.parametrize("rows,n", [(2, 96), (3, 50)])
-def test_quantize_stage_matches_numerics_exactly(rows, n, fmt):
-    check_quantize(rows, n, fmt)
+@pytest.mark.parametrize("rows,n,items", [(2, 96, None), (3, 50, None), (2, 96, 1), (3, 50, 4)])
+def test_quantize_stage_matches_numerics_exactly(rows, n, fmt, items):
+    """A warp per block of 32, or `items` of them (None: the 6 blocks in one CUDA block of two warps,
+    three a warp; 4: the last warp's blocks past the end)."""
+    check_quantize(rows, n, fmt, items=items)
 
 
 def test_quantize_rounds_halves_away_from_zero():
@@ -53,6 +55,26 @@ def check_elementwise(n: int, block: int = 64) -> None:
     y = unary.silu(n, block=block).run(x=a * F32(8))["y"]
     want = R.silu(a * F32(8))
     close(y, want, 4e-7 * (1 + np.abs(want)), "silu")
+
+
+@pytest.mark.parametrize("n,items", [(700, None), (700, 1), (700, 4)])
+def test_fused_elementwise_kernel_items(n, items):
+    """The fused chain silu(a)·b (the gate/up epilogue) one index a thread or `items` (None: 700 in
+    one block of 64, 11 a thread; 4: three blocks, the last partial) against the reference,
+    bit for bit across item counts."""
+    from fwdshim.codegen.fused import ElementwiseSpec, Step, elementwise_kernel
+
+    g = rng()
+    a = (g.standard_normal(n) * 4).astype(F32)
+    b = g.standard_normal(n).astype(F32)
+    spec = ElementwiseSpec("elementwise_chains", n, 2, (Step("silu", (("x", 0),)), Step("mul", (("t", 0), ("x", 1)))), (1,))
+    k = elementwise_kernel(spec, block=64, items=items)
+    y = k.run(a0=a, a1=b)["y0"]
+    want = R.elementwise("mul", R.silu(a), b)
+    close(y, want, 4e-7 * (1 + np.abs(want)), "silu·mul")
+    if items != 1:
+        bits_equal(y, elementwise_kernel(spec, block=64, items=1).run(a0=a, a1=b)["y0"], "items a thread == one")
+    assert k.grid == ((1,) if items is None else (-(-n // (64 * (items or 1))),))
 
 
 def test_elementwise_and_silu():

@@ -26,9 +26,10 @@ is read by every SM: `default_splits` aims at `TARGET_BLOCKS` blocks over all he
   (static shared memory);
 - softmax of the split: the block's max `m` and sum (`block_reduce`) over `sc`, `sc[p]` becoming
   `exp(s_p - m)`;
-- output: each lane accumulates its dims over its positions, reading V rows the same coalesced way;
-  the segments of a warp are combined by `shfl_xor`, the warps' partial rows through `sc` (reused
-  once every score is read), summed per dim in warp order by one thread per dim;
+- output: each lane accumulates its dims over its positions, reading V rows the same coalesced way
+  (the first step's V rows loaded before the scores, with the K rows: a split of one step is one
+  memory round trip); the segments of a warp are combined by `shfl_xor`, the warps' partial rows
+  through `sc` (reused once every score is read), summed per dim in warp order by one thread per dim;
 - with one split active (a short cache) the block divides by its sum and stores and/or quantizes
   (the epilogue: a warp holds one block of 32 dims). Otherwise it writes its partial row, max and
   sum, fences, and counts itself done (`atomic.add` on `count[head]`); the block that finishes last
@@ -71,6 +72,12 @@ from fwdshim.limits import (  # noqa: F401 - the attention's launch shape, writt
 )
 
 APPEND_LAYERS = 16
+
+
+COMBINE_REGISTERS = 32
+"""The most splits a head's combine holds in registers: each thread loads every split's max, sum and
+output value at once (one L2 round trip each, where a loop over the splits waited on each load in
+turn); more splits loop through shared memory. The same operations in the same order either way."""
 """Attentions per `kv_append` launch: 4 arrays of 56 bytes each, plus `pos`, within 4 KiB."""
 
 
@@ -192,6 +199,14 @@ def attention(
             out_loads.append(load(f"v{u}_{j}_", "v_cache", f"p{u} * {row} + ko", j, both(f"ok{u}", valid(j))).rstrip())
     for u in range(unroll):
         out_sums.extend(f"a{j}_{t} += w{u} * v{u}_{j}_{t}" for j, t in regs)
+    # the output's first step peeled: its V rows loaded with the split's first K rows (before the
+    # scores: one memory round trip for a split of one step), its weights read after the softmax
+    v_prefetch, first_weights = [], []
+    for u in range(unroll):
+        v_prefetch.append(position(u))
+        for j in range(nc):
+            v_prefetch.append(load(f"v{u}_{j}_", "v_cache", f"p{u} * {row} + ko", j, both(f"ok{u}", valid(j))).rstrip())
+        first_weights.append(position(u) + f"\nw{u} = sc[p{u} - r0] if ok{u} else {zero}")
     cur_v = "wc = sc[c - r0]\n" + "\n".join(
         guarded(valid(j), f"a{j}_{t} += wc * v[ko + {elem(j, t)}]") for j, t in regs
     )
@@ -234,13 +249,53 @@ if ok:
         out += sc[wi * {hd} + dd]
     out = fdiv_rn(out, total)
 {finish}"""
-    merged = f"""\
+    reg = ns_max <= COMBINE_REGISTERS  # the combine's splits held in registers, their loads issued together
+
+    def upto(t: int) -> str:
+        return "True" if t == 0 else f"{t} < active"
+
+    def slot_of(t: int) -> str:  # a split past `active` reads the last active one's (in range), unused
+        return f"(slot0 + min({t}, active - 1))"
+
+    if reg:
+        o_loads = "\n".join(f"o{t} = part_o[{slot_of(t)} * {hd} + dd]" for t in range(ns_max))
+        o_sums = "\n".join(guarded(None if t == 0 else upto(t), f"out = fadd_rn(out, fmul_rn(w{t}, o{t}))") for t in range(ns_max))
+        merged = f"""\
+out = {zero}
+if ok:
+{indent(o_loads, 1)}
+{indent(o_sums, 1)}
+    out = fdiv_rn(out, total)
+{finish}"""
+    else:
+        merged = f"""\
 out = {zero}
 if ok:
     for t in range(active):
         out = fadd_rn(out, fmul_rn(sc[t], part_o[(slot0 + t) * {hd} + dd]))
     out = fdiv_rn(out, total)
 {finish}"""
+    if reg:
+        weights = "\n".join(
+            [f"m{t} = part_ml[2 * {slot_of(t)}]\nl{t} = part_ml[2 * {slot_of(t)} + 1]" for t in range(ns_max)]
+            + ["m = float32(-math.inf)"]
+            + [guarded(None if t == 0 else upto(t), f"m = max(m, m{t})") for t in range(ns_max)]
+            + [f"w{t} = float32(math.exp(fsub_rn(m{t}, m)))" for t in range(ns_max)]
+            + [f"total = {zero}"]
+            + [guarded(None if t == 0 else upto(t), f"total = fadd_rn(total, fmul_rn(w{t}, l{t}))") for t in range(ns_max)]
+        )
+    else:
+        weights = f"""\
+m = float32(-math.inf)
+for t in range(active):
+    m = max(m, part_ml[2 * (slot0 + t)])
+cuda.syncthreads()
+for t in range(tid, active, {block}):
+    sc[t] = float32(math.exp(fsub_rn(part_ml[2 * (slot0 + t)], m)))
+cuda.syncthreads()
+total = {zero}
+for t in range(active):
+    total = fadd_rn(total, fmul_rn(sc[t], part_ml[2 * (slot0 + t) + 1]))"""
     if ns_max > 1:
         tail = f"""\
 if active == 1:
@@ -267,16 +322,7 @@ cuda.threadfence()
 slot0 = head * {ns_max}
 if tid == 0:
     count[head] = 0
-m = float32(-math.inf)
-for t in range(active):
-    m = max(m, part_ml[2 * (slot0 + t)])
-cuda.syncthreads()
-for t in range(tid, active, {block}):
-    sc[t] = float32(math.exp(fsub_rn(part_ml[2 * (slot0 + t)], m)))
-cuda.syncthreads()
-total = {zero}
-for t in range(active):
-    total = fadd_rn(total, fmul_rn(sc[t], part_ml[2 * (slot0 + t) + 1]))
+{weights}
 {loop}
 {indent(merged, body_indent)}"""
     else:
@@ -310,6 +356,8 @@ def attention_k({names}):
     r1 = min(r0 + rows, c)
     last = sp == active - 1
 {indent(qload, 1)}
+    base = r0
+{indent(chr(10).join(v_prefetch), 1)}
     for base in range(r0, r1, {per_block}):
 {indent(chr(10).join(score_loads), 2)}
 {indent(chr(10).join(score_sums), 2)}
@@ -334,7 +382,10 @@ def attention_k({names}):
 {indent(block_reduce("total", "sum", "red0", warps), 1)}
     cuda.syncthreads()
 {indent(acc_init, 1)}
-    for base in range(r0, r1, {per_block}):
+    base = r0
+{indent(chr(10).join(first_weights), 1)}
+{indent(chr(10).join(out_sums), 1)}
+    for base in range(r0 + {per_block}, r1, {per_block}):
 {indent(chr(10).join(out_loads), 2)}
 {indent(chr(10).join(out_sums), 2)}
     if last and warp == 0 and seg == 0:

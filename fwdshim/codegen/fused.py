@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from xdsl.ir import SSAValue
 
 from fwdshim.codegen import attention, norms
-from fwdshim.codegen.kernel import Kernel, Param, build, check_block
+from fwdshim.codegen.kernel import Kernel, Param, build, check_block, small_items
 from fwdshim.codegen.unary import binary_expr, silu_expr
 from fwdshim.dialects.fwd import DEFAULT_EPS, AttentionOp, ElementwiseOp, FusedOp, SiluOp, numel
 from fwdshim.shim.forward import B07
@@ -117,37 +117,59 @@ class ElementwiseSpec:
         return f"fused_{short}_{kinds}_{self.n}"
 
 
-def _expr(step: Step) -> str:
-    ops = [f"{'x' if k == 'x' else 't'}{j}" for k, j in step.args]
+def _expr(step: Step, suffix: str = "") -> str:
+    ops = [f"{'x' if k == 'x' else 't'}{j}{suffix}" for k, j in step.args]
     if step.kind == "silu":
         return silu_expr(ops[0])
     return binary_expr(step.kind, ops[0], ops[1])
 
 
 @functools.cache
-def elementwise_kernel(spec: ElementwiseSpec, *, block: int = 256) -> Kernel:
-    """The register-carried elementwise kernel of `spec` (see the module docstring)."""
+def elementwise_kernel(spec: ElementwiseSpec, *, block: int = 256, items: int | None = None) -> Kernel:
+    """The register-carried elementwise kernel of `spec` (see the module docstring): `items` indices a
+    thread (default `kernel.small_items`: a small row in one block, every load issued first), thread
+    `t` of block `b` taking indices `b*block*items + t + j*block`."""
     check_block(block)
     n = spec.n
     if n <= 0 or not spec.steps or not spec.outputs:
         raise ValueError(f"an elementwise kernel of {len(spec.steps)} steps over {n} values")
+    items = items if items is not None else small_items(n, block)
+    if items < 1:
+        raise ValueError(f"an elementwise kernel of {items} indices a thread")
     ins = [f"a{j}" for j in range(spec.inputs)]
     outs = [f"y{r}" for r in range(len(spec.outputs))]
-    lines = [f"x{j} = a{j}[i]" for j in range(spec.inputs)]
-    lines += [f"t{s} = {_expr(step)}" for s, step in enumerate(spec.steps)]
-    lines += [f"y{r}[i] = t{s}" for r, s in enumerate(spec.outputs)]
-    stmts = "\n".join("        " + ln for ln in lines)
-    body = f"""\
+    if items == 1:
+        lines = [f"x{j} = a{j}[i]" for j in range(spec.inputs)]
+        lines += [f"t{s} = {_expr(step)}" for s, step in enumerate(spec.steps)]
+        lines += [f"y{r}[i] = t{s}" for r, s in enumerate(spec.outputs)]
+        stmts = "\n".join("        " + ln for ln in lines)
+        body = f"""\
 @cuda.jit(cache=True)
 def fused_k({", ".join(ins + outs)}):
     i = cuda.grid(1)
     if i < {n}:
 {stmts}
 """
+    else:
+        lines = [f"i0 = cuda.blockIdx.x * {block * items} + cuda.threadIdx.x"]
+        for it in range(items):
+            lines.append(f"i{it} = i0 + {it * block}" if it else "")
+            lines += [f"x{j}_{it} = a{j}[i{it}] if i{it} < {n} else float32(0.0)" for j in range(spec.inputs)]
+        for it in range(items):
+            lines += [f"t{s}_{it} = {_expr(step, f'_{it}')}" for s, step in enumerate(spec.steps)]
+        for it in range(items):
+            lines.append(f"if i{it} < {n}:")
+            lines += [f"    y{r}[i{it}] = t{s}_{it}" for r, s in enumerate(spec.outputs)]
+        stmts = "\n".join("    " + ln for ln in lines if ln)
+        body = f"""\
+@cuda.jit(cache=True)
+def fused_k({", ".join(ins + outs)}):
+{stmts}
+"""
     params = [Param(a, "float32", n, "in", f"external input [{n}]") for a in ins]
     params += [Param(y, "float32", n, "out", f"result of step {s} [{n}]") for y, s in zip(outs, spec.outputs)]
     what = " -> ".join(s.kind for s in spec.steps)
-    grid = (-(-n // block),)
+    grid = (-(-n // (block * items)),)
     return build(spec.name(), body, "fused_k", grid, (block,), params, f"{spec.cls} over {n}: {what}")
 
 

@@ -292,6 +292,19 @@ def block_threads(n: int, per_thread: int = 4, cap: int = 256) -> int:
     return b
 
 
+SMALL_ITEMS = 16
+"""The most indices a thread of a one-thread-per-index kernel takes (`small_items`)."""
+
+
+def small_items(total: int, block: int) -> int:
+    """Indices per thread of a kernel of `total` independent indices (elementwise, rope, quantize):
+    a launch of at most `SMALL_ITEMS * block` indices runs in one block, each thread loading all of
+    its indices' inputs before the first use (one memory round trip; as a merged launch's tail, one
+    round instead of one a block, `codegen.merge`); a larger one takes one index a thread."""
+    k = -(-total // block)
+    return k if k <= SMALL_ITEMS else 1
+
+
 def check_block(block: int) -> int:
     """`block` if it is a whole number of warps in 32..1024, else ValueError."""
     if block % 32 or not 32 <= block <= 1024:

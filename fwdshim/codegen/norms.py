@@ -88,6 +88,81 @@ def rms_norm(
         params.append(Param("sum", "float32", rows * n, "out", f"x + residual [{rows}, {n}]"))
     names = ", ".join(p.name for p in params)
 
+    items = -(-n // block)
+    if items <= UNROLL_ITEMS:
+        body = _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, quant, names, warps, nb)
+    else:
+        body = _rms_looped(n, block, eps, h, yv, write_sum, store_y, quant, names, warps, nb)
+    tags = [t for t, on in (("res", residual), ("w", weight), ("sum", write_sum)) if on]
+    tags += [quant] if quant else []
+    name = "_".join(["rms_norm", *tags, f"{rows}x{n}", f"b{block}"])
+    return build(name, body, "rms_norm_k", (rows,), (block,), params, f"RMS norm of {rows} rows of {n}, eps {eps}")
+
+
+UNROLL_ITEMS = 32
+"""The most values a thread of an RMS norm holds in registers (`ceil(n / block)`): up to this the row is
+loaded once, every load issued before the first use (one memory round trip, where the loop took one
+per value and read the row twice); above it the kernel loops."""
+
+
+def _idx(j: int, block: int) -> str:
+    return f"tid + {j * block}" if j else "tid"
+
+
+def _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, quant, names, warps, nb) -> str:
+    """The RMS norm with each thread's values `i = tid + j*block` held in registers (`items` of them):
+    the same float operations in the same order as the looped kernel, so the same bits."""
+    lines = []
+    guard = {j: (f"tid + {j * block} < {n}" if (j + 1) * block > n else None) for j in range(items)}
+
+    def cond(j, stmt, other="float32(0.0)"):
+        return stmt if guard[j] is None else f"{stmt} if {guard[j]} else {other}"
+
+    for j in range(items):
+        i = _idx(j, block)
+        lines.append(f"x{j} = " + cond(j, f"x[o + {i}]"))
+        if residual:
+            lines.append(f"r{j} = " + cond(j, f"residual[o + {i}]"))
+        if weight:
+            lines.append(f"w{j} = " + cond(j, f"weight[{i}]"))
+    for j in range(items):
+        lines.append(f"h{j} = fadd_rn(x{j}, r{j})" if residual else f"h{j} = x{j}")
+    for j in range(items):
+        stmts = []
+        if write_sum:
+            stmts.append(f"sum[o + {_idx(j, block)}] = h{j}")
+        stmts.append(f"ss = fadd_rn(ss, fmul_rn(h{j}, h{j}))")
+        if guard[j] is None:
+            lines.extend(stmts)
+        else:
+            lines.append(f"if {guard[j]}:")
+            lines.extend("    " + t for t in stmts)
+    first = "\n".join(lines)
+    second = []
+    for j in range(items):
+        yv = f"fmul_rn(fdiv_rn(h{j}, r), w{j})" if weight else f"fdiv_rn(h{j}, r)"
+        if quant is None:
+            second.append(f"y[o + {_idx(j, block)}] = {yv}" if guard[j] is None else f"if {guard[j]}:\n    y[o + {_idx(j, block)}] = {yv}")
+            continue
+        ok = guard[j] or "True"
+        second.append(f"ok = {ok}\ni = {_idx(j, block)}\nyv = {yv} if ok else float32(0.0)")
+        if store_y:
+            second.append("if ok:\n    y[o + i] = yv")
+        second.append(epilogue("yv", "o + i", "ok", f"row * {nb} + i // 32", f"{j * block} + warp * 32 < {n}", quant).rstrip())
+    return f"""\
+@cuda.jit(cache=True)
+def rms_norm_k({names}):
+{_head(block, 1)}    o = row * {n}
+    ss = float32(0.0)
+{indent(first, 1)}
+{indent(block_reduce("ss", "sum", "red0", warps), 1)}
+    r = fsqrt_rn(fadd_rn(fdiv_rn(ss, float32({n}.0)), {f32(eps)}))
+{indent(chr(10).join(second), 1)}
+"""
+
+
+def _rms_looped(n, block, eps, h, yv, write_sum, store_y, quant, names, warps, nb) -> str:
+    """The RMS norm looping over each thread's values (rows wider than `UNROLL_ITEMS` a thread)."""
     first = "        hv = " + h + "\n"
     if write_sum:
         first += "        sum[o + i] = hv\n"
@@ -111,7 +186,7 @@ def rms_norm(
             yv = {yv}
 {store}{indent(epilogue("yv", "o + i", "ok", f"row * {nb} + i // 32", f"i0 + warp * 32 < {n}", quant), 2)}
 """
-    body = f"""\
+    return f"""\
 @cuda.jit(cache=True)
 def rms_norm_k({names}):
 {_head(block, 1)}    o = row * {n}
@@ -120,10 +195,6 @@ def rms_norm_k({names}):
 {first}{indent(block_reduce("ss", "sum", "red0", warps), 1)}
     r = fsqrt_rn(fadd_rn(fdiv_rn(ss, float32({n}.0)), {f32(eps)}))
 {second}"""
-    tags = [t for t, on in (("res", residual), ("w", weight), ("sum", write_sum)) if on]
-    tags += [quant] if quant else []
-    name = "_".join(["rms_norm", *tags, f"{rows}x{n}", f"b{block}"])
-    return build(name, body, "rms_norm_k", (rows,), (block,), params, f"RMS norm of {rows} rows of {n}, eps {eps}")
 
 
 @functools.cache

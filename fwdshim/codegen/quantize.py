@@ -12,14 +12,14 @@ A quantized activation (`!fwd.qact<N, format>`) is held in separate 1-D arrays: 
 row — the layout of `numerics.QAct` flattened.
 
 `quantize(n, rows, format) -> Kernel`: params `x f32 [rows*n]`, `q`, `d` (, `s`); one warp per block
-of 32, `block` threads per CUDA block.
+of 32 (or `items` blocks of 32 a warp: a small row in one CUDA block), `block` threads per CUDA block.
 """
 
 from __future__ import annotations
 
 import functools
 
-from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent
+from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent, small_items
 from fwdshim.weights import QK8_0
 
 QK = QK8_0
@@ -67,10 +67,12 @@ if {valid}:
 
 
 @functools.cache
-def quantize(n: int, rows: int = 1, fmt: str = "one_word", block: int = 256) -> Kernel:
+def quantize(n: int, rows: int = 1, fmt: str = "one_word", block: int = 256, items: int | None = None) -> Kernel:
     """The quantize stage over `rows` rows of `n` float32 values (see the module docstring).
 
-    Grid: `(ceil(rows*nb / warps),)`, each warp quantizing one block of 32."""
+    Grid: `(ceil(rows*nb / (warps*items)),)`, each warp quantizing `items` blocks of 32 (default
+    `kernel.small_items` of the 32·rows·nb lanes: a small row in one CUDA block, every load issued
+    first), warp `w` of CUDA block `b` taking blocks `(b*items + j)*warps + w`."""
     check_format(fmt)
     check_block(block)
     if n <= 0 or rows <= 0:
@@ -78,21 +80,27 @@ def quantize(n: int, rows: int = 1, fmt: str = "one_word", block: int = 256) -> 
     nb = -(-n // QK)
     warps = block // 32
     total = rows * nb
+    items = items if items is not None else small_items(32 * total, block)
+    if items < 1:
+        raise ValueError(f"quantize of {items} blocks a warp")
     outs = ", ".join(p.name for p in qact_params(n, rows, fmt))
+    loads, quants = [], []
+    for j in range(items):
+        loads += [
+            f"gb{j} = (cuda.blockIdx.x * {items} + {j}) * {warps} + cuda.threadIdx.x // 32",
+            f"col{j} = (gb{j} % {nb}) * 32 + lane",
+            f"ok{j} = gb{j} < {total} and col{j} < {n}",
+            f"qi{j} = (gb{j} // {nb}) * {n} + col{j}",
+            f"v{j} = x[qi{j}] if ok{j} else float32(0.0)",
+        ]
+        quants.append(f"if gb{j} < {total}:\n" + indent(epilogue(f"v{j}", f"qi{j}", f"ok{j}", f"gb{j}", "True", fmt), 1))
     body = f"""\
 @cuda.jit(cache=True)
 def quantize_k(x, {outs}):
     lane = cuda.threadIdx.x % 32
-    gb = cuda.blockIdx.x * {warps} + cuda.threadIdx.x // 32
-    if gb < {total}:
-        row = gb // {nb}
-        col = (gb % {nb}) * 32 + lane
-        ok = col < {n}
-        qi = row * {n} + col
-        v = x[qi] if ok else float32(0.0)
-{indent(epilogue("v", "qi", "ok", "gb", "True", fmt), 2)}
+{indent(chr(10).join(loads + quants), 1)}
 """
-    grid = (-(-total // warps),)
+    grid = (-(-total // (warps * items)),)
     params = [Param("x", "float32", rows * n, "in", f"activations [{rows}, {n}]"), *qact_params(n, rows, fmt)]
     return build(
         f"quantize_{fmt}_{rows}x{n}", body, "quantize_k", grid, (block,), params,
