@@ -73,11 +73,13 @@ def test_rms_norm_variants_bit_exact(fmt):
 
 
 @pytest.mark.parametrize("fmt", [None, "two_words"])
-def test_rms_norm_registers_equal_the_loop(monkeypatch, fmt):
-    """A row of up to `UNROLL_ITEMS` values a thread is held in registers (loads first); wider rows
-    loop. Both compute the same bits: the same operations in the same order (a partial last pass,
-    a row of 3 blocks of 32 plus 8)."""
-    rows, n, block = 2, 200, 64
+@pytest.mark.parametrize("n", [200, 1100])
+def test_rms_norm_registers_equal_the_loop(monkeypatch, fmt, n):
+    """A row of up to `UNROLL_ITEMS` values a thread is unrolled (loads first: 200 at 64 threads, 4
+    values a thread, all held; 1100, 18 a thread, 54 values with residual and weight, in chunks of
+    `HELD_FLOATS`, the second pass loading again); wider rows loop. All compute the same bits: the
+    same operations in the same order (a partial last pass)."""
+    rows, block = 2, 64
     g = rng()
     x, r, w, _ = _inputs(g, rows, n)
 
@@ -91,6 +93,7 @@ def test_rms_norm_registers_equal_the_loop(monkeypatch, fmt):
     k_loop, loop = run()
     norms.rms_norm.cache_clear()
     assert "for i in range" not in k_reg.source and "for i in range" in k_loop.source
+    assert (k_reg.source.count("x0 = ") == 2) == (n == 1100), "the chunked form loads its first value twice"
     assert set(reg) == set(loop)
     for key in reg:
         bits_equal(reg[key], loop[key], f"{key}: registers == loop")

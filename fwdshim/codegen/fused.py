@@ -133,7 +133,7 @@ def elementwise_kernel(spec: ElementwiseSpec, *, block: int = 256, items: int | 
     n = spec.n
     if n <= 0 or not spec.steps or not spec.outputs:
         raise ValueError(f"an elementwise kernel of {len(spec.steps)} steps over {n} values")
-    items = items if items is not None else small_items(n, block)
+    items = items if items is not None else small_items(n, block, spec.inputs)
     if items < 1:
         raise ValueError(f"an elementwise kernel of {items} indices a thread")
     ins = [f"a{j}" for j in range(spec.inputs)]

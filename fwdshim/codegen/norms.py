@@ -100,9 +100,18 @@ def rms_norm(
 
 
 UNROLL_ITEMS = 32
-"""The most values a thread of an RMS norm holds in registers (`ceil(n / block)`): up to this the row is
-loaded once, every load issued before the first use (one memory round trip, where the loop took one
-per value and read the row twice); above it the kernel loops."""
+"""The most values a thread of an RMS norm takes unrolled (`ceil(n / block)`): up to this its loads are
+issued before their first use, as many at once as `HELD_FLOATS` registers hold (one memory round trip
+for a SmolLM2 or Llama-3-8B row, where the loop took one per value and read the row twice); above it
+the kernel loops."""
+
+HELD_FLOATS = 48
+"""The most input values (x, residual, weight) a thread of an RMS norm holds at once; a row needing
+more is loaded in chunks that fit (the second pass loading its chunk again). 48 holds Llama-3-8B's
+4096-wide add+norm whole (16 values a thread, 256 threads). Measured on the H200 (`fwdshim profile`,
+Llama-3-8B's shapes) as the tail of the down projection's launch, whole / in chunks of 16 values:
+38.6 / 34.5 us (dequant), 29.7 / 35.7 us (int8-act, the quantize epilogue), and the O projection's
+norm as a launch of its own 10.1 / 11.3 us (int8-act): no one choice wins; whole is kept."""
 
 
 def _idx(j: int, block: int) -> str:
@@ -110,51 +119,72 @@ def _idx(j: int, block: int) -> str:
 
 
 def _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, quant, names, warps, nb) -> str:
-    """The RMS norm with each thread's values `i = tid + j*block` held in registers (`items` of them):
-    the same float operations in the same order as the looped kernel, so the same bits."""
-    lines = []
+    """The RMS norm with each thread's values `i = tid + j*block` (`items` of them) loaded before
+    their first use: all at once when they fit `HELD_FLOATS` registers (the second pass reuses
+    them), else in chunks that do (the second pass loads its chunk again). The same float operations
+    in the same order as the looped kernel, so the same bits."""
     guard = {j: (f"tid + {j * block} < {n}" if (j + 1) * block > n else None) for j in range(items)}
 
     def cond(j, stmt, other="float32(0.0)"):
         return stmt if guard[j] is None else f"{stmt} if {guard[j]} else {other}"
 
-    for j in range(items):
-        i = _idx(j, block)
-        lines.append(f"x{j} = " + cond(j, f"x[o + {i}]"))
-        if residual:
-            lines.append(f"r{j} = " + cond(j, f"residual[o + {i}]"))
-        if weight:
-            lines.append(f"w{j} = " + cond(j, f"weight[{i}]"))
-    for j in range(items):
-        lines.append(f"h{j} = fadd_rn(x{j}, r{j})" if residual else f"h{j} = x{j}")
-    for j in range(items):
-        stmts = []
-        if write_sum:
-            stmts.append(f"sum[o + {_idx(j, block)}] = h{j}")
-        stmts.append(f"ss = fadd_rn(ss, fmul_rn(h{j}, h{j}))")
-        if guard[j] is None:
-            lines.extend(stmts)
-        else:
-            lines.append(f"if {guard[j]}:")
-            lines.extend("    " + t for t in stmts)
-    first = "\n".join(lines)
-    second = []
-    for j in range(items):
-        yv = f"fmul_rn(fdiv_rn(h{j}, r), w{j})" if weight else f"fdiv_rn(h{j}, r)"
-        if quant is None:
-            second.append(f"y[o + {_idx(j, block)}] = {yv}" if guard[j] is None else f"if {guard[j]}:\n    y[o + {_idx(j, block)}] = {yv}")
-            continue
-        ok = guard[j] or "True"
-        second.append(f"ok = {ok}\ni = {_idx(j, block)}\nyv = {yv} if ok else float32(0.0)")
-        if store_y:
-            second.append("if ok:\n    y[o + i] = yv")
-        second.append(epilogue("yv", "o + i", "ok", f"row * {nb} + i // 32", f"{j * block} + warp * 32 < {n}", quant).rstrip())
+    def loads(js, with_w):
+        out = []
+        for j in js:
+            i = _idx(j, block)
+            out.append(f"x{j} = " + cond(j, f"x[o + {i}]"))
+            if residual:
+                out.append(f"r{j} = " + cond(j, f"residual[o + {i}]"))
+            if weight and with_w:
+                out.append(f"w{j} = " + cond(j, f"weight[{i}]"))
+        out += [f"h{j} = fadd_rn(x{j}, r{j})" if residual else f"h{j} = x{j}" for j in js]
+        return out
+
+    def sums(js):
+        out = []
+        for j in js:
+            stmts = []
+            if write_sum:
+                stmts.append(f"sum[o + {_idx(j, block)}] = h{j}")
+            stmts.append(f"ss = fadd_rn(ss, fmul_rn(h{j}, h{j}))")
+            if guard[j] is None:
+                out.extend(stmts)
+            else:
+                out.append(f"if {guard[j]}:")
+                out.extend("    " + t for t in stmts)
+        return out
+
+    def outputs(js):
+        out = []
+        for j in js:
+            yv = f"fmul_rn(fdiv_rn(h{j}, r), w{j})" if weight else f"fdiv_rn(h{j}, r)"
+            if quant is None:
+                out.append(f"y[o + {_idx(j, block)}] = {yv}" if guard[j] is None else f"if {guard[j]}:\n    y[o + {_idx(j, block)}] = {yv}")
+                continue
+            ok = guard[j] or "True"
+            out.append(f"ok = {ok}\ni = {_idx(j, block)}\nyv = {yv} if ok else float32(0.0)")
+            if store_y:
+                out.append("if ok:\n    y[o + i] = yv")
+            out.append(epilogue("yv", "o + i", "ok", f"row * {nb} + i // 32", f"{j * block} + warp * 32 < {n}", quant).rstrip())
+        return out
+
+    def chunks(per):
+        c = max(1, HELD_FLOATS // per)
+        return [range(a, min(a + c, items)) for a in range(0, items, c)]
+
+    per1 = 1 + residual
+    if items * (per1 + weight) <= HELD_FLOATS:
+        first = loads(range(items), True) + sums(range(items))
+        second = outputs(range(items))
+    else:
+        first = [t for js in chunks(per1) for t in loads(js, False) + sums(js)]
+        second = [t for js in chunks(per1 + weight) for t in loads(js, True) + outputs(js)]
     return f"""\
 @cuda.jit(cache=True)
 def rms_norm_k({names}):
 {_head(block, 1)}    o = row * {n}
     ss = float32(0.0)
-{indent(first, 1)}
+{indent(chr(10).join(first), 1)}
 {indent(block_reduce("ss", "sum", "red0", warps), 1)}
     r = fsqrt_rn(fadd_rn(fdiv_rn(ss, float32({n}.0)), {f32(eps)}))
 {indent(chr(10).join(second), 1)}

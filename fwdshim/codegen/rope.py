@@ -25,7 +25,7 @@ def rope(n: int, hd: int, half: int, *, block: int = 128, items: int | None = No
     heads = n // hd
     per_head = hd - half  # half pairs plus the copied tail
     total = heads * per_head
-    items = items if items is not None else small_items(total, block)
+    items = items if items is not None else small_items(total, block, 4)
     if items < 1:
         raise ValueError(f"a rope of {items} pairs a thread")
     if items == 1:
