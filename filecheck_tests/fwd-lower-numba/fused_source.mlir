@@ -79,7 +79,15 @@ func.func @add_norm(%x: tensor<576xf32>, %o: tensor<576xf32>) -> (tensor<576xf32
 // CHECK-NEXT: //       reads  %x, %o, %nw
 // CHECK-NEXT: //       writes %h, %s
 // CHECK-NEXT: //       args   (x=%x, residual=%o, weight=%nw, y=%h, sum=%s)
+// The row's 3 values a thread (576 at 256 threads, the last pass partial) are loaded before their first
+// use and held in registers for the second pass.
 // CHECK:      def rms_norm_k(x, residual, weight, y, sum):
-// CHECK:          hv = fadd_rn(x[o + i], residual[o + i])
-// CHECK-NEXT:     sum[o + i] = hv
-// CHECK:          y[o + i] = fmul_rn(fdiv_rn(hv, r), weight[i])
+// CHECK:          x0 = x[o + tid]
+// CHECK-NEXT:     r0 = residual[o + tid]
+// CHECK-NEXT:     w0 = weight[tid]
+// CHECK:          x2 = x[o + tid + 512] if tid + 512 < 576 else float32(0.0)
+// CHECK:          h0 = fadd_rn(x0, r0)
+// CHECK:          sum[o + tid] = h0
+// CHECK-NEXT:     ss = fadd_rn(ss, fmul_rn(h0, h0))
+// CHECK:          y[o + tid] = fmul_rn(fdiv_rn(h0, r), w0)
+// CHECK-NOT:      x[o

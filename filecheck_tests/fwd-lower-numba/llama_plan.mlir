@@ -36,7 +36,7 @@
 // INT8-NEXT: //       reads  %x, %o, %ffn_norm_w
 // INT8-NEXT: //       writes %h1_q, %x1
 // INT8:      //   stage 11: fwd.fused elementwise_chains covers [17, 18]
-// INT8-NEXT: //     kernel fused_chain_silu_mul_1536 grid 6 block 256
+// INT8-NEXT: //     kernel fused_chain_silu_mul_1536 grid 1 block 256
 // INT8-NEXT: //       reads  %g, %u
 // INT8-NEXT: //       writes %gu
 // INT8-NEXT: //       args   (a0=%g, a1=%u, y0=%gu)
