@@ -27,6 +27,21 @@ def test_families():
     assert P.family("rope_2x32_h16") == "rope"
 
 
+def test_merged_launch_family_names_its_parts():
+    """A merged launch's family is its parts' families joined by `+` (the Q/K/V GEMVs once, then the
+    rope tails'), so the table and chart say what a merged launch computes."""
+    m = pipeline(parse(llama_src(**TINY)), "dequant")
+    plan = build_plan(functions(m)[0], m, merge=True)
+    fams = {r.family for r in P.records_of(plan, 1)}
+    merged = [launch for launch in plan.launches if launch.holds]
+    assert merged, "the tiny step merges launches"
+    for launch in merged:
+        parts = [P.family(h.name) for h in launch.holds]
+        assert P.launch_family(launch) == "+".join(dict.fromkeys(parts))
+    assert any(f.startswith("gemv_q8_0+") for f in fams), fams
+    assert not any(f == "merged" for f in fams)
+
+
 def test_launch_bytes():
     plan = _plan()
     recs = {r.kernel: r for r in P.records_of(plan, fill=2)}

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -94,12 +95,21 @@ class LaunchRecord:
     us: float | None = None
 
 
+def launch_family(launch: Launch) -> str:
+    """The family of a launch: its kernel's (`family`), or for a merged launch the families of the
+    launches it holds joined by `+`, each once, in order (`gemv_q8_0+rms_norm_res_w_sum`: a GEMV with
+    its add+norm tail)."""
+    if not launch.holds:
+        return family(launch.name)
+    return "+".join(dict.fromkeys(family(h.name) for h in launch.holds))
+
+
 def records_of(plan: LaunchPlan, fill: int) -> list[LaunchRecord]:
     """One untimed record per launch of `plan`, in graph order, with its bytes at fill `fill`."""
     out = []
     for i, launch in enumerate(plan.launches):
         r, w = launch_bytes(plan, launch, fill)
-        out.append(LaunchRecord(i, launch.stage, launch.name, family(launch.name), tuple(launch.grid), tuple(launch.block), r, w))
+        out.append(LaunchRecord(i, launch.stage, launch.name, launch_family(launch), tuple(launch.grid), tuple(launch.block), r, w))
     return out
 
 
@@ -224,8 +234,9 @@ class Profile:
         ax.set_xlabel("time in one step (us)")
         ax.set_ylabel("kernel family")
         m = self.meta
-        ax.set_title(title or f"{m.get('model', 'step')} ({m.get('numerics', '')}, fill {m.get('fill', 0)}): "
-                     f"{self.sum_us:.0f} us in {len(self.records)} launches")  # fmt: skip
+        title = title or (f"{m.get('model', 'step')} ({m.get('numerics', '')}, fill {m.get('fill', 0)}): "
+                          f"{self.sum_us:.0f} us in {len(self.records)} launches")  # fmt: skip
+        ax.set_title(textwrap.fill(title, 60), fontsize=10)
         ax.set_xlim(0, max(times or [1.0]) * 1.6)
         fig.tight_layout()
         fig.savefig(path, dpi=110)
