@@ -1,0 +1,126 @@
+"""The small kernels' shapes of work, drawn at random: rope, quantize and the fused elementwise
+kernel taking several indices a thread (`items`, `kernel.small_items`), and the RMS norm held in
+registers, loaded in chunks (`norms.HELD_FLOATS`) or looped (`norms.UNROLL_ITEMS`), the attention's
+split combine in registers or looped (`attention.COMBINE_REGISTERS`). Each form is bit
+for bit the one-index (or looped) form over random sizes, blocks and item counts (partial last passes,
+blocks past the end), and the reference within float32 rounding. Seeds fixed per test (tests/seeds.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from kernels_common import bits_equal, close, fast_simulator, rng  # noqa: F401
+
+from fwdshim import reference as R
+from fwdshim.codegen import norms, quantize, rope
+from fwdshim.codegen.fused import ElementwiseSpec, Step, elementwise_kernel
+from fwdshim.int8 import quantize_act
+
+F32 = np.float32
+DRAWS = 4
+
+
+def test_rope_items_random_shapes():
+    g = rng()
+    for _ in range(DRAWS):
+        hd = int(g.choice([16, 32, 48, 64]))
+        half = int(g.choice([h for h in (hd // 2, hd // 4, 8) if 0 < h and 2 * h <= hd]))
+        heads, block, items = int(g.integers(1, 6)), int(g.choice([32, 64])), int(g.integers(2, 6))
+        x = g.standard_normal(heads * hd).astype(F32)
+        ang = R.rope_angles(float(g.integers(0, 500)), half, hd=hd).ravel()
+        many = rope.rope(heads * hd, hd, half, block=block, items=items).run(x=x, angles=ang)["y"]
+        one = rope.rope(heads * hd, hd, half, block=block, items=1).run(x=x, angles=ang)["y"]
+        what = f"rope {heads}x{hd} half {half} block {block} items {items}"
+        bits_equal(many, one, what)
+        want = R.rope(x, ang.reshape(2, half), hd, half)
+        close(many, want, 4e-7 * (1 + np.abs(want)), what)
+
+
+@pytest.mark.parametrize("fmt", ["one_word", "two_words"])
+def test_quantize_items_random_shapes(fmt):
+    g = rng()
+    for _ in range(DRAWS):
+        rows, n, block, items = int(g.integers(1, 4)), int(g.integers(1, 200)), int(g.choice([32, 64])), int(g.integers(2, 5))
+        x = (g.standard_normal((rows, n)) * g.uniform(0.01, 50)).astype(F32)
+        many = quantize.quantize(n, rows, fmt, block=block, items=items).run(x=x)
+        one = quantize.quantize(n, rows, fmt, block=block, items=1).run(x=x)
+        ref = quantize_act(x, fmt)
+        what = f"quantize {rows}x{n} block {block} items {items}"
+        for key, want in (("q", ref.q), ("d", ref.d), ("s", ref.s)):
+            if want is not None:
+                bits_equal(many[key], one[key], f"{what} {key}")
+                bits_equal(many[key], want.ravel(), f"{what} {key} == numerics")
+
+
+def test_elementwise_items_random_shapes():
+    g = rng()
+    spec_of = {
+        "silu_mul": (2, (Step("silu", (("x", 0),)), Step("mul", (("t", 0), ("x", 1)))), (1,)),
+        "add_mul_max": (3, (Step("add", (("x", 0), ("x", 1))), Step("mul", (("t", 0), ("x", 2))), Step("max", (("t", 1), ("x", 0)))), (0, 2)),
+    }  # fmt: skip
+    for _ in range(DRAWS):
+        kind = str(g.choice(list(spec_of)))
+        inputs, steps, outputs = spec_of[kind]
+        n, block, items = int(g.integers(1, 700)), int(g.choice([32, 64, 128])), int(g.integers(2, 9))
+        spec = ElementwiseSpec("elementwise_chains", n, inputs, steps, outputs)
+        args = {f"a{j}": (g.standard_normal(n) * 3).astype(F32) for j in range(inputs)}
+        many = elementwise_kernel(spec, block=block, items=items).run(**args)
+        one = elementwise_kernel(spec, block=block, items=1).run(**args)
+        for key in one:
+            bits_equal(many[key], one[key], f"{kind} over {n}, block {block}, items {items}: {key}")
+
+
+@pytest.mark.parametrize("quant", [None, "one_word"])
+def test_rms_norm_registers_chunks_and_loop_random_shapes(monkeypatch, quant):
+    """Held whole (the default budget), in chunks (a budget of 4 values), looped (no unrolling): the
+    same bits over random rows, widths and blocks."""
+    g = rng()
+    for _ in range(DRAWS):
+        rows, n, block = int(g.integers(1, 3)), int(g.integers(1, 400)), int(g.choice([32, 64]))
+        x = (g.standard_normal((rows, n)) * 3).astype(F32)
+        r = g.standard_normal((rows, n)).astype(F32)
+        w = g.standard_normal(n).astype(F32)
+        outs = []
+        for held, unroll in ((48, 32), (4, 32), (48, 0)):
+            monkeypatch.setattr(norms, "HELD_FLOATS", held)
+            monkeypatch.setattr(norms, "UNROLL_ITEMS", unroll)
+            norms.rms_norm.cache_clear()
+            k = norms.rms_norm(n, rows, 1e-5, weight=True, residual=True, write_sum=True, quant=quant, store_y=True, block=block)
+            outs.append(k.run(x=x, residual=r, weight=w))
+        norms.rms_norm.cache_clear()
+        what = f"rms_norm {rows}x{n} block {block}"
+        for other in outs[1:]:
+            for key in outs[0]:
+                bits_equal(other[key], outs[0][key], f"{what}: {key}")
+        want = R.rms_norm(x, w, r)
+        close(outs[0]["y"], want, 4e-6 * (1 + np.abs(want)), what)
+
+
+def test_attention_combine_registers_random_shapes(monkeypatch):
+    """The attention's combine in registers (`attention.COMBINE_REGISTERS`) and looped through shared
+    memory: the same bits over random heads, caches, fills, splits, blocks and unrolls."""
+    from fwdshim.codegen import attention
+
+    g = rng()
+    for _ in range(DRAWS):
+        kv = int(g.integers(1, 3))
+        h = kv * int(g.choice([1, 2, 3]))
+        hd = int(g.choice([16, 32, 40]))
+        l = int(g.integers(8, 40))  # noqa: E741
+        c = int(g.integers(0, l))
+        splits, block, unroll = int(g.integers(2, 7)), int(g.choice([32, 64])), int(g.integers(1, 3))
+        given = dict(
+            q=g.standard_normal(h * hd).astype(F32), k=g.standard_normal(kv * hd).astype(F32),
+            v=g.standard_normal(kv * hd).astype(F32), k_cache=g.standard_normal((l - 1, kv * hd)).astype(F32),
+            v_cache=g.standard_normal((l - 1, kv * hd)).astype(F32), pos=np.array([c], np.int32),
+        )  # fmt: skip
+        outs = []
+        for regs in (32, 0):
+            monkeypatch.setattr(attention, "COMBINE_REGISTERS", regs)
+            attention.attention.cache_clear()
+            outs.append(attention.attention(h, kv, hd, l, block=block, unroll=unroll, splits=splits).run(**given))
+        attention.attention.cache_clear()
+        what = f"attention h {h} kv {kv} hd {hd} l {l} c {c} splits {splits} block {block} unroll {unroll}"
+        bits_equal(outs[0]["y"], outs[1]["y"], what)
+        want = R.attention(given["q"], given["k"], given["v"], given["k_cache"][:c], given["v_cache"][:c], h, kv, hd)
+        close(outs[0]["y"], want, 2e-6 * (1 + np.abs(want)) * np.sqrt(hd), what)
