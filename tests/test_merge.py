@@ -56,6 +56,37 @@ def test_merged_launches_are_bit_for_bit_their_stages(numerics):
 
 
 @sim_only
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
+def test_prologues_are_bit_for_bit_their_stages(monkeypatch, numerics):
+    """With one-warp GEMVs (the block of the tiny layer's 32-value RMS norms) every norm before a set of
+    GEMVs, and the silu·mul (or quantize) before the down projection, runs as the set's prologue:
+    each block computes it into shared memory first, block 0 also stores it. Every output and
+    every buffer is bit for bit the stage launches'."""
+    from fwdshim.codegen import gemv
+
+    def fresh():
+        gemv.q8_0.cache_clear()
+        gemv.q8_0_int8.cache_clear()
+
+    monkeypatch.setattr(gemv, "launch_shape", lambda n, k, act: gemv.Shape(16, 1, 1, 1, 1))
+    fresh()
+    try:
+        rng = seeds.rng()
+        m = pipeline(parse(llama_src(**TINY)), numerics)
+        out = run_both(m, llama_weights(rng, **TINY), llama_inputs(rng, **TINY, rows=TINY["l"] - 2))
+    finally:
+        fresh()
+    (r0, b0, p0), (r1, b1, p1) = out[False], out[True]
+    for a, b in zip(r0, r1, strict=True):
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+    for name in set(b0) & set(b1):
+        assert b0[name].tobytes() == b1[name].tobytes(), name
+    pros = [launch.holds[0].name for launch in p1.merged if launch.prologue]
+    assert pros[0].startswith("rms_norm_w") and any(p.startswith("rms_norm_res_w_sum") for p in pros), pros
+    assert "every block first: stage 0 rms_norm_w" in p1.text()
+
+
+@sim_only
 def test_plan_shows_each_launch_and_its_stages():
     m = pipeline(parse(llama_src(**TINY)), "dequant")
     plan = build_plan(functions(m)[0], m)
@@ -73,11 +104,11 @@ def test_groups_keep_dependent_and_atomic_launches_apart():
     m = pipeline(parse(llama_src(**TINY)), "dequant")
     plan = build_plan(functions(m)[0], m, merge=False)
     groups = merge.groups(plan.stage_launches)
-    for par, tails in groups:
+    for pro, par, tails in groups:
         for i, a in enumerate(par):
             assert all(merge._independent(a, b) for b in par[i + 1 :])
-        assert not any(x.name.startswith("attention") for x in par[1:] + tails)
-    assert sum(len(p) + len(t) for p, t in groups) == len(plan.stage_launches)
+        assert not any(x.name.startswith("attention") for x in pro + par[1:] + tails)
+    assert sum(len(r) + len(p) + len(t) for r, p, t in groups) == len(plan.stage_launches)
 
 
 @pytest.mark.parametrize("ff, merged", [(1536, True), (14336, False)], ids=["smollm2", "llama8b"])
@@ -88,8 +119,8 @@ def test_a_wide_ffn_tail_gets_its_own_launch(ff, merged):
     shape = dict(d=576 if ff == 1536 else 4096, h=9, kv=3, hd=64, ff=ff, l=256)
     m = pipeline(parse(llama_src(**shape)), "int8-act")
     plan = build_plan(functions(m)[0], m)
-    gate_up = next(launch for launch in plan.merged if len(launch.holds) - launch.tails == 2)
-    tails = [h.name for h in gate_up.holds[2:]]
+    gate_up = next(launch for launch in plan.merged if len(launch.holds) - launch.tails - launch.prologue == 2)
+    tails = [h.name for h in gate_up.holds[gate_up.prologue + 2 :]]
     if merged:
         assert tails == [f"fused_chain_silu_mul_{ff}", f"quantize_one_word_1x{ff}"]
     else:

@@ -11,6 +11,9 @@ equivalents with the same names and results are in `fwdshim.codegen.simulator`.
   4-byte aligned), as one little-endian int32 word (four int8 quants).
   The loads are `asm sideeffect`: LLVM must not hoist a load above the `if` that keeps its index in
   bounds (as plain inline asm, it did: the coalesced GEMV read past its activation on the H200).
+- `lda_i32x4`, `lda_f32x4`, `lda_i32`: the same loads through a generic address (`ld.v4.b32`, ...):
+  any state space, so a `cuda.shared.array` (16-byte aligned for the wide ones) or data written earlier
+  in the same kernel (the merged launches' prologues, `codegen.merge`).
 - `prefetch_l2(a, i, nbytes)`: asks the copy engine to bring `nbytes` of the 1-D array `a` from
   element `i` into L2 (`cp.async.bulk.prefetch.L2.global`, sm_90; a hint: nothing waits for it). The
   address must be 16-byte aligned and `nbytes` a multiple of 16.
@@ -46,7 +49,7 @@ def _tuple(context, builder, rtype, values):
     return context.make_tuple(builder, rtype, values)
 
 
-def _ld_v4(kind: str, elem_type, llvm_elem: ir.Type, reg: str, name: str):
+def _ld_v4(kind: str, elem_type, llvm_elem: ir.Type, reg: str, name: str, space: str = "global.nc."):
     def typer(typingctx, a, i):
         if not isinstance(a, types.Array) or a.ndim != 1 or not isinstance(i, types.Integer):
             return None
@@ -57,7 +60,7 @@ def _ld_v4(kind: str, elem_type, llvm_elem: ir.Type, reg: str, name: str):
             out = ir.LiteralStructType([llvm_elem] * 4)
             asm = ir.InlineAsm(
                 ir.FunctionType(out, [llvm_elem.as_pointer()]),
-                f"ld.global.nc.v4.{kind} {{$0, $1, $2, $3}}, [$4];",
+                f"ld.{space}v4.{kind} {{$0, $1, $2, $3}}, [$4];",
                 f"={reg},={reg},={reg},={reg},l",
                 side_effect=True,  # a load: never speculated past the guard that keeps it in bounds
             )
@@ -72,6 +75,8 @@ def _ld_v4(kind: str, elem_type, llvm_elem: ir.Type, reg: str, name: str):
 
 ld_i32x4 = intrinsic(_ld_v4("b32", types.int32, _I32, "r", "ld_i32x4"))
 ld_f32x4 = intrinsic(_ld_v4("f32", types.float32, _F32, "f", "ld_f32x4"))
+lda_i32x4 = intrinsic(_ld_v4("b32", types.int32, _I32, "r", "lda_i32x4", space=""))
+lda_f32x4 = intrinsic(_ld_v4("f32", types.float32, _F32, "f", "lda_f32x4", space=""))
 
 
 @intrinsic
@@ -82,6 +87,19 @@ def ld_i32(typingctx, a, i):
     def codegen(context, builder, sig, args):
         ptr = _pointer(context, builder, sig.args[0], args[0], args[1], _I32)
         asm = ir.InlineAsm(ir.FunctionType(_I32, [_I32.as_pointer()]), "ld.global.nc.b32 $0, [$1];", "=r,l", side_effect=True)
+        return builder.call(asm, [ptr])
+
+    return signature(types.int32, a, i), codegen
+
+
+@intrinsic
+def lda_i32(typingctx, a, i):
+    if not isinstance(a, types.Array) or a.ndim != 1 or not isinstance(i, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = _pointer(context, builder, sig.args[0], args[0], args[1], _I32)
+        asm = ir.InlineAsm(ir.FunctionType(_I32, [_I32.as_pointer()]), "ld.b32 $0, [$1];", "=r,l", side_effect=True)
         return builder.call(asm, [ptr])
 
     return signature(types.int32, a, i), codegen

@@ -65,7 +65,7 @@ _GPU_PRELUDE = '''\
 import math
 from numba import cuda, float32, float64, int8, int32, int64, uint32
 from numba.cuda.libdevice import fadd_rn, fsub_rn, fmul_rn, fdiv_rn, fsqrt_rn, frcp_rn, roundf, int_as_float
-from fwdshim.codegen.intrinsics import prefetch_l2, ld_i32, ld_i32x4, ld_f32x4, s8x4_f32, dp4a, f16x2_f32, bf16x2_f32, bf16_f32
+from fwdshim.codegen.intrinsics import prefetch_l2, ld_i32, ld_i32x4, ld_f32x4, lda_i32, lda_i32x4, lda_f32x4, s8x4_f32, dp4a, f16x2_f32, bf16x2_f32, bf16_f32
 
 FULL_MASK = uint32(0xFFFFFFFF)
 
@@ -79,7 +79,7 @@ _SIM_PRELUDE = '''\
 import math
 from numba import cuda, float32, float64, int8, int32, int64, uint32
 from fwdshim.codegen.simulator import fadd_rn, fsub_rn, fmul_rn, fdiv_rn, fsqrt_rn, frcp_rn, roundf, int_as_float
-from fwdshim.codegen.simulator import prefetch_l2, ld_i32, ld_i32x4, ld_f32x4, s8x4_f32, dp4a, f16x2_f32, bf16x2_f32, bf16_f32, shfl_xor
+from fwdshim.codegen.simulator import prefetch_l2, ld_i32, ld_i32x4, ld_f32x4, lda_i32, lda_i32x4, lda_f32x4, s8x4_f32, dp4a, f16x2_f32, bf16x2_f32, bf16_f32, shfl_xor
 from fwdshim.codegen.simulator import warp_sum, warp_max, warp_isum
 '''
 

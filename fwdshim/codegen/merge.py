@@ -8,6 +8,14 @@ group of
   reads or writes: the Q, K and V GEMVs reading one activation; gate and up), of one block size and a
   1-D grid: one launch whose blocks are the parts' blocks end to end — block `b` runs the part whose
   range holds it, as that part's block `b - start`;
+- before it, a **prologue** (`prologue_modes`): the one-block launch just before a set of GEMVs
+  whose result those GEMVs read as their activation (`x`, or `xq`/`xd`) and that is at most
+  `PROLOGUE_VALUES` wide — an RMS norm (and its quantize epilogue), a silu·mul, a quantize. Every
+  block of the set runs it first (its own source as a device function, the same block size),
+  writing that result into shared memory, which the GEMV part then reads through generic loads
+  (`lda_*`); block 0 also stores the result, and whatever else the prologue writes (an add+norm's
+  sum), in the buffers (each other block writes those into shared scratch), so every buffer ends as
+  the stage launches leave it. A launch that could be the next set's prologue is not taken as a tail;
 - then **tails**: the launches that follow (their inputs may be the set's outputs: rope after Q/K,
   silu·mul after gate/up, the residual add after the O and down projections, the norm after that
   add), each small (`TAIL_THREADS` threads of work at most), run by the set's block that finishes
@@ -34,7 +42,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from fwdshim.codegen.kernel import Kernel, Param, build, indent, prelude
+from fwdshim.codegen.kernel import Kernel, Param, build, indent, prelude, simulating
 
 TAIL_THREADS = 4096
 """The most threads (grid x block) a tail may have: its work runs on one block, a round of the launch's
@@ -48,6 +56,15 @@ own launches take 1.6-1.7 us each (`fwdshim profile`)."""
 
 MAX_PARTS = 8
 """The most launches one merged launch holds (its parameters stay within the 4 KiB limit)."""
+
+PROLOGUE_VALUES = 1024
+"""The widest activation a prologue keeps in shared memory (0: no prologues). Every block of the set
+recomputes the prologue (an RMS norm of the row: its reads come from L2), so only a small row pays:
+SmolLM2's 576; Llama-3-8B's 4096 norms stay tails."""
+
+ACTIVATIONS = ("x", "xq", "xd")
+"""The GEMV parameters that read an activation (`codegen.gemv`, `codegen.gemv_ggml`): what a
+prologue's shared-memory result may stand for."""
 
 
 def _body(k: Kernel) -> str:
@@ -87,8 +104,9 @@ def _grid1(k: Kernel) -> int | None:
     return g[0] if one_d and "threadIdx.y" not in k.source and "threadIdx.z" not in k.source else None
 
 
-def _device_fn(k: Kernel, fn: str, thread: bool) -> str:
-    """The kernel's source as device function `fn(params..., _bx, _by[, _tx])`."""
+def _device_fn(k: Kernel, fn: str, thread: bool, generic: Sequence[str] = ()) -> str:
+    """The kernel's source as device function `fn(params..., _bx, _by[, _tx])`; the wide loads of the
+    parameters named in `generic` read through a generic address (`lda_*`: they get shared arrays)."""
     body = _body(k)
     lines = body.splitlines()
     assert lines[0].startswith("@cuda.jit")
@@ -102,6 +120,8 @@ def _device_fn(k: Kernel, fn: str, thread: bool) -> str:
     text = text.replace("cuda.blockIdx.x", "_bx").replace("cuda.blockIdx.y", "_by")
     if thread:
         text = text.replace("cuda.threadIdx.x", "_tx")
+    for name in generic:
+        text = re.sub(rf"\bld_(i32x4|f32x4|i32)\(({name})\b", r"lda_\1(\2", text)
     return text
 
 
@@ -120,56 +140,128 @@ def _tail_ok(t, block: int) -> bool:
     return k.block[0] == block or (_warp_free(k) and k.block[0] % 32 == 0)
 
 
-def groups(launches: Sequence) -> list[tuple[list, list]]:
-    """The plan's launches cut into (parallel set, tails) groups, in order (module docstring)."""
-    out: list[tuple[list, list]] = []
+def _parallel(launches: Sequence, i: int, room: int = MAX_PARTS) -> tuple[list, int]:
+    """The parallel set starting at launch `i` (at most `room` launches) and the index after it
+    ([] when launch `i` cannot start one)."""
+    n = len(launches)
+    k = launches[i].kernel
+    if _grid1(k) is None or not _plain(k):
+        return [], i
+    block = k.block[0]
+    par = [launches[i]]
+    j = i + 1
+    while (
+        j < n and len(par) < room and _plain(launches[j].kernel) and _grid1(launches[j].kernel) is not None
+        and launches[j].kernel.block[0] == block and all(_independent(p, launches[j]) for p in par)
+    ):  # fmt: skip
+        par.append(launches[j])
+        j += 1
+    return par, j
+
+
+def _key(a) -> tuple[str, str]:
+    return (a.buffer, a.part)
+
+
+def prologue_modes(pro, par: Sequence) -> dict[tuple[str, str], str] | None:
+    """How parallel set `par` takes launch `pro` as its prologue, run by each of its blocks first: for
+    each buffer `pro` writes, `shared` (read by the set's GEMVs as their activation, `ACTIVATIONS`:
+    each block keeps it in shared memory, block 0 also stores it) or `global` (read by none of them:
+    block 0 stores it); None when it cannot (module docstring)."""
+    k = pro.kernel
+    if PROLOGUE_VALUES <= 0 or _grid1(k) != 1 or not _plain(k) or "ld_" in _body(k) or k.block[0] != par[0].kernel.block[0]:
+        return None
+    if len(par) + 1 > MAX_PARTS or any(set(x.writes) & (set(pro.reads) | set(pro.writes)) for x in par):
+        return None
+    if not all(x.kernel.name.startswith("gemv_") for x in par):
+        return None
+    modes: dict[tuple[str, str], str] = {}
+    for a, prm in zip(pro.args, k.params, strict=True):
+        if prm.role == "in":
+            continue
+        if prm.role != "out" or _key(a) in modes:
+            return None
+        reads = [q.name for x in par for b, q in zip(x.args, x.kernel.params, strict=True) if _key(b) == _key(a)]
+        if not reads:
+            modes[_key(a)] = "global"
+        elif all(r in ACTIVATIONS for r in reads) and prm.size <= PROLOGUE_VALUES:
+            modes[_key(a)] = "shared"
+        else:
+            return None
+    return modes if "shared" in modes.values() else None
+
+
+def groups(launches: Sequence) -> list[tuple[list, list, list]]:
+    """The plan's launches cut into (prologue, parallel set, tails) groups, in order (module
+    docstring); a prologue is a list of at most one launch."""
+    out: list[tuple[list, list, list]] = []
     i, n = 0, len(launches)
     while i < n:
-        first = launches[i]
-        k = first.kernel
-        if _grid1(k) is None or not _plain(k):
-            out.append(([first], []))
-            i += 1
-            continue
-        block = k.block[0]
-        par = [first]
-        j = i + 1
-        while (
-            j < n and len(par) < MAX_PARTS and _plain(launches[j].kernel) and _grid1(launches[j].kernel) is not None
-            and launches[j].kernel.block[0] == block and all(_independent(p, launches[j]) for p in par)
-        ):  # fmt: skip
-            par.append(launches[j])
-            j += 1
+        pro: list = []
+        par, j = _parallel(launches, i + 1, MAX_PARTS - 1) if i + 1 < n else ([], i)
+        if par and prologue_modes(launches[i], par) is not None:
+            pro = [launches[i]]
+        else:
+            par, j = _parallel(launches, i)
+            if not par:
+                out.append(([], [launches[i]], []))
+                i += 1
+                continue
+        block = par[0].kernel.block[0]
         tails: list = []
-        while j < n and len(par) + len(tails) < MAX_PARTS and _tail_ok(launches[j], block):
+        while j < n and len(pro) + len(par) + len(tails) < MAX_PARTS and _tail_ok(launches[j], block):
+            nxt, _ = _parallel(launches, j + 1, MAX_PARTS - 1) if j + 1 < n else ([], j)
+            if nxt and prologue_modes(launches[j], nxt) is not None:
+                break  # it runs as the next set's prologue instead
             tails.append(launches[j])
             j += 1
-        out.append((par, tails))
+        out.append((pro, par, tails))
         i = j
     return out
 
 
 def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: Sequence[Sequence[int]], n_args: int,
-                  arg_params: Sequence[Param]) -> Kernel:  # fmt: skip
+                  arg_params: Sequence[Param], pro: Kernel | None = None, pro_args: Sequence[int] = (),
+                  modes: dict[int, str] | None = None) -> Kernel:  # fmt: skip
     """The merged kernel of parallel parts `par` and `tails`; `shared_args[i]` maps part i's
     parameters (parts in `par + tails` order) to indices of the merged parameters `arg_params`
-    (`n_args` of them, then `count` when there are tails)."""
+    (`n_args` of them, then `count` when there are tails). With a prologue `pro` (its parameters
+    `pro_args`), `modes` says for each merged parameter it writes whether the set reads it from
+    shared memory (`shared`) or only block 0 stores it (`global`, `prologue_modes`)."""
     block = par[0].block[0]
     names = [f"a{j}" for j in range(n_args)]
     fns, calls = [], []
     start = 0
     parts = list(par) + list(tails)
+    modes = dict(modes or {})
+    shared = [j for j, m in modes.items() if m == "shared"]
+    head = ""
+    if pro is not None:
+        fns.append(_device_fn(pro, "prologue", False))
+        align = "" if simulating() else ", alignment=16"
+        head = "".join(
+            f"_s{j} = cuda.shared.array({arg_params[j].size}, {arg_params[j].dtype}{align})\n" for j in sorted(modes)
+        )
+        first = ", ".join(f"_s{x}" if modes.get(x) == "shared" else names[x] for x in pro_args)
+        other = ", ".join(f"_s{x}" if x in modes else names[x] for x in pro_args)
+        head += f"if _b == 0:\n    prologue({first}, 0, 0)\nelse:\n    prologue({other}, 0, 0)\ncuda.syncthreads()\n"
+        if shared:
+            head += "if _b == 0:\n" + "".join(
+                f"    for _i in range(cuda.threadIdx.x, {arg_params[j].size}, {block}):\n        {names[j]}[_i] = _s{j}[_i]\n"
+                for j in shared
+            )
     for i, k in enumerate(parts):
         thread = i >= len(par) and k.block[0] != block
-        fns.append(_device_fn(k, f"part{i}", thread))
-        args = ", ".join(names[x] for x in shared_args[i])
+        own = [q.name for q, x in zip(k.params, shared_args[i], strict=True) if x in shared] if i < len(par) else []
+        fns.append(_device_fn(k, f"part{i}", thread, own))
+        args = ", ".join(f"_s{x}" if (i < len(par) and x in shared) else names[x] for x in shared_args[i])
         if i < len(par):
             g = _grid1(k)
             cond = "if" if i == 0 else "elif"
             calls.append(f"{cond} _b < {start + g}:\n    part{i}({args}, _b - {start}, 0)")
             start += g
     total = start
-    body = "\n".join(calls)
+    body = head + "\n".join(calls)
     params = list(arg_params)
     if tails:
         params.append(Param("count", "int32", 1, "inout", "parallel blocks done (0 between launches)"))
@@ -206,9 +298,17 @@ def merged_k({sig}):
     _b = cuda.blockIdx.x
 {indent(body, 1)}
 """
-    key = hashlib.sha256("\0".join(k.name for k in parts).encode() + repr(shared_args).encode()).hexdigest()[:8]
-    name = f"merged_{len(par)}p{len(tails)}t_{key}"
-    notes = "merged launch: " + ", ".join(k.name for k in par) + (" | tails: " + ", ".join(k.name for k in tails) if tails else "")
+    lead = [pro] if pro is not None else []
+    key = hashlib.sha256(
+        "\0".join(k.name for k in lead + parts).encode() + repr((list(pro_args), sorted(modes.items()), shared_args)).encode()
+    ).hexdigest()[:8]
+    name = f"merged_{'1r' if pro is not None else ''}{len(par)}p{len(tails)}t_{key}"
+    notes = (
+        "merged launch: "
+        + (f"prologue: {pro.name} | " if pro is not None else "")
+        + ", ".join(k.name for k in par)
+        + (" | tails: " + ", ".join(k.name for k in tails) if tails else "")
+    )
     return build(name, src, "merged_k", (total,), (block,), params, notes)
 
 
@@ -218,15 +318,15 @@ def merge_launches(launches: Sequence, fresh: Callable[[int], object], arg: Call
     Each merged launch holds its parts in `holds` (the launches it replaces, in order: the parallel
     set, then the tails)."""
     out = []
-    for par, tails in groups(launches):
-        if len(par) + len(tails) == 1:
+    for pro, par, tails in groups(launches):
+        if len(pro) + len(par) + len(tails) == 1:
             out.append(par[0])
             continue
         refs: dict[tuple[str, str], int] = {}
         roles: dict[int, set[str]] = {}
         mapping = []
         params: list[Param] = []
-        for launch in par + tails:
+        for launch in pro + par + tails:
             idx = []
             for a, p in zip(launch.args, launch.kernel.params, strict=True):
                 key = (a.buffer, a.part)
@@ -242,11 +342,19 @@ def merge_launches(launches: Sequence, fresh: Callable[[int], object], arg: Call
         for j, rs in roles.items():
             if len(rs) > 1:
                 params[j] = replace(params[j], role="inout")
-        kern = merged_kernel([x.kernel for x in par], [x.kernel for x in tails], mapping, len(params), params)
+        pro_args: list[int] = []
+        modes: dict[int, str] = {}
+        if pro:
+            pro_args = mapping.pop(0)
+            modes = {refs[key]: m for key, m in (prologue_modes(pro[0], par) or {}).items()}
+        kern = merged_kernel([x.kernel for x in par], [x.kernel for x in tails], mapping, len(params), params,
+                             pro[0].kernel if pro else None, pro_args, modes)  # fmt: skip
         keys = list(refs)
         by_param = {p.name: p for p in kern.params}
         args = [arg(f"a{j}", b, part, by_param[f"a{j}"].role) for j, (b, part) in enumerate(keys)]
         if tails:
             args.append(fresh(len(out)))
-        out.append(launch_of(par[0].stage, kern, tuple(args), holds=tuple(par + tails), tails=len(tails)))
+        first = (pro + par)[0]
+        out.append(launch_of(first.stage, kern, tuple(args), holds=tuple(pro + par + tails), tails=len(tails),
+                             prologue=len(pro)))  # fmt: skip
     return out

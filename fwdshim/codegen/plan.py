@@ -113,9 +113,11 @@ class Launch:
     kernel: Kernel
     args: tuple[Arg, ...]
     holds: tuple[Launch, ...] = ()
-    """For a merged launch (`codegen.merge`), the stage launches it replaces, in order: its parallel
-    set, then its `tails` last ones (run by the block that finishes last)."""
+    """For a merged launch (`codegen.merge`), the stage launches it replaces, in order: its
+    `prologue` first ones (run by every block first), its parallel set, then its `tails` last ones
+    (run by the block that finishes last)."""
     tails: int = 0
+    prologue: int = 0
 
     @property
     def name(self) -> str:
@@ -216,9 +218,11 @@ class LaunchPlan:
                     lines.append(f"//   launch {i}: stage {launch.stage} alone: {launch.name}")
                     continue
                 n = len(launch.holds) - launch.tails
-                held = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[:n])
+                first = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[: launch.prologue])
+                held = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[launch.prologue : n])
                 tails = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[n:])
-                lines.append(f"//   launch {i}: {launch.name} grid {grid} block {block} holds {held}"
+                lines.append(f"//   launch {i}: {launch.name} grid {grid} block {block} "
+                             + (f"every block first: {first}; then " if first else "") + f"holds {held}"
                              + (f"; last block: {tails}" if tails else ""))  # fmt: skip
         if self.maintenance:
             lines.append("// maintenance (after the last stage, in the graph):")

@@ -204,6 +204,9 @@ def ld_f32x4(a, i):
     return (w[0], w[1], w[2], w[3])
 
 
+lda_i32x4, lda_f32x4, lda_i32 = ld_i32x4, ld_f32x4, ld_i32
+
+
 def _s8(w) -> np.ndarray:
     return np.array([w], dtype=np.int64).astype(np.uint32).view(np.int8)
 
