@@ -125,6 +125,20 @@ def _device_fn(k: Kernel, fn: str, thread: bool, generic: Sequence[str] = ()) ->
     return text
 
 
+TAIL_SET_BYTES = 16 << 20
+"""The most bytes (its inputs) a parallel set may read and still take tails (experiment): on the H200
+Llama-3-8B's down projection with its add+norm tail ran 38.6 us (dequant) against ~23-26 us for the
+GEMV alone (bench/gemv.py) and 5.5 us for the norm's own launch (`fwdshim profile`, 2026-11-30); ptxas
+schedules the merged GEMV's activation loads later in its loop."""
+
+
+def _set_bytes(par: Sequence) -> int:
+    return sum(p.size * _ITEMSIZE.get(p.dtype, 4) for x in par for p in x.kernel.params if p.role == "in")
+
+
+_ITEMSIZE = {"float32": 4, "int32": 4, "float16": 2, "uint16": 2, "int8": 1}
+
+
 def _independent(a, b) -> bool:
     wa, wb = set(a.writes), set(b.writes)
     return not (wa & (set(b.reads) | wb)) and not (wb & set(a.reads))
@@ -209,7 +223,8 @@ def groups(launches: Sequence) -> list[tuple[list, list, list]]:
                 continue
         block = par[0].kernel.block[0]
         tails: list = []
-        while j < n and len(pro) + len(par) + len(tails) < MAX_PARTS and _tail_ok(launches[j], block):
+        heavy = _set_bytes(par) > TAIL_SET_BYTES
+        while not heavy and j < n and len(pro) + len(par) + len(tails) < MAX_PARTS and _tail_ok(launches[j], block):
             nxt, _ = _parallel(launches, j + 1, MAX_PARTS - 1) if j + 1 < n else ([], j)
             if nxt and prologue_modes(launches[j], nxt) is not None:
                 break  # it runs as the next set's prologue instead
