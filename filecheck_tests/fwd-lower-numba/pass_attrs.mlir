@@ -12,7 +12,6 @@ func.func @proj(%x: tensor<576xf32>) -> tensor<576xf32> {
 }
 
 // CHECK-LABEL: func.func @proj
-// `kernels` counts the graph's launches: the norm runs as the GEMV's prologue (codegen.merge).
-// CHECK-SAME:    attributes {fwd.plan = {stages = 2 : i64, kernels = 1 : i64, buffers = 5 : i64}}
+// CHECK-SAME:    attributes {fwd.plan = {stages = 2 : i64, kernels = 2 : i64, buffers = 5 : i64}}
 // CHECK:         fwd.fused norm_quant covers [0, 1, 2] {{.*}}{fwd.kernels = ["rms_norm_w_one_word_1x576_b256"]}
 // CHECK:         fwd.matmul {{.*}} {fwd.kernels = ["gemv_q8_0_int8_1x576x576_{{.*}}"]}

@@ -9,7 +9,7 @@ group of
   1-D grid: one launch whose blocks are the parts' blocks end to end — block `b` runs the part whose
   range holds it, as that part's block `b - start`;
 - before it, a **prologue** (`prologue_modes`): the one-block launch just before a set of GEMVs
-  whose result those GEMVs read as their activation (`x`, or `xq`/`xd`) and that is at most
+  whose result those GEMVs read as their activation (`x`; `xq`/`xd` only with `QUANTIZED_PROLOGUES`) and that is at most
   `PROLOGUE_VALUES` wide — an RMS norm (and its quantize epilogue), a silu·mul, a quantize. Every
   block of the set runs it first (its own source as a device function, the same block size),
   writing that result into shared memory, which the GEMV part then reads through generic loads
@@ -23,7 +23,8 @@ group of
   that the last block resets): the tail's blocks one after another, separated by barriers. A tail of
   another block size runs only when its warps work alone (no barriers or shared memory; shuffles
   and warp reductions are fine): the block's threads then take the tail's threads in turns, thread
-  `t` as `t`, `t + block`, ... (a warp stays a warp, lane for lane).
+  `t` as `t`, `t + block`, ... (a warp stays a warp, lane for lane). A set reading more than
+  `TAIL_SET_BYTES` takes no tails.
 
 Each part keeps its own generated source: its kernel function becomes a device function of the
 merged module (`cuda.blockIdx.x`/`.y` -> arguments, `cuda.grid(1)` spelled out with the part's own block size,
@@ -61,6 +62,13 @@ PROLOGUE_VALUES = 1024
 """The widest activation a prologue keeps in shared memory (0: no prologues). Every block of the set
 recomputes the prologue (an RMS norm of the row: its reads come from L2), so only a small row pays:
 SmolLM2's 576; Llama-3-8B's 4096 norms stay tails."""
+
+QUANTIZED_PROLOGUES = False
+"""Whether a prologue may leave a quantized activation (`xq`, `xd`) in shared memory: off, as measured
+on the H200 (2026-11-30, `bench/decode_step.py`, SmolLM2 shape, fill 512, one run): prologues took the
+dequant step from 1032.5 to 885.7 us a token, but the int8-act step from 998.7 to 1014.3 us (the norm
+and its quantize epilogue recomputed by every block cost more than the add+norm tails they replace).
+The int8 prologue stays tested bit for bit under the simulator."""
 
 ACTIVATIONS = ("x", "xq", "xd")
 """The GEMV parameters that read an activation (`codegen.gemv`, `codegen.gemv_ggml`): what a
@@ -126,10 +134,12 @@ def _device_fn(k: Kernel, fn: str, thread: bool, generic: Sequence[str] = ()) ->
 
 
 TAIL_SET_BYTES = 16 << 20
-"""The most bytes (its inputs) a parallel set may read and still take tails (experiment): on the H200
-Llama-3-8B's down projection with its add+norm tail ran 38.6 us (dequant) against ~23-26 us for the
-GEMV alone (bench/gemv.py) and 5.5 us for the norm's own launch (`fwdshim profile`, 2026-11-30); ptxas
-schedules the merged GEMV's activation loads later in its loop."""
+"""The most bytes (its inputs) a parallel set may read and still take tails. On the H200 Llama-3-8B's
+down projection with its add+norm tail ran 38.6 us (dequant) against ~23-26 us for the GEMV alone
+(bench/gemv.py) and 5.5 us for the norm's own launch; ptxas schedules the merged GEMV's activation
+loads later in its loop. Measured (2026-11-30, `fwdshim profile`, Llama-3-8B shape, 4 layers, fill
+512, one run): the step's graph 687.5 -> 638.6 us (dequant), 616.4 -> 594.1 us (int8-act) with the
+Q/K/V and down projections' tails (rope; add+norm) run as launches of their own."""
 
 
 def _set_bytes(par: Sequence) -> int:
@@ -199,6 +209,8 @@ def prologue_modes(pro, par: Sequence) -> dict[tuple[str, str], str] | None:
         if not reads:
             modes[_key(a)] = "global"
         elif all(r in ACTIVATIONS for r in reads) and prm.size <= PROLOGUE_VALUES:
+            if not QUANTIZED_PROLOGUES and any(r != "x" for r in reads):
+                return None
             modes[_key(a)] = "shared"
         else:
             return None
