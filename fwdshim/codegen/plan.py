@@ -41,6 +41,8 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Operation, OpResult, SSAValue
@@ -115,7 +117,8 @@ class Launch:
     holds: tuple[Launch, ...] = ()
     """For a merged launch (`codegen.merge`), the stage launches it replaces, in order: its
     `prologue` first ones (run by every block first), its parallel set, then its `tails` last ones
-    (run by the block that finishes last)."""
+    (run by the block that finishes last); for a stage launch given L2 prefetch hints
+    (`codegen.prefetch`), that one stage launch."""
     tails: int = 0
     prologue: int = 0
 
@@ -214,8 +217,10 @@ class LaunchPlan:
             for i, launch in enumerate(self.merged):
                 grid = "x".join(map(str, launch.grid))
                 block = "x".join(map(str, launch.block))
-                if not launch.holds:
-                    lines.append(f"//   launch {i}: stage {launch.stage} alone: {launch.name}")
+                hint = ", ".join(a.ref for a in launch.args if a.role == "prefetch")
+                hint = f"; L2 prefetch for launch {(i + 1) % len(self.merged)}: {hint}" if hint else ""
+                if len(launch.holds) <= 1 and not launch.tails and not launch.prologue:
+                    lines.append(f"//   launch {i}: stage {launch.stage} alone: {launch.name}{hint}")
                     continue
                 n = len(launch.holds) - launch.tails
                 first = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[: launch.prologue])
@@ -223,7 +228,7 @@ class LaunchPlan:
                 tails = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[n:])
                 lines.append(f"//   launch {i}: {launch.name} grid {grid} block {block} "
                              + (f"every block first: {first}; then " if first else "") + f"holds {held}"
-                             + (f"; last block: {tails}" if tails else ""))  # fmt: skip
+                             + (f"; last block: {tails}" if tails else "") + hint)  # fmt: skip
         if self.maintenance:
             lines.append("// maintenance (after the last stage, in the graph):")
             lines.append(f"//   kv_append: each attention's k, v into row {CACHE_LEN} of its caches")
@@ -424,6 +429,16 @@ def build_plan(func: FuncOp, module: Operation | None = None, merge: bool | None
         merged = tuple(merge_launches([x for s in stage_plans for x in s.launches], fresh, Arg, Launch))
         if len(merged) == sum(len(s.launches) for s in stage_plans):
             merged = ()
+        else:
+            from fwdshim.codegen.prefetch import prefetch_next
+
+            def weight_bytes(a: Arg) -> int | None:
+                if b.meta[a.buffer][2] != "weight":
+                    return None
+                part = b.parts[a.buffer][a.part]
+                return part.size * np.dtype(part.dtype).itemsize
+
+            merged = tuple(prefetch_next(merged, weight_bytes, Arg, Launch))
     try:
         inputs = tuple(b.buffer_of(a) for a in func.body.block.args)
         ret = func.body.block.last_op
