@@ -96,6 +96,49 @@ def test_rms_norm_registers_chunks_and_loop_random_shapes(monkeypatch, quant):
         close(outs[0]["y"], want, 4e-6 * (1 + np.abs(want)), what)
 
 
+@pytest.mark.parametrize("quant", [None, "one_word", "two_words"])
+def test_rms_norm_split_over_blocks_random_shapes(monkeypatch, quant):
+    """A row split over `cols` blocks (`norms.default_cols`: each block sums the whole row, stores
+    its own values) is bit for bit the one-block kernel, held whole or in chunks, with or without a
+    weight, a residual and the sum written on, over random rows, widths, blocks and splits."""
+    g = rng()
+    for _ in range(DRAWS):
+        rows, block = int(g.integers(1, 3)), int(g.choice([32, 64]))
+        n = int(g.integers(2 * block + 1, 12 * block))
+        items = -(-n // block)
+        res, wt = bool(g.integers(2)), bool(g.integers(2))
+        x = (g.standard_normal((rows, n)) * 3).astype(F32)
+        given = {"x": x}
+        if res:
+            given["residual"] = g.standard_normal((rows, n)).astype(F32)
+        if wt:
+            given["weight"] = g.standard_normal(n).astype(F32)
+        outs = {}
+        for held in (48, 4):
+            monkeypatch.setattr(norms, "HELD_FLOATS", held)
+            for cols in sorted({1, 2, int(g.integers(2, items + 1)), items}):
+                norms.rms_norm.cache_clear()
+                k = norms.rms_norm(n, rows, 1e-5, weight=wt, residual=res, write_sum=res, quant=quant, store_y=True,
+                                   block=block, cols=cols)  # fmt: skip
+                assert k.grid == (rows * cols,)
+                outs[(held, cols)] = k.run(**given)
+        norms.rms_norm.cache_clear()
+        one = outs[(48, 1)]
+        for key, out in outs.items():
+            for name in one:
+                bits_equal(out[name], one[name], f"rms_norm {rows}x{n} block {block} held/cols {key}: {name}")
+        want = R.rms_norm(x, given.get("weight"), given.get("residual"))
+        close(one["y"], want, 4e-6 * (1 + np.abs(want)), f"rms_norm {rows}x{n}")
+    with pytest.raises(ValueError, match="blocks a row"):
+        norms.rms_norm(64, 1, block=32, cols=3)
+
+
+def test_rms_norm_default_cols():
+    assert norms.default_cols(4096, 256) == 16  # Llama-3-8B's norms: one block per value a thread
+    assert norms.default_cols(576, 256) == 1  # SmolLM2's: one block (a prologue or a tail)
+    assert norms.default_cols(8192, 256) == 32 and norms.default_cols(8193, 256) == 1  # past UNROLL_ITEMS: looped
+
+
 def test_attention_combine_registers_random_shapes(monkeypatch):
     """The attention's combine in registers (`attention.COMBINE_REGISTERS`) and looped through shared
     memory: the same bits over random heads, caches, fills, splits, blocks and unrolls."""

@@ -129,7 +129,7 @@ def test_layer_norm_and_softmax_match_reference(rows, n, block):
 def test_row_kernel_params_are_documented():
     k = norms.rms_norm(4096, 1, 1e-6, weight=True, residual=True, write_sum=True, quant="one_word")
     assert k.param_names == ("x", "residual", "weight", "q", "d", "sum")
-    assert k.grid == (1,) and k.block == (256,)
+    assert k.grid == (16,) and k.block == (256,) and k.name.endswith("_c16_b256")  # norms.default_cols
     assert "fdiv_rn(h0, r)" in k.source and "for i in range" not in k.source and "def rms_norm_k(" in k.source
     assert k.signature == "void(float32[::1], float32[::1], float32[::1], int8[::1], float32[::1], float32[::1])"
     with pytest.raises(ValueError, match="writing the sum on needs a residual"):

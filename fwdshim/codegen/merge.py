@@ -161,6 +161,8 @@ def _tail_ok(t, block: int) -> bool:
         return False
     if gx * k.block[0] > TAIL_THREADS:
         return False
+    if gx > 1 and "col = cuda.blockIdx.x" in _body(k):  # a row split over blocks (`norms.default_cols`):
+        return False  # each block reads the whole row, so one block running them in turn reads it `gx` times
     return k.block[0] == block or (_warp_free(k) and k.block[0] % 32 == 0)
 
 

@@ -61,8 +61,10 @@ def _head(block: int, reductions: int) -> str:
 def rms_norm(
     n: int, rows: int = 1, eps: float = 1e-5, *, weight: bool = False, residual: bool = False,
     write_sum: bool = False, quant: str | None = None, store_y: bool | None = None, block: int | None = None,
+    cols: int | None = None,
 ) -> Kernel:  # fmt: skip
-    """The RMS norm row kernel and its fused variants (see the module docstring)."""
+    """The RMS norm row kernel and its fused variants (see the module docstring); `cols` blocks a row
+    (default `default_cols`)."""
     block = _check(n, rows, block)
     if quant is not None:
         check_format(quant)
@@ -89,14 +91,33 @@ def rms_norm(
     names = ", ".join(p.name for p in params)
 
     items = -(-n // block)
+    cols = default_cols(n, block) if cols is None else cols
+    if cols < 1 or (cols > 1 and (items > UNROLL_ITEMS or cols > items)):
+        raise ValueError(f"{cols} blocks a row of {n} values at {block} threads (at most {min(items, UNROLL_ITEMS)})")
     if items <= UNROLL_ITEMS:
-        body = _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, quant, names, warps, nb)
+        body = _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, quant, names, warps, nb, cols)
     else:
         body = _rms_looped(n, block, eps, h, yv, write_sum, store_y, quant, names, warps, nb)
     tags = [t for t, on in (("res", residual), ("w", weight), ("sum", write_sum)) if on]
     tags += [quant] if quant else []
-    name = "_".join(["rms_norm", *tags, f"{rows}x{n}", f"b{block}"])
-    return build(name, body, "rms_norm_k", (rows,), (block,), params, f"RMS norm of {rows} rows of {n}, eps {eps}")
+    name = "_".join(["rms_norm", *tags, f"{rows}x{n}", *([f"c{cols}"] if cols > 1 else []), f"b{block}"])
+    what = f"RMS norm of {rows} rows of {n}, eps {eps}" + (f", {cols} blocks a row" if cols > 1 else "")
+    return build(name, body, "rms_norm_k", (rows * cols,), (block,), params, what)
+
+
+COLS_ITEMS = 8
+"""A row of at least this many values a thread (`ceil(n / block)`) is split over blocks
+(`default_cols`): Llama-3-8B's 4096-wide norms (16 a thread at 256 threads), not SmolLM2's 576."""
+
+
+def default_cols(n: int, block: int) -> int:
+    """The blocks an RMS norm row is split over: one per value a thread (`ceil(n / block)`) when there
+    are at least `COLS_ITEMS` of them (and at most `UNROLL_ITEMS`), else 1. Each block computes the
+    whole row's sum of squares (every block the same order, so the same bits) and then normalizes,
+    stores and quantizes only its own values: the per-value work after the reduction (a division, and
+    under a quantize epilogue a warp max and two more) runs on `cols` SMs instead of one."""
+    items = -(-n // block)
+    return items if COLS_ITEMS <= items <= UNROLL_ITEMS else 1
 
 
 UNROLL_ITEMS = 32
@@ -118,11 +139,14 @@ def _idx(j: int, block: int) -> str:
     return f"tid + {j * block}" if j else "tid"
 
 
-def _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, quant, names, warps, nb) -> str:
+def _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, quant, names, warps, nb, cols=1) -> str:
     """The RMS norm with each thread's values `i = tid + j*block` (`items` of them) loaded before
     their first use: all at once when they fit `HELD_FLOATS` registers (the second pass reuses
     them), else in chunks that do (the second pass loads its chunk again). The same float operations
-    in the same order as the looped kernel, so the same bits."""
+    in the same order as the looped kernel, so the same bits. With `cols` blocks a row, block `c` of
+    the row (`col`) writes the sum and outputs of values `j` with `j * cols // items == c` only (it
+    still loads and sums them all)."""
+    mine = {j: j * cols // items for j in range(items)}
     guard = {j: (f"tid + {j * block} < {n}" if (j + 1) * block > n else None) for j in range(items)}
 
     def cond(j, stmt, other="float32(0.0)"):
@@ -145,13 +169,26 @@ def _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, qu
         for j in js:
             stmts = []
             if write_sum:
-                stmts.append(f"sum[o + {_idx(j, block)}] = h{j}")
+                stmts.append(f"sum[o + {_idx(j, block)}] = h{j}" if cols == 1 else f"if col == {mine[j]}:\n    sum[o + {_idx(j, block)}] = h{j}")
             stmts.append(f"ss = fadd_rn(ss, fmul_rn(h{j}, h{j}))")
+            stmts = [ln for t in stmts for ln in t.splitlines()]
             if guard[j] is None:
                 out.extend(stmts)
             else:
                 out.append(f"if {guard[j]}:")
                 out.extend("    " + t for t in stmts)
+        return out
+
+    def own(js, text):
+        """`text` (the statements of values `js`) run by the column block that owns them."""
+        if cols == 1:
+            return text
+        out = []
+        for c in sorted({mine[j] for j in js}):
+            part = [t for t in text(c) if t]
+            if part:
+                out.append(f"if col == {c}:")
+                out.extend(indent(t, 1) for t in part)
         return out
 
     def outputs(js):
@@ -173,16 +210,26 @@ def _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, qu
         return [range(a, min(a + c, items)) for a in range(0, items, c)]
 
     per1 = 1 + residual
-    if items * (per1 + weight) <= HELD_FLOATS:
+    fits = items * (per1 + weight) <= HELD_FLOATS
+    if cols > 1:  # every block loads and sums every value; each writes the outputs of its own values
+
+        def tail(c):
+            js = [j for j in range(items) if mine[j] == c]
+            return outputs(js) if fits else loads(js, True) + outputs(js)
+
+        first = loads(range(items), True) + sums(range(items)) if fits else [t for js in chunks(per1) for t in loads(js, False) + sums(js)]
+        second = own(range(items), tail)
+    elif fits:
         first = loads(range(items), True) + sums(range(items))
         second = outputs(range(items))
     else:
         first = [t for js in chunks(per1) for t in loads(js, False) + sums(js)]
         second = [t for js in chunks(per1 + weight) for t in loads(js, True) + outputs(js)]
+    where = "cuda.blockIdx.x" if cols == 1 else f"cuda.blockIdx.x // {cols}\n    col = cuda.blockIdx.x % {cols}"
     return f"""\
 @cuda.jit(cache=True)
 def rms_norm_k({names}):
-{_head(block, 1)}    o = row * {n}
+{_head(block, 1).replace("cuda.blockIdx.x", where)}    o = row * {n}
     ss = float32(0.0)
 {indent(chr(10).join(first), 1)}
 {indent(block_reduce("ss", "sum", "red0", warps), 1)}
