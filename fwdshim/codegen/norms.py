@@ -1,14 +1,17 @@
 """Row kernels: RMS norm (weighted, with a residual, add+norm writing the sum on, quantize epilogue),
-layer norm and softmax. One CUDA block per row of `n` values; `rows` rows.
+layer norm and softmax. One CUDA block per row of `n` values, `rows` rows — except an RMS norm row of
+8 to 32 values a thread, split over that many blocks (`default_cols`).
 
 Every factory returns a `Kernel` (`fwdshim.codegen.kernel`); all arrays are 1-D, row-major:
 
-- `rms_norm(n, rows, eps, weight=, residual=, write_sum=, quant=, store_y=, block=)`:
+- `rms_norm(n, rows, eps, weight=, residual=, write_sum=, quant=, store_y=, block=, cols=)`:
   `h = x + residual` (`fadd_rn`, if `residual`), `y = h / sqrt(Σh²/n + eps) * weight`.
   Params, in order: `x f32 [rows*n]`, `residual f32 [rows*n]`?, `weight f32 [n]`?, then the outputs
   `y f32 [rows*n]` (unless `store_y=False`), `q`, `d`(, `s`) of the quantized `y` (if `quant` is
   `one_word`/`two_words`, see `codegen.quantize`), `sum f32 [rows*n]` (the `h` written on, if
   `write_sum`: the add+norm kernel of class `add_norm`, where the residual stream reads the sum).
+  Grid `rows * cols`: block `b` is row `b // cols`, column block `b % cols` (`cols` default
+  `default_cols`; each column block sums the whole row and writes its own values).
 - `layer_norm(n, rows, eps, weight=, bias=, residual=, block=)`: `h` as above,
   `y = (h - mean) / sqrt(var + eps) * weight + bias` (population variance). Params `x`,
   `residual`?, `weight`?, `bias`?, `y`.
@@ -115,7 +118,10 @@ def default_cols(n: int, block: int) -> int:
     are at least `COLS_ITEMS` of them (and at most `UNROLL_ITEMS`), else 1. Each block computes the
     whole row's sum of squares (every block the same order, so the same bits) and then normalizes,
     stores and quantizes only its own values: the per-value work after the reduction (a division, and
-    under a quantize epilogue a warp max and two more) runs on `cols` SMs instead of one."""
+    under a quantize epilogue a warp max and two more) runs on `cols` SMs instead of one. Measured on
+    the H200 (2026-11-30, 4096-wide rows, a graph of 64 launches): one block / 16 blocks a row 3.28 /
+    2.36 us (add+norm), 6.83 / 2.78 us (add+norm+quantize), 2.63 / 1.88 us (norm), 6.34 / 2.16 us
+    (norm+quantize); Llama-3-8B's 32-layer step 3825 -> 3770 us (dequant), 3477 -> 3225 us (int8-act)."""
     items = -(-n // block)
     return items if COLS_ITEMS <= items <= UNROLL_ITEMS else 1
 
