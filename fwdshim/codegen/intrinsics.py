@@ -79,30 +79,25 @@ lda_i32x4 = intrinsic(_ld_v4("b32", types.int32, _I32, "r", "lda_i32x4", space="
 lda_f32x4 = intrinsic(_ld_v4("f32", types.float32, _F32, "f", "lda_f32x4", space=""))
 
 
-@intrinsic
-def ld_i32(typingctx, a, i):
-    if not isinstance(a, types.Array) or a.ndim != 1 or not isinstance(i, types.Integer):
-        return None
+def _ld_word(name: str, space: str = "global.nc."):
+    def typer(typingctx, a, i):
+        if not isinstance(a, types.Array) or a.ndim != 1 or not isinstance(i, types.Integer):
+            return None
 
-    def codegen(context, builder, sig, args):
-        ptr = _pointer(context, builder, sig.args[0], args[0], args[1], _I32)
-        asm = ir.InlineAsm(ir.FunctionType(_I32, [_I32.as_pointer()]), "ld.global.nc.b32 $0, [$1];", "=r,l", side_effect=True)
-        return builder.call(asm, [ptr])
+        def codegen(context, builder, sig, args):
+            ptr = _pointer(context, builder, sig.args[0], args[0], args[1], _I32)
+            asm = ir.InlineAsm(ir.FunctionType(_I32, [_I32.as_pointer()]), f"ld.{space}b32 $0, [$1];", "=r,l", side_effect=True)
+            return builder.call(asm, [ptr])
 
-    return signature(types.int32, a, i), codegen
+        return signature(types.int32, a, i), codegen
+
+    typer.__name__ = name
+    return typer
 
 
-@intrinsic
-def lda_i32(typingctx, a, i):
-    if not isinstance(a, types.Array) or a.ndim != 1 or not isinstance(i, types.Integer):
-        return None
+ld_i32 = intrinsic(_ld_word("ld_i32"))
+lda_i32 = intrinsic(_ld_word("lda_i32", space=""))
 
-    def codegen(context, builder, sig, args):
-        ptr = _pointer(context, builder, sig.args[0], args[0], args[1], _I32)
-        asm = ir.InlineAsm(ir.FunctionType(_I32, [_I32.as_pointer()]), "ld.b32 $0, [$1];", "=r,l", side_effect=True)
-        return builder.call(asm, [ptr])
-
-    return signature(types.int32, a, i), codegen
 
 @intrinsic
 def prefetch_l2(typingctx, a, i, nbytes):

@@ -175,6 +175,16 @@ class Kernel:
     notes: str = ""
 
     @property
+    def body(self) -> str:
+        """The kernel's own text: its source after the prelude (what `codegen.merge` and
+        `codegen.prefetch` rewrite). Raises ValueError for a source without the prelude."""
+        head = prelude()
+        i = self.source.find(head)
+        if i < 0:
+            raise ValueError(f"kernel {self.name}: no prelude in its source")
+        return self.source[i + len(head) :].strip("\n")
+
+    @property
     def param_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.params)
 

@@ -43,7 +43,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from fwdshim.codegen.kernel import Kernel, Param, build, indent, prelude, simulating
+from fwdshim.codegen.kernel import Kernel, Param, build, indent, simulating
 
 TAIL_THREADS = 4096
 """The most threads (grid x block) a tail may have: its work runs on one block, a round of the launch's
@@ -76,11 +76,7 @@ prologue's shared-memory result may stand for."""
 
 
 def _body(k: Kernel) -> str:
-    head = prelude()
-    i = k.source.find(head)
-    if i < 0:
-        raise ValueError(f"kernel {k.name}: no prelude in its source")
-    return k.source[i + len(head) :].strip("\n")
+    return k.body
 
 
 def _plain(k: Kernel) -> bool:

@@ -26,7 +26,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 
-from fwdshim.codegen.kernel import Kernel, Param, build, indent, prelude
+from fwdshim.codegen.kernel import Kernel, Param, build, indent
 
 NEXT_BYTES = 8 << 20
 """The most bytes of the next launch's weights a launch prefetches into L2 (0: no prefetch)."""
@@ -38,14 +38,6 @@ ROLE = "prefetch"
 """The role of a prefetch parameter (`Param.role`, `Arg.role`): bound, never read nor written."""
 
 _ITEMSIZE = {"float32": 4, "int32": 4, "float16": 2, "uint16": 2, "int8": 1}
-
-
-def _body(k: Kernel) -> str:
-    head = prelude()
-    i = k.source.find(head)
-    if i < 0:
-        raise ValueError(f"kernel {k.name}: no prelude in its source")
-    return k.source[i + len(head) :].strip("\n")
 
 
 def hint_statements(grid: Sequence[int], parts: Sequence[Param], names: Sequence[str]) -> str:
@@ -72,7 +64,7 @@ def hint_statements(grid: Sequence[int], parts: Sequence[Param], names: Sequence
 def with_hints(k: Kernel, parts: Sequence[Param]) -> Kernel:
     """Kernel `k` taking `parts` as extra trailing parameters (role `prefetch`) that it asks into L2
     first (`hint_statements`); its own statements unchanged."""
-    body = _body(k)
+    body = k.body
     m = re.search(r"^(@cuda\.jit\(cache=True[^\n]*\))\ndef (\w+)\((.*)\):$", body, re.M)
     if m is None:
         raise ValueError(f"kernel {k.name}: no kernel function to prefix")
