@@ -43,6 +43,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from fwdshim.codegen.kernel import Kernel, Param, build, indent, simulating
 
 TAIL_THREADS = 4096
@@ -139,10 +141,7 @@ Q/K/V and down projections' tails (rope; add+norm) run as launches of their own.
 
 
 def _set_bytes(par: Sequence) -> int:
-    return sum(p.size * _ITEMSIZE.get(p.dtype, 4) for x in par for p in x.kernel.params if p.role == "in")
-
-
-_ITEMSIZE = {"float32": 4, "int32": 4, "float16": 2, "uint16": 2, "int8": 1}
+    return sum(p.size * np.dtype(p.dtype).itemsize for x in par for p in x.kernel.params if p.role == "in")
 
 
 def _independent(a, b) -> bool:

@@ -185,18 +185,6 @@ def _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, qu
                 out.extend("    " + t for t in stmts)
         return out
 
-    def own(js, text):
-        """`text` (the statements of values `js`) run by the column block that owns them."""
-        if cols == 1:
-            return text
-        out = []
-        for c in sorted({mine[j] for j in js}):
-            part = [t for t in text(c) if t]
-            if part:
-                out.append(f"if col == {c}:")
-                out.extend(indent(t, 1) for t in part)
-        return out
-
     def outputs(js):
         out = []
         for j in js:
@@ -218,13 +206,15 @@ def _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, qu
     per1 = 1 + residual
     fits = items * (per1 + weight) <= HELD_FLOATS
     if cols > 1:  # every block loads and sums every value; each writes the outputs of its own values
-
-        def tail(c):
+        if fits:
+            first = loads(range(items), True) + sums(range(items))
+        else:
+            first = [t for js in chunks(per1) for t in loads(js, False) + sums(js)]
+        second = []
+        for c in range(cols):
             js = [j for j in range(items) if mine[j] == c]
-            return outputs(js) if fits else loads(js, True) + outputs(js)
-
-        first = loads(range(items), True) + sums(range(items)) if fits else [t for js in chunks(per1) for t in loads(js, False) + sums(js)]
-        second = own(range(items), tail)
+            stmts = outputs(js) if fits else loads(js, True) + outputs(js)
+            second += [f"if col == {c}:"] + [indent(t, 1) for t in stmts]
     elif fits:
         first = loads(range(items), True) + sums(range(items))
         second = outputs(range(items))
