@@ -47,7 +47,7 @@
 // INT8-NEXT: //       reads  %x1, %d
 // INT8-NEXT: //       writes %out
 // INT8-NEXT: //       args   (a=%x1, b=%d, y=%out)
-// INT8-NEXT: // launches (6 for 15 stage kernels, in the graph):
+// INT8-NEXT: // launches (6 for 15 stage kernels, then 1 maintenance: the graph's 7):
 // INT8-NEXT: //   launch 0: stage 0 alone: rms_norm_w_one_word_1x576_b256_pf{{[0-9a-f]+}}; L2 prefetch for launch 1: %wq.qs, %wq.dw, %wk.qs, %wk.dw, %wv.qs, %wv.dw
 // INT8-NEXT: //   launch 1: merged_3p2t_{{[0-9a-f]+}} grid {{[0-9]+}} block {{[0-9]+}} holds stage 1 gemv_q8_0_int8_1x576x576_{{.*}}, stage 2 gemv_q8_0_int8_1x192x576_{{.*}}, stage 3 gemv_q8_0_int8_1x192x576_{{.*}}; last block: stage 4 rope_9x64_h32, stage 5 rope_3x64_h32
 // INT8-NEXT: //   launch 2: stage 6 alone: attention_one_word_h9kv3d64_l4096_b128u4s30_pf{{[0-9a-f]+}}; L2 prefetch for launch 3: %wo.qs, %wo.dw, %ffn_norm_w
@@ -80,7 +80,7 @@
 // launch for the first's, the next step's).
 // Under dequant each norm runs as the prologue of the GEMVs that read it (every block computes it
 // into shared memory first; codegen.merge.QUANTIZED_PROLOGUES keeps int8-act's norms as tails).
-// DEQ:      // launches (5 for 14 stage kernels, in the graph):
+// DEQ:      // launches (5 for 14 stage kernels, then 1 maintenance: the graph's 6):
 // DEQ-NEXT: //   launch 0: merged_1r3p2t_{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 0 rms_norm_w_1x576_b256; then holds stage 1 gemv_q8_0_1x576x576_{{.*}}, stage 2 gemv_q8_0_1x192x576_{{.*}}, stage 3 gemv_q8_0_1x192x576_{{.*}}; last block: stage 4 rope_9x64_h32, stage 5 rope_3x64_h32
 // DEQ-NEXT: //   launch 1: stage 6 alone: attention_h9kv3d64_l4096_b128u4s30_pf{{[0-9a-f]+}}; L2 prefetch for launch 2: %wo.qs, %wo.dw
 // DEQ-NEXT: //   launch 2: stage 7 alone: gemv_q8_0_1x576x576_{{.*}}_pf{{[0-9a-f]+}}; L2 prefetch for launch 3: %ffn_norm_w, %wgate.qs, %wgate.dw, %wup.qs, %wup.dw

@@ -213,7 +213,8 @@ class LaunchPlan:
             lines.append(f"//   stage {s.number}: {s.what}{covers} at {s.location}")
             lines.extend(_launch_lines(s.launches))
         if self.merged:
-            lines.append(f"// launches ({len(self.merged)} for {len(self.stage_launches)} stage kernels, in the graph):")
+            lines.append(f"// launches ({len(self.merged)} for {len(self.stage_launches)} stage kernels, then "
+                         f"{len(self.maintenance)} maintenance: the graph's {self.kernel_count}):")  # fmt: skip
             for i, launch in enumerate(self.merged):
                 grid = "x".join(map(str, launch.grid))
                 block = "x".join(map(str, launch.block))
