@@ -79,7 +79,7 @@ def test_explain_table_follows_the_ir(tmp_path, capsys) -> None:
     ]
     # then the primitives left alone: the parts split from glu_act_mul would chain (no fwd-fuse ran after)
     would = "nothing: fwd-fuse run on the IR as it stands fuses it (it has not run, or not since the IR changed)"
-    assert table.splitlines()[-3] == "// left unfused: 2 stage(s) a rule could take, and the guard that stopped it"
+    assert table.splitlines()[-3] == "// left unfused: 2 fusable stage(s) (norm, elementwise op, silu, relu, quantize), and why no rule took each"
     assert [ln.split("  ")[:1] + ln.split(f"{src}:")[1:] for ln in table.splitlines()[-2:]] == [
         ["// 2", f"7:5  {would}"],
         ["// 3", f"8:5  {would}"],
@@ -163,7 +163,7 @@ def test_explain_numbers_stages_after_fusion_and_fused_rows_cover_the_stages_bef
     ]
     # what was left alone, and why: no rule takes a quantize of a chain, nor an add whose sum no norm reads
     assert [ln.split(f"{example}:")[-1] for ln in table[25:]] == [
-        "// left unfused: 2 stage(s) a rule could take, and the guard that stopped it",
+        "// left unfused: 2 fusable stage(s) (norm, elementwise op, silu, relu, quantize), and why no rule took each",
         "40:3  no rule of the table matches it (reads fwd.fused (elementwise_chains); read by fwd.matmul)",
         "41:3  no rule of the table matches it (reads fwd.fused (add_norm_quant), fwd.matmul; read by func.return)",
     ]

@@ -61,7 +61,7 @@ func.func @report(%x: tensor<64xf32>, %u: tensor<32xf32>) -> tensor<32xf32> {
 // Then each norm, elementwise op, silu, relu or quantize left as its own stage, with the first rule whose
 // match takes it and what stopped that match (here the shim's refusal of relu_sqr's class; the parts
 // legalization split from glu_act_mul would chain, but fwd-fuse ran before the split).
-// CHECK-NEXT: // left unfused: 4 stage(s) a rule could take, and the guard that stopped it
+// CHECK-NEXT: // left unfused: 4 fusable stage(s) (norm, elementwise op, silu, relu, quantize), and why no rule took each
 // CHECK-NEXT: // 2  fwd.relu {{ +}}{{.*}}explain.mlir:46:3  relu_sqr: the forward links no ReLU
 // CHECK-NEXT: // 3  fwd.elementwise  {{.*}}explain.mlir:47:3  nothing: fwd-fuse run on the IR as it stands fuses it (it has not run, or not since the IR changed)
 // CHECK-NEXT: // 4  fwd.silu {{ +}}{{.*}}explain.mlir:50:5  nothing: fwd-fuse run on the IR as it stands fuses it

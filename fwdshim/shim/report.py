@@ -164,7 +164,7 @@ def format_unfused(rows: list[dict[str, object]]) -> str:
         return "// left unfused: no norm, elementwise op, silu, relu or quantize\n"
     cells = [(str(r["stage"]), str(r["op_name"]), str(r["location"])) for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(3)]
-    lines = [f"// left unfused: {len(rows)} stage(s) a rule could take, and the guard that stopped it"]
+    lines = [f"// left unfused: {len(rows)} fusable stage(s) (norm, elementwise op, silu, relu, quantize), and why no rule took each"]
     for c, r in zip(cells, rows):
         guard = str(r["guard"]) if r["rule"] is None else f"{r['rule']}: {r['guard']}"
         lines.append("// " + "  ".join(x.ljust(w) for x, w in zip(c, widths)) + "  " + guard)
