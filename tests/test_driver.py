@@ -136,6 +136,23 @@ def test_an_option_given_twice_is_one_line(tmp_path, pipeline, key, pass_text):
     assert r.stderr.strip() == f"fwdshim-opt: error: -p: option `{key}` given twice to `fwd-legalize` ({pass_text})"
 
 
+@pytest.mark.parametrize(
+    "pipeline, name, bad, known",
+    [
+        ("forward-shim{bogus=1}", "forward-shim", "`bogus`", "numerics"),
+        ("fwd-fuse,fwd-legalize{mode=mark colour=red}", "fwd-legalize", "`colour`", None),
+    ],
+)
+def test_an_unknown_option_names_its_pass(tmp_path, pipeline, name, bad, known):
+    """xDSL says which arguments it did not expect; the error names the pass they were given to."""
+    path = write(tmp_path, "ok.mlir", FUNC.format(body="  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32>"))
+    r = opt(str(path), "-p", pipeline)
+    assert r.returncode == 1 and r.stdout == ""
+    line = r.stderr.strip()
+    assert line.startswith(f"fwdshim-opt: error: -p: `{name}` has no option {bad} (its options: "), line
+    assert known is None or line.endswith(f"(its options: {known})"), line
+
+
 def test_empty_input_is_an_empty_module(tmp_path):
     path = write(tmp_path, "empty.mlir", "// nothing but a comment\n")
     r = opt(str(path))

@@ -245,15 +245,38 @@ def _pipelines(args: list[str]) -> list[str]:
 def _repeated_option(pipeline: str) -> str | None:
     """An option given twice to one pass of `pipeline` (as mlir-opt, an error: xDSL kept the last
     silently, so `{explain=true explain=false}` ran without the report), else None."""
-    for m in re.finditer(r"([\w.-]+)\{([^{}]*)\}", pipeline):
-        body = re.sub(r'"[^"]*"', '""', m[2])
-        keys = re.findall(r"(?:^|\s)([A-Za-z_][\w-]*)(?==|\s|$)", body)
+    for name, keys, text in _pass_options(pipeline):
         seen: set[str] = set()
         for k in keys:
             if k in seen:
-                return f"-p: option `{k}` given twice to `{m[1]}` ({m[0]})"
+                return f"-p: option `{k}` given twice to `{name}` ({text})"
             seen.add(k)
     return None
+
+
+def _pass_options(pipeline: str) -> list[tuple[str, list[str], str]]:
+    """Each `pass{options}` of `pipeline`: the pass name, its option names in order, its text."""
+    out = []
+    for m in re.finditer(r"([\w.-]+)\{([^{}]*)\}", pipeline):
+        body = re.sub(r'"[^"]*"', '""', m[2])
+        out.append((m[1], re.findall(r"(?:^|\s)([A-Za-z_][\w-]*)(?==|\s|$)", body), m[0]))
+    return out
+
+
+def _unknown_option(message: str, pipelines: list[str]) -> str:
+    """xDSL's `Provided arguments ["x"] not found in expected arguments ["a", "b"]` with the pass
+    that was given `x` named, as `-p: `pass` has no option `x` (its options: a, b)`."""
+    m = re.match(r'Provided arguments \[(.*)\] not found in expected arguments \[(.*)\]$', message)
+    if m is None:
+        return message
+    bad = re.findall(r'"([^"]*)"', m[1])
+    known = re.findall(r'"([^"]*)"', m[2])
+    for pipeline in pipelines:
+        for name, keys, _ in _pass_options(pipeline):
+            if set(bad) <= set(keys) and set(keys) - set(bad) <= set(known):
+                opts = ", ".join(f"`{b}`" for b in bad)
+                return f"-p: `{name}` has no option {opts} (its options: {', '.join(known) or 'none'})"
+    return message
 
 
 def _run(args: list[str]) -> int:
@@ -289,7 +312,7 @@ def _run(args: list[str]) -> int:
         print(f"fwdshim-opt: error: {name}: not UTF-8 text ({e.reason} at byte {e.start})", file=sys.stderr)
         return 1
     except ValueError as e:  # e.g. an unknown file extension or pass option
-        print(f"fwdshim-opt: error: {e}", file=sys.stderr)
+        print(f"fwdshim-opt: error: {_unknown_option(str(e), _pipelines(args))}", file=sys.stderr)
         return 1
     except RecursionError:  # IR deeper than the parser counts (a 3000-term affine expression)
         if os.environ.get("FWDSHIM_TRACEBACK"):
