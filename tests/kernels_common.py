@@ -3,7 +3,7 @@
 The kernel suites run under Numba's CUDA simulator (tests/conftest.py sets `NUMBA_ENABLE_CUDASIM=1`
 unless `FWDSHIM_GPU=1`); the `gpu`-marked suite runs the same kernels on a device at real sizes.
 Inputs are random values from a seed fixed per test (tests/seeds.py; fresh under
-`FWDSHIM_FRESH_SEEDS=1`); `rng()` prints its seed so a failure can be replayed (`FWDSHIM_SEED=...`).
+`FWDSHIM_FRESH_SEEDS=$RANDOM`); `rng()` prints its seed so a failure can be replayed (`FWDSHIM_SEED=...`).
 """
 
 from __future__ import annotations

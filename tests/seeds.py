@@ -4,35 +4,36 @@
   stays in its list) or, for a test drawing one generator, a seed fixed by the test's own id (`rng`,
   and the module-level `rng` of a test module, which tests/conftest.py reseeds before each test, so
   a test's values do not depend on which tests ran before it in its worker).
-- `FWDSHIM_FRESH_SEEDS=1` adds fresh seeds (the same in every pytest-xdist worker of one run; a
-  failing test's report names its `FWDSHIM_SEED`); `FWDSHIM_SEED=<n>` replays one seed.
+- `FWDSHIM_FRESH_SEEDS=<n>` (any integer, e.g. `$RANDOM`) adds fresh seeds derived from `n` (the same
+  in every pytest-xdist worker, and the same again for the same `n`: no run draws a seed the
+  environment does not name; a failing test's report names its `FWDSHIM_SEED`);
+  `FWDSHIM_SEED=<n>` replays one seed.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
 import zlib
 from collections.abc import Sequence
 
 import numpy as np
 
-FRESH = os.environ.get("FWDSHIM_FRESH_SEEDS") == "1"
+_FRESH_TEXT = os.environ.get("FWDSHIM_FRESH_SEEDS", "")
+FRESH = _FRESH_TEXT not in ("", "0")
 REPLAY = os.environ.get("FWDSHIM_SEED")
 
 
-def _fresh_base() -> int:
-    """One fresh number per test run, shared by its xdist workers (they collect the same tests)."""
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    return zlib.crc32(run.encode()) if run else secrets.randbits(32)
+def _fresh_base(text: str) -> int:
+    """The base of the fresh seeds: FWDSHIM_FRESH_SEEDS's value (a number, or any text hashed)."""
+    return int(text) % (1 << 32) if text.lstrip("-").isdigit() else zlib.crc32(text.encode())
 
 
-_BASE = _fresh_base() if FRESH else 0
+_BASE = _fresh_base(_FRESH_TEXT) if FRESH else 0
 
 
 def seed_list(fixed: Sequence[int], fresh: int = 8) -> list[int]:
     """The seeds a parametrized random test runs: `fixed`, plus `fresh` new ones under
-    FWDSHIM_FRESH_SEEDS=1; only the replayed one under FWDSHIM_SEED."""
+    FWDSHIM_FRESH_SEEDS=<n>; only the replayed one under FWDSHIM_SEED."""
     if REPLAY:
         return [int(REPLAY)]
     out = list(fixed)

@@ -185,7 +185,7 @@ def close(a, b) -> bool:
 
 
 SEEDS = seed_list([*range(40), 227, 3433607886])
-"""Fixed DAGs (tests/seeds.py: fresh ones added under FWDSHIM_FRESH_SEEDS=1, one replayed by
+"""Fixed DAGs (tests/seeds.py: fresh ones added under FWDSHIM_FRESH_SEEDS=<n>, one replayed by
 FWDSHIM_SEED=<n>). Kept: 3433607886 (a silu whose first user could not continue its chain left the
 chain unfused) and 227 (the same, a sub and a max)."""
 
