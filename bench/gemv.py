@@ -25,6 +25,7 @@ import datetime
 import json
 import math
 import os
+import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -96,8 +97,21 @@ _TALL_BASES = "v16r2w4u1s1 v16r4w4u1s1 v16r4w8u1s2 v16r8w8u1s4 v16r2w8u1s4 v16r4
 _VARIANTS = ((0, False), (0, True), (264, False), (264, True), (528, True), (1056, True))
 
 
+_TAG = re.compile(r"v(\d+)r(\d+)w(\d+)u(\d+)s(\d+)(?:b(\d+))?(p)?(?:a(\d+))?$")
+
+
 def _parse(tag: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in tag[1:].replace("r", " ").replace("w", " ").replace("u", " ").replace("s", " ").split())
+    """The (vec, rows, warps, unroll, split) of a launch-shape tag such as `v16r2w4u2s1`."""
+    return parse_tag(tag)[:5]
+
+
+def parse_tag(tag: str) -> tuple:
+    """The `gemv.Shape` fields of a launch-shape tag (`gemv.Shape.tag`: `v16r2w4u1s1a4`, `v16r2w8u2s8b264p`)."""
+    m = _TAG.match(tag)
+    if not m:
+        raise ValueError(f"`{tag}` is not a launch-shape tag (v16r2w4u2s1, optionally b<blocks>, p, a<stages>)")
+    v, r, w, u, sp, b, p, a = m.groups()
+    return (int(v), int(r), int(w), int(u), int(sp), int(b or 0), bool(p), int(a or 0))
 
 
 def sweep_shapes(n: int, k: int, act: str) -> list[tuple]:
@@ -116,7 +130,7 @@ def sweep_shapes(n: int, k: int, act: str) -> list[tuple]:
         for blocks, pf in ((0, False), (0, True)) if small else _VARIANTS:
             if blocks and blocks >= n_blocks:
                 continue
-            out.append((v, r, w, u, sp, blocks, pf))
+            out.append((v, r, w, u, sp, blocks, pf, 0))
     return out
 
 
@@ -322,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1))
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--shapes", help="N x K pairs to time instead, e.g. 49152x576,4096x4096")
+    ap.add_argument("--try", dest="tries", help="launch-shape tags to time too, e.g. v16r2w4u1s1a4,v16r4w4u1s1a3 "
+                    "(each where it builds for the N x K and numerics)")
     args = ap.parse_args(argv)
     from fwdshim.codegen import gemv
 
@@ -335,6 +351,9 @@ def main(argv: list[str] | None = None) -> int:
             specs.append((n, k, act, "after", tuple(astuple(gemv.launch_shape(n, k, act)))))
             if args.sweep:
                 specs += [(n, k, act, "after", s) for s in sweep_shapes(n, k, act)]
+            for tag in (args.tries or "").split(","):
+                if tag:
+                    specs.append((n, k, act, "after", parse_tag(tag)))
     specs = list(dict.fromkeys(specs))
     t = time.perf_counter()
     compiled = precompile(specs, args.jobs)
@@ -375,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
             floor = empty_ms(timer, (after or before)[2].grid, (after or before)[2].block, launches_for(w.copies), args.reps)
             records.append(dict(n=n, k=k, act=act, impl="empty", us=floor * 1e3))
             rows.append((label, n, k, before, after, res.get(best_spec) if args.sweep else None, best_spec, floor))
-            if args.sweep:
+            if args.sweep or args.tries:
                 top = sorted((s for s in res if s[3] == "after"), key=lambda s: res[s][0])[:8]
                 print(f"{label} {n}x{k}: " + "; ".join(f"{gemv.Shape(*s[4]).tag} {res[s][1] / ceiling:.1%}" for s in top))
         if not args.no_torch and (n, k) in BIG:

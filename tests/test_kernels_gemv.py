@@ -134,7 +134,8 @@ def test_gemv_launch_shape_and_params():
     assert k.param_names == ("qs", "dw", "x", "y") and k.grid == (512, 1) and k.block == (128,)
     assert gemv.q8_0(4096, 4096, shape=gemv.Shape(16, 4, 8, 1, 4)).grid == (512, 1)
     assert gemv.q8_0(4096, 4096).name.endswith("_" + gemv.launch_shape(4096, 4096, "f32").tag)
-    assert gemv.q8_0(4096, 14336).name.endswith("_r4w8u1s2")  # whole-block lanes (vec 32: no tag)
+    assert gemv.q8_0(4096, 14336).name.endswith("_v16r4w4u1s2a2")  # a 2-stage async-copy pipeline
+    assert gemv.q8_0(128256, 4096).name.endswith("_v16r2w4u2s1")  # an output projection: no pipeline
     assert [p.size for p in k.params] == [4096 * 14336, 4096 * 448, 14336, 4096]
     assert "ld_i32x4(qs" in k.source and "s8x4_f32" in k.source
     assert "ld_i32(qs" in gemv.q8_0(64, 4096, shape=gemv.Shape(4, 4, 4, 2, 1)).source
@@ -189,3 +190,49 @@ def test_wide_loads_are_never_speculated(tmp_path):
     assert [r[0] for r in rows] == ["f32", "int8"], out.stdout
     for act, n, side in rows:
         assert int(n) > 0 and int(side) == int(n), f"{act}: {side} of {n} loads are asm sideeffect"
+
+
+@pytest.mark.parametrize("act", ["f32", "int8"])
+@pytest.mark.parametrize(
+    "n,k,m,shape",
+    [
+        (5, 32 * 66, 1, gemv.Shape(16, 2, 2, 1, 1, stages=3)),  # 4 full steps over 3 slots + 4 lanes
+        (3, 32 * 70, 1, gemv.Shape(16, 2, 2, 1, 2, stages=2)),  # 2 warps a row: 2 steps + 12 lanes
+        (7, 32 * 360, 2, gemv.Shape(16, 1, 4, 1, 4, stages=4)),  # 5 steps: the last round guarded
+        (6, 32 * 64, 1, gemv.Shape(16, 3, 2, 1, 1, stages=4)),  # rows past N in the last group
+    ],
+)
+def test_async_copy_pipeline_is_bit_for_bit_the_plain_gemv(n, k, m, shape, act):
+    """The pipelined GEMV (`Shape.stages`) adds the same products in the same order as the same shape
+    without it: bit for bit, and against float64 within the format's bound."""
+    import dataclasses
+
+    g = rng()
+    qs = g.integers(-127, 128, size=n * k, dtype=np.int8)
+    dw = (g.random(n * k // 32) * 0.02 + 0.001).astype(F32)
+    if act == "f32":
+        args = dict(qs=qs, dw=dw, x=g.standard_normal(m * k).astype(F32))
+    else:
+        args = dict(qs=qs, dw=dw, xq=g.integers(-127, 128, size=m * k, dtype=np.int8), xd=g.random(m * k // 32).astype(F32))
+    plain = dataclasses.replace(shape, stages=0)
+    y = gemv.gemv_q8(n, k, m, act, shape).run(**args)["y"]
+    y0 = gemv.gemv_q8(n, k, m, act, plain).run(**args)["y"]
+    assert "cp_async16(sq" in gemv.gemv_q8(n, k, m, act, shape).source
+    np.testing.assert_array_equal(y.view(np.uint32), y0.view(np.uint32))
+    w = qs.reshape(n, k // 32, 32).astype(np.float64) * dw.reshape(n, k // 32, 1)
+    if act == "f32":
+        ref = args["x"].reshape(m, k).astype(np.float64) @ w.reshape(n, k).T
+    else:
+        xf = args["xq"].reshape(m, k // 32, 32).astype(np.float64) * args["xd"].reshape(m, k // 32, 1)
+        ref = xf.reshape(m, k) @ w.reshape(n, k).T
+    np.testing.assert_allclose(y.reshape(m, n), ref, rtol=1e-4, atol=1e-3 * np.abs(ref).max())
+
+
+def test_async_copy_pipeline_bounds():
+    with pytest.raises(ValueError, match="unroll 1"):
+        gemv.q8_0(8, 4096, shape=gemv.Shape(16, 1, 1, 2, 1, stages=2))
+    with pytest.raises(ValueError, match="at least one full step"):
+        gemv.q8_0(8, 256, shape=gemv.Shape(16, 1, 1, 1, 1, stages=2))
+    with pytest.raises(ValueError, match="bytes of shared memory"):
+        gemv.q8_0(64, 4096, shape=gemv.Shape(16, 4, 8, 1, 1, stages=3))
+    assert gemv.pipeline_bytes(gemv.Shape(16, 8, 4, 1, 1, stages=2)) == 2 * 8 * 128 * 20

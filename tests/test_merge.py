@@ -149,3 +149,37 @@ def test_merged_graph_is_bit_for_bit_the_stages_graph_on_the_gpu(numerics):
     for name in set(b0) & set(b1):
         assert b0[name].tobytes() == b1[name].tobytes(), name
     print(f"\n{numerics}: {len(p1.merged)} merged launches for {len(p1.stage_launches)} stage kernels, bit for bit")
+
+
+@pytest.mark.parametrize("act", ["f32", "int8"])
+def test_pipelined_parts_share_their_shared_memory(act):
+    """Two pipelined GEMV parts (`gemv.Shape.stages`) merged into one launch declare their shared
+    arrays once, at the kernel's top level (each part's blocks use them alone), and compute bit for
+    bit what each computes alone (simulator; the GPU suite runs the plans that hold them)."""
+    from fwdshim.codegen import gemv
+
+    rng = seeds.rng()
+    k = 512
+    shapes = [gemv.Shape(16, 2, 2, 1, 1, stages=2), gemv.Shape(16, 1, 2, 1, 1, stages=3)]
+    parts = [gemv.gemv_q8(n, k, 1, act, s) for n, s in zip((5, 3), shapes, strict=True)]
+    xs = ["x"] if act == "f32" else ["xq", "xd"]
+    # merged parameters: qs0, dw0, the activation (shared), y0, qs1, dw1, y1
+    nx = len(xs)
+    maps = [list(range(3 + nx)), [3 + nx, 4 + nx, *range(2, 2 + nx), 5 + nx]]
+    params = list(parts[0].params) + [parts[1].params[0], parts[1].params[1], parts[1].params[-1]]
+    params = [p.__class__(f"a{j}", p.dtype, p.size, p.role, p.doc) for j, p in enumerate(params)]
+    mk = merge.merged_kernel(parts, [], maps, len(params), params)
+    assert mk.source.count("cuda.shared.array(") == 3  # _flag, one int32 and one float32 pool
+    decls = dict((name, size) for name, size, _ in merge.shared_decls(mk))
+    assert decls["_h0_int32"] == max(4 * gemv.pipeline_bytes(s) // 20 for s in shapes)
+    given = {}
+    for part, m in zip(parts, maps, strict=True):
+        for p, j in zip(part.params, m, strict=True):
+            if p.role == "in" and f"a{j}" not in given:
+                given[f"a{j}"] = (rng.integers(-127, 128, p.size, dtype=np.int8) if p.dtype == "int8"
+                                  else (rng.random(p.size) + 0.5).astype(p.dtype))
+    out = mk.run(**given)
+    for part, m in zip(parts, maps, strict=True):
+        alone = part.run(**{p.name: given[f"a{j}"] for p, j in zip(part.params, m, strict=True) if p.role == "in"})
+        y = out[f"a{m[-1]}"]
+        assert np.array_equal(alone["y"].view(np.uint32), y.view(np.uint32))

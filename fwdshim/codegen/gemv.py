@@ -25,7 +25,12 @@ on the first threads only), `unroll` steps' loads issued before they are used:
   kernel before issue 12, kept where it measured faster: two int8-activation shapes);
 - `blocks`: a grid of that many blocks looping over the row groups (0: one block each);
 - `prefetch`: thread 0 of a block first asks the copy engine for the block's rows, quants and scales,
-  into L2 (`prefetch_l2`), and in a looping grid for its next rows too.
+  into L2 (`prefetch_l2`), and in a looping grid for its next rows too;
+- `stages` (vec 16): the quants and scales go through an async-copy pipeline that deep: each thread
+  copies its own pieces into its own slots of shared memory (`cp_async16`, `cp_async4`, `stages - 1`
+  steps ahead) and waits for its own oldest copies (`cp_async_wait`), so the bytes in flight are not
+  held in registers; the adds are those of the same shape without it (`unroll` 1). Shared memory:
+  `pipeline_bytes` (20 bytes a thread, row and stage; a merged launch's parts share one allocation).
 
 With `split > 1` the warps' parts of a row are summed through shared memory in warp order. The
 order of the float adds depends on the launch shape only (the same bits every run). 16-byte loads
@@ -39,7 +44,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent
+from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent, simulating
+from fwdshim.limits import STATIC_SHARED_BYTES
 
 
 @dataclass(frozen=True)
@@ -228,7 +234,9 @@ class Shape:
     that deal a row's pieces among them, `unroll` steps whose loads are all issued before use.
     `blocks`: 0 for one block per row group, else a grid of at most that many blocks looping over
     the row groups. `prefetch`: one thread per group first asks for the group's rows (quants and
-    scales) into L2 (`prefetch_l2`), and in a looping grid for its next group's too."""
+    scales) into L2 (`prefetch_l2`), and in a looping grid for its next group's too. `stages`: 0, or
+    an async-copy pipeline that deep (16-byte pieces, `unroll` 1, one block a row group; see
+    `_pipelined`)."""
 
     vec: int = 16
     rows: int = 2
@@ -237,17 +245,18 @@ class Shape:
     split: int = 1
     blocks: int = 0
     prefetch: bool = False
+    stages: int = 0
 
     @property
     def tag(self) -> str:
         more = (f"b{self.blocks}" if self.blocks else "") + ("p" if self.prefetch else "")
+        more += f"a{self.stages}" if self.stages else ""
         return f"v{self.vec}r{self.rows}w{self.warps}u{self.unroll}s{self.split}{more}"
 
 
 def _coalesced_step(rows: int, us: list[str], act: str, vec: int) -> str:
     """The statements of one (unrolled) step: for each piece index `us[u]`, every row's quant and
     scale loads, then the activation loads, then the dot products into `acc{r}`."""
-    words = vec // 4
     shift = 1 if vec == 16 else 3  # piece -> its block of 32
     lines: list[str] = []
     for u, c in enumerate(us):
@@ -258,29 +267,89 @@ def _coalesced_step(rows: int, us: list[str], act: str, vec: int) -> str:
                 lines.append(f"q{r}_{u}_0 = ld_i32(qs, w{r} + {c} * 4)")
             lines.append(f"s{r}_{u} = dw[d{r} + ({c} >> {shift})]")
     for u, c in enumerate(us):
-        if act == "f32":
-            for j in range(words):
-                vs = ", ".join(f"x{u}_{4 * j + i}" for i in range(4))
-                lines.append(f"{vs} = ld_f32x4(x, xo + {c} * {vec} + {4 * j})")
-        else:
-            if vec == 16:
-                lines.append(f"xq{u}_0, xq{u}_1, xq{u}_2, xq{u}_3 = ld_i32x4(xq, xo + {c} * 16)")
-            else:
-                lines.append(f"xq{u}_0 = ld_i32(xq, xo + {c} * 4)")
-            lines.append(f"xs{u} = xd[xdo + ({c} >> {shift})]")
+        lines += _act_loads(u, c, act, vec)
     for u in range(len(us)):
+        lines += _piece_dots(rows, u, act, vec)
+    return "\n".join(lines)
+
+
+def _act_loads(u: int, c: str, act: str, vec: int) -> list[str]:
+    """The loads of piece `c`'s activations (`x{u}_*`, or `xq{u}_*` and scale `xs{u}`)."""
+    shift = 1 if vec == 16 else 3
+    if act == "f32":
+        return [
+            f"{', '.join(f'x{u}_{4 * j + i}' for i in range(4))} = ld_f32x4(x, xo + {c} * {vec} + {4 * j})"
+            for j in range(vec // 4)
+        ]
+    load = f"xq{u}_0, xq{u}_1, xq{u}_2, xq{u}_3 = ld_i32x4(xq, xo + {c} * 16)" if vec == 16 else f"xq{u}_0 = ld_i32(xq, xo + {c} * 4)"
+    return [load, f"xs{u} = xd[xdo + ({c} >> {shift})]"]
+
+
+def _piece_dots(rows: int, u: int, act: str, vec: int) -> list[str]:
+    """Every row's dot product of piece `u` (quants `q{r}_{u}_*`, scale `s{r}_{u}`) into `acc{r}`."""
+    words = vec // 4
+    lines: list[str] = []
+    for r in range(rows):
+        if act == "int8":
+            dot = "int32(0)"
+            for j in reversed(range(words)):
+                dot = f"dp4a(q{r}_{u}_{j}, xq{u}_{j}, {dot})"
+            lines.append(f"acc{r} += (s{r}_{u} * xs{u}) * float32({dot})")
+            continue
+        for j in range(words):
+            lines.append(f"f0, f1, f2, f3 = s8x4_f32(q{r}_{u}_{j})")
+            terms = " + ".join(f"f{i} * x{u}_{4 * j + i}" for i in range(4))
+            lines.append(f"p{j % 2} += {terms}" if j >= 2 else f"p{j} = {terms}")
+        lines.append(f"acc{r} += s{r}_{u} * (p0 + p1)" if words > 1 else f"acc{r} += s{r}_{u} * p0")
+    return lines
+
+
+def pipeline_bytes(shape: Shape) -> int:
+    """The shared memory of `shape`'s async-copy pipeline a block: each thread's 16-byte piece and
+    4-byte scale per row per stage."""
+    return shape.stages * shape.rows * 32 * shape.warps * 20
+
+
+def _pipelined(rows: int, steps: int, stages: int, width: int, threads: int, act: str) -> str:
+    """The full steps of a coalesced GEMV (16-byte pieces) through an async-copy pipeline: each
+    thread copies its own pieces' quants and scales into its own shared-memory slots
+    (`cp_async16`, `cp_async4`), `stages - 1` steps ahead of the step it computes, and waits for
+    its own oldest copies only (`cp_async_wait`): no barrier, and the bytes in flight are not held in
+    registers. The adds are those of the same launch shape without the pipeline and `unroll` 1."""
+
+    def slot(i: int, r: int) -> str:
+        return f"({(i * rows + r) * threads} + tid)"
+
+    def issue(t: str, i: int) -> list[str]:
+        out = [f"ca = ({t}) * {width} + kl"]
         for r in range(rows):
-            if act == "int8":
-                dot = "int32(0)"
-                for j in reversed(range(words)):
-                    dot = f"dp4a(q{r}_{u}_{j}, xq{u}_{j}, {dot})"
-                lines.append(f"acc{r} += (s{r}_{u} * xs{u}) * float32({dot})")
-                continue
-            for j in range(words):
-                lines.append(f"f0, f1, f2, f3 = s8x4_f32(q{r}_{u}_{j})")
-                terms = " + ".join(f"f{i} * x{u}_{4 * j + i}" for i in range(4))
-                lines.append(f"p{j % 2} += {terms}" if j >= 2 else f"p{j} = {terms}")
-            lines.append(f"acc{r} += s{r}_{u} * (p0 + p1)" if words > 1 else f"acc{r} += s{r}_{u} * p0")
+            out.append(f"cp_async16(sq, {slot(i, r)} * 4, qs, w{r} + ca * 16)")
+            out.append(f"cp_async4(sd, {slot(i, r)}, dw, d{r} + (ca >> 1))")
+        return out
+
+    lines: list[str] = []
+    for t in range(min(stages - 1, steps)):
+        lines += issue(str(t), t)
+        lines.append("cp_async_commit()")
+    lines.append(f"for t0 in range(0, {steps}, {stages}):")
+    for i in range(stages):
+        body: list[str] = []
+        nxt = (i + stages - 1) % stages
+        body.append(f"if t0 + {i + stages - 1} < {steps}:")
+        body += ["    " + ln for ln in issue(f"t0 + {i + stages - 1}", nxt)]
+        body.append("cp_async_commit()")
+        body.append(f"cp_async_wait({stages - 1})")
+        for r in range(rows):
+            body.append(f"q{r}_0_0, q{r}_0_1, q{r}_0_2, q{r}_0_3 = lda_i32x4(sq, {slot(i, r)} * 4)")
+            body.append(f"s{r}_0 = sd[{slot(i, r)}]")
+        body.append(f"c0 = (t0 + {i}) * {width} + kl")
+        body += _act_loads(0, "c0", act, 16)
+        body += _piece_dots(rows, 0, act, 16)
+        if steps % stages and i >= steps % stages:
+            lines.append(f"    if t0 + {i} < {steps}:")
+            lines += ["        " + ln for ln in body]
+        else:
+            lines += ["    " + ln for ln in body]
     return "\n".join(lines)
 
 
@@ -347,7 +416,14 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape) -> Kernel:
     steps, tail = divmod(k // vec, width)
     main = steps - steps % unroll
     lines = [f"acc{r} = float32(0.0)" for r in range(rows)]
-    if main:
+    if shape.stages:
+        if vec != 16 or shape.blocks or shape.prefetch or unroll != 1 or not steps or shape.stages < 2:
+            raise ValueError(f"an async-copy pipeline of {shape.stages} stages (16-byte pieces, unroll 1, one block a row group, at least one full step, 2 stages or more): {shape.tag}")
+        if pipeline_bytes(shape) + 4 * warps * rows > STATIC_SHARED_BYTES:
+            raise ValueError(f"an async-copy pipeline of {pipeline_bytes(shape)} bytes of shared memory a block: {shape.tag}")
+        lines.append(_pipelined(rows, steps, shape.stages, width, 32 * warps, act))
+        main = steps
+    elif main:
         lines.append(f"for st in range(0, {main * width}, {unroll * width}):")
         lines += [f"    c{u} = st + {u * width} + kl" for u in range(unroll)]
         lines.append(indent(_coalesced_step(rows, [f"c{u}" for u in range(unroll)], act, vec), 1))
@@ -366,6 +442,10 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape) -> Kernel:
     work = pick + "\n" + "\n".join(lines) + "\n" + _dedent1(stores)
     n_blocks = -(-n // per_block)
     xs = "x" if act == "f32" else "xq, xd"
+    if shape.stages:
+        slots = shape.stages * rows * 32 * warps
+        align = "" if simulating() else ", alignment=16"
+        shared += f"    sq = cuda.shared.array({4 * slots}, int32{align})\n    sd = cuda.shared.array({slots}, float32)\n    tid = cuda.threadIdx.x\n"
     head = f"""\
 @cuda.jit(cache=True)
 def gemv_k(qs, dw, {xs}, y):
@@ -414,22 +494,36 @@ def launch_shape(n: int, k: int, act: str) -> Shape:
     the launch's block size): on the H200 (2026-11-30, `bench/decode_step.py`, SmolLM2 shape, one
     run) 5.2 launches a layer and 1261 / 1218 us a token (dequant / int8-act), against 7.2 and
     1281 / 1413 us with four warps and the norms alone — and 1420 / 1519 us with four warps and the
-    norms cut to 128 threads to fit them (a 128-thread norm is slower than the launch it saves)."""
+    norms cut to 128 threads to fit them (a 128-thread norm is slower than the launch it saves).
+
+    Llama-3-8B's layer shapes (K >= 2048, N < `HUGE_N`) take async-copy pipelines of two stages
+    (`Shape.stages`) where they measured faster (`bench/gemv.py --try`, H200, 2026-11-30, two runs,
+    share of the read ceiling): dequant 4096x4096 v16r4w4u1s1a2 54.0 % (was 48.3-51.4), 14336x4096
+    v16r8w4u1s1a2 75.3 % (67.2), 4096x14336 v16r4w4u1s2a2 75.4 % (57.8); int8-act 14336x4096
+    v16r2w4u1s1a2 88.7 % both runs (86.6). In registers the dequantizing loop holds too few bytes in
+    flight: ptxas issues a step's loads after the previous step's products."""
     if act == "f32":
         if k < 2048:
             return Shape(16, 4, 4, 1, 1) if n >= 8192 else Shape(16, 4, 8, 1, 4)
-        if k >= 8192:  # the looping grid with L2 prefetch (v16r2w8u2s8b264p) ran at 66.2 % of the read
-            # ceiling before the wide loads became `asm sideeffect` (6ca0396), 48.3 % after; whole-block
-            # lanes ran at 59.4 % in that same run (bench/gemv.py, H200, 2026-11-30)
-            return Shape(32, 4, 8, 1, 2)
-        return Shape(16, 2, 4, 2, 4) if n <= 4096 else Shape(16, 2, 4, 2, 1)
+        if k >= 8192:
+            return Shape(16, 4, 4, 1, 2, stages=2)
+        if n >= HUGE_N:
+            return Shape(16, 2, 4, 2, 1)
+        return Shape(16, 4, 4, 1, 1, stages=2) if n <= 4096 else Shape(16, 8, 4, 1, 1, stages=2)
     if k < 2048:
         if n >= 8192:  # a tall matrix of short rows (an output projection): fewer, larger blocks
             return Shape(32, 2, 4, 2, 1)
         return Shape(16, 1, 8, 1, 2) if k < 1024 else Shape(16, 1, 8, 1, 4)
     if k >= 8192:
         return Shape(32, 2, 8, 2, 4)
-    return Shape(32, 2, 4, 2, 2) if n <= 4096 else Shape(16, 4, 4, 2, 1)
+    if n <= 4096:
+        return Shape(32, 2, 4, 2, 2)
+    return Shape(16, 4, 4, 2, 1) if n >= HUGE_N else Shape(16, 2, 4, 1, 1, stages=2)
+
+
+HUGE_N = 65536
+"""Rows from which a GEMV (an output projection over a vocabulary) keeps the loads in registers: the
+async-copy pipelines were measured on Llama-3-8B's layer shapes only."""
 
 
 @functools.cache

@@ -119,6 +119,70 @@ def prefetch_l2(typingctx, a, i, nbytes):
     return signature(types.none, a, i, nbytes), codegen
 
 
+def _shared_addr(builder, ptr):
+    """The 32-bit shared-space address of a generic pointer into a `cuda.shared.array`."""
+    i8 = ir.IntType(8)
+    sp = builder.addrspacecast(builder.bitcast(ptr, i8.as_pointer()), ir.PointerType(i8, 3))
+    return builder.ptrtoint(sp, _I32)
+
+
+def _cp_async(size: int, name: str):
+    cache = "cg" if size == 16 else "ca"  # .cg (L2 only) takes 16-byte copies alone
+
+    def typer(typingctx, dst, di, src, si):
+        arrays = (dst, src)
+        if not all(isinstance(a, types.Array) and a.ndim == 1 for a in arrays):
+            return None
+        if not all(isinstance(t, types.Integer) for t in (di, si)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            d = _shared_addr(builder, _pointer(context, builder, sig.args[0], args[0], args[1], ir.IntType(8)))
+            g = _pointer(context, builder, sig.args[2], args[2], args[3], ir.IntType(8))
+            g = builder.addrspacecast(g, ir.PointerType(ir.IntType(8), 1))
+            asm = ir.InlineAsm(
+                ir.FunctionType(ir.VoidType(), [_I32, g.type]),
+                f"cp.async.{cache}.shared.global [$0], [$1], {size};",
+                "r,l",
+                side_effect=True,
+            )
+            builder.call(asm, [d, g])
+            return context.get_dummy_value()
+
+        return signature(types.none, dst, di, src, si), codegen
+
+    typer.__name__ = name
+    return typer
+
+
+cp_async16 = intrinsic(_cp_async(16, "cp_async16"))
+cp_async4 = intrinsic(_cp_async(4, "cp_async4"))
+
+
+@intrinsic
+def cp_async_commit(typingctx):
+    def codegen(context, builder, sig, args):
+        asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "cp.async.commit_group;", "", side_effect=True)
+        builder.call(asm, [])
+        return context.get_dummy_value()
+
+    return signature(types.none), codegen
+
+
+@intrinsic
+def cp_async_wait(typingctx, n):
+    if not isinstance(n, types.IntegerLiteral):
+        return None
+    pending = int(n.literal_value)
+
+    def codegen(context, builder, sig, args):
+        asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), f"cp.async.wait_group {pending};", "", side_effect=True)
+        builder.call(asm, [])
+        return context.get_dummy_value()
+
+    return signature(types.none, n), codegen
+
+
 _S8X4 = """{
  .reg .b32 t, u0, u1, u2, u3;
  xor.b32 t, $4, 0x80808080;

@@ -66,6 +66,7 @@ import math
 from numba import cuda, float32, float64, int8, int32, int64, uint32
 from numba.cuda.libdevice import fadd_rn, fsub_rn, fmul_rn, fdiv_rn, fsqrt_rn, frcp_rn, roundf, int_as_float
 from fwdshim.codegen.intrinsics import prefetch_l2, ld_i32, ld_i32x4, ld_f32x4, lda_i32, lda_i32x4, lda_f32x4, s8x4_f32, dp4a, f16x2_f32, bf16x2_f32, bf16_f32
+from fwdshim.codegen.intrinsics import cp_async16, cp_async4, cp_async_commit, cp_async_wait
 
 FULL_MASK = uint32(0xFFFFFFFF)
 
@@ -80,6 +81,7 @@ import math
 from numba import cuda, float32, float64, int8, int32, int64, uint32
 from fwdshim.codegen.simulator import fadd_rn, fsub_rn, fmul_rn, fdiv_rn, fsqrt_rn, frcp_rn, roundf, int_as_float
 from fwdshim.codegen.simulator import prefetch_l2, ld_i32, ld_i32x4, ld_f32x4, lda_i32, lda_i32x4, lda_f32x4, s8x4_f32, dp4a, f16x2_f32, bf16x2_f32, bf16_f32, shfl_xor
+from fwdshim.codegen.simulator import cp_async16, cp_async4, cp_async_commit, cp_async_wait
 from fwdshim.codegen.simulator import warp_sum, warp_max, warp_isum
 '''
 

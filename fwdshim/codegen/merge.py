@@ -110,16 +110,30 @@ def _grid1(k: Kernel) -> int | None:
     return g[0] if one_d and "threadIdx.y" not in k.source and "threadIdx.z" not in k.source else None
 
 
-def _device_fn(k: Kernel, fn: str, thread: bool, generic: Sequence[str] = ()) -> str:
+_SHARED_DECL = re.compile(r"^    (\w+) = cuda\.shared\.array\((\d+), (\w+)(?:, alignment=16)?\)\n", re.M)
+
+
+def shared_decls(k: Kernel) -> list[tuple[str, int, str]]:
+    """The (name, elements, dtype) of each static shared array the kernel function declares at its
+    top level, in order."""
+    return [(m.group(1), int(m.group(2)), m.group(3)) for m in _SHARED_DECL.finditer(_body(k))]
+
+
+def _device_fn(k: Kernel, fn: str, thread: bool, generic: Sequence[str] = (), hoist: bool = False) -> str:
     """The kernel's source as device function `fn(params..., _bx, _by[, _tx])`; the wide loads of the
-    parameters named in `generic` read through a generic address (`lda_*`: they get shared arrays)."""
+    parameters named in `generic` read through a generic address (`lda_*`: they get shared arrays).
+    With `hoist`, the top-level shared arrays (`shared_decls`) become trailing parameters: a merged
+    launch's parallel parts run in different blocks, so they share the kernel's allocations."""
     body = _body(k)
+    names = [d[0] for d in shared_decls(k)] if hoist else []
+    if hoist:
+        body = _SHARED_DECL.sub("", body)
     lines = body.splitlines()
     assert lines[0].startswith("@cuda.jit")
     m = re.match(r"def (\w+)\((.*)\):$", lines[1])
     if m is None:
         raise ValueError(f"kernel {k.name}: no kernel function after its decorator")
-    extra = "_bx, _by, _tx" if thread else "_bx, _by"
+    extra = ", ".join(["_bx, _by, _tx" if thread else "_bx, _by", *names])
     head = ["@cuda.jit(device=True, inline=True)", f"def {fn}({m.group(2)}, {extra}):"]
     text = "\n".join(head + lines[2:])
     text = text.replace("cuda.grid(1)", f"(cuda.blockIdx.x * {k.block[0]} + cuda.threadIdx.x)")
@@ -274,18 +288,25 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
                 f"    for _i in range(cuda.threadIdx.x, {arg_params[j].size}, {block}):\n        {names[j]}[_i] = _s{j}[_i]\n"
                 for j in shared
             )
+    pools: dict[tuple[int, str], int] = {}  # (j-th array of a part, dtype) -> elements: one allocation each
+    for k in par:
+        for j, (_, size, dtype) in enumerate(shared_decls(k)):
+            pools[(j, dtype)] = max(pools.get((j, dtype), 0), size)
+    align16 = "" if simulating() else ", alignment=16"
+    pool_decls = "".join(f"_h{j}_{dtype} = cuda.shared.array({size}, {dtype}{align16})\n" for (j, dtype), size in pools.items())
     for i, k in enumerate(parts):
         thread = i >= len(par) and k.block[0] != block
         own = [q.name for q, x in zip(k.params, shared_args[i], strict=True) if x in shared] if i < len(par) else []
-        fns.append(_device_fn(k, f"part{i}", thread, own))
+        fns.append(_device_fn(k, f"part{i}", thread, own, hoist=i < len(par)))
         args = ", ".join(f"_s{x}" if (i < len(par) and x in shared) else names[x] for x in shared_args[i])
         if i < len(par):
             g = _grid1(k)
             cond = "if" if i == 0 else "elif"
-            calls.append(f"{cond} _b < {start + g}:\n    part{i}({args}, _b - {start}, 0)")
+            pooled = "".join(f", _h{j}_{dtype}" for j, (_, _, dtype) in enumerate(shared_decls(k)))
+            calls.append(f"{cond} _b < {start + g}:\n    part{i}({args}, _b - {start}, 0{pooled})")
             start += g
     total = start
-    body = head + "\n".join(calls)
+    body = pool_decls + head + "\n".join(calls)
     params = list(arg_params)
     if tails:
         params.append(Param("count", "int32", 1, "inout", "parallel blocks done (0 between launches)"))

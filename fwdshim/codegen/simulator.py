@@ -207,6 +207,31 @@ def ld_f32x4(a, i):
 lda_i32x4, lda_f32x4, lda_i32 = ld_i32x4, ld_f32x4, ld_i32
 
 
+def _cp_async(size: int):
+    def copy(dst, di, src, si):
+        """The copy done at once (the GPU's completes by the matching `cp_async_wait`)."""
+        d, s = _ndarray(dst), _ndarray(src)
+        a, b = int(di) * d.itemsize, int(si) * s.itemsize
+        if a % size or b % size:
+            raise ValueError(f"a {size}-byte async copy from byte {b} to byte {a} is not {size}-byte aligned")
+        if a + size > d.nbytes or b + size > s.nbytes or a < 0 or b < 0:
+            raise IndexError(f"a {size}-byte async copy from byte {b} of {s.nbytes} to byte {a} of {d.nbytes}")
+        d.reshape(-1).view(np.uint8)[a : a + size] = s.reshape(-1).view(np.uint8)[b : b + size]
+
+    return copy
+
+
+cp_async16, cp_async4 = _cp_async(16), _cp_async(4)
+
+
+def cp_async_commit():
+    pass
+
+
+def cp_async_wait(n):
+    pass
+
+
 def _s8(w) -> np.ndarray:
     return np.array([w], dtype=np.int64).astype(np.uint32).view(np.int8)
 
