@@ -496,19 +496,18 @@ def launch_shape(n: int, k: int, act: str) -> Shape:
     1281 / 1413 us with four warps and the norms alone — and 1420 / 1519 us with four warps and the
     norms cut to 128 threads to fit them (a 128-thread norm is slower than the launch it saves).
 
-    Llama-3-8B's layer shapes (K >= 2048, N < `HUGE_N`) take async-copy pipelines of two stages
-    (`Shape.stages`) where they measured faster (`bench/gemv.py --try`, H200, 2026-11-30, two runs,
-    share of the read ceiling): dequant 4096x4096 v16r4w4u1s1a2 54.0 % (was 48.3-51.4), 14336x4096
-    v16r8w4u1s1a2 75.3 % (67.2), 4096x14336 v16r4w4u1s2a2 75.4 % (57.8); int8-act 14336x4096
-    v16r2w4u1s1a2 88.7 % both runs (86.6). In registers the dequantizing loop holds too few bytes in
-    flight: ptxas issues a step's loads after the previous step's products."""
+    Llama-3-8B's shapes (K >= 2048) take async-copy pipelines of two stages (`Shape.stages`) where
+    they measured faster (`bench/gemv.py --try`, H200, 2026-11-30, share of the read ceiling):
+    dequant 4096x4096 v16r4w4u1s1a2 54.0 % (was 48.3-51.4), 14336x4096 v16r8w4u1s1a2 75.3 % (67.2),
+    4096x14336 v16r4w4u1s2a2 75.4 % (57.8), the 128256x4096 output projection v16r8w4u1s1a2 96.0 %
+    (84.2); int8-act 14336x4096 v16r2w4u1s1a2 88.7 % in two runs (86.6), 128256x4096 104.0 % (101.6,
+    L2 hits past the ceiling). In registers the dequantizing loop holds too few bytes in flight:
+    ptxas issues a step's loads after the previous step's products."""
     if act == "f32":
         if k < 2048:
             return Shape(16, 4, 4, 1, 1) if n >= 8192 else Shape(16, 4, 8, 1, 4)
         if k >= 8192:
             return Shape(16, 4, 4, 1, 2, stages=2)
-        if n >= HUGE_N:
-            return Shape(16, 2, 4, 2, 1)
         return Shape(16, 4, 4, 1, 1, stages=2) if n <= 4096 else Shape(16, 8, 4, 1, 1, stages=2)
     if k < 2048:
         if n >= 8192:  # a tall matrix of short rows (an output projection): fewer, larger blocks
@@ -518,12 +517,7 @@ def launch_shape(n: int, k: int, act: str) -> Shape:
         return Shape(32, 2, 8, 2, 4)
     if n <= 4096:
         return Shape(32, 2, 4, 2, 2)
-    return Shape(16, 4, 4, 2, 1) if n >= HUGE_N else Shape(16, 2, 4, 1, 1, stages=2)
-
-
-HUGE_N = 65536
-"""Rows from which a GEMV (an output projection over a vocabulary) keeps the loads in registers: the
-async-copy pipelines were measured on Llama-3-8B's layer shapes only."""
+    return Shape(16, 2, 4, 1, 1, stages=2)
 
 
 @functools.cache

@@ -60,10 +60,13 @@ own launches take 1.6-1.7 us each (`fwdshim profile`)."""
 MAX_PARTS = 8
 """The most launches one merged launch holds (its parameters stay within the 4 KiB limit)."""
 
-PROLOGUE_VALUES = 1024
+PROLOGUE_VALUES = 1536
 """The widest activation a prologue keeps in shared memory (0: no prologues). Every block of the set
 recomputes the prologue (an RMS norm of the row: its reads come from L2), so only a small row pays:
-SmolLM2's 576; Llama-3-8B's 4096 norms stay tails."""
+SmolLM2's 576-wide norms and its 1536-wide silu·mul (before the down projection, where it had been
+the gate/up launch's tail); Llama-3-8B's 4096 norms stay tails. 1024 -> 1536 on the H200
+(2026-11-30, `bench/decode_step.py`, SmolLM2 shape, fill 512, one run each): 831.7 -> 820.3 us a
+token (dequant), 983.0 -> 980.1 (int8-act)."""
 
 QUANTIZED_PROLOGUES = False
 """Whether a prologue may leave a quantized activation (`xq`, `xd`) in shared memory: off, as measured
