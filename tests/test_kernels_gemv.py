@@ -236,3 +236,18 @@ def test_async_copy_pipeline_bounds():
     with pytest.raises(ValueError, match="bytes of shared memory"):
         gemv.q8_0(64, 4096, shape=gemv.Shape(16, 4, 8, 1, 1, stages=3))
     assert gemv.pipeline_bytes(gemv.Shape(16, 8, 4, 1, 1, stages=2)) == 2 * 8 * 128 * 20
+
+
+def test_async_copy_simulation_checks_alignment_and_bounds():
+    from fwdshim.codegen import simulator as S
+
+    dst = np.zeros(8, np.int32)
+    src = np.arange(16, dtype=np.int32)
+    S.cp_async16(dst, 4, src, 8)
+    assert dst.tolist() == [0, 0, 0, 0, 8, 9, 10, 11]
+    S.cp_async4(dst, 1, src, 15)
+    assert dst[1] == 15
+    with pytest.raises(ValueError, match="not 16-byte aligned"):
+        S.cp_async16(dst, 1, src, 0)
+    with pytest.raises(IndexError, match="16-byte async copy"):
+        S.cp_async16(dst, 4, src, 16)

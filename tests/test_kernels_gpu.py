@@ -81,6 +81,7 @@ def test_gemvs_split_over_warps(n, k, split):
         gemv.Shape(16, 8, 8, 2, 8),
         gemv.Shape(16, 4, 4, 2, 1, prefetch=True),
         gemv.Shape(16, 2, 4, 2, 4, blocks=7, prefetch=True),
+        gemv.Shape(16, 2, 4, 1, 1, stages=3),
     ],
 )
 def test_gemv_launch_shapes(n, k, shape):

@@ -17,6 +17,15 @@ equivalents with the same names and results are in `fwdshim.codegen.simulator`.
 - `prefetch_l2(a, i, nbytes)`: asks the copy engine to bring `nbytes` of the 1-D array `a` from
   element `i` into L2 (`cp.async.bulk.prefetch.L2.global`, sm_90; a hint: nothing waits for it). The
   address must be 16-byte aligned and `nbytes` a multiple of 16.
+- `cp_async16(dst, di, src, si)`, `cp_async4(...)`: an asynchronous copy of 16 (4) bytes from
+  element `si` of global array `src` to element `di` of a `cuda.shared.array` `dst`
+  (`cp.async.cg` / `.ca`, sm_80+; both addresses aligned to the size); `cp_async_commit()` closes the
+  thread's group of copies issued since the last one, `cp_async_wait(n)` (`n` a constant) waits until
+  at most `n` of the thread's groups are in flight: the thread then reads its own copies.
+- `pdl_wait()`, `pdl_launch()`: programmatic dependent launch (`griddepcontrol.wait` /
+  `.launch_dependents`, sm_90): wait for the launches before this one on the stream to finish and
+  their writes to be visible; let the launch after this one be scheduled. Without a launch that asks
+  for it (`kernel.PDL`) both do nothing.
 - `s8x4_f32(w) -> (float32 x 4)`: the four signed bytes of an int32 word (low byte first) as exact
   float32 values, without an integer-to-float conversion unit: each byte `b` is biased to `b ^ 0x80`,
   placed under the exponent of 2^23 by one `prmt` and the bias subtracted (`sub.f32`, exact).
@@ -181,6 +190,23 @@ def cp_async_wait(typingctx, n):
         return context.get_dummy_value()
 
     return signature(types.none, n), codegen
+
+
+def _pdl(ptx: str, name: str):
+    def typer(typingctx):
+        def codegen(context, builder, sig, args):
+            asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), ptx, "~{memory}", side_effect=True)
+            builder.call(asm, [])
+            return context.get_dummy_value()
+
+        return signature(types.none), codegen
+
+    typer.__name__ = name
+    return typer
+
+
+pdl_wait = intrinsic(_pdl("griddepcontrol.wait;", "pdl_wait"))
+pdl_launch = intrinsic(_pdl("griddepcontrol.launch_dependents;", "pdl_launch"))
 
 
 _S8X4 = """{

@@ -118,7 +118,7 @@ class DeviceLoop:
         if self.rt.simulated:
             k.fn[k.grid, k.block](*args)
         else:
-            k.fn[k.grid, k.block, stream](*args)
+            k.launch_on(stream, *args)
 
     def _launch_all(self, stream: Any) -> None:
         self._launch_extra(self.embed_k, self._embed_args, stream)

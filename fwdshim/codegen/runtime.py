@@ -344,7 +344,7 @@ class CompiledForward:
             if self.simulated:
                 k.fn[k.grid, k.block](*args)
             else:
-                k.fn[k.grid, k.block, stream](*args)
+                k.launch_on(stream, *args)
 
     def run_stagewise(self, inputs: Mapping[str, Any] | Sequence[Any] | None = None, cache_len: int | None = None) -> list[Any]:
         """One step launching the stages one by one (see the module docstring)."""

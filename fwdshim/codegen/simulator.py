@@ -232,6 +232,14 @@ def cp_async_wait(n):
     pass
 
 
+def pdl_wait():
+    pass
+
+
+def pdl_launch():
+    pass
+
+
 def _s8(w) -> np.ndarray:
     return np.array([w], dtype=np.int64).astype(np.uint32).view(np.int8)
 
