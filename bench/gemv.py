@@ -1,7 +1,8 @@
 """Q8_0 GEMV bandwidth on a GPU: the dequantizing and int8-activation kernels of `fwdshim.codegen.gemv`
 against a read-bandwidth ceiling measured in the same run, torch's fp16 GEMV and an empty kernel.
 
-    python bench/gemv.py [--sweep] [--small] [--results bench/RESULTS.md] [--json FILE] [--reps 20] [--jobs 8]
+    python bench/gemv.py [--sweep] [--small] [--shapes NxK,...] [--try TAG,...] [--results bench/RESULTS.md]
+                         [--json FILE] [--reps 20] [--jobs 8]
 
 Shapes (N x K, y = W x): 4096x4096, 14336x4096 (gate/up of a Llama-3-8B layer), 4096x14336 (down);
 with `--small` also SmolLM2's 576x576, 192x576 (k/v), 1536x576 (gate/up), 576x1536 (down).
@@ -14,7 +15,9 @@ streaming-read kernel (16-byte loads over 2 GiB) and torch's sum over the same b
 empty kernel of the GEMV's grid in a graph of as many launches (the launch floor of issue 12).
 `before` is the GEMV before issue 12 (whole-block lanes, its default launch shapes); `after` the
 coalesced GEMV with `gemv.launch_shape`'s default. `--sweep` also times the launch shapes of
-`sweep_shapes` (compiled first in `--jobs` processes) and reports the best. `--results` appends the
+`sweep_shapes` (compiled first in `--jobs` processes) and reports the best; `--try` times the launch
+shapes its tags name (`gemv.Shape.tag`, e.g. `v16r8w4u1s1a2`: 16-byte pieces, 8 rows, 4 warps,
+unroll 1, split 1, a 2-stage async-copy pipeline) wherever they build. `--results` appends the
 table, with the date and the GPU, to that markdown file; `--json` writes every timing.
 """
 
@@ -339,6 +342,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--try", dest="tries", help="launch-shape tags to time too, e.g. v16r2w4u1s1a4,v16r4w4u1s1a3 "
                     "(each where it builds for the N x K and numerics)")
     args = ap.parse_args(argv)
+    try:
+        tries = [parse_tag(t) for t in (args.tries or "").split(",") if t]
+    except ValueError as e:
+        ap.error(f"--try: {e}")
     from fwdshim.codegen import gemv
 
     shapes = ([] if args.only_small else BIG) + (SMALL if args.small or args.only_small else [])
@@ -351,9 +358,7 @@ def main(argv: list[str] | None = None) -> int:
             specs.append((n, k, act, "after", tuple(astuple(gemv.launch_shape(n, k, act)))))
             if args.sweep:
                 specs += [(n, k, act, "after", s) for s in sweep_shapes(n, k, act)]
-            for tag in (args.tries or "").split(","):
-                if tag:
-                    specs.append((n, k, act, "after", parse_tag(tag)))
+            specs += [(n, k, act, "after", t) for t in tries]
     specs = list(dict.fromkeys(specs))
     t = time.perf_counter()
     compiled = precompile(specs, args.jobs)

@@ -251,3 +251,23 @@ def test_async_copy_simulation_checks_alignment_and_bounds():
         S.cp_async16(dst, 1, src, 0)
     with pytest.raises(IndexError, match="16-byte async copy"):
         S.cp_async16(dst, 4, src, 16)
+
+
+def test_launch_shape_tags_round_trip_through_the_bench():
+    """`bench/gemv.py --try` reads back every tag `gemv.Shape.tag` writes (and refuses others)."""
+    import dataclasses
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "bench" / "gemv.py"
+    spec = importlib.util.spec_from_file_location("bench_gemv", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    shapes = [gemv.launch_shape(n, k, act) for n, k in bench.BIG + bench.SMALL for act in ("f32", "int8")]
+    shapes += [gemv.Shape(*s) for n, k in bench.BIG for s in bench.sweep_shapes(n, k, "f32")]
+    shapes += [gemv.Shape(16, 8, 4, 1, 1, stages=2), gemv.Shape(16, 2, 8, 2, 8, blocks=264, prefetch=True)]
+    for s in shapes:
+        assert bench.parse_tag(s.tag) == dataclasses.astuple(s), s.tag
+    for bad in ("v16", "v16r2w4u2s1x", "r2w4u2s1", ""):
+        with pytest.raises(ValueError, match="not a launch-shape tag"):
+            bench.parse_tag(bad)
