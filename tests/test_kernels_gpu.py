@@ -170,3 +170,78 @@ def test_quantize_kernel_compiles_for_the_device():
 
     cc = cuda.get_current_device().compute_capability
     assert cc >= (7, 0)
+
+
+@pytest.mark.parametrize("act", ["f32", "int8"])
+@pytest.mark.parametrize(
+    "n,k,shape",
+    [
+        (4096, 4096, gemv.Shape(16, 4, 4, 1, 1, stages=2)),
+        (14336, 4096, gemv.Shape(16, 8, 4, 1, 1, stages=2)),
+        (4096, 14336, gemv.Shape(16, 4, 4, 1, 2, stages=2)),
+        (14336, 4096, gemv.Shape(16, 2, 4, 1, 1, stages=3)),
+    ],
+)
+def test_async_copy_pipelines_are_bit_for_bit_the_plain_gemv(n, k, shape, act):
+    """The pipelined GEMVs (`gemv.Shape.stages`, the defaults on Llama-3-8B's shapes) on the device:
+    the same bits as the same launch shape without the pipeline (the same adds in the same order)."""
+    import dataclasses
+
+    g = rng()
+    qs = g.integers(-127, 128, size=n * k, dtype=np.int8)
+    dw = (g.random(n * k // 32) * 0.01).astype(F32)
+    if act == "f32":
+        args = dict(qs=qs, dw=dw, x=g.standard_normal(k).astype(F32))
+    else:
+        args = dict(qs=qs, dw=dw, xq=g.integers(-127, 128, size=k, dtype=np.int8), xd=g.random(k // 32).astype(F32))
+    y = gemv.gemv_q8(n, k, 1, act, shape).run(**args)["y"]
+    y0 = gemv.gemv_q8(n, k, 1, act, dataclasses.replace(shape, stages=0)).run(**args)["y"]
+    bits_equal(y, y0, f"{shape.tag} == its shape without the pipeline")
+    assert np.isfinite(y).all() and np.abs(y).max() > 0
+
+
+@pytest.mark.parametrize("mode", ["wait", "early"])
+def test_programmatic_dependent_launches_replay_the_same_bits(monkeypatch, mode):
+    """A norm -> GEMV -> norm chain built with `kernel.PDL` and recorded with `Kernel.launch_on`
+    (programmatic dependent launch) replays to the bits of plain launches."""
+    from cuda.core import Device
+    from numba import cuda
+
+    from fwdshim.codegen import kernel
+
+    g = rng()
+    n = k = 4096
+    x = g.standard_normal(k).astype(F32)
+    w = g.standard_normal(k).astype(F32)
+    qs = g.integers(-127, 128, size=n * k, dtype=np.int8)
+    dw = (g.random(n * k // 32) * 0.01).astype(F32)
+    outs = []
+    for pdl in ("off", mode):
+        monkeypatch.setattr(kernel, "PDL", pdl)
+        norms.rms_norm.cache_clear()  # built again, with or without the waits
+        norm = norms.rms_norm(k, 1, 1e-5, weight=True)
+        mm = gemv.gemv_q8(n, k, 1, "f32", gemv.Shape(16, 4, 4, 1, 1, stages=2))
+        norm2 = norms.rms_norm(n, 1, 1e-5, weight=True)
+        assert ("pdl_wait()" in mm.source) == (pdl != "off")
+        dev = {name: cuda.to_device(a) for name, a in (("x", x), ("w", w), ("qs", qs), ("dw", dw))}
+        h = cuda.device_array(k, F32)
+        y = cuda.device_array(n, F32)
+        z = cuda.device_array(n, F32)
+        device = Device(cuda.get_current_device().id)
+        device.set_current()
+        stream = device.create_stream()
+        for kern in (norm, mm, norm2):
+            kern.compile()
+        builder = device.create_graph_builder()
+        builder.begin_building()
+        norm.launch_on(builder, dev["x"], dev["w"], h)
+        mm.launch_on(builder, dev["qs"], dev["dw"], h, y)
+        norm2.launch_on(builder, y, dev["w"], z)
+        graph = builder.end_building().complete()
+        for _ in range(3):
+            graph.launch(stream)
+        stream.sync()
+        outs.append(z.copy_to_host())
+    norms.rms_norm.cache_clear()
+    bits_equal(outs[1], outs[0], f"PDL {mode} == plain launches")
+    assert np.isfinite(outs[0]).all()
