@@ -63,7 +63,7 @@
 // INT8-NEXT: //       args   (k0=%k_r, v0=%v, k_cache0=%k_cache, v_cache0=%v_cache, pos=%cache_len)
 // INT8-NOT:  //   stage 15
 
-// DEQ:      // launch plan @decode_step: 14 stages, 6 kernels, 35 buffers
+// DEQ:      // launch plan @decode_step: 14 stages, 6 kernels, 34 buffers
 // DEQ-NOT:  qact
 // DEQ:      //   stage 0: fwd.fused norm_weight covers [0, 1]
 // DEQ-NEXT: //     kernel rms_norm_w_1x576_b256 grid 1 block 256
@@ -78,14 +78,15 @@
 // DEQ-NEXT: //       args   (x=%x, residual=%o, weight=%ffn_norm_w, y=%h1, sum=%x1)
 // Each launch asks for the next launch's weights into L2 as it starts (codegen.prefetch; the last
 // launch for the first's, the next step's).
-// Under dequant each norm runs as the prologue of the GEMVs that read it (every block computes it
-// into shared memory first; codegen.merge.QUANTIZED_PROLOGUES keeps int8-act's norms as tails).
+// Under dequant each norm, and the silu·mul, runs as the prologue of the GEMVs that read it (every
+// block computes it into shared memory first; codegen.merge.QUANTIZED_PROLOGUES keeps int8-act's
+// norms as tails).
 // DEQ:      // launches (5 for 14 stage kernels, then 1 maintenance: the graph's 6):
 // DEQ-NEXT: //   launch 0: merged_1r3p2t_{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 0 rms_norm_w_1x576_b256; then holds stage 1 gemv_q8_0_1x576x576_{{.*}}, stage 2 gemv_q8_0_1x192x576_{{.*}}, stage 3 gemv_q8_0_1x192x576_{{.*}}; last block: stage 4 rope_9x64_h32, stage 5 rope_3x64_h32
 // DEQ-NEXT: //   launch 1: stage 6 alone: attention_h9kv3d64_l4096_b128u4s30_pf{{[0-9a-f]+}}; L2 prefetch for launch 2: %wo.qs, %wo.dw
 // DEQ-NEXT: //   launch 2: stage 7 alone: gemv_q8_0_1x576x576_{{.*}}_pf{{[0-9a-f]+}}; L2 prefetch for launch 3: %ffn_norm_w, %wgate.qs, %wgate.dw, %wup.qs, %wup.dw
-// DEQ-NEXT: //   launch 3: merged_1r2p1t_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 8 rms_norm_res_w_sum_1x576_b256; then holds stage 9 gemv_q8_0_1x1536x576_{{.*}}, stage 10 gemv_q8_0_1x1536x576_{{.*}}; last block: stage 11 fused_chain_silu_mul_1536; L2 prefetch for launch 4: %wdown.qs, %wdown.dw
-// DEQ-NEXT: //   launch 4: merged_1p1t_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 holds stage 12 gemv_q8_0_1x576x1536_{{.*}}; last block: stage 13 elementwise_add_576; L2 prefetch for launch 0: %attn_norm_w, %wq.qs, %wq.dw, %wk.qs, %wk.dw, %wv.qs, %wv.dw
+// DEQ-NEXT: //   launch 3: merged_1r2p0t_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 8 rms_norm_res_w_sum_1x576_b256; then holds stage 9 gemv_q8_0_1x1536x576_{{.*}}, stage 10 gemv_q8_0_1x1536x576_{{.*}}; L2 prefetch for launch 4: %wdown.qs, %wdown.dw
+// DEQ-NEXT: //   launch 4: merged_1r1p1t_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 11 fused_chain_silu_mul_1536; then holds stage 12 gemv_q8_0_1x576x1536_{{.*}}; last block: stage 13 elementwise_add_576; L2 prefetch for launch 0: %attn_norm_w, %wq.qs, %wq.dw, %wk.qs, %wk.dw, %wv.qs, %wv.dw
 
 // TWO:      // launch plan @decode_step: 18 stages, 8 kernels
 // TWO:      //   %h0_q {{ +}}intermediate{{ +}}qact.two_words[576] = q i8[576], d f32[18], s f32[18]
