@@ -30,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--context", type=int, default=None)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    from numba import cuda
+
+    if not cuda.is_available():
+        ap.exit(1, f"{ap.prog}: no CUDA GPU here (the benchmarks time kernels on a device; the tests run without one)\n")
     t: dict[str, float] = {}
     t0 = time.perf_counter()
     from numba import cuda  # noqa: F401

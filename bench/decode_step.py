@@ -326,6 +326,10 @@ def main() -> None:
     ap.add_argument("--json", default="")
     ap.add_argument("--label", default="")
     args = ap.parse_args()
+    from numba import cuda
+
+    if not cuda.is_available():
+        ap.exit(1, f"{ap.prog}: no CUDA GPU here (the benchmarks time kernels on a device; the tests run without one)\n")
     out: list = []
     ceiling = read_ceiling_gbs()
     emit(out, what="read_ceiling", gbs=round(ceiling, 1))

@@ -154,6 +154,14 @@ def before_shape(n: int, k: int, act: str) -> tuple:
     return (32, 2, 4, 2, 2) if n <= 4096 else (32, 2, 4, 2, 1)
 
 
+def require_gpu(ap: argparse.ArgumentParser) -> None:
+    """Exit with one line (status 1) when no CUDA device is here: the benchmarks time kernels on one."""
+    from numba import cuda
+
+    if not cuda.is_available():
+        ap.exit(1, f"{ap.prog}: no CUDA GPU here (the benchmarks time kernels on a device; the tests run without one)\n")
+
+
 def _compile_one(spec: tuple) -> tuple:
     t = time.perf_counter()
     try:
@@ -335,9 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only-small", action="store_true", help="SmolLM2's shapes alone")
     ap.add_argument("--results", type=Path, help="append the table to this markdown file")
     ap.add_argument("--json", type=Path, help="write every timing to this JSON file")
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1))
-    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--reps", type=int, default=20, help="graph replays timed per kernel (default 20)")
+    ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="processes compiling the kernels first")
+    ap.add_argument("--no-torch", action="store_true", help="leave out torch's fp16 GEMV")
     ap.add_argument("--shapes", help="N x K pairs to time instead, e.g. 49152x576,4096x4096")
     ap.add_argument("--try", dest="tries", help="launch-shape tags to time too, e.g. v16r2w4u1s1a4,v16r4w4u1s1a3 "
                     "(each where it builds for the N x K and numerics)")
@@ -346,11 +354,22 @@ def main(argv: list[str] | None = None) -> int:
         tries = [parse_tag(t) for t in (args.tries or "").split(",") if t]
     except ValueError as e:
         ap.error(f"--try: {e}")
+    picked = None
+    if args.shapes:
+        try:
+            picked = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+            if any(len(p) != 2 or min(p) <= 0 or p[1] % 32 for p in picked):
+                raise ValueError
+        except ValueError:
+            ap.error(f"--shapes {args.shapes}: expected N x K pairs such as 4096x4096,14336x4096 (K a multiple of 32)")
+    if args.jobs < 1 or args.reps < 1:
+        ap.error("--jobs and --reps are at least 1")
+    require_gpu(ap)
     from fwdshim.codegen import gemv
 
     shapes = ([] if args.only_small else BIG) + (SMALL if args.small or args.only_small else [])
-    if args.shapes:
-        shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    if picked:
+        shapes = picked
     specs = []
     for n, k in shapes:
         for act in ("f32", "int8"):

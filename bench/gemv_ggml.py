@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemv import SHAPES, Timer, copies_for, read_ceiling  # noqa: E402  (bench/gemv.py)
+from gemv import SHAPES, Timer, copies_for, read_ceiling, require_gpu  # noqa: E402  (bench/gemv.py)
 from numba import cuda  # noqa: E402
 
 from fwdshim import ggml_blocks as G  # noqa: E402
@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, help="append the table to this markdown file")
     ap.add_argument("--reps", type=int, default=20)
     args = ap.parse_args(argv)
+    require_gpu(ap)
     types = [G.QT[s.upper()] for s in args.types.split(",")]
     warps = [int(w) for w in args.warps.split(",")]
     rng = np.random.default_rng(0)

@@ -654,3 +654,16 @@ def test_one_token_has_no_decode_rate(tmp_path, capsys):
     assert cli.main(run_argv(tiny(tmp_path), max_tokens=1)) == 0
     err = capsys.readouterr().err
     assert "fwdshim: 1 token, no decode rate: the first token comes with the prompt (cpu" in err and "tokens/s" not in err
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-2", "1.5"])
+def test_a_bad_thread_count_is_a_run_error(monkeypatch, value):
+    """`FWDSHIM_CPU_THREADS` that is not a whole number >= 1 is the user's error (one line through
+    `fwdshim`'s RunError path), not an internal error."""
+    from fwdshim.tools.runner import RunError, _cpu_threads
+
+    monkeypatch.setenv("FWDSHIM_CPU_THREADS", value)
+    with pytest.raises(RunError, match=r"FWDSHIM_CPU_THREADS='.*': expected a whole number of threads, 1 or more"):
+        _cpu_threads()
+    monkeypatch.setenv("FWDSHIM_CPU_THREADS", " 3 ")
+    assert _cpu_threads() == 3

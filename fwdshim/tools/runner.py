@@ -81,6 +81,15 @@ def _func(module: ModuleOp) -> FuncOp:
     return next(op for op in module.walk() if isinstance(op, FuncOp) and op.sym_name.data == "decode_step")
 
 
+
+def _cpu_threads() -> int:
+    """`$FWDSHIM_CPU_THREADS` (default 1): BLAS threads of the CPU executor; RunError unless a whole
+    number >= 1."""
+    text = os.environ.get("FWDSHIM_CPU_THREADS", "1").strip()
+    if not text.isdigit() or int(text) < 1:
+        raise RunError(f"FWDSHIM_CPU_THREADS={text!r}: expected a whole number of threads, 1 or more")
+    return int(text)
+
 class CpuForward:
     """The compiled step on the NumPy reference executor, holding its KV caches on the host.
 
@@ -95,7 +104,7 @@ class CpuForward:
         p = model.params
         self.func = _func(module)
         self.weights = model.weights
-        self.threads = threads if threads is not None else int(os.environ.get("FWDSHIM_CPU_THREADS", "1"))
+        self.threads = threads if threads is not None else _cpu_threads()
         self._blas = ThreadpoolController()
         self.rows, width = model.context - 1, p.kv * p.hd
         self.k_cache = [np.zeros((self.rows, width), np.float32) for _ in range(p.n_layer)]
