@@ -153,6 +153,32 @@ def test_an_unknown_option_names_its_pass(tmp_path, pipeline, name, bad, known):
     assert known is None or line.endswith(f"(its options: {known})"), line
 
 
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["-p", "fwd-legalize{explain=maybe}"], "-p: option `explain` of `fwd-legalize` takes true or false, not `maybe`"),
+        (["-p", "forward-shim{numerics=3}"], "-p: option `numerics` of `forward-shim` takes dequant, int8-act or two-pass-int8, not `3`"),
+        (["-p", "fwd-fuse,fwd-fuse{order=1.5}"], "-p: option `order` of `fwd-fuse` takes shim or shared, not `1.5`"),
+        (["-t", "numba{plan_only=maybe}"], "-t: option `plan_only` of `numba` takes true or false, not `maybe`"),
+        (["-t", "numba{bogus=1}"], "-t: `numba` has no option `bogus` (its options: plan_only)"),
+    ],
+)
+def test_an_option_of_the_wrong_type_names_its_pass_and_values(tmp_path, args, expected):
+    """xDSL's `Incompatible types: given ('maybe',), expected bool | None` (and an unknown target
+    option) name the pass or target, the option and what it takes."""
+    path = write(tmp_path, "ok.mlir", FUNC.format(body="  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32>"))
+    r = opt(str(path), *args)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.strip() == f"fwdshim-opt: error: {expected}"
+
+
+def test_a_malformed_target_names_the_target_flag(tmp_path):
+    path = write(tmp_path, "ok.mlir", FUNC.format(body="  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32>"))
+    r = opt(str(path), "-t", "numba{plan_only=true")
+    assert r.returncode == 1
+    assert r.stderr.splitlines()[0] == "fwdshim-opt: error: -t: column 21: malformed pass arguments, expected either a space or `}` here"
+
+
 def test_empty_input_is_an_empty_module(tmp_path):
     path = write(tmp_path, "empty.mlir", "// nothing but a comment\n")
     r = opt(str(path))
@@ -221,3 +247,17 @@ def test_unknown_fwd_op_suggests_a_close_name(tmp_path):
     # nothing close: no guess
     r = opt(stdin='"fwd.frobnicate"() : () -> ()\n')
     assert r.stderr.splitlines()[0].endswith("error: Operation fwd.frobnicate is not registered")
+
+
+@pytest.mark.parametrize(
+    "var, value, expected",
+    [
+        ("FWDSHIM_MERGE", "maybe", "fwdshim-opt: warning: FWDSHIM_MERGE='maybe' is neither 0 nor 1: launches are merged"),
+        ("FWDSHIM_PDL", "sometimes", "fwdshim-opt: warning: FWDSHIM_PDL='sometimes' is none of off, wait, early (or 0, 1): programmatic dependent launch stays off"),
+    ],
+)
+def test_an_unknown_environment_value_is_a_one_line_warning(monkeypatch, var, value, expected):
+    monkeypatch.setenv(var, value)
+    r = opt(str(Path(__file__).resolve().parent.parent / "examples" / "llama_layer.mlir"), "-p", "forward-shim", "-t", "numba{plan_only=true}")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip() == expected

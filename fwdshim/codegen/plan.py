@@ -389,6 +389,17 @@ def _meta(b: _Builder, n: str) -> tuple:
     return n, shape, dtype, role, tuple(b.parts[n].values()), b.tensors.get(n, "")
 
 
+def _merge_env() -> bool:
+    """`$FWDSHIM_MERGE`: 0 plans one launch a stage, 1 (or unset) merges; any other value warns and
+    merges."""
+    v = os.environ.get("FWDSHIM_MERGE", "1").strip()
+    if v not in ("0", "1", ""):
+        import warnings
+
+        warnings.warn(f"FWDSHIM_MERGE={v!r} is neither 0 nor 1: launches are merged", stacklevel=3)
+    return v != "0"
+
+
 def build_plan(func: FuncOp, module: Operation | None = None, merge: bool | None = None) -> LaunchPlan:
     """The launch plan of `func` (see the module docstring); `PlanError` lists every stage it cannot
     lower. `module` (default: `func`'s module) gives the numerics `fwd-legalize` recorded. `merge`
@@ -416,7 +427,7 @@ def build_plan(func: FuncOp, module: Operation | None = None, merge: bool | None
         raise PlanError("\n".join(errors))
     maintenance = _kv_append(b, stage_plans)
     if merge is None:
-        merge = os.environ.get("FWDSHIM_MERGE", "1") != "0"
+        merge = _merge_env()
     merged: tuple[Launch, ...] = ()
     if merge:
         from fwdshim.codegen.merge import merge_launches

@@ -161,6 +161,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `fwdshim`. Returns the exit status (0 ok, 1 an error, 130 interrupted)."""
+    import warnings
+
+    warnings.formatwarning = lambda message, *_args, **_kw: f"fwdshim: warning: {message}\n"
     out = _Output()
     try:
         parser = _parser()

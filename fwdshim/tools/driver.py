@@ -204,15 +204,17 @@ def _usage_error(message: str) -> NoReturn:
     raise UsageError(message)
 
 
-def _pipeline_error(text: str) -> str:
+def _pipeline_error(text: str, args: list[str] | None = None) -> str:
     """xDSL's pipeline syntax error (a heading line, `pass-pipeline:1:C`, the text, a caret and the
-    message) as `fwdshim-opt: error: -p: column C: message`, then the text with its caret."""
+    message) as `fwdshim-opt: error: -p: column C: message` (`-t:` when the text is the target's),
+    then the text with its caret."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if len(lines) < 5 or not lines[1].startswith("pass-pipeline:"):
         return f"fwdshim-opt: error: {' '.join(lines)}"
     col = lines[1].rsplit(":", 1)[-1]
     message = lines[4].strip()
-    return f"fwdshim-opt: error: -p: column {col}: {message[:1].lower()}{message[1:]}\n  {lines[2]}\n  {lines[3]}"
+    flag = "-t" if lines[2].strip() in _flag_values(args or [], ("-t", "--target")) else "-p"
+    return f"fwdshim-opt: error: {flag}: column {col}: {message[:1].lower()}{message[1:]}\n  {lines[2]}\n  {lines[3]}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
             "dialect, passes and targets).\n\n" + _pass_help() + "\n\n"
             "example: fwdshim-opt examples/llama_layer.mlir -p 'forward-shim{numerics=int8-act}'\n"
         )
+    import warnings
+
+    warnings.formatwarning = lambda message, *_args, **_kw: f"fwdshim-opt: warning: {message}\n"
     post_init = Attribute.__post_init__  # xDSL's --disable-verify replaces it for the whole process
     try:
         return _run(args)
@@ -231,15 +236,25 @@ def main(argv: list[str] | None = None) -> int:
         Attribute.__post_init__ = post_init  # type: ignore[method-assign]
 
 
-def _pipelines(args: list[str]) -> list[str]:
-    """The pipeline texts given with -p / --passes."""
+def _flag_values(args: list[str], flags: tuple[str, ...]) -> list[str]:
+    """The values given to any of `flags` (`-p X`, `-p=X`, `--passes X`, ...)."""
     out = []
     for i, a in enumerate(args):
-        if a in ("-p", "--passes") and i + 1 < len(args):
+        if a in flags and i + 1 < len(args):
             out.append(args[i + 1])
-        elif a.startswith(("-p=", "--passes=")):
+        elif a.startswith(tuple(f + "=" for f in flags)):
             out.append(a.split("=", 1)[1])
     return out
+
+
+def _pipelines(args: list[str]) -> list[str]:
+    """The pipeline texts given with -p / --passes."""
+    return _flag_values(args, ("-p", "--passes"))
+
+
+def _specs(args: list[str]) -> list[tuple[str, str]]:
+    """(flag, text) of every pass pipeline (`-p`) and target (`-t`) given."""
+    return [("-p", t) for t in _pipelines(args)] + [("-t", t) for t in _flag_values(args, ("-t", "--target"))]
 
 
 def _repeated_option(pipeline: str) -> str | None:
@@ -263,20 +278,48 @@ def _pass_options(pipeline: str) -> list[tuple[str, list[str], str]]:
     return out
 
 
-def _unknown_option(message: str, pipelines: list[str]) -> str:
-    """xDSL's `Provided arguments ["x"] not found in expected arguments ["a", "b"]` with the pass
-    that was given `x` named, as `-p: `pass` has no option `x` (its options: a, b)`."""
+def _unknown_option(message: str, specs: list[tuple[str, str]]) -> str:
+    """xDSL's `Provided arguments ["x"] not found in expected arguments ["a", "b"]` with the pass (or
+    target) that was given `x` named, as `-p: `pass` has no option `x` (its options: a, b)`; its
+    `Incompatible types: given ('v',), expected T` as `-p: option `o` of `pass` takes ..., not `v``.
+    `specs`: `_specs(args)`. Any other message is returned as it is."""
     m = re.match(r'Provided arguments \[(.*)\] not found in expected arguments \[(.*)\]$', message)
-    if m is None:
+    if m is not None:
+        bad = re.findall(r'"([^"]*)"', m[1])
+        known = re.findall(r'"([^"]*)"', m[2])
+        for flag, text in specs:
+            for name, keys, _ in _pass_options(text):
+                if set(bad) <= set(keys) and set(keys) - set(bad) <= set(known):
+                    opts = ", ".join(f"`{b}`" for b in bad)
+                    return f"{flag}: `{name}` has no option {opts} (its options: {', '.join(known) or 'none'})"
         return message
-    bad = re.findall(r'"([^"]*)"', m[1])
-    known = re.findall(r'"([^"]*)"', m[2])
-    for pipeline in pipelines:
-        for name, keys, _ in _pass_options(pipeline):
-            if set(bad) <= set(keys) and set(keys) - set(bad) <= set(known):
-                opts = ", ".join(f"`{b}`" for b in bad)
-                return f"-p: `{name}` has no option {opts} (its options: {', '.join(known) or 'none'})"
+    m = re.match(r"Incompatible types: given \((.*),\), expected (.*)$", message)
+    if m is not None:
+        import ast
+
+        try:
+            given = str(ast.literal_eval(m[1]))
+        except (ValueError, SyntaxError):
+            return message
+        for flag, text in specs:
+            for pm in re.finditer(r"([\w.-]+)\{([^{}]*)\}", text):
+                for om in re.finditer(r"(?:^|\s)([A-Za-z_][\w-]*)=(\"[^\"]*\"|\S+)", pm[2]):
+                    if om[2].strip('"').lower() == given.lower():
+                        values = _option_values(om[1], m[2])
+                        takes = (", ".join(values[:-1]) + " or " + values[-1]) if len(values) > 1 else _type_words(m[2])
+                        return f"{flag}: option `{om[1]}` of `{pm[1]}` takes {takes}, not `{om[2]}`"
     return message
+
+
+def _type_words(expected: str) -> str:
+    """xDSL's expected type (`<class 'str'>`, `bool | None`) in words."""
+    if "bool" in expected:
+        return "true or false"
+    if "int" in expected:
+        return "a whole number"
+    if "float" in expected:
+        return "a number"
+    return "a name"
 
 
 def _run(args: list[str]) -> int:
@@ -295,7 +338,7 @@ def _run(args: list[str]) -> int:
         print(f"fwdshim-opt: error: {e} (fwdshim-opt --help lists the options)", file=sys.stderr)
         return 1
     except ArgSpecParseError as e:  # a BaseException in xDSL 0.74: `-p 'fwd-legalize{'`
-        print(_pipeline_error(str(e)), file=sys.stderr)
+        print(_pipeline_error(str(e), args), file=sys.stderr)
         return 1
     except ParseError as e:
         print(_did_you_mean(parse_error_line(e)), file=sys.stderr)
@@ -312,7 +355,7 @@ def _run(args: list[str]) -> int:
         print(f"fwdshim-opt: error: {name}: not UTF-8 text ({e.reason} at byte {e.start})", file=sys.stderr)
         return 1
     except ValueError as e:  # e.g. an unknown file extension or pass option
-        print(f"fwdshim-opt: error: {_unknown_option(str(e), _pipelines(args))}", file=sys.stderr)
+        print(f"fwdshim-opt: error: {_unknown_option(str(e), _specs(args))}", file=sys.stderr)
         return 1
     except RecursionError:  # IR deeper than the parser counts (a 3000-term affine expression)
         if os.environ.get("FWDSHIM_TRACEBACK"):
