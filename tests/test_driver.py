@@ -261,3 +261,11 @@ def test_an_unknown_environment_value_is_a_one_line_warning(monkeypatch, var, va
     r = opt(str(Path(__file__).resolve().parent.parent / "examples" / "llama_layer.mlir"), "-p", "forward-shim", "-t", "numba{plan_only=true}")
     assert r.returncode == 0, r.stderr
     assert r.stderr.strip() == expected
+
+
+def test_a_module_without_stages_says_it_has_no_plan(tmp_path):
+    path = write(tmp_path, "arith.mlir", "func.func @f(%a: f32) -> f32 {\n  %b = arith.addf %a, %a : f32\n  func.return %b : f32\n}\n")
+    for target in ("numba", "numba{plan_only=true}"):
+        r = opt(str(path), "-t", target)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "// no launch plan: no function of the module holds a fwd stage\n"

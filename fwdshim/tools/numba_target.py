@@ -1,6 +1,6 @@
 """`fwdshim-opt -t numba`: the launch plan and the generated Numba CUDA source of every kernel.
 
-For each function holding stages: the plan (`LaunchPlan.text()`, lines starting `//`), then the
+For each function holding stages (a module without one prints a line saying so): the plan (`LaunchPlan.text()`, lines starting `//`), then the
 source (`LaunchPlan.source_text()`: the prelude every kernel module starts with, once, then each
 kernel's own text under `# ---- kernel NAME`). The plan is the one `fwd-lower-numba` attached, or
 built here. A stage that cannot be lowered is an error per stage (`file:line:col: error: ...`).
@@ -37,6 +37,8 @@ class NumbaTarget(Target):
                 errors.append(str(e))
         if errors:
             raise PlanError("\n".join(errors))
+        if not plans:
+            output.write("// no launch plan: no function of the module holds a fwd stage\n")
         for plan in plans:
             output.write(plan.text())
             if not self.plan_only:
