@@ -269,3 +269,17 @@ def test_a_module_without_stages_says_it_has_no_plan(tmp_path):
         r = opt(str(path), "-t", target)
         assert r.returncode == 0, r.stderr
         assert r.stdout == "// no launch plan: no function of the module holds a fwd stage\n"
+
+
+def test_any_file_name_reads_as_mlir_and_dash_means_the_standard_streams(tmp_path):
+    """As mlir-opt: the input is MLIR whatever its name (xDSL chose the parser by extension:
+    `Unrecognized file extension ''`), `-` as the input is stdin and `-o -` is stdout (xDSL wrote a
+    file named `-`)."""
+    text = "func.func @f(%a: f32) -> f32 {\n  %b = arith.addf %a, %a : f32\n  func.return %b : f32\n}\n"
+    plain = opt(str(write(tmp_path, "f.mlir", text)))
+    assert plain.returncode == 0 and "arith.addf" in plain.stdout
+    for args, stdin in (([str(write(tmp_path, "noext", text))], None), (["-"], text), (["-o", "-", "-"], text)):
+        r = subprocess.run([*_tool("fwdshim-opt"), *args], input=stdin, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert r.returncode == 0, (args, r.stderr)
+        assert r.stdout == plain.stdout, args
+    assert not (tmp_path / "-").exists()

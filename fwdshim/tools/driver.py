@@ -322,7 +322,27 @@ def _type_words(expected: str) -> str:
     return "a name"
 
 
+_VALUED = ("-o", "--output-file", "-p", "--passes", "-t", "--target", "-f", "--report-json")
+
+
+def _as_mlir(args: list[str]) -> list[str]:
+    """`args` reading MLIR whatever the input's name (`-f mlir` unless a frontend is given: xDSL
+    picks it by extension, `Unrecognized file extension ''`), and `-` as the input meaning stdin
+    (as mlir-opt; xDSL reads stdin when no input is named), `-o -` stdout."""
+    out: list[str] = []
+    for i, a in enumerate(args):
+        if a in ("-o", "--output-file") and i + 1 < len(args) and args[i + 1] == "-":
+            continue  # `-o -`: stdout, the default (xDSL would write a file named `-`)
+        if a == "-" and (i == 0 or args[i - 1] not in _VALUED or args[i - 1] in ("-o", "--output-file")):
+            continue
+        out.append(a)
+    if not any(a == "-f" or a.startswith("-f=") for a in out):
+        out = ["-f", "mlir", *out]
+    return out
+
+
 def _run(args: list[str]) -> int:
+    args = _as_mlir(args)
     tool: FwdOptMain | None = None
     for pipeline in _pipelines(args):
         if (why := _repeated_option(pipeline)) is not None:
