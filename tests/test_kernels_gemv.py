@@ -271,3 +271,46 @@ def test_launch_shape_tags_round_trip_through_the_bench():
     for bad in ("v16", "v16r2w4u2s1x", "r2w4u2s1", ""):
         with pytest.raises(ValueError, match="not a launch-shape tag"):
             bench.parse_tag(bad)
+
+
+_PIPELINE_IR = """
+import importlib.util, sys
+if importlib.util.find_spec("_numba_cuda_redirector"):
+    import _numba_cuda_redirector  # noqa: F401
+try:
+    from numba.cuda.compiler import compile_cuda
+    from numba.cuda import types
+    from numba.core import sigutils
+except ImportError as e:
+    print("SKIP", e); sys.exit(0)
+from fwdshim.codegen import gemv, kernel
+kernel.PDL = "early"
+for act in ("f32", "int8"):
+    k = gemv.gemv_q8(64, 2048, 1, act, gemv.Shape(16, 2, 4, 1, 1, stages=3))
+    args, _ = sigutils.normalize_signature("(" + ", ".join(p.numba_type for p in k.params) + ",)")
+    ir = compile_cuda(k.fn.py_func, types.void, args, cc=(9, 0)).library.get_llvm_str()
+    print(act, *(ir.count(s) for s in ("cp.async.cg.shared.global", "cp.async.ca.shared.global", "cp.async.wait_group 2",
+                                         "cp.async.commit_group", "griddepcontrol.launch_dependents", "griddepcontrol.wait")))
+"""
+
+
+def test_pipeline_and_pdl_intrinsics_lower_for_the_device(tmp_path):
+    """Numba's CUDA compiler (not the simulator) lowers the async copies, their waits and the PDL
+    calls of a pipelined GEMV into the LLVM IR it hands NVVM: 16-byte `.cg` copies of the quants,
+    4-byte `.ca` copies of the scales (two rows a step), `wait_group stages-1`, and the two
+    `griddepcontrol` instructions once each."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["FWDSHIM_CACHE"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", _PIPELINE_IR], env=env, capture_output=True, text=True, timeout=600)
+    if out.stdout.startswith("SKIP"):
+        pytest.skip(out.stdout.strip())
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = {r.split()[0]: [int(v) for v in r.split()[1:]] for r in out.stdout.strip().splitlines()}
+    assert set(rows) == {"f32", "int8"}, out.stdout
+    for act, (cg, ca, wait, commit, launch, gwait) in rows.items():
+        assert cg >= 2 and ca >= 2 and cg == ca, (act, rows[act])  # one quant and one scale copy a row
+        assert wait >= 1 and commit >= 2 and launch == 1 and gwait == 1, (act, rows[act])
