@@ -171,21 +171,28 @@ for act in ("f32", "int8"):
 """
 
 
-def test_wide_loads_are_never_speculated(tmp_path):
-    """The GEMV's guarded loads (`if kl < tail:`) stay behind their guard in the LLVM IR Numba's CUDA
-    compiler makes (not the simulator): every `ld.global` inline asm is `asm sideeffect`. As plain
-    inline asm LLVM hoisted them out of the guard: `compute-sanitizer` on the H200 (2026-11-30) saw
-    16-byte reads past the activation of the 1536x576 looping-grid GEMV, then an illegal address."""
+def _device_compile(script: str, tmp_path):
+    """Run `script` in a fresh Python with Numba's CUDA compiler (no simulator; kernels cached under
+    `tmp_path`); skips when this numba-cuda lacks the compiler entry points, fails on an error."""
     import os
     import subprocess
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env["FWDSHIM_CACHE"] = str(tmp_path)
-    out = subprocess.run([sys.executable, "-c", _LOADS_IR], env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
     if out.stdout.startswith("SKIP"):
         pytest.skip(out.stdout.strip())
     assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+def test_wide_loads_are_never_speculated(tmp_path):
+    """The GEMV's guarded loads (`if kl < tail:`) stay behind their guard in the LLVM IR Numba's CUDA
+    compiler makes (not the simulator): every `ld.global` inline asm is `asm sideeffect`. As plain
+    inline asm LLVM hoisted them out of the guard: `compute-sanitizer` on the H200 (2026-11-30) saw
+    16-byte reads past the activation of the 1536x576 looping-grid GEMV, then an illegal address."""
+    out = _device_compile(_LOADS_IR, tmp_path)
     rows = [line.split() for line in out.stdout.strip().splitlines()]
     assert [r[0] for r in rows] == ["f32", "int8"], out.stdout
     for act, n, side in rows:
@@ -299,16 +306,7 @@ def test_pipeline_and_pdl_intrinsics_lower_for_the_device(tmp_path):
     calls of a pipelined GEMV into the LLVM IR it hands NVVM: 16-byte `.cg` copies of the quants,
     4-byte `.ca` copies of the scales (two rows a step), `wait_group stages-1`, and the two
     `griddepcontrol` instructions once each."""
-    import os
-    import subprocess
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env["FWDSHIM_CACHE"] = str(tmp_path)
-    out = subprocess.run([sys.executable, "-c", _PIPELINE_IR], env=env, capture_output=True, text=True, timeout=600)
-    if out.stdout.startswith("SKIP"):
-        pytest.skip(out.stdout.strip())
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = _device_compile(_PIPELINE_IR, tmp_path)
     rows = {r.split()[0]: [int(v) for v in r.split()[1:]] for r in out.stdout.strip().splitlines()}
     assert set(rows) == {"f32", "int8"}, out.stdout
     for act, (cg, ca, wait, commit, launch, gwait) in rows.items():
