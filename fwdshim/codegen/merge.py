@@ -29,6 +29,9 @@ group of
 Each part keeps its own generated source: its kernel function becomes a device function of the
 merged module (`cuda.blockIdx.x`/`.y` -> arguments, `cuda.grid(1)` spelled out with the part's own block size,
 `cuda.threadIdx.x` -> an argument for a tail run in turns), called with its own arguments, so every part computes what it computed alone.
+The parallel parts' top-level shared arrays become arguments too (`shared_decls`): the merged kernel
+declares one array for each position and dtype, as large as the largest part's (the parts run in
+different blocks), so a set of pipelined GEMVs (`gemv.Shape.stages`) takes one part's shared memory.
 A launch joins no group when its source reads with the non-coherent path (`ld_*x4`) as a tail (its
 input is written in the same launch), uses atomics (a last-block pattern of its own: attention,
 argmax), or reads `gridDim`/`blockDim`.
