@@ -207,6 +207,8 @@ def test_wide_loads_are_never_speculated(tmp_path):
         (3, 32 * 70, 1, gemv.Shape(16, 2, 2, 1, 2, stages=2)),  # 2 warps a row: 2 steps + 12 lanes
         (7, 32 * 360, 2, gemv.Shape(16, 1, 4, 1, 4, stages=4)),  # 5 steps: the last round guarded
         (6, 32 * 64, 1, gemv.Shape(16, 3, 2, 1, 1, stages=4)),  # rows past N in the last group
+        (4, 576, 1, gemv.Shape(16, 2, 2, 1, 1, stages=3)),  # one step, fewer than stages - 1 (SmolLM2's K)
+        (3, 32 * 64, 1, gemv.Shape(16, 1, 2, 1, 1, stages=6)),  # 4 steps, fewer than stages - 1
     ],
 )
 def test_async_copy_pipeline_is_bit_for_bit_the_plain_gemv(n, k, m, shape, act):
@@ -251,8 +253,13 @@ def test_async_copy_simulation_checks_alignment_and_bounds():
     dst = np.zeros(8, np.int32)
     src = np.arange(16, dtype=np.int32)
     S.cp_async16(dst, 4, src, 8)
-    assert dst.tolist() == [0, 0, 0, 0, 8, 9, 10, 11]
+    S.cp_async_commit()
     S.cp_async4(dst, 1, src, 15)
+    S.cp_async_commit()
+    assert not dst.any()  # in flight until a wait completes its group
+    S.cp_async_wait(1)
+    assert dst.tolist() == [0, 0, 0, 0, 8, 9, 10, 11]
+    S.cp_async_wait(0)
     assert dst[1] == 15
     with pytest.raises(ValueError, match="not 16-byte aligned"):
         S.cp_async16(dst, 1, src, 0)

@@ -328,8 +328,9 @@ def _pipelined(rows: int, steps: int, stages: int, width: int, threads: int, act
         return out
 
     lines: list[str] = []
-    for t in range(min(stages - 1, steps)):
-        lines += issue(str(t), t)
+    for t in range(stages - 1):  # stages - 1 groups, empty past the last step: then at each step the
+        if t < steps:  # `stages - 1` groups committed after its own are what `cp_async_wait` may leave
+            lines += issue(str(t), t)
         lines.append("cp_async_commit()")
     lines.append(f"for t0 in range(0, {steps}, {stages}):")
     for i in range(stages):

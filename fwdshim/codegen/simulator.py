@@ -207,16 +207,29 @@ def ld_f32x4(a, i):
 lda_i32x4, lda_f32x4, lda_i32 = ld_i32x4, ld_f32x4, ld_i32
 
 
+_async = threading.local()
+"""Each simulated thread's async copies: `open` (issued since its last commit) and `groups`
+(committed, oldest first), as the GPU keeps them per thread."""
+
+
+def _async_groups() -> list:
+    if not hasattr(_async, "groups"):
+        _async.groups, _async.open = [], []
+    return _async.groups
+
+
 def _cp_async(size: int):
     def copy(dst, di, src, si):
-        """The copy done at once (the GPU's completes by the matching `cp_async_wait`)."""
+        """Checks the copy's alignment and bounds now and makes it when a `cp_async_wait` completes
+        its group, as late as the GPU may: reading the slot before then reads what was there."""
         d, s = _ndarray(dst), _ndarray(src)
         a, b = int(di) * d.itemsize, int(si) * s.itemsize
         if a % size or b % size:
             raise ValueError(f"a {size}-byte async copy from byte {b} to byte {a} is not {size}-byte aligned")
         if a + size > d.nbytes or b + size > s.nbytes or a < 0 or b < 0:
             raise IndexError(f"a {size}-byte async copy from byte {b} of {s.nbytes} to byte {a} of {d.nbytes}")
-        d.reshape(-1).view(np.uint8)[a : a + size] = s.reshape(-1).view(np.uint8)[b : b + size]
+        _async_groups()
+        _async.open.append((d, a, s, b, size))
 
     return copy
 
@@ -225,11 +238,17 @@ cp_async16, cp_async4 = _cp_async(16), _cp_async(4)
 
 
 def cp_async_commit():
-    pass
+    """Closes the thread's group of copies issued since its last commit."""
+    _async_groups().append(_async.open)
+    _async.open = []
 
 
 def cp_async_wait(n):
-    pass
+    """Completes the thread's oldest groups until at most `n` are in flight."""
+    groups = _async_groups()
+    while len(groups) > int(n):
+        for d, a, s, b, size in groups.pop(0):
+            d.reshape(-1).view(np.uint8)[a : a + size] = s.reshape(-1).view(np.uint8)[b : b + size]
 
 
 def pdl_wait():
