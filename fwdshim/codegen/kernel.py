@@ -317,7 +317,8 @@ after it may be scheduled at once. Measured on the H200 (2026-11-30, `bench/deco
 512, one run each, us a token, dequant / int8-act): off 817.6 / 981.3, early 900.3 / 916.1, wait
 799.6 / 961.2 (SmolLM2 shape); Llama-3-8B shape off 3433.3 / 3182.6, early 3996.5 / 3001.4 (wait not
 measured). Not the default: the GPU suite has not passed with it (one run with `early`, cut off by
-its time limit, showed three failures it did not name)."""
+its time limit, showed three failures it did not name; most likely a pipeline fault found since, see
+bench/RESULTS.md)."""
 
 
 def _with_pdl(body: str, entry: str, mode: str | None = None) -> str:
