@@ -253,7 +253,7 @@ def test_unknown_fwd_op_suggests_a_close_name(tmp_path):
     "var, value, expected",
     [
         ("FWDSHIM_MERGE", "maybe", "fwdshim-opt: warning: FWDSHIM_MERGE='maybe' is neither 0 nor 1: launches are merged"),
-        ("FWDSHIM_PDL", "sometimes", "fwdshim-opt: warning: FWDSHIM_PDL='sometimes' is none of off, wait, early (or 0, 1): programmatic dependent launch stays off"),
+        ("FWDSHIM_PDL", "sometimes", "fwdshim-opt: warning: FWDSHIM_PDL='sometimes' is none of off, wait, ahead, early (or 0, 1): programmatic dependent launch takes the default, ahead"),
     ],
 )
 def test_an_unknown_environment_value_is_a_one_line_warning(monkeypatch, var, value, expected):

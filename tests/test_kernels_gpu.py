@@ -200,7 +200,7 @@ def test_async_copy_pipelines_are_bit_for_bit_the_plain_gemv(n, k, shape, act):
     assert np.isfinite(y).all() and np.abs(y).max() > 0
 
 
-@pytest.mark.parametrize("mode", ["wait", "early"])
+@pytest.mark.parametrize("mode", ["wait", "ahead", "early"])
 def test_programmatic_dependent_launches_replay_the_same_bits(monkeypatch, mode):
     """A norm -> GEMV -> norm chain built with `kernel.PDL` and recorded with `Kernel.launch_on`
     (programmatic dependent launch) replays to the bits of plain launches."""

@@ -1,5 +1,5 @@
 """Programmatic dependent launch (`kernel.PDL`, `FWDSHIM_PDL`): where `build` places the waits in a
-kernel's source; off by default."""
+kernel's source; `ahead` by default."""
 
 from __future__ import annotations
 
@@ -20,15 +20,15 @@ def entry_k(x, y):
 """
 
 
-def test_pdl_is_off_unless_asked(monkeypatch):
+def test_pdl_is_ahead_unless_asked(monkeypatch):
     monkeypatch.delenv("FWDSHIM_PDL", raising=False)
-    assert kernel._pdl_mode() == "off"
-    for value, mode in (("0", "off"), ("1", "early"), ("wait", "wait"), ("EARLY", "early")):
+    assert kernel._pdl_mode() == "ahead"
+    for value, mode in (("0", "off"), ("1", "early"), ("wait", "wait"), ("EARLY", "early"), ("ahead", "ahead")):
         monkeypatch.setenv("FWDSHIM_PDL", value)
         assert kernel._pdl_mode() == mode
     monkeypatch.setenv("FWDSHIM_PDL", "sometimes")
-    with pytest.warns(UserWarning, match="none of off, wait, early"):
-        assert kernel._pdl_mode() == "off"
+    with pytest.warns(UserWarning, match="none of off, wait, ahead, early"):
+        assert kernel._pdl_mode() == "ahead"
 
 
 def test_waits_open_the_kernel_function_only():
@@ -40,6 +40,8 @@ def test_waits_open_the_kernel_function_only():
     early = kernel._with_pdl(BODY, "entry_k", "early").splitlines()
     assert early[i + 1 : i + 3] == ["    pdl_launch()", "    pdl_wait()"]
     assert early[: i - 1] == wait[: i - 1]  # the device function is left as it is
+    ahead = kernel._with_pdl(BODY, "entry_k", "ahead").splitlines()
+    assert ahead[i + 1 : i + 4] == ["    pdl_wait()", "    pdl_launch()", "    i = cuda.grid(1)"]
 
 
 def test_a_kernel_placing_its_own_wait_keeps_it():

@@ -1,6 +1,8 @@
 // Each fwd.fused lowers to one generated kernel that loads each external input once and stores each
 // result once; intermediates stay in registers (`t<j>`), rounding spelled out (fadd_rn, fmul_rn, ...).
-// RUN: fwdshim-opt %s --split-input-file -p 'forward-shim{numerics=dequant}' -t numba | filecheck %s
+// Under programmatic dependent launch (`FWDSHIM_PDL`, default `ahead`) a kernel first waits for the
+// launches before it, then lets the next one be scheduled.
+// RUN: env FWDSHIM_PDL=ahead fwdshim-opt %s --split-input-file -p 'forward-shim{numerics=dequant}' -t numba | filecheck %s
 
 // A chain carrying its sum on: the sum %s is read outside, so it is a second result.
 func.func @chain(%a: tensor<96xf32>, %b: tensor<96xf32>, %c: tensor<96xf32>) -> (tensor<96xf32>, tensor<96xf32>) {
@@ -19,6 +21,8 @@ func.func @chain(%a: tensor<96xf32>, %b: tensor<96xf32>, %c: tensor<96xf32>) -> 
 // CHECK-NEXT: //       args   (a0=%a, a1=%b, a2=%c, y0=%s, y1=%z)
 // CHECK:      # ---- kernel fused_chain_mul_add_silu_div_96: grid (1,) block (256,)
 // CHECK:      def fused_k(a0, a1, a2, y0, y1):
+// CHECK-NEXT:     pdl_wait()
+// CHECK-NEXT:     pdl_launch()
 // CHECK-NEXT:     i = cuda.grid(1)
 // CHECK-NEXT:     if i < 96:
 // CHECK-NEXT:         x0 = a0[i]
@@ -48,6 +52,8 @@ func.func @region(%a: tensor<80xf32>, %b: tensor<80xf32>, %c: tensor<80xf32>, %d
 // CHECK:      //   stage 0: fwd.fused elementwise_regions covers [0, 1, 2, 3, 4]
 // CHECK-NEXT: //     kernel fused_region_add_mul_silu_mul_max_80 grid 1 block 256
 // CHECK:      def fused_k(a0, a1, a2, a3, y0, y1):
+// CHECK-NEXT:     pdl_wait()
+// CHECK-NEXT:     pdl_launch()
 // CHECK-NEXT:     i = cuda.grid(1)
 // CHECK-NEXT:     if i < 80:
 // CHECK-NEXT:         x0 = a0[i]

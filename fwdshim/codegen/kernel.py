@@ -294,36 +294,46 @@ def compile_kernel(ks: KernelSource):
     return getattr(module, ks.entry)
 
 
-PDL_MODES = ("off", "wait", "early")
+PDL_MODES = ("off", "wait", "ahead", "early")
 
 
 def _pdl_mode() -> str:
-    v = os.environ.get("FWDSHIM_PDL", "off").strip().lower()
-    v = {"0": "off", "": "off", "1": "early"}.get(v, v)
+    v = os.environ.get("FWDSHIM_PDL", "ahead").strip().lower()
+    v = {"0": "off", "": "ahead", "1": "early"}.get(v, v)
     if v not in PDL_MODES:
         import warnings
 
-        warnings.warn(f"FWDSHIM_PDL={v!r} is none of {', '.join(PDL_MODES)} (or 0, 1): programmatic dependent launch stays off", stacklevel=2)
-        return "off"
+        warnings.warn(f"FWDSHIM_PDL={v!r} is none of {', '.join(PDL_MODES)} (or 0, 1): programmatic dependent launch takes the default, ahead", stacklevel=2)
+        return "ahead"
     return v
 
 
 PDL = _pdl_mode()
-"""Programmatic dependent launch (`FWDSHIM_PDL`; off unless asked): with `wait` every kernel starts with
+"""Programmatic dependent launch (`FWDSHIM_PDL`, default `ahead`): with `wait` every kernel starts with
 `pdl_wait()` (the kernels before it on the stream have finished and their writes are visible) and
 `Kernel.launch_on` launches it with `programmatic_stream_serialization`, so its blocks are scheduled
-before the one before it ends; with `early` (or 1) it first calls `pdl_launch()` too, so the launch
-after it may be scheduled at once. Measured on the H200 (2026-11-30, `bench/decode_step.py`, fill
-512, one run each, us a token, dequant / int8-act): off 817.6 / 981.3, early 900.3 / 916.1, wait
-799.6 / 961.2 (SmolLM2 shape); Llama-3-8B shape off 3433.3 / 3182.6, early 3996.5 / 3001.4 (wait not
-measured). Not the default: the GPU suite has not passed with it (one run with `early`, cut off by
-its time limit, showed three failures it did not name; most likely a pipeline fault found since, see
-bench/RESULTS.md)."""
+before the one before it ends; with `ahead` it calls `pdl_launch()` right after the wait, so the launch
+after it may be scheduled once this one's blocks have all passed their wait (one launch ahead at
+most: its blocks sit in their wait while this one runs); with `early` (or 1) it calls `pdl_launch()`
+before the wait, so every later launch may be scheduled at once; `off` launches plainly. Measured on
+the H200 (2026-11-30, `bench/decode_step.py`, fill 512, us a token, dequant / int8-act, one device
+call each line):
+
+| mode | SmolLM2 shape | Llama-3-8B shape (32 layers) |
+|---|---|---|
+| off | 814.9 / 978.3 (and 817.6 / 981.3) | 3433.3 / 3182.6 |
+| wait | 805.0 / 967.3 (and 799.6 / 961.2) | 3399.6 / 3152.4 |
+| ahead | 734.5 / 882.4 (and 734.8 / 882.2) | 3554.6 / 2993.7 (and 3558.0 / 2994.3) |
+| early | 900.3 / 916.1 | 3996.5 / 3001.4 |
+
+`ahead` is the default: 80-96 us a token off SmolLM2's step and 190 off Llama-3-8B's under int8-act,
+at the cost of ~120 us (3.5 %) under dequant on Llama-3-8B (not explained: its pipelined GEMVs' blocks
+are the largest waiting ones). The GPU suite passed under it (127 tests, 2026-11-30)."""
 
 
 def _with_pdl(body: str, entry: str, mode: str | None = None) -> str:
-    """`body` with `pdl_wait()` (and under `early` `pdl_launch()` before it) first in kernel function
-    `entry`, unless `entry` already calls `pdl_wait()` itself (a kernel placing work that reads no
+    """`body` with `pdl_wait()` first in kernel function `entry` (under `early` after `pdl_launch()`,
+    under `ahead` followed by it), unless `entry` already calls `pdl_wait()` itself (a kernel placing work that reads no
     earlier launch's result before it). ValueError when `entry` is not defined in `body`."""
     mode = PDL if mode is None else mode
     if mode == "off":
@@ -334,8 +344,10 @@ def _with_pdl(body: str, entry: str, mode: str | None = None) -> str:
             end = next((j for j in range(i + 1, len(lines)) if lines[j][:1] not in ("", " ", "#")), len(lines))
             if any(ln.strip() == "pdl_wait()" for ln in lines[i + 1 : end]):
                 return body
-            head = ["    pdl_launch()"] if mode == "early" else []
-            return "\n".join(lines[: i + 1] + head + ["    pdl_wait()"] + lines[i + 1 :]) + "\n"
+            head = ["    pdl_launch()", "    pdl_wait()"] if mode == "early" else ["    pdl_wait()"]
+            if mode == "ahead":
+                head.append("    pdl_launch()")
+            return "\n".join(lines[: i + 1] + head + lines[i + 1 :]) + "\n"
     raise ValueError(f"no kernel function `{entry}` in the body")
 
 
