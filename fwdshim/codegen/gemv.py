@@ -503,7 +503,14 @@ def launch_shape(n: int, k: int, act: str) -> Shape:
     4096x14336 v16r4w4u1s2a2 75.4 % (57.8), the 128256x4096 output projection v16r8w4u1s1a2 96.0 %
     (84.2); int8-act 14336x4096 v16r2w4u1s1a2 88.7 % in two runs (86.6), 128256x4096 104.0 % (101.6,
     L2 hits past the ceiling). In registers the dequantizing loop holds too few bytes in flight:
-    ptxas issues a step's loads after the previous step's products."""
+    ptxas issues a step's loads after the previous step's products.
+
+    SmolLM2's int8-act projections take two rows a group of warps (was one): with the norms, their
+    quantize and the silu·mul's quantize as prologues (`merge.QUANTIZED_PROLOGUES`) every block
+    recomputes its prologue, and half the blocks halve that work. On the H200 (2026-11-30,
+    `bench/decode_step.py`, SmolLM2 shape, fill 512, int8-act, one device call): 882.2 us a token
+    (one row, no quantized prologues) -> 827.3 (two rows, quantized prologues); 875.2 with four rows
+    and 919.0 with four rows and no quantized prologues."""
     if act == "f32":
         if k < 2048:
             return Shape(16, 4, 4, 1, 1) if n >= 8192 else Shape(16, 4, 8, 1, 4)
@@ -513,7 +520,7 @@ def launch_shape(n: int, k: int, act: str) -> Shape:
     if k < 2048:
         if n >= 8192:  # a tall matrix of short rows (an output projection): fewer, larger blocks
             return Shape(32, 2, 4, 2, 1)
-        return Shape(16, 1, 8, 1, 2) if k < 1024 else Shape(16, 1, 8, 1, 4)
+        return Shape(16, 2, 8, 1, 2) if k < 1024 else Shape(16, 2, 8, 1, 4)
     if k >= 8192:
         return Shape(32, 2, 8, 2, 4)
     if n <= 4096:

@@ -71,12 +71,12 @@ the gate/up launch's tail); Llama-3-8B's 4096 norms stay tails. 1024 -> 1536 on 
 (2026-11-30, `bench/decode_step.py`, SmolLM2 shape, fill 512, one run each): 831.7 -> 820.3 us a
 token (dequant), 983.0 -> 980.1 (int8-act)."""
 
-QUANTIZED_PROLOGUES = False
-"""Whether a prologue may leave a quantized activation (`xq`, `xd`) in shared memory: off, as measured
-on the H200 (2026-11-30, `bench/decode_step.py`, SmolLM2 shape, fill 512, one run): prologues took the
-dequant step from 1032.5 to 885.7 us a token, but the int8-act step from 998.7 to 1014.3 us (the norm
-and its quantize epilogue recomputed by every block cost more than the add+norm tails they replace).
-The int8 prologue stays tested bit for bit under the simulator."""
+QUANTIZED_PROLOGUES = True
+"""Whether a prologue may leave a quantized activation (`xq`, `xd`) in shared memory (int8-act's norms
+and quantizes). Measured on the H200 (2026-11-30, `bench/decode_step.py`, SmolLM2 shape, fill 512,
+int8-act, one run each): without programmatic dependent launch 998.7 -> 1014.3 us a token (off kept
+then); under `FWDSHIM_PDL=ahead` 882.4 -> 951.4 with the one-row int8 GEMVs of then, 882.2 -> 827.3
+with two rows a group (`gemv.launch_shape`): on since."""
 
 ACTIVATIONS = ("x", "xq", "xd")
 """The GEMV parameters that read an activation (`codegen.gemv`, `codegen.gemv_ggml`): what a
