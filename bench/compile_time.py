@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="smollm2")
-    ap.add_argument("--numerics", default="dequant")
-    ap.add_argument("--context", type=int, default=None)
-    ap.add_argument("--json", type=Path)
+    ap.add_argument("--model", default="smollm2", help="smollm2 (fetched into the cache) or a GGUF file (default smollm2)")
+    ap.add_argument("--numerics", default="dequant", choices=("dequant", "int8-act", "two-pass-int8"), help="default dequant")
+    ap.add_argument("--context", type=int, default=None, help="the attention's capacity (default: as `fwdshim run`)")
+    ap.add_argument("--json", type=Path, help="also write the JSON object to this file")
     args = ap.parse_args(argv)
     from numba import cuda
 

@@ -314,18 +314,26 @@ def bench_torch(out: list, name: str, args) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shapes", default="smollm2,llama8b")
-    ap.add_argument("--numerics", default="dequant,int8-act")
-    ap.add_argument("--context", type=int, default=1024)
-    ap.add_argument("--fill", type=int, default=512)
-    ap.add_argument("--steps", type=int, default=64)
-    ap.add_argument("--no-torch", action="store_true")
-    ap.add_argument("--check", action="store_true")
-    ap.add_argument("--results", default="")
-    ap.add_argument("--json", default="")
-    ap.add_argument("--label", default="")
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap.add_argument("--shapes", default="smollm2,llama8b", help=f"model shapes, comma-separated, of {', '.join(SHAPES)} (default: both)")
+    ap.add_argument("--numerics", default="dequant,int8-act", help="numerics, comma-separated, of dequant, int8-act, two-pass-int8 (default: dequant,int8-act)")
+    ap.add_argument("--context", type=int, default=1024, help="the attention's capacity in rows (default 1024)")
+    ap.add_argument("--fill", type=int, default=512, help="cache rows already filled when timing starts (default 512)")
+    ap.add_argument("--steps", type=int, default=64, help="tokens timed per row, after 8 warm-up tokens (default 64)")
+    ap.add_argument("--no-torch", action="store_true", help="leave out the PyTorch peer (eager and torch.compile)")
+    ap.add_argument("--check", action="store_true", help="first compare 3 tokens' logits, GPU against the CPU executor (SmolLM2 shape)")
+    ap.add_argument("--results", default="", help="append the table to this markdown file")
+    ap.add_argument("--json", default="", help="write the measurements to this file, one JSON object a line")
+    ap.add_argument("--label", default="", help="a label for the table's heading")
     args = ap.parse_args()
+    for name in args.shapes.split(","):
+        if name not in SHAPES:
+            ap.error(f"--shapes: unknown shape {name!r} (known: {', '.join(SHAPES)})")
+    for numerics in args.numerics.split(","):
+        if numerics not in ("dequant", "int8-act", "two-pass-int8"):
+            ap.error(f"--numerics: unknown numerics {numerics!r} (dequant, int8-act, two-pass-int8)")
+    if args.fill < 0 or args.steps < 1 or args.fill + max(8, args.steps + 1) > args.context:
+        ap.error(f"--fill {args.fill}, --steps {args.steps}, --context {args.context}: needs fill >= 0, steps >= 1, and the rows decoded from the fill (8 warm-up tokens, then steps + 1) within the context")
     from numba import cuda
 
     if not cuda.is_available():

@@ -60,11 +60,16 @@ def bench_type(timer: Timer, t, n: int, k: int, act: str, warps: int, reps: int,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--types", default=",".join(t.name.lower() for t in G.AFFINE))
+    ap.add_argument("--types", default=",".join(t.name.lower() for t in G.AFFINE), help=f"GGML types, comma-separated (default: {','.join(t.name.lower() for t in G.AFFINE)})")
     ap.add_argument("--warps", default="4", help="warps per block to time, comma-separated (first: the default)")
     ap.add_argument("--results", type=Path, help="append the table to this markdown file")
-    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--reps", type=int, default=20, help="graph replays timed per kernel (default 20)")
     args = ap.parse_args(argv)
+    unknown = [s for s in args.types.split(",") if s.lower() not in {t.name.lower() for t in G.AFFINE}]
+    if unknown:
+        ap.error(f"--types: unknown GGML type(s) {', '.join(unknown)} (known: {', '.join(t.name.lower() for t in G.AFFINE)})")
+    if not all(w.strip().isdigit() and int(w) >= 1 for w in args.warps.split(",")):
+        ap.error(f"--warps {args.warps!r}: whole numbers of warps, comma-separated")
     require_gpu(ap)
     types = [G.QT[s.upper()] for s in args.types.split(",")]
     warps = [int(w) for w in args.warps.split(",")]

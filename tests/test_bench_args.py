@@ -1,0 +1,32 @@
+"""The bench scripts' bad arguments are one usage line and exit status 2, before any GPU is needed
+(`bench/*.py` run on the device; a typo there must not cost a compile or a traceback)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+@pytest.mark.parametrize(
+    "script, args, message",
+    [
+        ("decode_step.py", ["--shapes", "smollm2,gpt9"], "--shapes: unknown shape 'gpt9' (known: smollm2, llama8b)"),
+        ("decode_step.py", ["--numerics", "int4"], "--numerics: unknown numerics 'int4'"),
+        ("decode_step.py", ["--fill", "1000"], "--fill 1000, --steps 64, --context 1024: needs fill >= 0"),
+        ("decode_step.py", ["--steps", "0"], "--fill 512, --steps 0, --context 1024: needs fill >= 0"),
+        ("gemv_ggml.py", ["--types", "q4_k,f32"], "--types: unknown GGML type(s) f32 (known: q4_0,"),
+        ("gemv_ggml.py", ["--warps", "4,two"], "--warps '4,two': whole numbers of warps, comma-separated"),
+        ("compile_time.py", ["--numerics", "int4"], "argument --numerics: invalid choice: 'int4'"),
+    ],
+    ids=lambda v: v if isinstance(v, str) and v.endswith(".py") else None,
+)
+def test_a_bad_argument_is_one_usage_error(script, args, message):
+    r = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=120)
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert last.startswith(f"{script}: error: ") and message in last, last
