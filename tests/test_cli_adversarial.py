@@ -246,6 +246,38 @@ def test_chat_template_that_fails_is_one_line(tmp_path, capsys):
     fails(capsys, run_argv(reads_past, "--chat"), "fails: list object has no element 5; run without --chat")
 
 
+@pytest.mark.parametrize(
+    "template, why",
+    [
+        ("{{ 1/0 }}", "fails: ZeroDivisionError: division by zero; run without --chat"),
+        ("{% for i in range(10**9) %}{% endfor %}", "fails: OverflowError: Range too big"),
+        ("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", "fails: it recurses too deep"),
+        ("{{ 'x' * 30000000 }}", "fails: it renders 30000000 characters for a prompt of 7"),
+        ("{{ messages.__class__ }}", "fails: it renders no text"),
+    ],
+    ids=["zero", "range", "recursion", "huge", "empty"],
+)
+def test_chat_template_errors_of_its_own_are_one_line(tmp_path, capsys, template, why):
+    """A file's chat template is code: its Python errors, runaway recursion, a huge rendering and an
+    empty one are the template's fault, said in one line, never an internal error."""
+    model = rewrite(tiny(tmp_path), tmp_path / "t.gguf", kv={"tokenizer.chat_template": (template, VT.STRING)})
+    fails(capsys, run_argv(model, "--chat"), why)
+
+
+def test_chat_template_that_runs_forever_is_stopped(tmp_path, capsys, monkeypatch):
+    from fwdshim.frontend import tokenizer
+
+    monkeypatch.setattr(tokenizer, "TEMPLATE_SECONDS", 0.5)
+    loops = "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"
+    model = rewrite(tiny(tmp_path), tmp_path / "t.gguf", kv={"tokenizer.chat_template": (loops, VT.STRING)})
+    fails(capsys, run_argv(model, "--chat"), "fails: it runs past 0.5 s; run without --chat")
+
+
+def test_a_prompt_that_is_not_utf8_is_a_usage_error(tmp_path, capsys):
+    prompt = b"\xff\xfe ab".decode("utf-8", "surrogateescape")  # as Python passes such an argv
+    fails(capsys, run_argv(tiny(tmp_path), prompt=prompt), "--prompt: not UTF-8 text")
+
+
 def test_nan_weights_stop_with_a_line_not_noise(tmp_path, capsys):
     good = tiny(tmp_path)
     nan = rewrite(good, tmp_path / "nan.gguf", replace={"output_norm.weight": np.full(64, np.nan, np.float32)})
@@ -656,14 +688,26 @@ def test_one_token_has_no_decode_rate(tmp_path, capsys):
     assert "fwdshim: 1 token, no decode rate: the first token comes with the prompt (cpu" in err and "tokens/s" not in err
 
 
-@pytest.mark.parametrize("value", ["abc", "0", "-2", "1.5"])
+@pytest.mark.parametrize("value", ["abc", "0", "-2", "1.5", "\u00b2", "99999999999999999999", "1025"])
 def test_a_bad_thread_count_is_a_run_error(monkeypatch, value):
-    """`FWDSHIM_CPU_THREADS` that is not a whole number >= 1 is the user's error (one line through
+    """`FWDSHIM_CPU_THREADS` that is not a whole number 1 to 1024 (ASCII digits: `²` is a digit to
+    `str.isdigit`) is the user's error (one line through
     `fwdshim`'s RunError path), not an internal error."""
     from fwdshim.tools.runner import RunError, _cpu_threads
 
     monkeypatch.setenv("FWDSHIM_CPU_THREADS", value)
-    with pytest.raises(RunError, match=r"FWDSHIM_CPU_THREADS='.*': expected a whole number of threads, 1 or more"):
+    with pytest.raises(RunError, match=r"FWDSHIM_CPU_THREADS='.*': expected a whole number of threads, 1 to 1024"):
         _cpu_threads()
     monkeypatch.setenv("FWDSHIM_CPU_THREADS", " 3 ")
     assert _cpu_threads() == 3
+
+
+@pytest.mark.parametrize("kind", ["file", "under_a_file"])
+def test_a_cache_that_cannot_be_a_directory_is_named(tmp_path, capsys, monkeypatch, kind):
+    """`FWDSHIM_CACHE` naming a file (or a path under one) is one line naming it, before any work."""
+    f = tmp_path / "cachefile"
+    f.write_text("")
+    root = f if kind == "file" else f / "sub"
+    monkeypatch.setenv("FWDSHIM_CACHE", str(root))
+    why = "not a directory" if kind == "file" else "cannot make the directory"
+    fails(capsys, run_argv(tmp_path / "missing.gguf"), f"FWDSHIM_CACHE={root}: {why}")

@@ -283,3 +283,32 @@ def test_any_file_name_reads_as_mlir_and_dash_means_the_standard_streams(tmp_pat
         assert r.returncode == 0, (args, r.stderr)
         assert r.stdout == plain.stdout, args
     assert not (tmp_path / "-").exists()
+
+
+def test_ctrl_c_is_one_line_and_status_130(monkeypatch, capsys):
+    """Ctrl-C in a long pass: `fwdshim-opt: interrupted`, exit status 130 (as `fwdshim`), no traceback."""
+    from fwdshim.tools import driver
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(driver.FwdOptMain, "run", interrupted)
+    assert driver.main([str(ROOT / "examples" / "llama_layer.mlir"), "-p", "forward-shim"]) == 130
+    assert capsys.readouterr().err == "fwdshim-opt: interrupted\n"
+
+
+def test_explain_option_of_a_failing_legalize_reports_on_stderr(tmp_path):
+    """`fwd-legalize{explain=true}` is `--explain`: when the strict pass fails, the table goes to
+    stderr with the errors (stdout stays empty); when it passes, the table follows on stdout."""
+    src = tmp_path / "refused.mlir"
+    src.write_text(
+        "func.func @f(%x: tensor<64xf32>) -> tensor<64xf32> {\n"
+        "  %y = fwd.softcap %x cap 30.0 : tensor<64xf32> -> tensor<64xf32>\n"
+        "  func.return %y : tensor<64xf32>\n}\n"
+    )
+    opt = [sys.executable, "-m", "fwdshim.tools.driver"]
+    r = subprocess.run([*opt, str(src), "-p", "fwd-legalize{explain=true}"], capture_output=True, text=True)
+    assert r.returncode == 1 and r.stdout == ""
+    assert "// legality report:" in r.stderr and f"{src}:2:3: error: a soft-capped tensor" in r.stderr
+    r = subprocess.run([*opt, str(src), "-p", "fwd-legalize{explain=true mode=mark}"], capture_output=True, text=True)
+    assert r.returncode == 0 and "// legality report:" in r.stdout and r.stderr == ""

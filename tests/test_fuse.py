@@ -197,5 +197,5 @@ def test_pipeline_legalizes_the_examples(numerics):
 def test_unknown_options_are_errors():
     with pytest.raises(ValueError, match="unknown numerics `int4`"):
         FusePass("int4")
-    with pytest.raises(ValueError, match="unknown fwd-fuse order `forward`"):
+    with pytest.raises(ValueError, match="option `order` of `fwd-fuse` takes shim or shared, not `forward`"):
         FusePass(order="forward")

@@ -438,7 +438,7 @@ def test_contract_attribute(kind: Q8MatKind) -> None:
 
 
 def test_bad_options_are_value_errors() -> None:
-    with pytest.raises(ValueError, match="unknown mode `lax`"):
+    with pytest.raises(ValueError, match="option `mode` of `fwd-legalize` takes strict or mark, not `lax`"):
         LegalizePass(mode="lax")
     with pytest.raises(ValueError, match="unknown numerics `int4`"):
         LegalizePass(numerics="int4")

@@ -20,6 +20,9 @@ with one line naming the file. A BOS or EOS id outside the vocabulary is left ou
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 from pathlib import Path
 
 import gguf
@@ -166,18 +169,68 @@ class GGUFTokenizer:
             {"role": "user", "content": prompt}
         ]
         name = lambda i: self.tokens[i] if i is not None and 0 <= i < len(self.tokens) else ""  # noqa: E731
+
+        def fails(why: str) -> ModelError:
+            return ModelError(f"{self.path}: the chat template (`tokenizer.chat_template`) fails: {why}; run without --chat")
+
         try:
-            return env.from_string(self.chat_template).render(
-                messages=messages,
-                add_generation_prompt=True,
-                bos_token=name(self.bos_id),
-                eos_token=name(self.eos_id),
-            )
+            with _time_limit(TEMPLATE_SECONDS):
+                text = env.from_string(self.chat_template).render(
+                    messages=messages,
+                    add_generation_prompt=True,
+                    bos_token=name(self.bos_id),
+                    eos_token=name(self.eos_id),
+                )
+        except ModelError:
+            raise
         except TemplateError as e:  # a template that does not parse, or reads what is not there
             line = f" line {e.lineno}" if getattr(e, "lineno", None) else ""
             raise ModelError(
                 f"{self.path}: the chat template (`tokenizer.chat_template`{line}) fails: {str(e).rstrip('.')}; run without --chat"
             ) from None
+        except _TemplateTimeout:
+            raise fails(f"it runs past {TEMPLATE_SECONDS} s") from None
+        except RecursionError:
+            raise fails("it recurses too deep") from None
+        except MemoryError:
+            raise fails("it runs out of memory") from None
+        except Exception as e:  # noqa: BLE001 - the template's own Python errors (1/0, range(10**9), ...)
+            raise fails(f"{type(e).__name__}: {str(e).rstrip('.')}") from None
+        if len(text) > TEMPLATE_CHARS + 4 * len(prompt):
+            raise fails(f"it renders {len(text)} characters for a prompt of {len(prompt)}")
+        if not text.strip():
+            raise fails("it renders no text")
+        return text
+
+
+TEMPLATE_SECONDS = 10
+"""The longest a chat template may take to render (a file's template is code from the file)."""
+
+TEMPLATE_CHARS = 1 << 20
+"""The most characters a chat template may add to the prompt (its turns and markers)."""
+
+
+class _TemplateTimeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    """Raise `_TemplateTimeout` in the main thread after `seconds` (SIGALRM; elsewhere no limit)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise _TemplateTimeout
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def _ends_turn(token: str) -> bool:

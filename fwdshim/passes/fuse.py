@@ -247,7 +247,7 @@ class FusePass(NumericsPass):
     def __post_init__(self) -> None:
         super().__post_init__()  # the numerics: ValueError, a one-line error from the driver
         if self.order not in ("shim", "shared"):
-            raise ValueError(f"unknown fwd-fuse order `{self.order}` (expected shim or shared)")
+            raise ValueError(f"option `order` of `fwd-fuse` takes shim or shared, not `{self.order}`")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         fuse_module(op, self.shim, RULES if self.order == "shared" else None)

@@ -18,6 +18,8 @@ the module carries the numerics contract as `fwd.numerics` (the `Contract` plus 
 
 from __future__ import annotations
 
+import sys
+
 from collections import deque
 from dataclasses import dataclass
 
@@ -122,7 +124,7 @@ class LegalizePass(NumericsPass):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.mode not in MODES:
-            raise ValueError(f"unknown mode `{self.mode}` (expected strict or mark)")
+            raise ValueError(f"option `mode` of `fwd-legalize` takes strict or mark, not `{self.mode}`")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         shim = self.shim
@@ -136,7 +138,8 @@ class LegalizePass(NumericsPass):
                 target.attributes[REFUSED_ATTR] = StringAttr(r.reason)
         if not refused or self.mode == "mark":
             op.attributes[NUMERICS_ATTR] = contract_attr(shim)
-        if self.explain:
-            print(report_table(op, shim, [r.name for r in RULES], unfused_guards), end="")
+        if self.explain:  # on stderr with the errors when the pass fails, as `fwdshim-opt --explain`
+            failing = bool(refused) and self.mode == "strict"
+            print(report_table(op, shim, [r.name for r in RULES], unfused_guards), end="", file=sys.stderr if failing else sys.stdout)
         if refused and self.mode == "strict":
             raise PassFailedException("\n".join(r.error_line() for _, r in refused))

@@ -159,6 +159,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_cache() -> None:
+    """`$FWDSHIM_CACHE` (or its default) is a directory, or can be made one: else a UsageError naming it."""
+    from fwdshim.frontend.cache import cache_dir
+
+    root = cache_dir()
+    where = f"FWDSHIM_CACHE={root}" if os.environ.get("FWDSHIM_CACHE") else f"the cache {root}"
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"{where}: not a directory")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{where}: cannot make the directory ({e.strerror or e})") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `fwdshim`. Returns the exit status (0 ok, 1 an error, 130 interrupted)."""
     import warnings
@@ -171,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return 0
+        _check_cache()
         commands = {"import": _import, "fetch-model": _fetch, "run": _run, "profile": _profile}
         return commands[args.command](args, out)
     except UsageError as e:
@@ -398,6 +413,10 @@ def _run(args, out: _Output) -> int:
     _check_context(args.context)
     if not args.prompt:
         raise UsageError("--prompt is empty: give the text to continue")
+    try:
+        args.prompt.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8 reach argv as lone surrogates
+        raise UsageError("--prompt: not UTF-8 text") from None
     logits_out = _path_arg(args.logits_out, "--logits-out")
     if logits_out is not None:
         _check_writable(logits_out, "--logits-out")

@@ -218,7 +218,7 @@ def _pipeline_error(text: str, args: list[str] | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `fwdshim-opt`. Returns the exit status (0 ok, 1 a user error)."""
+    """Entry point of `fwdshim-opt`. Returns the exit status (0 ok, 1 a user error, 130 interrupted)."""
     args = sys.argv[1:] if argv is None else argv
     if any(a in ("-h", "--help") for a in args):
         print(
@@ -377,6 +377,9 @@ def _run(args: list[str]) -> int:
     except ValueError as e:  # e.g. an unknown file extension or pass option
         print(f"fwdshim-opt: error: {_unknown_option(str(e), _specs(args))}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("fwdshim-opt: interrupted", file=sys.stderr)
+        return 130
     except RecursionError:  # IR deeper than the parser counts (a 3000-term affine expression)
         if os.environ.get("FWDSHIM_TRACEBACK"):
             raise

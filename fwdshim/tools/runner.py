@@ -86,9 +86,13 @@ def _cpu_threads() -> int:
     """`$FWDSHIM_CPU_THREADS` (default 1): BLAS threads of the CPU executor; RunError unless a whole
     number >= 1."""
     text = os.environ.get("FWDSHIM_CPU_THREADS", "1").strip()
-    if not text.isdigit() or int(text) < 1:
-        raise RunError(f"FWDSHIM_CPU_THREADS={text!r}: expected a whole number of threads, 1 or more")
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_CPU_THREADS:
+        raise RunError(f"FWDSHIM_CPU_THREADS={text!r}: expected a whole number of threads, 1 to {MAX_CPU_THREADS}")
     return int(text)
+
+
+MAX_CPU_THREADS = 1024
+"""The most BLAS threads `$FWDSHIM_CPU_THREADS` may ask for."""
 
 class CpuForward:
     """The compiled step on the NumPy reference executor, holding its KV caches on the host.
