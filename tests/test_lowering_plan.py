@@ -160,6 +160,20 @@ func.func @f(%x: tensor<64xf32>) -> tensor<64xf32> {
         plan_for(parse(src))
 
 
+def test_a_tensor_past_cudas_grid_is_a_located_error():
+    """A stage whose kernel would need more blocks than CUDA launches is an error at the stage (the
+    plan had printed `grid 15625000000`)."""
+    n = 4_000_000_000_000
+    src = f"""\
+func.func @f(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{
+  %y = fwd.silu %x : tensor<{n}xf32> -> tensor<{n}xf32>
+  func.return %y : tensor<{n}xf32>
+}}
+"""
+    with pytest.raises(PlanError, match=r"test.mlir:2:3: error: kernel silu_4000000000000 needs 15625000000 blocks along x, past CUDA's 2147483647"):
+        plan_for(parse(src))
+
+
 def test_decompose_class_left_in_the_ir_is_an_error():
     src = """\
 func.func @f(%a: tensor<64xf32>, %b: tensor<64xf32>) -> tensor<64xf32> {

@@ -298,12 +298,12 @@ PDL_MODES = ("off", "wait", "ahead", "early")
 
 
 def _pdl_mode() -> str:
-    v = os.environ.get("FWDSHIM_PDL", "ahead").strip().lower()
-    v = {"0": "off", "": "ahead", "1": "early"}.get(v, v)
+    given = os.environ.get("FWDSHIM_PDL", "ahead").strip()
+    v = {"0": "off", "": "ahead", "1": "early"}.get(given.lower(), given.lower())
     if v not in PDL_MODES:
         import warnings
 
-        warnings.warn(f"FWDSHIM_PDL={v!r} is none of {', '.join(PDL_MODES)} (or 0, 1): programmatic dependent launch takes the default, ahead", stacklevel=2)
+        warnings.warn(f"FWDSHIM_PDL={given!r} is none of {', '.join(PDL_MODES)} (or 0, 1): programmatic dependent launch takes the default, ahead", stacklevel=2)
         return "ahead"
     return v
 

@@ -400,6 +400,17 @@ def _merge_env() -> bool:
     return v != "0"
 
 
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+"""CUDA's largest grid, in blocks along x, y and z."""
+
+
+def _check_grid(name: str, grid: tuple[int, ...]) -> None:
+    """Unlowerable when `grid` is past CUDA's limits (`GRID_LIMITS`): a tensor too large for the kernel."""
+    for axis, n, limit in zip("xyz", grid, GRID_LIMITS):
+        if n > limit:
+            raise Unlowerable(f"kernel {name} needs {n} blocks along {axis}, past CUDA's {limit}: the tensor is too large for it")
+
+
 def build_plan(func: FuncOp, module: Operation | None = None, merge: bool | None = None) -> LaunchPlan:
     """The launch plan of `func` (see the module docstring); `PlanError` lists every stage it cannot
     lower. `module` (default: `func`'s module) gives the numerics `fwd-legalize` recorded. `merge`
@@ -417,7 +428,10 @@ def build_plan(func: FuncOp, module: Operation | None = None, merge: bool | None
             errors.append(error_at(op, f"a stage inside a `{label}` region — the launch plan lowers the function's top-level stages only"))
             continue
         try:
-            stage_plans.append(b.stage(number, op))
+            sp = b.stage(number, op)
+            for launch in sp.launches:
+                _check_grid(launch.kernel.name, tuple(launch.kernel.grid))
+            stage_plans.append(sp)
         except (Unlowerable, ValueError) as e:
             errors.append(error_at(op, str(e)))
     for op in func.body.block.ops:
