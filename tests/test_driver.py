@@ -312,3 +312,23 @@ def test_explain_option_of_a_failing_legalize_reports_on_stderr(tmp_path):
     assert "// legality report:" in r.stderr and f"{src}:2:3: error: a soft-capped tensor" in r.stderr
     r = subprocess.run([*opt, str(src), "-p", "fwd-legalize{explain=true mode=mark}"], capture_output=True, text=True)
     assert r.returncode == 0 and "// legality report:" in r.stdout and r.stderr == ""
+
+
+def test_a_stale_report_is_removed_when_the_input_does_not_verify(tmp_path):
+    """`--report-json FILE` holds this run's report or nothing: an input that fails to verify leaves
+    no report, so a file from an earlier run must not survive (CI would read it as this run's)."""
+    src = tmp_path / "bad.mlir"
+    src.write_text(
+        "func.func @f(%a: tensor<64xf32>, %b: tensor<32xf32>) -> tensor<64xf32> {\n"
+        "  %y = fwd.elementwise add %a, %b : tensor<64xf32>, tensor<32xf32> -> tensor<64xf32>\n"
+        "  func.return %y : tensor<64xf32>\n}\n"
+    )
+    report = tmp_path / "report.json"
+    report.write_text('{"stale": true}')
+    opt = [sys.executable, "-m", "fwdshim.tools.driver"]
+    r = subprocess.run([*opt, str(src), "-p", "forward-shim", "--report-json", str(report)], capture_output=True, text=True)
+    assert r.returncode == 1 and f"{src}:2:3: error: elementwise operands" in r.stderr
+    assert not report.exists()
+    r = subprocess.run([*opt, str(ROOT / "examples" / "llama_layer.mlir"), "-p", "forward-shim", "--report-json", str(report)],
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0 and '"rows"' in report.read_text()

@@ -12,6 +12,7 @@ import argparse
 import os
 import re
 import sys
+from pathlib import Path
 from typing import IO, NoReturn
 
 from xdsl.dialects.builtin import ModuleOp
@@ -28,7 +29,19 @@ class FwdOptMain(xDSLOptMain):
 
     def __init__(self, *args, **kwargs):
         self.json_docs = []
+        self.reported = False
         super().__init__(*args, **kwargs)
+
+    def run(self) -> None:
+        """As xDSL's; when the run fails before any report is written (the input does not parse or
+        verify), a `--report-json` file left by an earlier run is removed, as LLVM's tools remove an
+        output they did not finish: what the path holds is this run's report or nothing."""
+        try:
+            super().run()
+        except BaseException:
+            if self.args.report_json and not self.reported:
+                Path(self.args.report_json).unlink(missing_ok=True)
+            raise
 
     def register_all_dialects(self):
         super().register_all_dialects()
@@ -121,6 +134,7 @@ class FwdOptMain(xDSLOptMain):
         from fwdshim.passes.rules import RULES
         from fwdshim.shim.report import explain_module
 
+        self.reported = True
         docs = self.json_docs if self.args.split_input_file else None
         rules = [r.name for r in RULES]
         numerics = self.pipeline_numerics()
