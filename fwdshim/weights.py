@@ -120,10 +120,13 @@ class WeightStore(Protocol):
 
 
 def dequantize_raw(raw: np.ndarray, qtype: QT) -> np.ndarray:
-    """`gguf.quants.dequantize` of raw data, as `float32` (F32 data is returned as is, not copied)."""
+    """`gguf.quants.dequantize` of raw data, as `float32` (F32 data is returned as is, not copied).
+    Non-finite scales give non-finite values without numpy's warnings (which name no tensor): the
+    runner reports them by the weight's name."""
     if qtype == QT.F32:
         return np.asarray(raw, dtype=np.float32)
-    return np.asarray(gguf.quants.dequantize(raw, qtype), dtype=np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.asarray(gguf.quants.dequantize(raw, qtype), dtype=np.float32)
 
 
 def dequantize(wd: WeightData) -> np.ndarray:

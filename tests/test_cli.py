@@ -235,3 +235,11 @@ def test_run_help_quotes_the_measured_cpu_rate(capsys):
     assert rate is not None, text
     results = (Path(__file__).resolve().parent.parent / "bench" / "RESULTS.md").read_text()
     assert f"| dequant | CPU (executor) | 30 | {rate.group(1)} |" in results
+
+
+def test_version_is_the_packages(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out == f"fwdshim {version('fwdshim')}\n"

@@ -711,3 +711,18 @@ def test_a_cache_that_cannot_be_a_directory_is_named(tmp_path, capsys, monkeypat
     monkeypatch.setenv("FWDSHIM_CACHE", str(root))
     why = "not a directory" if kind == "file" else "cannot make the directory"
     fails(capsys, run_argv(tmp_path / "missing.gguf"), f"FWDSHIM_CACHE={root}: {why}")
+
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # pytest keeps warnings off stderr: make one fail
+def test_dequantizing_an_inf_scale_warns_nothing():
+    """A Q8_0 block whose f16 scale is inf dequantizes its zero quants to NaN (inf * 0): numpy's
+    `invalid value encountered in multiply` named no tensor and came before `generate`'s own line
+    (`weight ... holds nan`), so dequantizing says nothing."""
+    from fwdshim.weights import dequantize_raw
+
+    block = np.zeros(34, np.uint8)
+    block[:2] = np.frombuffer(np.float16(np.inf).tobytes(), np.uint8)
+    block[2:] = np.arange(32, dtype=np.int8).view(np.uint8)  # quant 0 first, then 1..31
+    y = dequantize_raw(block.reshape(1, 34), QT.Q8_0).reshape(-1)
+    assert np.isnan(y[0]) and np.isinf(y[1:]).all()

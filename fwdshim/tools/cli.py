@@ -73,6 +73,16 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (`{self.prog} --help` lists the options)")
 
 
+def _version() -> str:
+    """The installed package's version (pyproject), or `unknown` when run from a tree not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("fwdshim")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="fwdshim",
@@ -80,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"fwdshim {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     imp = sub.add_parser(
