@@ -112,6 +112,18 @@ def test_groups_keep_dependent_and_atomic_launches_apart():
     assert sum(len(r) + len(p) + len(t) for r, p, t in groups) == len(plan.stage_launches)
 
 
+def test_a_set_stays_within_cudas_grid(monkeypatch):
+    """A parallel set's blocks run end to end in one grid: a set stops before its blocks would pass
+    `MAX_GRID` (CUDA's 2^31 - 1 along x), so every merged launch can be launched."""
+    m = pipeline(parse(llama_src(**TINY)), "dequant")
+    plan = build_plan(functions(m)[0], m, merge=False)
+    sizes = [sum(merge._grid1(x.kernel) for x in par) for _, par, _ in merge.groups(plan.stage_launches) if len(par) > 1]
+    assert sizes, "the tiny layer merges Q/K/V and gate/up"
+    monkeypatch.setattr(merge, "MAX_GRID", min(sizes) - 1)
+    for _, par, _ in merge.groups(plan.stage_launches):
+        assert len(par) == 1 or sum(merge._grid1(x.kernel) for x in par) <= merge.MAX_GRID
+
+
 @pytest.mark.parametrize("ff, merged", [(1536, True), (14336, False)], ids=["smollm2", "llama8b"])
 def test_a_wide_ffn_tail_gets_its_own_launch(ff, merged):
     """silu·mul after gate/up rides in the gate/up launch up to TAIL_THREADS threads (SmolLM2's 1536;

@@ -60,6 +60,9 @@ Measured on the H200 (was 16384): Llama-3-8B's 32-layer step went from 7354 / 84
 int8-act) to 4202 / 3647 us with this and the same day's small-kernel latency work together; the two
 own launches take 1.6-1.7 us each (`fwdshim profile`)."""
 
+MAX_GRID = 2**31 - 1
+"""The most blocks of a merged launch (CUDA's grid along x): its parts' blocks end to end."""
+
 MAX_PARTS = 8
 """The most launches one merged launch holds (its parameters stay within the 4 KiB limit)."""
 
@@ -194,6 +197,7 @@ def _parallel(launches: Sequence, i: int, room: int = MAX_PARTS) -> tuple[list, 
     while (
         j < n and len(par) < room and _plain(launches[j].kernel) and _grid1(launches[j].kernel) is not None
         and launches[j].kernel.block[0] == block and all(_independent(p, launches[j]) for p in par)
+        and sum(_grid1(x.kernel) for x in par) + _grid1(launches[j].kernel) <= MAX_GRID
     ):  # fmt: skip
         par.append(launches[j])
         j += 1
