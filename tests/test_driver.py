@@ -118,7 +118,9 @@ def test_unknown_pass_is_one_line(tmp_path):
     path = write(tmp_path, "ok.mlir", FUNC.format(body="  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32>"))
     r = opt(str(path), "-p", "no-such-pass")
     assert r.returncode == 1
-    assert r.stderr.strip() == "fwdshim-opt: error: Unrecognized passes: ['no-such-pass']"
+    assert r.stderr.strip() == "fwdshim-opt: error: -p: no pass `no-such-pass` (fwdshim-opt --help lists the passes)"
+    r = opt(str(path), "-p", "forward-shim,nope{a=1},zz")  # was xDSL's Python list: ['nope', 'zz']
+    assert r.stderr.strip() == "fwdshim-opt: error: -p: no passes `nope`, `zz` (fwdshim-opt --help lists the passes)"
 
 
 @pytest.mark.parametrize(
@@ -332,3 +334,15 @@ def test_a_stale_report_is_removed_when_the_input_does_not_verify(tmp_path):
     r = subprocess.run([*opt, str(ROOT / "examples" / "llama_layer.mlir"), "-p", "forward-shim", "--report-json", str(report)],
                        capture_output=True, text=True)  # fmt: skip
     assert r.returncode == 0 and '"rows"' in report.read_text()
+
+
+def test_devices_are_not_read_as_ir(tmp_path):
+    """`/dev/zero` as the input is one line (it hung: the read never ends); /dev/null is an empty
+    module; a full output device names the output file (it said only "no space left on device")."""
+    r = opt("/dev/zero")
+    assert r.returncode == 1 and r.stderr == "fwdshim-opt: error: /dev/zero: a device, not a file of IR\n"
+    r = opt("/dev/null")
+    assert r.returncode == 0 and r.stdout.startswith("builtin.module")
+    if Path("/dev/full").exists():
+        r = opt(str(ROOT / "examples" / "llama_layer.mlir"), "-o", "/dev/full")
+        assert r.returncode == 1 and r.stderr == "fwdshim-opt: error: /dev/full: no space left on device\n"

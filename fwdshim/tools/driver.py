@@ -9,8 +9,10 @@ internal error prints one line too; `FWDSHIM_TRACEBACK=1` lets its traceback thr
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import re
+import stat
 import sys
 from pathlib import Path
 from typing import IO, NoReturn
@@ -322,6 +324,11 @@ def _unknown_option(message: str, specs: list[tuple[str, str]]) -> str:
                         values = _option_values(om[1], m[2])
                         takes = (", ".join(values[:-1]) + " or " + values[-1]) if len(values) > 1 else _type_words(m[2])
                         return f"{flag}: option `{om[1]}` of `{pm[1]}` takes {takes}, not `{om[2]}`"
+    m = re.match(r"Unrecognized passes: \[(.*)\]$", message)
+    if m is not None:  # xDSL's Python list of the unknown names
+        unknown = re.findall(r"'([^']*)'", m[1])
+        names = ", ".join(f"`{n}`" for n in unknown)
+        return f"-p: no pass{'es' if len(unknown) > 1 else ''} {names} (fwdshim-opt --help lists the passes)"
     return message
 
 
@@ -355,6 +362,20 @@ def _as_mlir(args: list[str]) -> list[str]:
     return out
 
 
+def _not_a_file(name: str | None) -> str | None:
+    """Why input `name` cannot be read as IR: a character or block device other than /dev/null
+    (`/dev/zero` never ends), else None (a missing file is left to the open; a pipe or stdin is read as a stream)."""
+    if not name or name == "-":
+        return None
+    try:
+        mode = os.stat(name).st_mode
+    except OSError:
+        return None
+    if (stat.S_ISCHR(mode) or stat.S_ISBLK(mode)) and not os.path.samefile(name, os.devnull):
+        return "a device, not a file of IR"
+    return None
+
+
 def _run(args: list[str]) -> int:
     args = _as_mlir(args)
     tool: FwdOptMain | None = None
@@ -366,6 +387,9 @@ def _run(args: list[str]) -> int:
         tool = FwdOptMain(description="fwdshim-opt", args=args)
         if tool.args.report_json == "":
             print("fwdshim-opt: error: --report-json needs a file name", file=sys.stderr)
+            return 1
+        if (why := _not_a_file(tool.args.input_file)) is not None:
+            print(f"fwdshim-opt: error: {tool.args.input_file}: {why}", file=sys.stderr)
             return 1
         tool.run()
     except UsageError as e:
@@ -381,6 +405,9 @@ def _run(args: list[str]) -> int:
         print(str(e), file=sys.stderr)
         return 1
     except OSError as e:  # a missing input file, a directory, an unwritable output
+        out = tool.args.output_file if tool is not None else None
+        if e.filename is None and out and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            e.filename = out  # raised by the output's write or close, which name no file
         where = f"{e.filename}: " if e.filename is not None else ""
         print(f"fwdshim-opt: error: {where}{(e.strerror or str(e)).lower()}", file=sys.stderr)
         return 1
