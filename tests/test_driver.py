@@ -346,3 +346,27 @@ def test_devices_are_not_read_as_ir(tmp_path):
     if Path("/dev/full").exists():
         r = opt(str(ROOT / "examples" / "llama_layer.mlir"), "-o", "/dev/full")
         assert r.returncode == 1 and r.stderr == "fwdshim-opt: error: /dev/full: no space left on device\n"
+
+
+def test_split_input_file_processes_every_chunk(tmp_path):
+    """As mlir-opt: under `--split-input-file` a chunk that fails (a refused op, an unknown op) prints
+    its located error and the chunks after it still run; the exit status is 1; `--report-json` is a
+    list with one report per chunk that got one (the strict failure's included)."""
+    fn = "func.func @{n}(%x: tensor<64xf32>) -> tensor<64xf32> {{\n  %y = {op} %x {extra}: tensor<64xf32> -> tensor<64xf32>\n  func.return %y : tensor<64xf32>\n}}\n"
+    chunks = [
+        fn.format(n="a", op="fwd.silu", extra=""),
+        fn.format(n="b", op="fwd.softcap", extra="cap 30.0 "),
+        fn.format(n="c", op="fwd.bogus", extra=""),
+        fn.format(n="d", op="fwd.silu", extra=""),
+    ]
+    src = tmp_path / "split.mlir"
+    src.write_text("// -----\n".join(chunks))
+    report = tmp_path / "r.json"
+    r = opt(str(src), "--split-input-file", "-p", "forward-shim", "--report-json", str(report))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert f"{src}:7:3: error: a soft-capped tensor" in r.stderr
+    assert f"{src}:12:8: error: Operation fwd.bogus is not registered" in r.stderr
+    assert "@a" in r.stdout and "@d" in r.stdout  # the chunk after the failures ran
+    import json
+
+    assert len(json.loads(report.read_text())) == 3

@@ -9,6 +9,7 @@ internal error prints one line too; `FWDSHIM_TRACEBACK=1` lets its traceback thr
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import os
 import re
@@ -25,6 +26,17 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 from fwdshim.diagnostics import LocatingParser, parse_error_line, verify_located
 
 
+class ChunksFailed(Exception):
+    """Chunks of a `--split-input-file` run failed; their errors are printed already."""
+
+
+def format_error(e: ParseError | DiagnosticException) -> str:
+    """The one-line (or located) message of a parse error or a pass/verify diagnostic."""
+    if isinstance(e, ParseError):
+        return _did_you_mean(parse_error_line(e))
+    return str(e)
+
+
 class FwdOptMain(xDSLOptMain):
     json_docs: list[dict[str, object]]
     """The `--report-json` reports of the chunks so far (`--split-input-file`)."""
@@ -35,15 +47,49 @@ class FwdOptMain(xDSLOptMain):
         super().__init__(*args, **kwargs)
 
     def run(self) -> None:
-        """As xDSL's; when the run fails before any report is written (the input does not parse or
-        verify), a `--report-json` file left by an earlier run is removed, as LLVM's tools remove an
-        output they did not finish: what the path holds is this run's report or nothing."""
+        """As xDSL's; under `--split-input-file` every chunk is processed (as mlir-opt): a chunk that
+        fails to parse, verify or pass has its error printed on stderr and the next chunk runs, and
+        the run then fails (`ChunksFailed`). When the run fails before any report is written (the
+        input does not parse or verify), a `--report-json` file left by an earlier run is removed, as
+        LLVM's tools remove an output they did not finish: what the path holds is this run's report
+        or nothing."""
         try:
-            super().run()
+            if self.args.split_input_file and not (self.args.verify_diagnostics or self.args.parsing_diagnostics or self.args.shrink):
+                self._run_chunks()
+            else:
+                super().run()
         except BaseException:
             if self.args.report_json and not self.reported:
                 Path(self.args.report_json).unlink(missing_ok=True)
             raise
+
+    def _run_chunks(self) -> None:
+        chunks, file_extension = self.prepare_input()
+        output_stream = self.prepare_output()
+        failed = 0
+        try:
+            for i, (chunk, offset) in enumerate(chunks):
+                try:
+                    if i > 0:
+                        output_stream.write("// -----\n")
+                    module = self.parse_chunk(chunk, file_extension, offset)
+                    if module is not None:
+                        self.apply_passes(module)
+                        output_stream.write(self.output_resulting_program(module))
+                    output_stream.flush()
+                except (ParseError, DiagnosticException) as e:
+                    if isinstance(e, ParseError):
+                        e.span = dataclasses.replace(e.span, line_offset=offset)
+                    output_stream.flush()
+                    print(format_error(e), file=sys.stderr)
+                    failed += 1
+                finally:
+                    chunk.close()
+        finally:
+            if output_stream is not sys.stdout:
+                output_stream.close()
+        if failed:
+            raise ChunksFailed(failed)
 
     def register_all_dialects(self):
         super().register_all_dialects()
@@ -398,11 +444,10 @@ def _run(args: list[str]) -> int:
     except ArgSpecParseError as e:  # a BaseException in xDSL 0.74: `-p 'fwd-legalize{'`
         print(_pipeline_error(str(e), args), file=sys.stderr)
         return 1
-    except ParseError as e:
-        print(_did_you_mean(parse_error_line(e)), file=sys.stderr)
+    except ChunksFailed:
         return 1
-    except DiagnosticException as e:
-        print(str(e), file=sys.stderr)
+    except (ParseError, DiagnosticException) as e:
+        print(format_error(e), file=sys.stderr)
         return 1
     except OSError as e:  # a missing input file, a directory, an unwritable output
         out = tool.args.output_file if tool is not None else None
