@@ -42,8 +42,10 @@ need `qs`, `x` and `xq` on 16-byte aligned allocations (every device allocation 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fwdshim.codegen import kernel as _kernel
 from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent, simulating
 from fwdshim.limits import STATIC_SHARED_BYTES
 
@@ -310,7 +312,15 @@ def pipeline_bytes(shape: Shape) -> int:
     return shape.stages * shape.rows * 32 * shape.warps * 20
 
 
-def _pipelined(rows: int, steps: int, stages: int, width: int, threads: int, act: str) -> str:
+PRE_WAIT = False
+"""Whether a pipelined GEMV (`Shape.stages`) issues its first `stages - 1` steps of weight copies
+before waiting for the launches before it (`kernel.pdl_lines` after the pipeline's prologue, marked
+`kernel.LATE_WAIT`): the weights are no earlier launch's result, and under `FWDSHIM_PDL=ahead` a
+launch's blocks wait while the launch before runs, so their first copies could overlap it. Off: not
+yet measured on a GPU (the lead of 2026-11-30: `ahead` cost Llama-3-8B's dequant step ~120 us)."""
+
+
+def _pipelined(rows: int, steps: int, stages: int, width: int, threads: int, act: str, after_prologue: Sequence[str] = ()) -> str:
     """The full steps of a coalesced GEMV (16-byte pieces) through an async-copy pipeline: each
     thread copies its own pieces' quants and scales into its own shared-memory slots
     (`cp_async16`, `cp_async4`), `stages - 1` steps ahead of the step it computes, and waits for
@@ -332,6 +342,7 @@ def _pipelined(rows: int, steps: int, stages: int, width: int, threads: int, act
         if t < steps:  # `stages - 1` groups committed after its own are what `cp_async_wait` may leave
             lines += issue(str(t), t)
         lines.append("cp_async_commit()")
+    lines += after_prologue  # e.g. the wait for earlier launches: only the activation reads need it
     lines.append(f"for t0 in range(0, {steps}, {stages}):")
     for i in range(stages):
         body: list[str] = []
@@ -422,7 +433,8 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape) -> Kernel:
             raise ValueError(f"an async-copy pipeline of {shape.stages} stages (16-byte pieces, unroll 1, one block a row group, at least one full step, 2 stages or more): {shape.tag}")
         if pipeline_bytes(shape) + 4 * warps * rows > STATIC_SHARED_BYTES:
             raise ValueError(f"an async-copy pipeline of {pipeline_bytes(shape)} bytes of shared memory a block: {shape.tag}")
-        lines.append(_pipelined(rows, steps, shape.stages, width, 32 * warps, act))
+        late = [_kernel.LATE_WAIT, *_kernel.pdl_lines()] if PRE_WAIT and _kernel.PDL != "off" else []
+        lines.append(_pipelined(rows, steps, shape.stages, width, 32 * warps, act, late))
         main = steps
     elif main:
         lines.append(f"for st in range(0, {main * width}, {unroll * width}):")

@@ -331,10 +331,24 @@ at the cost of ~120 us (3.5 %) under dequant on Llama-3-8B (not explained: its p
 are the largest waiting ones). The GPU suite passed under it (127 tests, 2026-11-30)."""
 
 
+LATE_WAIT = "# pdl: waits after its weight copies"
+"""The comment line by which a kernel function (or a merged launch whose every part is such a kernel)
+says it places its own `pdl_lines()` after work that reads no earlier launch's result (`_with_pdl`
+then adds none at its top)."""
+
+
+def pdl_lines(mode: str | None = None) -> list[str]:
+    """The statements that open a kernel under programmatic dependent launch `mode` (default `PDL`):
+    none when off; `pdl_wait()`; under `ahead` then `pdl_launch()`; under `early` `pdl_launch()` first."""
+    mode = PDL if mode is None else mode
+    return {"off": [], "wait": ["pdl_wait()"], "ahead": ["pdl_wait()", "pdl_launch()"], "early": ["pdl_launch()", "pdl_wait()"]}[mode]
+
+
 def _with_pdl(body: str, entry: str, mode: str | None = None) -> str:
     """`body` with `pdl_wait()` first in kernel function `entry` (under `early` after `pdl_launch()`,
-    under `ahead` followed by it), unless `entry` already calls `pdl_wait()` itself (a kernel placing work that reads no
-    earlier launch's result before it). ValueError when `entry` is not defined in `body`."""
+    under `ahead` followed by it: `pdl_lines`), unless `entry` already calls `pdl_wait()` itself or
+    holds the `LATE_WAIT` comment (a kernel placing work that reads no earlier launch's result before
+    it). ValueError when `entry` is not defined in `body`."""
     mode = PDL if mode is None else mode
     if mode == "off":
         return body
@@ -342,11 +356,9 @@ def _with_pdl(body: str, entry: str, mode: str | None = None) -> str:
     for i, line in enumerate(lines):
         if line.startswith(f"def {entry}("):
             end = next((j for j in range(i + 1, len(lines)) if lines[j][:1] not in ("", " ", "#")), len(lines))
-            if any(ln.strip() == "pdl_wait()" for ln in lines[i + 1 : end]):
+            if any(ln.strip() in ("pdl_wait()", LATE_WAIT) for ln in lines[i + 1 : end]):
                 return body
-            head = ["    pdl_launch()", "    pdl_wait()"] if mode == "early" else ["    pdl_wait()"]
-            if mode == "ahead":
-                head.append("    pdl_launch()")
+            head = ["    " + ln for ln in pdl_lines(mode)]
             return "\n".join(lines[: i + 1] + head + lines[i + 1 :]) + "\n"
     raise ValueError(f"no kernel function `{entry}` in the body")
 

@@ -48,7 +48,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from fwdshim.codegen.kernel import Kernel, Param, build, indent, simulating
+from fwdshim.codegen.kernel import LATE_WAIT, Kernel, Param, build, indent, simulating
 
 TAIL_THREADS = 4096
 """The most threads (grid x block) a tail may have: its work runs on one block, a round of the launch's
@@ -344,6 +344,9 @@ if cuda.threadIdx.x == 0:
     count[0] = 0
 """ + "\n".join(tail_calls)
     sig = ", ".join(names + (["count"] if tails else []))
+    # every block runs one part first: when each part waits for earlier launches itself, after its
+    # weight copies (`gemv.PRE_WAIT`), the launch adds no wait of its own at its top
+    late = pro is None and all(LATE_WAIT in _body(k) for k in par)
     src = "\n\n\n".join(fns) + f"""
 
 
@@ -351,7 +354,7 @@ if cuda.threadIdx.x == 0:
 def merged_k({sig}):
     _flag = cuda.shared.array(1, int32)
     _b = cuda.blockIdx.x
-{indent(body, 1)}
+{"    " + LATE_WAIT + chr(10) if late else ""}{indent(body, 1)}
 """
     lead = [pro] if pro is not None else []
     key = hashlib.sha256(
