@@ -170,8 +170,8 @@ class GGUFTokenizer:
         ]
         name = lambda i: self.tokens[i] if i is not None and 0 <= i < len(self.tokens) else ""  # noqa: E731
 
-        def fails(why: str) -> ModelError:
-            return ModelError(f"{self.path}: the chat template (`tokenizer.chat_template`) fails: {why}; run without --chat")
+        def fails(why: str, line: str = "") -> ModelError:
+            return ModelError(f"{self.path}: the chat template (`tokenizer.chat_template`{line}) fails: {why}; run without --chat")
 
         try:
             with _time_limit(TEMPLATE_SECONDS):
@@ -185,9 +185,7 @@ class GGUFTokenizer:
             raise
         except TemplateError as e:  # a template that does not parse, or reads what is not there
             line = f" line {e.lineno}" if getattr(e, "lineno", None) else ""
-            raise ModelError(
-                f"{self.path}: the chat template (`tokenizer.chat_template`{line}) fails: {str(e).rstrip('.')}; run without --chat"
-            ) from None
+            raise fails(str(e).rstrip("."), line) from None
         except _TemplateTimeout:
             raise fails(f"it runs past {TEMPLATE_SECONDS} s") from None
         except RecursionError:

@@ -94,6 +94,7 @@ def _cpu_threads() -> int:
 MAX_CPU_THREADS = 1024
 """The most BLAS threads `$FWDSHIM_CPU_THREADS` may ask for."""
 
+
 class CpuForward:
     """The compiled step on the NumPy reference executor, holding its KV caches on the host.
 
@@ -137,9 +138,7 @@ class CpuForward:
         for kc, vc in zip(self.k_cache, self.v_cache):
             inputs += [kc[:pos], vc[:pos]]
         # a GEMV per projection is memory-bound: BLAS threads only contend (8x slower on 2 busy cores)
-        # NaN and inf are the caller's to report (`generate` stops on a non-finite logit, naming its
-        # position), not numpy's warnings, which name no tensor
-        with self._blas.limit(limits=self.threads, user_api="blas"), np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        with self._blas.limit(limits=self.threads, user_api="blas"):
             out = execute(self.func, inputs, self.weights)
         if pos < self.rows:
             for cache, row in zip(self.k_cache, out[1::2]):
