@@ -26,8 +26,8 @@ def run_both(m, weights, inputs, cache_len=None):
     for flag, plan in plans.items():
         fw = CompiledForward(m, weights, plan=plan)
         run = fw.run_stagewise if fw.graph is None else fw.step
-        run(inputs, cache_len)
-        res = [np.asarray(a.copy_to_host()) for a in run(inputs, cache_len)]  # twice: the counts reset
+        # twice, both runs' results kept: the counts reset, and no launch reads what the run before left
+        res = [np.asarray(a.copy_to_host()) for _ in range(2) for a in run(inputs, cache_len)]
         bufs = {b.name: np.asarray(fw.array(b.name, b.parts[0].name).copy_to_host()) for b in plan.buffers}
         out[flag] = (res, bufs, plan)
     return out
@@ -88,6 +88,44 @@ def test_prologues_are_bit_for_bit_their_stages(monkeypatch, numerics):
 
 
 @sim_only
+@pytest.mark.parametrize("numerics", ["int8-act", "two-pass-int8"])
+def test_prologue_chains_are_bit_for_bit_their_stages(monkeypatch, numerics):
+    """With eight-warp GEMVs and a 256-wide FFN (the block and a one-block silu·mul of 256 threads),
+    the silu·mul and then the quantize of its result run as the down projection's prologue chain
+    (`PROLOGUE_CHAIN`): every block computes the silu·mul into shared memory, then quantizes from
+    there; block 0 also stores both. Every output and every buffer is bit for bit the stage
+    launches', and with chains of one the silu·mul goes back to the gate/up launch's tail."""
+    from fwdshim.codegen import gemv
+
+    def fresh():
+        gemv.q8_0_int8.cache_clear()
+
+    shape = dict(TINY, ff=256)
+    monkeypatch.setattr(gemv, "launch_shape", lambda n, k, act: gemv.Shape(16, 4, 8, 1, 1))  # few blocks
+    fresh()
+    try:
+        rng = seeds.rng()
+        m = pipeline(parse(llama_src(**shape)), numerics)
+        out = run_both(m, llama_weights(rng, **shape), llama_inputs(rng, **shape, rows=shape["l"] - 2))
+        monkeypatch.setattr(merge, "PROLOGUE_CHAIN", 1)
+        single = build_plan(functions(m)[0], m)
+    finally:
+        fresh()
+    (r0, b0, _), (r1, b1, p1) = out[False], out[True]
+    for a, b in zip(r0, r1, strict=True):
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+    assert set(b0) <= set(b1)
+    for name in b0:
+        assert b0[name].tobytes() == b1[name].tobytes(), name
+    quantize = "quantize_one_word_1x256" if numerics == "int8-act" else "quantize_two_words_1x256"
+    chains = [[h.name for h in launch.holds[: launch.prologue]] for launch in p1.merged if launch.prologue > 1]
+    assert chains == [["fused_chain_silu_mul_256", quantize]], chains
+    assert "every block first: stage 11 fused_chain_silu_mul_256, stage 12 " in p1.text() or numerics != "int8-act"
+    assert not any(launch.prologue > 1 for launch in single.merged)
+    assert any("fused_chain_silu_mul_256" in [h.name for h in launch.holds[-launch.tails :]] for launch in single.merged if launch.tails)
+
+
+@sim_only
 def test_plan_shows_each_launch_and_its_stages():
     m = pipeline(parse(llama_src(**TINY)), "dequant")
     plan = build_plan(functions(m)[0], m)
@@ -126,8 +164,8 @@ def test_a_set_stays_within_cudas_grid(monkeypatch):
 
 @pytest.mark.parametrize("ff, merged", [(1536, True), (14336, False)], ids=["smollm2", "llama8b"])
 def test_a_wide_ffn_tail_gets_its_own_launch(ff, merged):
-    """silu·mul after gate/up rides in the gate/up launch up to TAIL_THREADS threads (SmolLM2's 1536;
-    the quantize after it is the down projection's prologue), and silu·mul and the quantize run as
+    """silu·mul and the quantize after it are the down projection's prologue chain up to
+    `PROLOGUE_VALUES` (SmolLM2's 1536: no tail left in the gate/up launch), and silu·mul and the quantize run as
     launches of their own past it (Llama-3-8B's 14336: one block would take them ~112 rounds of its
     threads; a 14336-wide prologue is past PROLOGUE_VALUES)."""
     shape = dict(d=576 if ff == 1536 else 4096, h=9, kv=3, hd=64, ff=ff, l=256)
@@ -136,9 +174,9 @@ def test_a_wide_ffn_tail_gets_its_own_launch(ff, merged):
     gate_up = next(launch for launch in plan.merged if len(launch.holds) - launch.tails - launch.prologue == 2)
     tails = [h.name for h in gate_up.holds[gate_up.prologue + 2 :]]
     if merged:
-        assert tails == [f"fused_chain_silu_mul_{ff}"]
+        assert tails == []
         down = plan.merged[plan.merged.index(gate_up) + 1]
-        assert [h.name for h in down.holds[: down.prologue]] == [f"quantize_one_word_1x{ff}"]
+        assert [h.name for h in down.holds[: down.prologue]] == [f"fused_chain_silu_mul_{ff}", f"quantize_one_word_1x{ff}"]
     else:
         assert tails == []
         own = [launch.kernel.name for launch in plan.merged if not launch.holds]

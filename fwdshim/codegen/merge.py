@@ -15,7 +15,10 @@ group of
   writing that result into shared memory, which the GEMV part then reads through generic loads
   (`lda_*`); block 0 also stores the result, and whatever else the prologue writes (an add+norm's
   sum), in the buffers (each other block writes those into shared scratch), so every buffer ends as
-  the stage launches leave it. A launch that could be the next set's prologue is not taken as a tail;
+  the stage launches leave it. A prologue may be a chain of such launches (`PROLOGUE_CHAIN`), each
+  feeding the next through shared memory, a barrier between them (int8-act's silu·mul, then the
+  quantize of its result). A launch that could be (the head of) the next set's prologue is not
+  taken as a tail;
 - then **tails**: the launches that follow (their inputs may be the set's outputs: rope after Q/K,
   silu·mul after gate/up, the residual add after the O and down projections, the norm after that
   add), each small (`TAIL_THREADS` threads of work at most), run by the set's block that finishes
@@ -80,6 +83,12 @@ and quantizes). Measured on the H200 (2026-11-30, `bench/decode_step.py`, SmolLM
 int8-act, one run each): without programmatic dependent launch 998.7 -> 1014.3 us a token (off kept
 then); under `FWDSHIM_PDL=ahead` 882.4 -> 951.4 with the one-row int8 GEMVs of then, 882.2 -> 827.3
 with two rows a group (`gemv.launch_shape`): on since."""
+
+PROLOGUE_CHAIN = 2
+"""The most one-block launches a set takes as its prologue, run one after another in every block (a
+barrier between them): a chain whose later launches read the earlier ones' results from shared memory
+(int8-act's silu·mul and then its quantize before the down projection; 1: a single prologue, the
+silu·mul then ran as the last block's tail of the gate/up launch)."""
 
 ACTIVATIONS = ("x", "xq", "xd")
 """The GEMV parameters that read an activation (`codegen.gemv`, `codegen.gemv_ggml`): what a
@@ -209,45 +218,81 @@ def _key(a) -> tuple[str, str]:
 
 
 def prologue_modes(pro, par: Sequence) -> dict[tuple[str, str], str] | None:
-    """How parallel set `par` takes launch `pro` as its prologue, run by each of its blocks first: for
-    each buffer `pro` writes, `shared` (read by the set's GEMVs as their activation, `ACTIVATIONS`:
-    each block keeps it in shared memory, block 0 also stores it) or `global` (read by none of them:
-    block 0 stores it); None when it cannot (module docstring)."""
-    k = pro.kernel
-    if PROLOGUE_VALUES <= 0 or _grid1(k) != 1 or not _plain(k) or "ld_" in _body(k) or k.block[0] != par[0].kernel.block[0]:
+    """How parallel set `par` takes launch `pro` (or a chain of launches, a sequence of at most
+    `PROLOGUE_CHAIN`) as its prologue, run by each of its blocks first, the chain's launches in order:
+    for each buffer the prologue writes, `shared` (read by the set's GEMVs as their activation,
+    `ACTIVATIONS`, or by a later launch of the chain: each block keeps it in shared memory, block 0
+    also stores it) or `global` (read by none of them: block 0 stores it); None when it cannot
+    (module docstring). In a chain, each launch but the last feeds a later one, and the last the set."""
+    chain = list(pro) if isinstance(pro, (list, tuple)) else [pro]
+    if PROLOGUE_VALUES <= 0 or not chain or len(chain) > max(1, PROLOGUE_CHAIN) or len(chain) + len(par) > MAX_PARTS:
         return None
-    if len(par) + 1 > MAX_PARTS or any(set(x.writes) & (set(pro.reads) | set(pro.writes)) for x in par):
-        return None
+    for c in chain:
+        k = c.kernel
+        if _grid1(k) != 1 or not _plain(k) or "ld_" in _body(k) or k.block[0] != par[0].kernel.block[0]:
+            return None
+        if any(set(x.writes) & (set(c.reads) | set(c.writes)) for x in par):
+            return None
+    for i, c in enumerate(chain):  # a later launch of the chain writes nothing an earlier one touches
+        if any(set(d.writes) & (set(c.reads) | set(c.writes)) for d in chain[i + 1 :]):
+            return None
     if not all(x.kernel.name.startswith("gemv_") for x in par):
         return None
     modes: dict[tuple[str, str], str] = {}
-    for a, prm in zip(pro.args, k.params, strict=True):
-        if prm.role == "in":
-            continue
-        if prm.role != "out" or _key(a) in modes:
-            return None
-        reads = [q.name for x in par for b, q in zip(x.args, x.kernel.params, strict=True) if _key(b) == _key(a)]
-        if not reads:
-            modes[_key(a)] = "global"
-        elif all(r in ACTIVATIONS for r in reads) and prm.size <= PROLOGUE_VALUES:
-            if not QUANTIZED_PROLOGUES and any(r != "x" for r in reads):
+    for i, c in enumerate(chain):
+        fed = False
+        for a, prm in zip(c.args, c.kernel.params, strict=True):
+            if prm.role == "in":
+                continue
+            if prm.role != "out" or _key(a) in modes:
                 return None
-            modes[_key(a)] = "shared"
-        else:
+            reads = [q.name for x in par for b, q in zip(x.args, x.kernel.params, strict=True) if _key(b) == _key(a)]
+            later = [q.name for d in chain[i + 1 :] for b, q in zip(d.args, d.kernel.params, strict=True) if _key(b) == _key(a)]
+            if reads and later:
+                return None
+            if later:
+                if prm.size > PROLOGUE_VALUES:
+                    return None
+                modes[_key(a)] = "shared"
+                fed = True
+            elif not reads:
+                modes[_key(a)] = "global"
+            elif all(r in ACTIVATIONS for r in reads) and prm.size <= PROLOGUE_VALUES:
+                if not QUANTIZED_PROLOGUES and any(r != "x" for r in reads):
+                    return None
+                if i < len(chain) - 1:
+                    return None  # the set reads only the chain's last results
+                modes[_key(a)] = "shared"
+                fed = True
+            else:
+                return None
+        if not fed:
             return None
-    return modes if "shared" in modes.values() else None
+    return modes
+
+
+def _prologue_set(launches: Sequence, i: int) -> tuple[list, list, int] | None:
+    """(prologue chain, parallel set, the index after it) when launch `i` starts a prologue — the
+    longest chain first (`PROLOGUE_CHAIN`) — of the set after it; else None."""
+    n = len(launches)
+    for c in range(max(1, PROLOGUE_CHAIN), 0, -1):
+        if i + c < n:
+            par, j = _parallel(launches, i + c, MAX_PARTS - c)
+            if par and prologue_modes(list(launches[i : i + c]), par) is not None:
+                return list(launches[i : i + c]), par, j
+    return None
 
 
 def groups(launches: Sequence) -> list[tuple[list, list, list]]:
     """The plan's launches cut into (prologue, parallel set, tails) groups, in order (module
-    docstring); a prologue is a list of at most one launch."""
+    docstring); a prologue is a list of at most `PROLOGUE_CHAIN` launches, run in order."""
     out: list[tuple[list, list, list]] = []
     i, n = 0, len(launches)
     while i < n:
         pro: list = []
-        par, j = _parallel(launches, i + 1, MAX_PARTS - 1) if i + 1 < n else ([], i)
-        if par and prologue_modes(launches[i], par) is not None:
-            pro = [launches[i]]
+        found = _prologue_set(launches, i)
+        if found is not None:
+            pro, par, j = found
         else:
             par, j = _parallel(launches, i)
             if not par:
@@ -258,9 +303,8 @@ def groups(launches: Sequence) -> list[tuple[list, list, list]]:
         tails: list = []
         heavy = _set_bytes(par) > TAIL_SET_BYTES
         while not heavy and j < n and len(pro) + len(par) + len(tails) < MAX_PARTS and _tail_ok(launches[j], block):
-            nxt, _ = _parallel(launches, j + 1, MAX_PARTS - 1) if j + 1 < n else ([], j)
-            if nxt and prologue_modes(launches[j], nxt) is not None:
-                break  # it runs as the next set's prologue instead
+            if _prologue_set(launches, j) is not None:
+                break  # it runs as (the head of) the next set's prologue instead
             tails.append(launches[j])
             j += 1
         out.append((pro, par, tails))
@@ -269,13 +313,14 @@ def groups(launches: Sequence) -> list[tuple[list, list, list]]:
 
 
 def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: Sequence[Sequence[int]], n_args: int,
-                  arg_params: Sequence[Param], pro: Kernel | None = None, pro_args: Sequence[int] = (),
+                  arg_params: Sequence[Param], pro: Sequence[Kernel] = (), pro_args: Sequence[Sequence[int]] = (),
                   modes: dict[int, str] | None = None) -> Kernel:  # fmt: skip
     """The merged kernel of parallel parts `par` and `tails`; `shared_args[i]` maps part i's
     parameters (parts in `par + tails` order) to indices of the merged parameters `arg_params`
-    (`n_args` of them, then `count` when there are tails). With a prologue `pro` (its parameters
-    `pro_args`), `modes` says for each merged parameter it writes whether the set reads it from
-    shared memory (`shared`) or only block 0 stores it (`global`, `prologue_modes`)."""
+    (`n_args` of them, then `count` when there are tails). With a prologue `pro` (a chain of
+    kernels run in order, `pro_args[c]` the parameters of the c-th), `modes` says for each merged
+    parameter the chain writes whether it is kept in shared memory (`shared`: the set or a later
+    kernel of the chain reads it) or only block 0 stores it (`global`, `prologue_modes`)."""
     block = par[0].block[0]
     names = [f"a{j}" for j in range(n_args)]
     fns, calls = [], []
@@ -284,15 +329,19 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
     modes = dict(modes or {})
     shared = [j for j, m in modes.items() if m == "shared"]
     head = ""
-    if pro is not None:
-        fns.append(_device_fn(pro, "prologue", False))
+    if len(pro) != len(pro_args):
+        raise ValueError(f"{len(pro)} prologue kernels, {len(pro_args)} argument lists")
+    if pro:
         align = "" if simulating() else ", alignment=16"
         head = "".join(
             f"_s{j} = cuda.shared.array({arg_params[j].size}, {arg_params[j].dtype}{align})\n" for j in sorted(modes)
         )
-        first = ", ".join(f"_s{x}" if modes.get(x) == "shared" else names[x] for x in pro_args)
-        other = ", ".join(f"_s{x}" if x in modes else names[x] for x in pro_args)
-        head += f"if _b == 0:\n    prologue({first}, 0, 0)\nelse:\n    prologue({other}, 0, 0)\ncuda.syncthreads()\n"
+        for c, (k, own_args) in enumerate(zip(pro, pro_args, strict=True)):
+            fn = "prologue" if c == 0 else f"prologue{c}"
+            fns.append(_device_fn(k, fn, False))
+            first = ", ".join(f"_s{x}" if modes.get(x) == "shared" else names[x] for x in own_args)
+            other = ", ".join(f"_s{x}" if x in modes else names[x] for x in own_args)
+            head += f"if _b == 0:\n    {fn}({first}, 0, 0)\nelse:\n    {fn}({other}, 0, 0)\ncuda.syncthreads()\n"
         if shared:
             head += "if _b == 0:\n" + "".join(
                 f"    for _i in range(cuda.threadIdx.x, {arg_params[j].size}, {block}):\n        {names[j]}[_i] = _s{j}[_i]\n"
@@ -346,7 +395,7 @@ if cuda.threadIdx.x == 0:
     sig = ", ".join(names + (["count"] if tails else []))
     # every block runs one part first: when each part waits for earlier launches itself, after its
     # weight copies (`gemv.PRE_WAIT`), the launch adds no wait of its own at its top
-    late = pro is None and all(LATE_WAIT in _body(k) for k in par)
+    late = not pro and all(LATE_WAIT in _body(k) for k in par)
     src = "\n\n\n".join(fns) + f"""
 
 
@@ -356,14 +405,15 @@ def merged_k({sig}):
     _b = cuda.blockIdx.x
 {"    " + LATE_WAIT + chr(10) if late else ""}{indent(body, 1)}
 """
-    lead = [pro] if pro is not None else []
+    lead = list(pro)
     key = hashlib.sha256(
-        "\0".join(k.name for k in lead + parts).encode() + repr((list(pro_args), sorted(modes.items()), shared_args)).encode()
+        "\0".join(k.name for k in lead + parts).encode()
+        + repr(([list(a) for a in pro_args], sorted(modes.items()), shared_args)).encode()
     ).hexdigest()[:8]
-    name = f"merged_{'1r' if pro is not None else ''}{len(par)}p{len(tails)}t_{key}"
+    name = f"merged_{f'{len(pro)}r' if pro else ''}{len(par)}p{len(tails)}t_{key}"
     notes = (
         "merged launch: "
-        + (f"prologue: {pro.name} | " if pro is not None else "")
+        + (f"prologue: {', '.join(k.name for k in pro)} | " if pro else "")
         + ", ".join(k.name for k in par)
         + (" | tails: " + ", ".join(k.name for k in tails) if tails else "")
     )
@@ -400,13 +450,12 @@ def merge_launches(launches: Sequence, fresh: Callable[[int], object], arg: Call
         for j, rs in roles.items():
             if len(rs) > 1:
                 params[j] = replace(params[j], role="inout")
-        pro_args: list[int] = []
+        pro_args = [mapping.pop(0) for _ in pro]
         modes: dict[int, str] = {}
         if pro:
-            pro_args = mapping.pop(0)
-            modes = {refs[key]: m for key, m in (prologue_modes(pro[0], par) or {}).items()}
+            modes = {refs[key]: m for key, m in (prologue_modes(pro, par) or {}).items()}
         kern = merged_kernel([x.kernel for x in par], [x.kernel for x in tails], mapping, len(params), params,
-                             pro[0].kernel if pro else None, pro_args, modes)  # fmt: skip
+                             [x.kernel for x in pro], pro_args, modes)  # fmt: skip
         keys = list(refs)
         by_param = {p.name: p for p in kern.params}
         args = [arg(f"a{j}", b, part, by_param[f"a{j}"].role) for j, (b, part) in enumerate(keys)]
