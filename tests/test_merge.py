@@ -102,6 +102,7 @@ def test_prologue_chains_are_bit_for_bit_their_stages(monkeypatch, numerics):
 
     shape = dict(TINY, ff=256)
     monkeypatch.setattr(gemv, "launch_shape", lambda n, k, act: gemv.Shape(16, 4, 8, 1, 1))  # few blocks
+    monkeypatch.setattr(merge, "PROLOGUE_CHAIN", 2)  # off by default (measured slower on SmolLM2)
     fresh()
     try:
         rng = seeds.rng()
@@ -164,8 +165,8 @@ def test_a_set_stays_within_cudas_grid(monkeypatch):
 
 @pytest.mark.parametrize("ff, merged", [(1536, True), (14336, False)], ids=["smollm2", "llama8b"])
 def test_a_wide_ffn_tail_gets_its_own_launch(ff, merged):
-    """silu·mul and the quantize after it are the down projection's prologue chain up to
-    `PROLOGUE_VALUES` (SmolLM2's 1536: no tail left in the gate/up launch), and silu·mul and the quantize run as
+    """silu·mul after gate/up rides in the gate/up launch up to TAIL_THREADS threads (SmolLM2's 1536;
+    the quantize after it is the down projection's prologue), and silu·mul and the quantize run as
     launches of their own past it (Llama-3-8B's 14336: one block would take them ~112 rounds of its
     threads; a 14336-wide prologue is past PROLOGUE_VALUES)."""
     shape = dict(d=576 if ff == 1536 else 4096, h=9, kv=3, hd=64, ff=ff, l=256)
@@ -174,9 +175,9 @@ def test_a_wide_ffn_tail_gets_its_own_launch(ff, merged):
     gate_up = next(launch for launch in plan.merged if len(launch.holds) - launch.tails - launch.prologue == 2)
     tails = [h.name for h in gate_up.holds[gate_up.prologue + 2 :]]
     if merged:
-        assert tails == []
+        assert tails == [f"fused_chain_silu_mul_{ff}"]
         down = plan.merged[plan.merged.index(gate_up) + 1]
-        assert [h.name for h in down.holds[: down.prologue]] == [f"fused_chain_silu_mul_{ff}", f"quantize_one_word_1x{ff}"]
+        assert [h.name for h in down.holds[: down.prologue]] == [f"quantize_one_word_1x{ff}"]
     else:
         assert tails == []
         own = [launch.kernel.name for launch in plan.merged if not launch.holds]

@@ -6,7 +6,7 @@
 // RUN: fwdshim-opt %S/../../examples/llama_layer.mlir -p 'forward-shim{numerics=dequant}' -t 'numba{plan_only=true}' | filecheck %s --check-prefix=DEQ
 // RUN: fwdshim-opt %S/../../examples/llama_layer.mlir -p 'forward-shim{numerics=two-pass-int8}' -t 'numba{plan_only=true}' | filecheck %s --check-prefix=TWO
 
-// INT8:      // launch plan @decode_step: 15 stages, 6 kernels, 35 buffers
+// INT8:      // launch plan @decode_step: 15 stages, 6 kernels, 36 buffers
 // INT8-NEXT: //   inputs (%x, %angles, %k_cache, %v_cache) -> outputs (%out, %k_r, %v)
 // INT8-NEXT: // buffers:
 // INT8-NEXT: //   %x {{ +}}input{{ +}}f32[576] = data f32[576]
@@ -47,15 +47,14 @@
 // INT8-NEXT: //       reads  %x1, %d
 // INT8-NEXT: //       writes %out
 // INT8-NEXT: //       args   (a=%x1, b=%d, y=%out)
-// Each norm with its quantize runs as the prologue of the GEMVs that read it
-// (codegen.merge.QUANTIZED_PROLOGUES), and the silu·mul then its quantize as the down projection's
-// prologue chain (codegen.merge.PROLOGUE_CHAIN); the O projection runs alone.
+// Each norm with its quantize, and the quantize before the down projection, runs as the prologue of
+// the GEMVs that read it (codegen.merge.QUANTIZED_PROLOGUES); the O projection then runs alone.
 // INT8-NEXT: // launches (5 for 15 stage kernels, then 1 maintenance: the graph's 6):
 // INT8-NEXT: //   launch 0: merged_1r3p2t_{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 0 rms_norm_w_one_word_1x576_b256; then holds stage 1 gemv_q8_0_int8_1x576x576_{{.*}}, stage 2 gemv_q8_0_int8_1x192x576_{{.*}}, stage 3 gemv_q8_0_int8_1x192x576_{{.*}}; last block: stage 4 rope_9x64_h32, stage 5 rope_3x64_h32
 // INT8-NEXT: //   launch 1: stage 6 alone: attention_one_word_h9kv3d64_l4096_b128u4s30_pf{{[0-9a-f]+}}; L2 prefetch for launch 2: %wo.qs, %wo.dw
 // INT8-NEXT: //   launch 2: stage 7 alone: gemv_q8_0_int8_1x576x576_{{.*}}_pf{{[0-9a-f]+}}; L2 prefetch for launch 3: %ffn_norm_w, %wgate.qs, %wgate.dw, %wup.qs, %wup.dw
-// INT8-NEXT: //   launch 3: merged_1r2p0t_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 8 rms_norm_res_w_sum_one_word_1x576_b256; then holds stage 9 gemv_q8_0_int8_1x1536x576_{{.*}}, stage 10 gemv_q8_0_int8_1x1536x576_{{.*}}; L2 prefetch for launch 4: %wdown.qs, %wdown.dw
-// INT8-NEXT: //   launch 4: merged_2r1p1t_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 11 fused_chain_silu_mul_1536, stage 12 quantize_one_word_1x1536; then holds stage 13 gemv_q8_0_int8_1x576x1536_{{.*}}; last block: stage 14 elementwise_add_576; L2 prefetch for launch 0: %attn_norm_w, %wq.qs, %wq.dw, %wk.qs, %wk.dw, %wv.qs, %wv.dw
+// INT8-NEXT: //   launch 3: merged_1r2p1t_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 8 rms_norm_res_w_sum_one_word_1x576_b256; then holds stage 9 gemv_q8_0_int8_1x1536x576_{{.*}}, stage 10 gemv_q8_0_int8_1x1536x576_{{.*}}; last block: stage 11 fused_chain_silu_mul_1536; L2 prefetch for launch 4: %wdown.qs, %wdown.dw
+// INT8-NEXT: //   launch 4: merged_1r1p1t_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 12 quantize_one_word_1x1536; then holds stage 13 gemv_q8_0_int8_1x576x1536_{{.*}}; last block: stage 14 elementwise_add_576; L2 prefetch for launch 0: %attn_norm_w, %wq.qs, %wq.dw, %wk.qs, %wk.dw, %wv.qs, %wv.dw
 // INT8-NEXT: // maintenance (after the last stage, in the graph):
 // INT8-NEXT: //   kv_append: each attention's k, v into row %cache_len of its caches
 // INT8-NEXT: //     kernel kv_append_1x192_r4095 grid 1 block 256
@@ -89,16 +88,10 @@
 // DEQ-NEXT: //   launch 3: merged_1r2p0t_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 8 rms_norm_res_w_sum_1x576_b256; then holds stage 9 gemv_q8_0_1x1536x576_{{.*}}, stage 10 gemv_q8_0_1x1536x576_{{.*}}; L2 prefetch for launch 4: %wdown.qs, %wdown.dw
 // DEQ-NEXT: //   launch 4: merged_1r1p1t_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 11 fused_chain_silu_mul_1536; then holds stage 12 gemv_q8_0_1x576x1536_{{.*}}; last block: stage 13 elementwise_add_576; L2 prefetch for launch 0: %attn_norm_w, %wq.qs, %wq.dw, %wk.qs, %wk.dw, %wv.qs, %wv.dw
 
-// TWO:      // launch plan @decode_step: 18 stages, 6 kernels
+// TWO:      // launch plan @decode_step: 18 stages, 7 kernels
 // TWO:      //   %h0_q {{ +}}intermediate{{ +}}qact.two_words[576] = q i8[576], d f32[18], s f32[18]
 // TWO:      //   stage 1: fwd.quantize
 // TWO-NEXT: //     kernel quantize_two_words_1x576
 // TWO-NEXT: //       reads  %h0
 // TWO-NEXT: //       writes %h0_q
 // TWO-NEXT: //       args   (x=%h0, q=%h0_q.q, d=%h0_q.d, s=%h0_q.s)
-// A norm and then its separate quantize run as a prologue chain before Q/K/V and gate/up, the
-// silu·mul and its quantize before the down projection.
-// TWO:      // launches (5 for 18 stage kernels, then 1 maintenance: the graph's 6):
-// TWO-NEXT: //   launch 0: merged_2r3p2t_{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 0 rms_norm_w_1x576_b256, stage 1 quantize_two_words_1x576; then holds
-// TWO:      //   launch 3: merged_2r2p0t_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 10 rms_norm_res_w_sum_1x576_b256, stage 11 quantize_two_words_1x576; then holds
-// TWO-NEXT: //   launch 4: merged_2r1p1t_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 14 fused_chain_silu_mul_1536, stage 15 quantize_two_words_1x1536; then holds

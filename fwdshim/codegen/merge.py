@@ -15,9 +15,9 @@ group of
   writing that result into shared memory, which the GEMV part then reads through generic loads
   (`lda_*`); block 0 also stores the result, and whatever else the prologue writes (an add+norm's
   sum), in the buffers (each other block writes those into shared scratch), so every buffer ends as
-  the stage launches leave it. A prologue may be a chain of such launches (`PROLOGUE_CHAIN`), each
-  feeding the next through shared memory, a barrier between them (int8-act's silu·mul, then the
-  quantize of its result). A launch that could be (the head of) the next set's prologue is not
+  the stage launches leave it. A prologue may be a chain of such launches (`PROLOGUE_CHAIN`, off:
+  measured slower), each feeding the next through shared memory, a barrier between them (int8-act's
+  silu·mul, then the quantize of its result). A launch that could be (the head of) the next set's prologue is not
   taken as a tail;
 - then **tails**: the launches that follow (their inputs may be the set's outputs: rope after Q/K,
   silu·mul after gate/up, the residual add after the O and down projections, the norm after that
@@ -84,11 +84,14 @@ int8-act, one run each): without programmatic dependent launch 998.7 -> 1014.3 u
 then); under `FWDSHIM_PDL=ahead` 882.4 -> 951.4 with the one-row int8 GEMVs of then, 882.2 -> 827.3
 with two rows a group (`gemv.launch_shape`): on since."""
 
-PROLOGUE_CHAIN = 2
+PROLOGUE_CHAIN = 1
 """The most one-block launches a set takes as its prologue, run one after another in every block (a
-barrier between them): a chain whose later launches read the earlier ones' results from shared memory
-(int8-act's silu·mul and then its quantize before the down projection; 1: a single prologue, the
-silu·mul then ran as the last block's tail of the gate/up launch)."""
+barrier between them), the later ones reading the earlier ones' results from shared memory (2:
+int8-act's silu·mul and then its quantize before the down projection, no tail left in the gate/up
+launch; two-pass-int8's norms and their quantizes). Measured on the H200 (2026-11-30,
+`bench/decode_step.py`, SmolLM2 shape, fill 512, int8-act, one device call, the same greedy
+tokens): 843.8 us a token with chains of one (the silu·mul the gate/up launch's tail), 967.1 with
+chains of two: kept at 1. Not measured: two-pass-int8 (6 launches with chains, 7 without)."""
 
 ACTIVATIONS = ("x", "xq", "xd")
 """The GEMV parameters that read an activation (`codegen.gemv`, `codegen.gemv_ggml`): what a
