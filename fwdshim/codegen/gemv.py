@@ -523,7 +523,10 @@ def launch_shape(n: int, k: int, act: str) -> Shape:
     recomputes its prologue, and half the blocks halve that work. On the H200 (2026-11-30,
     `bench/decode_step.py`, SmolLM2 shape, fill 512, int8-act, one device call): 882.2 us a token
     (one row, no quantized prologues) -> 827.3 (two rows, quantized prologues); 875.2 with four rows
-    and 919.0 with four rows and no quantized prologues."""
+    and 919.0 with four rows and no quantized prologues. Rows of K < 1024 (576: 36 pieces) then take
+    one warp a row group, not two (64 lanes for 36 pieces, and a barrier to sum them): in one device
+    call (2026-11-30, `PRE_WAIT` on) 842.5 -> 817.2 us a token; the 1536-wide rows (96 pieces) at two
+    warps 840.9, and four rows a warp 864.1, not kept."""
     if act == "f32":
         if k < 2048:
             return Shape(16, 4, 4, 1, 1) if n >= 8192 else Shape(16, 4, 8, 1, 4)
@@ -533,7 +536,7 @@ def launch_shape(n: int, k: int, act: str) -> Shape:
     if k < 2048:
         if n >= 8192:  # a tall matrix of short rows (an output projection): fewer, larger blocks
             return Shape(32, 2, 4, 2, 1)
-        return Shape(16, 2, 8, 1, 2) if k < 1024 else Shape(16, 2, 8, 1, 4)
+        return Shape(16, 2, 8, 1, 1) if k < 1024 else Shape(16, 2, 8, 1, 4)
     if k >= 8192:
         return Shape(32, 2, 8, 2, 4)
     if n <= 4096:
