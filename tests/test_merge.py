@@ -144,11 +144,11 @@ def test_groups_keep_dependent_and_atomic_launches_apart():
     m = pipeline(parse(llama_src(**TINY)), "dequant")
     plan = build_plan(functions(m)[0], m, merge=False)
     groups = merge.groups(plan.stage_launches)
-    for pro, par, tails in groups:
+    for pro, par, epi, tails in groups:
         for i, a in enumerate(par):
             assert all(merge._independent(a, b) for b in par[i + 1 :])
-        assert not any(x.name.startswith("attention") for x in pro + par[1:] + tails)
-    assert sum(len(r) + len(p) + len(t) for r, p, t in groups) == len(plan.stage_launches)
+        assert not any(x.name.startswith("attention") for x in pro + par[1:] + epi + tails)
+    assert sum(len(r) + len(p) + len(e) + len(t) for r, p, e, t in groups) == len(plan.stage_launches)
 
 
 def test_a_set_stays_within_cudas_grid(monkeypatch):
@@ -156,10 +156,10 @@ def test_a_set_stays_within_cudas_grid(monkeypatch):
     `MAX_GRID` (CUDA's 2^31 - 1 along x), so every merged launch can be launched."""
     m = pipeline(parse(llama_src(**TINY)), "dequant")
     plan = build_plan(functions(m)[0], m, merge=False)
-    sizes = [sum(merge._grid1(x.kernel) for x in par) for _, par, _ in merge.groups(plan.stage_launches) if len(par) > 1]
+    sizes = [sum(merge._grid1(x.kernel) for x in par) for _, par, _, _ in merge.groups(plan.stage_launches) if len(par) > 1]
     assert sizes, "the tiny layer merges Q/K/V and gate/up"
     monkeypatch.setattr(merge, "MAX_GRID", min(sizes) - 1)
-    for _, par, _ in merge.groups(plan.stage_launches):
+    for _, par, _, _ in merge.groups(plan.stage_launches):
         assert len(par) == 1 or sum(merge._grid1(x.kernel) for x in par) <= merge.MAX_GRID
 
 
@@ -237,3 +237,80 @@ def test_pipelined_parts_share_their_shared_memory(act):
         alone = part.run(**{p.name: given[f"a{j}"] for p, j in zip(part.params, m, strict=True) if p.role == "in"})
         y = out[f"a{m[-1]}"]
         assert np.array_equal(alone["y"].view(np.uint32), y.view(np.uint32))
+
+
+@pytest.mark.parametrize("act, shape", [("f32", (16, 2, 4, 1, 2, 0, False, 0)), ("int8", (16, 2, 2, 1, 1, 0, False, 2)),
+                                        ("int8", (32, 2, 2, 1, 1, 0, False, 0))], ids=["split", "pipelined", "vec32"])  # fmt: skip
+@pytest.mark.parametrize("kind, y_first", [("add", False), ("sub", True), ("div", False)])
+def test_an_epilogue_is_bit_for_bit_the_gemv_then_the_elementwise_kernel(act, shape, kind, y_first):
+    """A GEMV with an elementwise epilogue (`merge._epilogue_kernel`, run as the one part of a merged
+    launch) stores `y` and `y kind e` (or `e kind y`) bit for bit as the GEMV and then the elementwise
+    kernel launched alone, for each store form of `codegen.gemv` (split warps, pipelined, whole-block
+    lanes) and operand order."""
+    from fwdshim.codegen import gemv, unary
+    from fwdshim.codegen.kernel import Param
+
+    rng = seeds.rng()
+    n, k = 24, 512
+    part = gemv.gemv_q8(n, k, 1, act, gemv.Shape(*shape))
+    epi = merge._epilogue_kernel(part, kind, y_first)
+    params = [Param(f"a{j}", p.dtype, p.size, p.role, p.doc) for j, p in enumerate(epi.params)]
+    mk = merge.merged_kernel([epi], [], [list(range(len(params)))], len(params), params)
+    given = {}
+    for j, p in enumerate(part.params):
+        if p.role == "in":
+            given[f"a{j}"] = (rng.integers(-127, 128, p.size, dtype=np.int8) if p.dtype == "int8"
+                              else (rng.random(p.size) + 0.5).astype(p.dtype))  # fmt: skip
+    e = (rng.standard_normal(n) + 3.0).astype(np.float32)
+    out = mk.run(**given, **{f"a{len(params) - 2}": e})
+    alone = part.run(**{p.name: given[f"a{j}"] for j, p in enumerate(part.params) if p.role == "in"})["y"]
+    ab = (alone, e) if y_first else (e, alone)
+    expect = unary.elementwise(kind, n).run(a=ab[0], b=ab[1])["y"]
+    assert np.array_equal(out[f"a{len(params) - 3}"].view(np.uint32), alone.view(np.uint32))
+    assert np.array_equal(out[f"a{len(params) - 1}"].view(np.uint32), expect.view(np.uint32))
+    assert not np.array_equal(expect, alone)
+
+
+def test_epilogues_take_only_an_elementwise_op_of_one_gemvs_whole_output():
+    """`merge._epilogue_of`: an elementwise op of a GEMV's output and a buffer written before the group
+    joins that GEMV; not one of two GEMV outputs (silu·mul's inputs, or `y + y`), nor one whose other
+    operand or result the group writes or reads, nor another kind of kernel."""
+    from fwdshim.codegen import gemv, unary
+    from fwdshim.codegen.plan import Arg, Launch
+
+    def launch(kern, *bufs):
+        return Launch(0, kern, tuple(Arg(p.name, b, "", p.role) for p, b in zip(kern.params, bufs, strict=True)))
+
+    g = gemv.gemv_q8(32, 64, 1, "f32", gemv.Shape(16, 1, 1, 1, 1))
+    p0, p1 = launch(g, "w0q", "w0d", "x", "y0"), launch(g, "w1q", "w1d", "x", "y1")
+    add = unary.elementwise("add", 32)
+    assert merge._epilogue_of(launch(add, "r", "y1", "out"), [p0, p1], [p0, p1]) == (1, False)
+    assert merge._epilogue_of(launch(add, "y0", "r", "out"), [p0, p1], [p0, p1]) == (0, True)
+    assert merge._epilogue_of(launch(add, "y0", "y1", "out"), [p0, p1], [p0, p1]) is None  # two outputs: a tail
+    assert merge._epilogue_of(launch(add, "y0", "y0", "out"), [p0, p1], [p0, p1]) is None
+    assert merge._epilogue_of(launch(add, "y1", "x", "out"), [p0, p1], [p0, p1]) == (1, True)  # read-only x
+    assert merge._epilogue_of(launch(add, "y0", "r", "x"), [p0, p1], [p0, p1]) is None  # the set reads x
+    assert merge._epilogue_of(launch(add, "y0", "y1", "out"), [p0], [p0]) == (0, True)  # y1 from before
+    assert merge._epilogue_of(launch(add, "y0", "r", "out"), [p0], [p0, launch(add, "s", "t", "r")]) is None
+    silu = unary.silu(32)
+    assert merge._epilogue_of(launch(silu, "y0", "out"), [p0], [p0]) is None
+    assert merge._epilogue_of(launch(unary.elementwise("add", 16), "y0", "r", "out"), [p0], [p0]) is None  # sizes
+
+
+@sim_only
+def test_the_residual_add_is_the_down_projections_epilogue(monkeypatch):
+    """The add after the down projection runs on each block's own rows in the down launch (SmolLM2's
+    and Llama-3-8B's shapes: no tail there, and Llama-3-8B's add no launch of its own); with
+    `EPILOGUES` off it is the launch's tail (SmolLM2) or its own launch (Llama-3-8B)."""
+    for shape, d in ((dict(d=576, h=9, kv=3, hd=64, ff=1536, l=256), 576), (dict(d=4096, h=32, kv=8, hd=128, ff=14336, l=256), 4096)):
+        m = pipeline(parse(llama_src(**shape)), "dequant")
+        for on in (True, False):
+            monkeypatch.setattr(merge, "EPILOGUES", on)
+            plan = build_plan(functions(m)[0], m)
+            down = next(x for x in plan.merged if f"gemv_q8_0_1x{d}x{shape['ff']}" in " ".join(h.name for h in x.holds or (x,)))
+            names = [h.name for h in down.holds]
+            if on:
+                assert down.epilogues == 1 and down.tails == 0 and names[-1] == f"elementwise_add_{d}", names
+                assert f"each block on its rows: stage {down.holds[-1].stage} elementwise_add_{d}" in plan.text()
+            else:
+                assert down.epilogues == 0 and f"elementwise_add_{d}" not in names[:-1]

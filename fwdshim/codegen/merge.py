@@ -286,9 +286,86 @@ def _prologue_set(launches: Sequence, i: int) -> tuple[list, list, int] | None:
     return None
 
 
-def groups(launches: Sequence) -> list[tuple[list, list, list]]:
-    """The plan's launches cut into (prologue, parallel set, tails) groups, in order (module
-    docstring); a prologue is a list of at most `PROLOGUE_CHAIN` launches, run in order."""
+EPILOGUES = True
+"""Whether an elementwise op of a GEMV's output and an earlier buffer (the residual add after the down
+projection) runs as that GEMV's epilogue: each block applies it to the rows it has just stored
+(`_epilogue_kernel`), so it needs neither the last block (a tail) nor a launch of its own (behind a
+set reading over `TAIL_SET_BYTES`: Llama-3-8B's down projection)."""
+
+_STORE = re.compile(r"^(\s*)y\[(.+)\] = (\w+)$")
+
+
+def _stores_plain(k: Kernel) -> bool:
+    """Every write of the kernel's `y` is a line `y[INDEX] = NAME` (the GEMVs of `codegen.gemv`), and
+    its last parameter is `y`, written whole."""
+    if not k.params or k.params[-1].name != "y" or k.params[-1].role != "out":
+        return False
+    writes = [ln for ln in _body(k).splitlines() if re.match(r"^\s*y\[", ln)]
+    return bool(writes) and all(_STORE.match(ln) for ln in writes) and not re.search(r"\bep_(in|out)\b", _body(k))
+
+
+def _epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, bool] | None:
+    """(the part of `par` whose output `t` reads, whether that output is `t`'s first operand) when
+    launch `t` can run as that part's epilogue; None otherwise. `t` is `elementwise_KIND_N` (`a`, `b`
+    -> `y`) with one operand a part's whole output `y` (`_stores_plain`), the other written by none of
+    `busy` (the group's launches so far), its result read and written by none of them."""
+    from fwdshim.codegen.unary import KINDS
+
+    k = t.kernel
+    bits = k.name.split("_")
+    if len(bits) != 3 or bits[0] != "elementwise" or bits[1] not in KINDS or _grid1(k) is None:
+        return None
+    if [q.name for q in k.params] != ["a", "b", "y"] or any(q.dtype != "float32" for q in k.params):
+        return None
+    a, b, out = (_key(x) for x in t.args)
+    for i, p in enumerate(par):
+        if not p.kernel.name.startswith("gemv_") or not _stores_plain(p.kernel):
+            continue
+        y = _key(p.args[-1])
+        if (a == y) == (b == y) or p.kernel.params[-1].size != k.params[2].size:
+            continue
+        other = b if a == y else a
+        if any(other in {_key(x) for x, q in zip(x.args, x.kernel.params, strict=True) if q.role != "in"} for x in busy):
+            return None
+        if any(out in {_key(x) for x in x.args} for x in busy):
+            return None
+        return i, a == y
+    return None
+
+
+def _epilogue_kernel(k: Kernel, kind: str, y_first: bool) -> Kernel:
+    """GEMV `k` with epilogue `ep_out = y kind ep_in` (or `ep_in kind y`): two more parameters, and
+    after each store `y[i] = v` the line `ep_out[i] = v kind ep_in[i]`, the expression of the
+    elementwise kernel (`unary.binary_expr`), so its bits are that kernel's. Not compiled: a part of
+    a merged launch."""
+    from fwdshim.codegen.kernel import prelude
+    from fwdshim.codegen.unary import binary_expr
+
+    lines = _body(k).splitlines()
+    m = re.match(r"def (\w+)\((.*)\):$", lines[1])
+    if m is None:
+        raise ValueError(f"kernel {k.name}: no kernel function after its decorator")
+    lines[1] = f"def {m.group(1)}({m.group(2)}, ep_in, ep_out):"
+    out = []
+    for ln in lines:
+        out.append(ln)
+        st = _STORE.match(ln)
+        if st:
+            pad, idx, v = st.groups()
+            expr = binary_expr(kind, v, f"ep_in[{idx}]") if y_first else binary_expr(kind, f"ep_in[{idx}]", v)
+            out.append(f"{pad}ep_out[{idx}] = {expr}")
+    y = k.params[-1]
+    params = (*k.params, Param("ep_in", "float32", y.size, "in", "the epilogue's other operand"),
+              Param("ep_out", "float32", y.size, "out", f"y {kind} ep_in"))  # fmt: skip
+    body = "\n".join(out)
+    source = k.source[: k.source.index(prelude())] + prelude() + "\n\n" + body + "\n"
+    return replace(k, name=f"{k.name}_e{kind}", source=source, fn=None, params=params, notes=f"{k.notes}, then {kind}")
+
+
+def groups(launches: Sequence) -> list[tuple[list, list, list, list]]:
+    """The plan's launches cut into (prologue, parallel set, epilogues, tails) groups, in order (module
+    docstring); a prologue is a list of at most `PROLOGUE_CHAIN` launches, run in order; each
+    epilogue belongs to one part of the set (`_epilogue_of`)."""
     out: list[tuple[list, list, list]] = []
     i, n = 0, len(launches)
     while i < n:
@@ -299,18 +376,27 @@ def groups(launches: Sequence) -> list[tuple[list, list, list]]:
         else:
             par, j = _parallel(launches, i)
             if not par:
-                out.append(([], [launches[i]], []))
+                out.append(([], [launches[i]], [], []))
                 i += 1
                 continue
         block = par[0].kernel.block[0]
+        epi: list = []
+        taken: set[int] = set()
+        while EPILOGUES and j < n and len(pro) + len(par) + len(epi) < MAX_PARTS:
+            found_epi = _epilogue_of(launches[j], par, pro + par + epi)
+            if found_epi is None or found_epi[0] in taken:
+                break
+            taken.add(found_epi[0])
+            epi.append(launches[j])
+            j += 1
         tails: list = []
         heavy = _set_bytes(par) > TAIL_SET_BYTES
-        while not heavy and j < n and len(pro) + len(par) + len(tails) < MAX_PARTS and _tail_ok(launches[j], block):
+        while not heavy and j < n and len(pro) + len(par) + len(epi) + len(tails) < MAX_PARTS and _tail_ok(launches[j], block):
             if _prologue_set(launches, j) is not None:
                 break  # it runs as (the head of) the next set's prologue instead
             tails.append(launches[j])
             j += 1
-        out.append((pro, par, tails))
+        out.append((pro, par, epi, tails))
         i = j
     return out
 
@@ -429,10 +515,17 @@ def merge_launches(launches: Sequence, fresh: Callable[[int], object], arg: Call
     Each merged launch holds its parts in `holds` (the launches it replaces, in order: the parallel
     set, then the tails)."""
     out = []
-    for pro, par, tails in groups(launches):
-        if len(pro) + len(par) + len(tails) == 1:
+    for pro, par, epi, tails in groups(launches):
+        if len(pro) + len(par) + len(epi) + len(tails) == 1:
             out.append(par[0])
             continue
+        held = list(pro) + list(par) + list(epi) + list(tails)
+        par = list(par)
+        for t in epi:  # each epilogue joins its part: the part's kernel stores both results
+            i, y_first = _epilogue_of(t, par, [])
+            kern = _epilogue_kernel(par[i].kernel, t.kernel.name.split("_")[1], y_first)
+            extra = (t.args[1] if y_first else t.args[0], t.args[2])
+            par[i] = replace(par[i], kernel=kern, args=tuple(par[i].args) + extra)
         refs: dict[tuple[str, str], int] = {}
         roles: dict[int, set[str]] = {}
         mapping = []
@@ -465,6 +558,6 @@ def merge_launches(launches: Sequence, fresh: Callable[[int], object], arg: Call
         if tails:
             args.append(fresh(len(out)))
         first = (pro + par)[0]
-        out.append(launch_of(first.stage, kern, tuple(args), holds=tuple(pro + par + tails), tails=len(tails),
-                             prologue=len(pro)))  # fmt: skip
+        out.append(launch_of(first.stage, kern, tuple(args), holds=tuple(held), tails=len(tails),
+                             prologue=len(pro), epilogues=len(epi)))  # fmt: skip
     return out

@@ -116,11 +116,14 @@ class Launch:
     args: tuple[Arg, ...]
     holds: tuple[Launch, ...] = ()
     """For a merged launch (`codegen.merge`), the stage launches it replaces, in order: its
-    `prologue` first ones (run by every block first), its parallel set, then its `tails` last ones
-    (run by the block that finishes last); for a stage launch given L2 prefetch hints
+    `prologue` first ones (run by every block first), its parallel set, its `epilogues`, then its
+    `tails` last ones (run by the block that finishes last); for a stage launch given L2 prefetch hints
     (`codegen.prefetch`), that one stage launch."""
     tails: int = 0
     prologue: int = 0
+    epilogues: int = 0
+    """Of a merged launch's `holds`, those after its parallel set that each block applies to the rows
+    it has just computed (`codegen.merge`: an elementwise op of a GEMV's output), before the tails."""
 
     @property
     def name(self) -> str:
@@ -225,10 +228,12 @@ class LaunchPlan:
                     continue
                 n = len(launch.holds) - launch.tails
                 first = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[: launch.prologue])
-                held = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[launch.prologue : n])
+                held = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[launch.prologue : n - launch.epilogues])
+                epi = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[n - launch.epilogues : n])
                 tails = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[n:])
                 lines.append(f"//   launch {i}: {launch.name} grid {grid} block {block} "
                              + (f"every block first: {first}; then " if first else "") + f"holds {held}"
+                             + (f"; each block on its rows: {epi}" if epi else "")
                              + (f"; last block: {tails}" if tails else "") + hint)  # fmt: skip
         if self.maintenance:
             lines.append("// maintenance (after the last stage, in the graph):")
