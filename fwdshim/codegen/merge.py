@@ -19,6 +19,9 @@ group of
   measured slower), each feeding the next through shared memory, a barrier between them (int8-act's
   silu·mul, then the quantize of its result). A launch that could be (the head of) the next set's prologue is not
   taken as a tail;
+- then **epilogues** (`EPILOGUES`): an elementwise op of one GEMV part's whole output and a buffer
+  written before the group (`_epilogue_of`: a residual add) runs in that part, each block on the rows
+  it has just stored (`_epilogue_kernel`), with no barrier and no last block;
 - then **tails**: the launches that follow (their inputs may be the set's outputs: rope after Q/K,
   silu·mul after gate/up, the residual add after the O and down projections, the norm after that
   add), each small (`TAIL_THREADS` threads of work at most), run by the set's block that finishes
@@ -290,7 +293,10 @@ EPILOGUES = True
 """Whether an elementwise op of a GEMV's output and an earlier buffer (the residual add after the down
 projection) runs as that GEMV's epilogue: each block applies it to the rows it has just stored
 (`_epilogue_kernel`), so it needs neither the last block (a tail) nor a launch of its own (behind a
-set reading over `TAIL_SET_BYTES`: Llama-3-8B's down projection)."""
+set reading over `TAIL_SET_BYTES`). A layer's IR that ends in its residual add (examples/llama_layer.mlir)
+takes it; in a whole decode step the add is the next norm's (`rms_norm_res_w_sum`), so the imported
+models' plans are unchanged (on the H200, 2026-11-30: SmolLM2 and Llama-3-8B shapes, the same
+kernels a layer and times within noise)."""
 
 _STORE = re.compile(r"^(\s*)y\[(.+)\] = (\w+)$")
 
