@@ -187,11 +187,14 @@ def test_a_wide_ffn_tail_gets_its_own_launch(ff, merged):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(simulating(), reason="the gpu suite runs on a device (FWDSHIM_GPU=1)")
+@pytest.mark.parametrize("rope", [False, True], ids=["rope-tails", "rope-epilogues"])
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
-def test_merged_graph_is_bit_for_bit_the_stages_graph_on_the_gpu(numerics):
-    """A SmolLM2-sized layer, each plan captured as a graph and replayed twice at a cache fill of 1000."""
+def test_merged_graph_is_bit_for_bit_the_stages_graph_on_the_gpu(monkeypatch, numerics, rope):
+    """A SmolLM2-sized layer, each plan captured as a graph and replayed twice at a cache fill of 1000
+    (with `merge.ROPE_EPILOGUES` off, the default, and on)."""
     from test_lowering_modules import SMOL
 
+    monkeypatch.setattr(merge, "ROPE_EPILOGUES", rope)
     rng = np.random.default_rng(1130)  # fixed: CI and the gpu suite are deterministic
     m = pipeline(parse(llama_src(**SMOL)), numerics)
     weights = llama_weights(rng, **SMOL)
@@ -314,3 +317,65 @@ def test_the_residual_add_is_the_down_projections_epilogue(monkeypatch):
                 assert f"each block on its rows: stage {down.holds[-1].stage} elementwise_add_{d}" in plan.text()
             else:
                 assert down.epilogues == 0 and f"elementwise_add_{d}" not in names[:-1]
+
+
+@pytest.mark.parametrize("act", ["f32", "int8"])
+@pytest.mark.parametrize("shape", [(16, 2, 2, 1, 1, 0, False, 0), (16, 6, 4, 1, 2, 0, False, 0), (16, 2, 2, 1, 1, 0, False, 2),
+                                   (4, 4, 2, 1, 1, 0, False, 0)], ids=["warp", "split-partial", "pipelined", "vec4"])  # fmt: skip
+def test_a_rope_epilogue_is_bit_for_bit_the_gemv_then_the_rope_kernel(act, shape):
+    """`gemv.rope_variant`: the GEMV whose groups take rows in rope pairs `(i, i + half)` stores `y` bit
+    for bit as the GEMV alone, and `z` as the rope kernel over that `y` (five heads of 64: the last
+    block of the split shape holds a partial group)."""
+    from fwdshim.codegen import gemv, rope
+
+    rng = seeds.rng()
+    n, k, hd, half = 5 * 64, 1024, 64, 32
+    base = gemv.gemv_q8(n, k, 1, act, gemv.Shape(*shape))
+    paired = gemv.rope_variant(base.name, hd, half)
+    assert paired is not None and [p.name for p in paired.params][-2:] == ["angles", "z"]
+    given = {p.name: (rng.integers(-127, 128, p.size, dtype=np.int8) if p.dtype == "int8" else (rng.random(p.size) + 0.5).astype(p.dtype))
+             for p in base.params if p.role == "in"}  # fmt: skip
+    angles = rng.standard_normal(2 * half).astype(np.float32)
+    y = base.run(**given)["y"]
+    out = paired.run(**given, angles=angles)
+    z = rope.rope(n, hd, half).run(x=y, angles=angles)["y"]
+    assert np.array_equal(out["y"].view(np.uint32), y.view(np.uint32))
+    assert np.array_equal(out["z"].view(np.uint32), z.view(np.uint32))
+    assert not np.array_equal(z, y)
+
+
+def test_a_rope_epilogue_needs_pairs_in_one_group():
+    """`gemv.rope_variant` is None for a GEMV it cannot pair (whole-block lanes, odd rows a group, a
+    looping grid, more than one row of x, a rope not over whole heads) or did not build; `gemv_q8`
+    refuses such a rope with the shape named."""
+    from fwdshim.codegen import gemv
+
+    ok = gemv.gemv_q8(128, 64, 1, "f32", gemv.Shape(16, 2, 1, 1, 1))
+    assert gemv.rope_variant(ok.name, 64, 32) is not None
+    assert gemv.rope_variant(ok.name, 64, 16) is None  # copied dims past 2 * half
+    assert gemv.rope_variant(ok.name, 96, 48) is None  # 128 rows are not whole heads of 96
+    for shape, m in (((32, 2, 2, 1, 1), 1), ((16, 1, 1, 1, 1), 1), ((16, 2, 1, 1, 1, 4), 1), ((16, 2, 1, 1, 1), 2)):
+        k = gemv.gemv_q8(128, 64, m, "f32", gemv.Shape(*shape))
+        assert gemv.rope_variant(k.name, 64, 32) is None, k.name
+    assert gemv.rope_variant("gemv_q8_0_1x7x64_unknown", 64, 32) is None
+    with pytest.raises(ValueError, match="a rope epilogue of heads of 64 .* v16r1w1u1s1"):
+        gemv.gemv_q8(128, 64, 1, "f32", gemv.Shape(16, 1, 1, 1, 1), rope=(64, 32))
+
+
+@sim_only
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
+def test_rope_epilogues_are_bit_for_bit_their_stages(monkeypatch, numerics):
+    """With `ROPE_EPILOGUES` the Q and K ropes run in the Q/K/V launch on each block's own rows (no
+    tail left there); every output and every buffer of the tiny layer is bit for bit the stage
+    launches'."""
+    monkeypatch.setattr(merge, "ROPE_EPILOGUES", True)
+    rng = seeds.rng()
+    m = pipeline(parse(llama_src(**TINY)), numerics)
+    out = run_both(m, llama_weights(rng, **TINY), llama_inputs(rng, **TINY, rows=TINY["l"] - 2))
+    (r0, b0, _), (r1, b1, p1) = out[False], out[True]
+    for a, b in zip(r0, r1, strict=True):
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+    for name in b0:
+        assert b0[name].tobytes() == b1[name].tobytes(), name
+    qkv = next(x for x in p1.merged if x.epilogues)
+    assert qkv.epilogues == 2 and qkv.tails == 0 and [h.name for h in qkv.holds[-2:]] == ["rope_2x32_h16", "rope_1x32_h16"]

@@ -366,25 +366,50 @@ def _pipelined(rows: int, steps: int, stages: int, width: int, threads: int, act
     return "\n".join(lines)
 
 
-def _row_stores(n: int, rows: int, warps: int, split: int) -> tuple[str, str, str]:
+def _rope_lines(rows: int, half: int, value) -> list[str]:
+    """The rope of each pair `(2q, 2q + 1)` of a group's rows (`rr{r}` their rows of `y`, `pq{q}`
+    their pair): `z` of the two rows from `value(r)`, in the rope kernel's operations
+    (`codegen.rope`: each product and sum rounded on its own)."""
+    out = []
+    for q in range(rows // 2):
+        a, b = value(2 * q), value(2 * q + 1)
+        out += [
+            f"if row0 + {2 * q} < n_rows:",
+            f"    ci = pq{q} % {half}",
+            f"    c = angles[ci]",
+            f"    s = angles[{half} + ci]",
+            f"    z[rr{2 * q}] = fsub_rn(fmul_rn({a}, c), fmul_rn({b}, s))",
+            f"    z[rr{2 * q + 1}] = fadd_rn(fmul_rn({a}, s), fmul_rn({b}, c))",
+        ]
+    return out
+
+
+def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int] | None = None) -> tuple[str, str, str]:
     """(shared declaration, early-exit guard, stores) of a row-group kernel: with `split` 1 each
     warp's lane 0 stores its rows; else the group's warps' parts are summed in warp order through
-    shared memory."""
+    shared memory. With `rope` (`(hd, half)`, `gemv_q8`) row r of the group is `rr{r}` and each
+    pair's rope goes to `z` after the stores."""
+    row = (lambda r: f"rr{r}") if rope else (lambda r: f"row0 + {r}")
     if split == 1:
         guard = f"    if row0 >= {n}:\n        return\n"
         stores = "\n".join(
-            f"    if lane == 0 and row0 + {r} < {n}:\n        y[m * {n} + row0 + {r}] = acc{r}" for r in range(rows)
+            f"    if lane == 0 and row0 + {r} < {n}:\n        y[m * {n} + {row(r)}] = acc{r}" for r in range(rows)
         )
-        return "", guard, stores
+        if rope:
+            stores += "\n    if lane == 0:\n" + indent("\n".join(_rope_lines(rows, rope[1], lambda r: f"acc{r}")), 2)
+        return "", guard, stores.replace("n_rows", str(n))
     keep = "\n".join(f"        red[warp * {rows} + {r}] = acc{r}" for r in range(rows))
+    t = (lambda r: f"t{r}") if rope else (lambda r: "t")
     sums = "\n".join(
-        f"        t = red[grp * {split * rows} + {r}]\n"
-        + "".join(f"        t = fadd_rn(t, red[(grp * {split} + {i}) * {rows} + {r}])\n" for i in range(1, split))
-        + f"        if row0 + {r} < {n}:\n            y[m * {n} + row0 + {r}] = t"
+        f"        {t(r)} = red[grp * {split * rows} + {r}]\n"
+        + "".join(f"        {t(r)} = fadd_rn({t(r)}, red[(grp * {split} + {i}) * {rows} + {r}])\n" for i in range(1, split))
+        + f"        if row0 + {r} < {n}:\n            y[m * {n} + {row(r)}] = {t(r)}"
         for r in range(rows)
     )
+    if rope:
+        sums += "\n" + indent("\n".join(_rope_lines(rows, rope[1], t)), 2)
     stores = f"    if lane == 0:\n{keep}\n    cuda.syncthreads()\n    if lane == 0 and j == 0:\n{sums}"
-    return f"    red = cuda.shared.array({warps * rows}, float32)\n", "", stores
+    return f"    red = cuda.shared.array({warps * rows}, float32)\n", "", stores.replace("n_rows", str(n))
 
 
 @functools.cache
@@ -409,10 +434,39 @@ if cuda.threadIdx.x == 0 and {block} < {-(-n // per_block)}:
         prefetch_l2(dw, pb0 // 4, pb1 - pb0)"""
 
 
-def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape) -> Kernel:
+RECIPES: dict[str, tuple[int, int, int, str, Shape]] = {}
+"""The `(n, k, m, act, shape)` of each coalesced Q8_0 GEMV built (`gemv_q8`) by its kernel name: what
+`codegen.merge` rebuilds with a rope epilogue (`rope_variant`)."""
+
+
+def rope_variant(name: str, hd: int, half: int) -> Kernel | None:
+    """GEMV `name` (built by `gemv_q8`) with the rope of its output as its epilogue (`gemv_q8`'s
+    `rope`), or None where that cannot be: a GEMV not built here, whole-block lanes (vec 32), a
+    looping grid or prefetch, an odd number of rows a group, more than one row of x, or a rope
+    that is not over whole `hd`-wide heads of `2 * half` turned dims."""
+    recipe = RECIPES.get(name)
+    if recipe is None:
+        return None
+    n, k, m, act, shape = recipe
+    if shape.vec == 32 or shape.blocks or shape.prefetch or shape.rows % 2 or m != 1 or hd != 2 * half or n % hd:
+        return None
+    return gemv_q8(n, k, m, act, shape, rope=(hd, half))
+
+
+def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int] | None = None) -> Kernel:
     """The coalesced Q8_0 GEMV (`act` f32: dequantizing; int8: int8 activations) with launch shape
-    `shape` (see the module docstring)."""
+    `shape` (see the module docstring).
+
+    `rope=(hd, half)`: a group's rows are pairs `(i, i + half)` of `hd`-wide heads (its `rows / 2`
+    consecutive pairs; `y` the same bits, each row's adds in the same order), and after storing them
+    the group's lane 0 stores their rope (`codegen.rope`, the step's angles: parameters `angles f32
+    [2 * half]`, `z f32 [n]` after `y`). Needs an even `rows`, `hd == 2 * half`, `n % hd == 0`, M 1,
+    16- or 4-byte pieces, one block a row group (`rope_variant`)."""
     vec, rows, warps, unroll, split = shape.vec, shape.rows, shape.warps, shape.unroll, shape.split
+    if rope is not None:
+        hd, half = rope
+        if vec == 32 or shape.blocks or shape.prefetch or rows % 2 or m != 1 or hd != 2 * half or n % hd:
+            raise ValueError(f"a rope epilogue of heads of {hd} ({half} pairs) on the GEMV {m}x{n}x{k} {shape.tag}")
     if vec == 32:
         if shape.blocks or shape.prefetch:
             raise ValueError("whole-block lanes (vec 32) take neither a looping grid nor a prefetch")
@@ -449,10 +503,19 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape) -> Kernel:
         lines.append(f"    c0 = {steps * width} + kl")
         lines.append(indent(_coalesced_step(rows, ["c0"], act, vec), 1))
     lines += [f"acc{r} = warp_sum(acc{r})" for r in range(rows)]
-    shared, guard, stores = _row_stores(n, rows, warps, split)
-    pick = "\n".join(
-        f"w{r} = min(row0 + {r}, {n - 1}) * {k}\nd{r} = min(row0 + {r}, {n - 1}) * {nb}" for r in range(rows)
-    )
+    shared, guard, stores = _row_stores(n, rows, warps, split, rope)
+    if rope is None:
+        pick = "\n".join(
+            f"w{r} = min(row0 + {r}, {n - 1}) * {k}\nd{r} = min(row0 + {r}, {n - 1}) * {nb}" for r in range(rows)
+        )
+    else:  # pair q of the group: rows (i, i + half) of head h, pair index row0 / 2 + q
+        hd, half = rope
+        pick = "\n".join(
+            f"pq{q} = min(row0 // 2 + {q}, {n // 2 - 1})\nrr{2 * q} = (pq{q} // {half}) * {hd} + pq{q} % {half}\n"
+            f"rr{2 * q + 1} = rr{2 * q} + {half}"
+            for q in range(rows // 2)
+        )
+        pick += "\n" + "\n".join(f"w{r} = rr{r} * {k}\nd{r} = rr{r} * {nb}" for r in range(rows))
     work = pick + "\n" + "\n".join(lines) + "\n" + _dedent1(stores)
     n_blocks = -(-n // per_block)
     xs = "x" if act == "f32" else "xq, xd"
@@ -492,7 +555,17 @@ def gemv_k(qs, dw, {xs}, y):
     tag = "q8_0" if act == "f32" else "q8_0_int8"
     what = "dequantizing in-kernel" if act == "f32" else "int8 activations"
     name = f"gemv_{tag}_{m}x{n}x{k}_{shape.tag}"
-    return build(name, body, "gemv_k", grid, (32 * warps,), params, f"Q8_0 GEMV {n}x{k} ({what}) over {m} rows")
+    notes = f"Q8_0 GEMV {n}x{k} ({what}) over {m} rows"
+    if rope is not None:
+        hd, half = rope
+        body = body.replace(f"def gemv_k(qs, dw, {xs}, y):", f"def gemv_k(qs, dw, {xs}, y, angles, z):", 1)
+        params += [Param("angles", "float32", 2 * half, "in", f"[2, {half}] cos row, sin row"),
+                   Param("z", "float32", n, "out", f"rope of y [{n // hd}, {hd}]")]  # fmt: skip
+        name += f"_rope{hd}h{half}"
+        notes += f", then its rope (heads of {hd})"
+    else:
+        RECIPES[name] = (n, k, m, act, shape)
+    return build(name, body, "gemv_k", grid, (32 * warps,), params, notes)
 
 
 def launch_shape(n: int, k: int, act: str) -> Shape:

@@ -19,9 +19,10 @@ group of
   measured slower), each feeding the next through shared memory, a barrier between them (int8-act's
   silu·mul, then the quantize of its result). A launch that could be (the head of) the next set's prologue is not
   taken as a tail;
-- then **epilogues** (`EPILOGUES`): an elementwise op of one GEMV part's whole output and a buffer
-  written before the group (`_epilogue_of`: a residual add) runs in that part, each block on the rows
-  it has just stored (`_epilogue_kernel`), with no barrier and no last block;
+- then **epilogues** (`EPILOGUES`, `ROPE_EPILOGUES`): an elementwise op of one GEMV part's whole output
+  and a buffer written before the group (`_epilogue_of`: a residual add), or the rope of a Q or K
+  projection's output (`_rope_epilogue_of`), runs in that part, each block on the rows it has just
+  stored (`_epilogue_kernel`, `gemv.rope_variant`), with no barrier and no last block;
 - then **tails**: the launches that follow (their inputs may be the set's outputs: rope after Q/K,
   silu·mul after gate/up, the residual add after the O and down projections, the norm after that
   add), each small (`TAIL_THREADS` threads of work at most), run by the set's block that finishes
@@ -339,6 +340,68 @@ def _epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, bool] | None:
     return None
 
 
+ROPE_EPILOGUES = False
+"""Whether the rope of a Q or K projection's output runs as that GEMV's epilogue (`gemv.rope_variant`:
+the GEMV's groups take rows in rope pairs, and store each pair's rope after its rows), in place of the
+last block's tail (SmolLM2) or a launch of its own (Llama-3-8B). Bit for bit under the simulator;
+off: not yet measured on a GPU."""
+
+
+def _rope_epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, int, int] | None:
+    """(the part of `par`, hd, half) when rope launch `t` (`rope_HxD_hHALF`: `x`, `angles` -> `y`)
+    turns that part's whole output and can run as its epilogue (`gemv.rope_variant`); its angles
+    written by none of `busy`, its result read and written by none of them. None otherwise."""
+    from fwdshim.codegen import gemv
+
+    k = t.kernel
+    mt = re.fullmatch(r"rope_(\d+)x(\d+)_h(\d+)", k.name)
+    if not ROPE_EPILOGUES or mt is None or [q.name for q in k.params] != ["x", "angles", "y"]:
+        return None
+    hd, half = int(mt.group(2)), int(mt.group(3))
+    x, ang, out = (_key(a) for a in t.args)
+    for i, p in enumerate(par):
+        if _key(p.args[-1]) != x or p.kernel.params[-1].name != "y" or p.kernel.params[-1].size != k.params[0].size:
+            continue
+        if gemv.rope_variant(p.kernel.name, hd, half) is None:
+            return None
+        if any(ang in {_key(a) for a, q in zip(b.args, b.kernel.params, strict=True) if q.role != "in"} for b in busy):
+            return None
+        if any(out in {_key(a) for a in b.args} for b in busy):
+            return None
+        return i, hd, half
+    return None
+
+
+def _epilogue(t, par: Sequence, busy: Sequence) -> tuple[int, tuple] | None:
+    """(the part of `par`, how) when launch `t` runs as that part's epilogue: how is `("rope", hd,
+    half)` (`_rope_epilogue_of`) or `(kind, y_first)` (`_epilogue_of`)."""
+    rope = _rope_epilogue_of(t, par, busy)
+    if rope is not None:
+        return rope[0], ("rope", rope[1], rope[2])
+    if not EPILOGUES:
+        return None
+    found = _epilogue_of(t, par, busy)
+    if found is None:
+        return None
+    return found[0], (t.kernel.name.split("_")[1], found[1])
+
+
+def _with_epilogue(part, t, how: tuple):
+    """Launch `part` (a GEMV) carrying launch `t` as its epilogue (`_epilogue`): its kernel stores
+    both results, `t`'s other operand and result its last arguments."""
+    from fwdshim.codegen import gemv
+
+    if how[0] == "rope":
+        kern = gemv.rope_variant(part.kernel.name, how[1], how[2])
+        assert kern is not None
+        extra = (t.args[1], t.args[2])
+    else:
+        kind, y_first = how
+        kern = _epilogue_kernel(part.kernel, kind, y_first)
+        extra = (t.args[1] if y_first else t.args[0], t.args[2])
+    return replace(part, kernel=kern, args=tuple(part.args) + extra)
+
+
 def _epilogue_kernel(k: Kernel, kind: str, y_first: bool) -> Kernel:
     """GEMV `k` with epilogue `ep_out = y kind ep_in` (or `ep_in kind y`): two more parameters, and
     after each store `y[i] = v` the line `ep_out[i] = v kind ep_in[i]`, the expression of the
@@ -388,8 +451,8 @@ def groups(launches: Sequence) -> list[tuple[list, list, list, list]]:
         block = par[0].kernel.block[0]
         epi: list = []
         taken: set[int] = set()
-        while EPILOGUES and j < n and len(pro) + len(par) + len(epi) < MAX_PARTS:
-            found_epi = _epilogue_of(launches[j], par, pro + par + epi)
+        while j < n and len(pro) + len(par) + len(epi) < MAX_PARTS:
+            found_epi = _epilogue(launches[j], par, pro + par + epi)
             if found_epi is None or found_epi[0] in taken:
                 break
             taken.add(found_epi[0])
@@ -528,10 +591,9 @@ def merge_launches(launches: Sequence, fresh: Callable[[int], object], arg: Call
         held = list(pro) + list(par) + list(epi) + list(tails)
         par = list(par)
         for t in epi:  # each epilogue joins its part: the part's kernel stores both results
-            i, y_first = _epilogue_of(t, par, [])
-            kern = _epilogue_kernel(par[i].kernel, t.kernel.name.split("_")[1], y_first)
-            extra = (t.args[1] if y_first else t.args[0], t.args[2])
-            par[i] = replace(par[i], kernel=kern, args=tuple(par[i].args) + extra)
+            found = _epilogue(t, par, [])
+            assert found is not None
+            par[found[0]] = _with_epilogue(par[found[0]], t, found[1])
         refs: dict[tuple[str, str], int] = {}
         roles: dict[int, set[str]] = {}
         mapping = []
