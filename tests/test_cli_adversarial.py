@@ -314,6 +314,21 @@ def test_context_defaults_to_the_model_and_warns_past_it(tmp_path, capsys):
     assert err[1].startswith("fwdshim: 1 token, ")
 
 
+@pytest.mark.parametrize("own", [0, 1])
+def test_a_context_length_of_0_or_1_takes_the_default_and_says_so(tmp_path, capsys, own):
+    """`llama.context_length` 0 or 1 is no capacity: the step holds the default (4096) positions, and
+    a warning says so (it was silent); `--context` given, nothing to say."""
+    path = rewrite(tiny(tmp_path), tmp_path / "c.gguf", kv={"llama.context_length": (own, VT.UINT32)})
+    assert cli.main(["import", str(path), "-o", str(tmp_path / "s.mlir")]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        f"fwdshim: warning: the model's `llama.context_length` is {own}, no context length: the step holds "
+        "4096 positions (--context sets it)",
+        f"fwdshim: wrote {tmp_path / 's.mlir'}: 2 layers, context 4096",
+    ]
+    assert cli.main(["import", str(path), "--context", "64", "-o", str(tmp_path / "s.mlir")]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_prompt_longer_than_the_context(tmp_path, capsys):
     path = tiny(tmp_path)
     out = fails(capsys, run_argv(path, context=8, prompt="abc " * 20),
@@ -726,3 +741,20 @@ def test_dequantizing_an_inf_scale_warns_nothing():
     block[2:] = np.arange(32, dtype=np.int8).view(np.uint8)  # quant 0 first, then 1..31
     y = dequantize_raw(block.reshape(1, 34), QT.Q8_0).reshape(-1)
     assert np.isnan(y[0]) and np.isinf(y[1:]).all()
+
+
+def test_a_device_as_the_model_is_named_as_one(capsys):
+    """`--model /dev/zero` (a path that exists but is no regular file) says so; it said "no such file"."""
+    fails(capsys, run_argv("/dev/zero"), "/dev/zero: not a regular file (give a GGUF file)")
+
+
+@pytest.mark.parametrize("spelling", ["-", "/dev/stdout"])
+def test_import_to_standard_output_by_name(tmp_path, capsys, monkeypatch, spelling):
+    """`import -o -` and `-o /dev/stdout` write the IR to standard output as without `-o` (it had failed:
+    "cannot write there"), and no weights file beside a device."""
+    path = tiny(tmp_path)
+    rc = cli.main(["import", str(path), "-o", spelling])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert out.startswith("// ") and "func.func @decode_step" in out and err.startswith("fwdshim: imported: 2 layers")
+    assert not Path(f"{spelling}.weights.gguf").exists() and not (tmp_path / "-").exists()

@@ -370,3 +370,17 @@ def test_split_input_file_processes_every_chunk(tmp_path):
     import json
 
     assert len(json.loads(report.read_text())) == 3
+
+
+def test_version_names_fwdshim_opt_and_its_xdsl(capsys):
+    """`fwdshim-opt --version` names itself with fwdshim's version, then the xDSL it runs on (it printed
+    xDSL's own `xdsl-opt built from ...`)."""
+    from importlib.metadata import version
+
+    from fwdshim.tools import package_version
+    from fwdshim.tools.driver import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code in (0, None)
+    assert capsys.readouterr().out == f"fwdshim-opt {package_version()} (xDSL {version('xdsl')})\n"

@@ -78,6 +78,8 @@ def check_file(path: str | Path) -> Path:
     if path.is_dir():
         raise ModelError(f"{path}: is a directory, not a GGUF file")
     if not path.is_file():
+        if path.exists():  # a device, FIFO or socket: reading it would not end or not be a model
+            raise ModelError(f"{path}: not a regular file (give a GGUF file)")
         raise ModelError(f"{path}: no such file")
     try:
         with path.open("rb") as f:

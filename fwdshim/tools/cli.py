@@ -30,6 +30,7 @@ from typing import NoReturn
 
 from fwdshim.classes import NUMERICS
 from fwdshim.limits import DEFAULT_CONTEXT, MAX_CONTEXT
+from fwdshim.tools import package_version
 
 REQUANTIZE = ("q8_0", "none")
 DEVICES = ("auto", "gpu", "cpu")
@@ -73,16 +74,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (`{self.prog} --help` lists the options)")
 
 
-def _version() -> str:
-    """The installed package's version (pyproject), or `unknown` when run from a tree not installed."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("fwdshim")
-    except PackageNotFoundError:
-        return "unknown (not installed)"
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="fwdshim",
@@ -90,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"fwdshim {_version()}")
+    parser.add_argument("--version", action="version", version=f"fwdshim {package_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     imp = sub.add_parser(
@@ -275,6 +266,19 @@ def _path_arg(value: str | None, option: str) -> Path | None:
     return Path(value)
 
 
+def _is_stdout(value: str, path: Path) -> bool:
+    """`-o -`, or a path that is this process's standard output (`/dev/stdout`, `/proc/self/fd/1`)."""
+    if value == "-" or str(path) in ("/dev/stdout", "/proc/self/fd/1", "/dev/fd/1"):
+        return True
+    if os.path.isfile(path):  # a regular file stdout also goes to is written as a file
+        return False
+    try:
+        a, b = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no such path, or a stdout without a descriptor
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 def _special(path: Path) -> bool:
     """An existing file that is not a regular file (a device such as /dev/null, a FIFO, a socket)."""
     return path.exists() and not path.is_dir() and not path.is_file()
@@ -349,9 +353,18 @@ def _context_room(model) -> str:
 
 
 def _note_context(args, model) -> None:
-    """A warning when `--context` passes the positions the model was trained on."""
+    """A warning when `--context` passes the positions the model was trained on, or when the model's
+    own length (0 or 1) is no capacity and the step takes the default one."""
     own = model.params.context_length
-    if args.context is not None and own and args.context > own:
+    arch = model.reader.fields.get("general.architecture")
+    key = f"{arch.contents() if arch is not None else 'llama'}.context_length"
+    if args.context is None and own < 2 and key in model.reader.fields:
+        print(
+            f"fwdshim: warning: the model's `{key}` is {own}, no context length: the step holds "
+            f"{model.context} positions (--context sets it)",
+            file=sys.stderr,
+        )
+    if args.context is not None and own >= 2 and args.context > own:
         print(
             f"fwdshim: warning: --context {args.context} is past the model's own context length {own} "
             f"(`llama.context_length`): positions after {own} are beyond what it was trained on",
@@ -370,6 +383,8 @@ def _import(args, out: _Output) -> int:
     _check_context(args.context)
     path = resolve_model(args.model)
     dest = _path_arg(args.output, "-o")
+    if dest is not None and _is_stdout(args.output, dest):
+        dest = None  # the IR to standard output, its converted weights into the cache (as without -o)
     sidecar = dest.with_suffix(".weights.gguf") if dest is not None else None
     if dest is not None:
         _check_writable(dest, "-o", path, regular=True)

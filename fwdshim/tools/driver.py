@@ -24,6 +24,7 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from fwdshim.diagnostics import LocatingParser, parse_error_line, verify_located
+from fwdshim.tools import package_version
 
 
 class ChunksFailed(Exception):
@@ -38,6 +39,9 @@ def format_error(e: ParseError | DiagnosticException) -> str:
 
 
 class FwdOptMain(xDSLOptMain):
+    version_format = f"fwdshim-opt {package_version()} (xDSL {{xdsl_version}})"
+    """What `--version` prints: fwdshim's version, then the xDSL it runs on."""
+
     json_docs: list[dict[str, object]]
     """The `--report-json` reports of the chunks so far (`--split-input-file`)."""
 
