@@ -758,3 +758,25 @@ def test_import_to_standard_output_by_name(tmp_path, capsys, monkeypatch, spelli
     assert rc == 0, err
     assert out.startswith("// ") and "func.func @decode_step" in out and err.startswith("fwdshim: imported: 2 layers")
     assert not Path(f"{spelling}.weights.gguf").exists() and not (tmp_path / "-").exists()
+
+
+def test_a_bad_pdl_value_says_nothing_on_the_cpu(tmp_path, capsys, monkeypatch):
+    """`FWDSHIM_PDL` concerns kernels: a run on the CPU (which builds none) prints no warning about it
+    (it did); the first kernel built warns once."""
+    import warnings
+
+    from fwdshim.codegen import kernel, unary
+
+    monkeypatch.setenv("FWDSHIM_PDL", "sometimes")
+    monkeypatch.setattr(kernel, "_PDL_CHECKED", False)
+    assert cli.main(run_argv(tiny(tmp_path), max_tokens=1)) == 0
+    assert "FWDSHIM_PDL" not in capsys.readouterr().err and not kernel._PDL_CHECKED
+    unary.elementwise.cache_clear()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        unary.elementwise("add", 33)
+        unary.elementwise("sub", 33)
+    assert [str(w.message) for w in seen if "FWDSHIM_PDL" in str(w.message)] == [
+        "FWDSHIM_PDL='sometimes' is none of off, wait, ahead, early (or 0, 1): programmatic dependent launch takes the default, ahead"
+    ]
+    unary.elementwise.cache_clear()

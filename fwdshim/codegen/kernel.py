@@ -297,18 +297,25 @@ def compile_kernel(ks: KernelSource):
 PDL_MODES = ("off", "wait", "ahead", "early")
 
 
-def _pdl_mode() -> str:
+def _pdl_mode(warn: bool = True) -> str:
+    """`FWDSHIM_PDL` as a mode of `PDL_MODES`; a value that is none of them warns (with `warn`) and
+    takes `ahead`."""
     given = os.environ.get("FWDSHIM_PDL", "ahead").strip()
     v = {"0": "off", "": "ahead", "1": "early"}.get(given.lower(), given.lower())
     if v not in PDL_MODES:
-        import warnings
+        if warn:
+            import warnings
 
-        warnings.warn(f"FWDSHIM_PDL={given!r} is none of {', '.join(PDL_MODES)} (or 0, 1): programmatic dependent launch takes the default, ahead", stacklevel=2)
+            warnings.warn(f"FWDSHIM_PDL={given!r} is none of {', '.join(PDL_MODES)} (or 0, 1): programmatic dependent launch takes the default, ahead", stacklevel=2)
         return "ahead"
     return v
 
 
-PDL = _pdl_mode()
+_PDL_CHECKED = False
+"""Whether `build` has checked `FWDSHIM_PDL` (its warning comes with the first kernel built, so a run
+that builds none, `fwdshim run --device cpu`, says nothing of it)."""
+
+PDL = _pdl_mode(warn=False)
 """Programmatic dependent launch (`FWDSHIM_PDL`, default `ahead`): with `wait` every kernel starts with
 `pdl_wait()` (the kernels before it on the stream have finished and their writes are visible) and
 `Kernel.launch_on` launches it with `programmatic_stream_serialization`, so its blocks are scheduled
@@ -365,6 +372,10 @@ def _with_pdl(body: str, entry: str, mode: str | None = None) -> str:
 
 def build(name: str, body: str, entry: str, grid, block, params, notes: str = "") -> Kernel:
     """Prefix `body` with the prelude, compile it and wrap it as a `Kernel`."""
+    global _PDL_CHECKED
+    if not _PDL_CHECKED:
+        _PDL_CHECKED = True
+        _pdl_mode()  # its warning, once, for a value that is none of the modes
     body = _with_pdl(body, entry)
     source = f'"""fwdshim kernel {name}: {notes}"""\n' + prelude() + "\n\n" + body
     fn = compile_kernel(KernelSource(name, source, entry))
