@@ -93,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     imp.add_argument("model", metavar="MODEL",
                      help="a GGUF file of architecture llama, or a known model name (smollm2)")  # fmt: skip
-    imp.add_argument("-o", "--output", metavar="STEP.mlir", help="where to write the IR (default: stdout)")
+    imp.add_argument("-o", "--output", metavar="STEP.mlir", help="where to write the IR (default, and `-`: stdout)")
     imp.add_argument("--weights", metavar="PATH.gguf",
                      help="where to write the converted weights (default: STEP.weights.gguf beside -o, "
                      "else the cache); the IR's header comment (`// weights: PATH`) names it")  # fmt: skip
