@@ -321,7 +321,8 @@ def test_the_residual_add_is_the_down_projections_epilogue(monkeypatch):
 
 @pytest.mark.parametrize("act", ["f32", "int8"])
 @pytest.mark.parametrize("shape", [(16, 2, 2, 1, 1, 0, False, 0), (16, 6, 4, 1, 2, 0, False, 0), (16, 2, 2, 1, 1, 0, False, 2),
-                                   (4, 4, 2, 1, 1, 0, False, 0)], ids=["warp", "split-partial", "pipelined", "vec4"])  # fmt: skip
+                                   (4, 4, 2, 1, 1, 0, False, 0), (32, 2, 2, 2, 1, 0, False, 0), (32, 4, 4, 1, 2, 0, False, 0)],
+                         ids=["warp", "split-partial", "pipelined", "vec4", "vec32", "vec32-split"])  # fmt: skip
 def test_a_rope_epilogue_is_bit_for_bit_the_gemv_then_the_rope_kernel(act, shape):
     """`gemv.rope_variant`: the GEMV whose groups take rows in rope pairs `(i, i + half)` stores `y` bit
     for bit as the GEMV alone, and `z` as the rope kernel over that `y` (five heads of 64: the last
@@ -345,8 +346,8 @@ def test_a_rope_epilogue_is_bit_for_bit_the_gemv_then_the_rope_kernel(act, shape
 
 
 def test_a_rope_epilogue_needs_pairs_in_one_group():
-    """`gemv.rope_variant` is None for a GEMV it cannot pair (whole-block lanes, odd rows a group, a
-    looping grid, more than one row of x, a rope not over whole heads) or did not build; `gemv_q8`
+    """`gemv.rope_variant` is None for a GEMV it cannot pair (odd rows a group, a looping grid, more
+    than one row of x, a rope not over whole heads) or did not build; `gemv_q8`
     refuses such a rope with the shape named."""
     from fwdshim.codegen import gemv
 
@@ -354,7 +355,7 @@ def test_a_rope_epilogue_needs_pairs_in_one_group():
     assert gemv.rope_variant(ok.name, 64, 32) is not None
     assert gemv.rope_variant(ok.name, 64, 16) is None  # copied dims past 2 * half
     assert gemv.rope_variant(ok.name, 96, 48) is None  # 128 rows are not whole heads of 96
-    for shape, m in (((32, 2, 2, 1, 1), 1), ((16, 1, 1, 1, 1), 1), ((16, 2, 1, 1, 1, 4), 1), ((16, 2, 1, 1, 1), 2)):
+    for shape, m in (((16, 1, 1, 1, 1), 1), ((32, 1, 2, 1, 1), 1), ((16, 2, 1, 1, 1, 4), 1), ((16, 2, 1, 1, 1), 2)):
         k = gemv.gemv_q8(128, 64, m, "f32", gemv.Shape(*shape))
         assert gemv.rope_variant(k.name, 64, 32) is None, k.name
     assert gemv.rope_variant("gemv_q8_0_1x7x64_unknown", 64, 32) is None

@@ -158,7 +158,7 @@ def _check_q8(n: int, k: int, m: int, rows_per_warp: int, warps: int, unroll: in
     check_block(32 * warps)
 
 
-def _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, act) -> Kernel:
+def _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, act, rope: tuple[int, int] | None = None) -> Kernel:
     _check_q8(n, k, m, rows_per_warp, warps, unroll, split)
     nb = k // 32
     groups = warps // split
@@ -166,28 +166,17 @@ def _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, act) -> Kernel:
     rows = [DotRow(w=f"r{r} * {nb}", x=f"m * {k}") for r in range(rows_per_warp)]
     xs = "x" if act == "f32" else "xq, xd"
     names = {"x": "x" if act == "f32" else "xq"}
-    pick = "\n".join(f"    r{r} = min(row0 + {r}, {n - 1})" for r in range(rows_per_warp))
+    if rope is None:
+        pick = "\n".join(f"    r{r} = min(row0 + {r}, {n - 1})" for r in range(rows_per_warp))
+    else:
+        pick = indent(_pair_rows(n, rows_per_warp, *rope), 1) + "\n" + "\n".join(f"    r{r} = rr{r}" for r in range(rows_per_warp))
     dots = q8_dots(rows, nb, act, unroll=unroll, names=names, lane="kl", width=32 * split)
-    if split == 1:
-        guard = f"    if row0 >= {n}:\n        return\n"
-        stores = "\n".join(
-            f"    if lane == 0 and row0 + {r} < {n}:\n        y[m * {n} + row0 + {r}] = acc{r}"
-            for r in range(rows_per_warp)
-        )
-    else:  # the group's warps each hold a part of every row: summed in warp order through shared memory
-        guard = ""
-        keep = "\n".join(f"        red[warp * {rows_per_warp} + {r}] = acc{r}" for r in range(rows_per_warp))
-        sums = "\n".join(
-            f"        t = red[grp * {split * rows_per_warp} + {r}]\n"
-            + "".join(f"        t = fadd_rn(t, red[(grp * {split} + {i}) * {rows_per_warp} + {r}])\n" for i in range(1, split))
-            + f"        if row0 + {r} < {n}:\n            y[m * {n} + row0 + {r}] = t"
-            for r in range(rows_per_warp)
-        )
-        stores = f"    if lane == 0:\n{keep}\n    cuda.syncthreads()\n    if lane == 0 and j == 0:\n{sums}"
-    shared = f"    red = cuda.shared.array({warps * rows_per_warp}, float32)\n" if split > 1 else ""
+    # with split > 1 the group's warps each hold a part of every row: summed in warp order through shared memory
+    shared, guard, stores = _row_stores(n, rows_per_warp, warps, split, rope)
+    ropes = ", angles, z" if rope else ""
     body = f"""\
 @cuda.jit(cache=True)
-def gemv_k(qs, dw, {xs}, y):
+def gemv_k(qs, dw, {xs}, y{ropes}):
 {shared}    lane = cuda.threadIdx.x % 32
     warp = cuda.threadIdx.x // 32
     grp = warp // {split}
@@ -204,7 +193,27 @@ def gemv_k(qs, dw, {xs}, y):
     tag = "q8_0" if act == "f32" else "q8_0_int8"
     name = f"gemv_{tag}_{m}x{n}x{k}_r{rows_per_warp}w{warps}u{unroll}s{split}"
     what = "dequantizing in-kernel" if act == "f32" else "int8 activations"
-    return build(name, body, "gemv_k", grid, (32 * warps,), params, f"Q8_0 GEMV {n}x{k} ({what}) over {m} rows")
+    notes = f"Q8_0 GEMV {n}x{k} ({what}) over {m} rows"
+    if rope is not None:
+        params, name, notes = _with_rope_params(params, name, notes, n, *rope)
+    return build(name, body, "gemv_k", grid, (32 * warps,), params, notes)
+
+
+def _pair_rows(n: int, rows: int, hd: int, half: int) -> str:
+    """The rows `rr{r}` of a group in rope pairs (`gemv_q8`'s `rope`): pair q is `pq{q}`, the group's
+    `row0 / 2 + q`th (clamped to the last), its rows `i` and `i + half` of its head."""
+    return "\n".join(
+        f"pq{q} = min(row0 // 2 + {q}, {n // 2 - 1})\nrr{2 * q} = (pq{q} // {half}) * {hd} + pq{q} % {half}\n"
+        f"rr{2 * q + 1} = rr{2 * q} + {half}"
+        for q in range(rows // 2)
+    )
+
+
+def _with_rope_params(params: list[Param], name: str, notes: str, n: int, hd: int, half: int) -> tuple[list[Param], str, str]:
+    """A GEMV's parameters, name and notes with its rope epilogue's (`angles`, `z` after `y`)."""
+    params = [*params, Param("angles", "float32", 2 * half, "in", f"[2, {half}] cos row, sin row"),
+              Param("z", "float32", n, "out", f"rope of y [{n // hd}, {hd}]")]  # fmt: skip
+    return params, f"{name}_rope{hd}h{half}", f"{notes}, then its rope (heads of {hd})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -441,14 +450,14 @@ RECIPES: dict[str, tuple[int, int, int, str, Shape]] = {}
 
 def rope_variant(name: str, hd: int, half: int) -> Kernel | None:
     """GEMV `name` (built by `gemv_q8`) with the rope of its output as its epilogue (`gemv_q8`'s
-    `rope`), or None where that cannot be: a GEMV not built here, whole-block lanes (vec 32), a
-    looping grid or prefetch, an odd number of rows a group, more than one row of x, or a rope
-    that is not over whole `hd`-wide heads of `2 * half` turned dims."""
+    `rope`), or None where that cannot be: a GEMV not built here, a looping grid or prefetch, an
+    odd number of rows a group, more than one row of x, or a rope that is not over whole `hd`-wide
+    heads of `2 * half` turned dims."""
     recipe = RECIPES.get(name)
     if recipe is None:
         return None
     n, k, m, act, shape = recipe
-    if shape.vec == 32 or shape.blocks or shape.prefetch or shape.rows % 2 or m != 1 or hd != 2 * half or n % hd:
+    if shape.blocks or shape.prefetch or shape.rows % 2 or m != 1 or hd != 2 * half or n % hd:
         return None
     return gemv_q8(n, k, m, act, shape, rope=(hd, half))
 
@@ -461,16 +470,19 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     consecutive pairs; `y` the same bits, each row's adds in the same order), and after storing them
     the group's lane 0 stores their rope (`codegen.rope`, the step's angles: parameters `angles f32
     [2 * half]`, `z f32 [n]` after `y`). Needs an even `rows`, `hd == 2 * half`, `n % hd == 0`, M 1,
-    16- or 4-byte pieces, one block a row group (`rope_variant`)."""
+    one block a row group (`rope_variant`)."""
     vec, rows, warps, unroll, split = shape.vec, shape.rows, shape.warps, shape.unroll, shape.split
     if rope is not None:
         hd, half = rope
-        if vec == 32 or shape.blocks or shape.prefetch or rows % 2 or m != 1 or hd != 2 * half or n % hd:
+        if shape.blocks or shape.prefetch or rows % 2 or m != 1 or hd != 2 * half or n % hd:
             raise ValueError(f"a rope epilogue of heads of {hd} ({half} pairs) on the GEMV {m}x{n}x{k} {shape.tag}")
     if vec == 32:
         if shape.blocks or shape.prefetch:
             raise ValueError("whole-block lanes (vec 32) take neither a looping grid nor a prefetch")
-        return _q8_kernel(n, k, m, rows, warps, unroll, split, act)
+        kern = _q8_kernel(n, k, m, rows, warps, unroll, split, act, rope)
+        if rope is None:
+            RECIPES[kern.name] = (n, k, m, act, shape)
+        return kern
     _check_q8(n, k, m, rows, warps, unroll, split)
     if vec not in (4, 16):
         raise ValueError(f"{vec}-byte pieces (4, 16, or 32: a whole block)")
@@ -509,13 +521,7 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
             f"w{r} = min(row0 + {r}, {n - 1}) * {k}\nd{r} = min(row0 + {r}, {n - 1}) * {nb}" for r in range(rows)
         )
     else:  # pair q of the group: rows (i, i + half) of head h, pair index row0 / 2 + q
-        hd, half = rope
-        pick = "\n".join(
-            f"pq{q} = min(row0 // 2 + {q}, {n // 2 - 1})\nrr{2 * q} = (pq{q} // {half}) * {hd} + pq{q} % {half}\n"
-            f"rr{2 * q + 1} = rr{2 * q} + {half}"
-            for q in range(rows // 2)
-        )
-        pick += "\n" + "\n".join(f"w{r} = rr{r} * {k}\nd{r} = rr{r} * {nb}" for r in range(rows))
+        pick = _pair_rows(n, rows, *rope) + "\n" + "\n".join(f"w{r} = rr{r} * {k}\nd{r} = rr{r} * {nb}" for r in range(rows))
     work = pick + "\n" + "\n".join(lines) + "\n" + _dedent1(stores)
     n_blocks = -(-n // per_block)
     xs = "x" if act == "f32" else "xq, xd"
@@ -557,12 +563,8 @@ def gemv_k(qs, dw, {xs}, y):
     name = f"gemv_{tag}_{m}x{n}x{k}_{shape.tag}"
     notes = f"Q8_0 GEMV {n}x{k} ({what}) over {m} rows"
     if rope is not None:
-        hd, half = rope
         body = body.replace(f"def gemv_k(qs, dw, {xs}, y):", f"def gemv_k(qs, dw, {xs}, y, angles, z):", 1)
-        params += [Param("angles", "float32", 2 * half, "in", f"[2, {half}] cos row, sin row"),
-                   Param("z", "float32", n, "out", f"rope of y [{n // hd}, {hd}]")]  # fmt: skip
-        name += f"_rope{hd}h{half}"
-        notes += f", then its rope (heads of {hd})"
+        params, name, notes = _with_rope_params(params, name, notes, n, *rope)
     else:
         RECIPES[name] = (n, k, m, act, shape)
     return build(name, body, "gemv_k", grid, (32 * warps,), params, notes)
