@@ -332,12 +332,15 @@ def _epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, bool] | None:
         if (a == y) == (b == y) or p.kernel.params[-1].size != k.params[2].size:
             continue
         other = b if a == y else a
-        if any(other in {_key(x) for x, q in zip(x.args, x.kernel.params, strict=True) if q.role != "in"} for x in busy):
-            return None
-        if any(out in {_key(x) for x in x.args} for x in busy):
+        if any(other in _written(u) for u in busy) or any(out in {_key(v) for v in u.args} for u in busy):
             return None
         return i, a == y
     return None
+
+
+def _written(launch) -> set[tuple[str, str]]:
+    """The (buffer, part) keys a launch writes (its arguments of role out or inout)."""
+    return {_key(a) for a, q in zip(launch.args, launch.kernel.params, strict=True) if q.role != "in"}
 
 
 ROPE_EPILOGUES = False
@@ -364,9 +367,7 @@ def _rope_epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, int, int] 
             continue
         if gemv.rope_variant(p.kernel.name, hd, half) is None:
             return None
-        if any(ang in {_key(a) for a, q in zip(b.args, b.kernel.params, strict=True) if q.role != "in"} for b in busy):
-            return None
-        if any(out in {_key(a) for a in b.args} for b in busy):
+        if any(ang in _written(u) for u in busy) or any(out in {_key(v) for v in u.args} for u in busy):
             return None
         return i, hd, half
     return None
