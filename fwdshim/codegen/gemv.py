@@ -375,7 +375,7 @@ def _pipelined(rows: int, steps: int, stages: int, width: int, threads: int, act
     return "\n".join(lines)
 
 
-def _rope_lines(rows: int, half: int, value) -> list[str]:
+def _rope_lines(n: int, rows: int, half: int, value) -> list[str]:
     """The rope of each pair `(2q, 2q + 1)` of a group's rows (`rr{r}` their rows of `y`, `pq{q}`
     their pair): `z` of the two rows from `value(r)`, in the rope kernel's operations
     (`codegen.rope`: each product and sum rounded on its own)."""
@@ -383,7 +383,7 @@ def _rope_lines(rows: int, half: int, value) -> list[str]:
     for q in range(rows // 2):
         a, b = value(2 * q), value(2 * q + 1)
         out += [
-            f"if row0 + {2 * q} < n_rows:",
+            f"if row0 + {2 * q} < {n}:",
             f"    ci = pq{q} % {half}",
             f"    c = angles[ci]",
             f"    s = angles[{half} + ci]",
@@ -405,8 +405,8 @@ def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int]
             f"    if lane == 0 and row0 + {r} < {n}:\n        y[m * {n} + {row(r)}] = acc{r}" for r in range(rows)
         )
         if rope:
-            stores += "\n    if lane == 0:\n" + indent("\n".join(_rope_lines(rows, rope[1], lambda r: f"acc{r}")), 2)
-        return "", guard, stores.replace("n_rows", str(n))
+            stores += "\n    if lane == 0:\n" + indent("\n".join(_rope_lines(n, rows, rope[1], lambda r: f"acc{r}")), 2)
+        return "", guard, stores
     keep = "\n".join(f"        red[warp * {rows} + {r}] = acc{r}" for r in range(rows))
     t = (lambda r: f"t{r}") if rope else (lambda r: "t")
     sums = "\n".join(
@@ -416,9 +416,9 @@ def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int]
         for r in range(rows)
     )
     if rope:
-        sums += "\n" + indent("\n".join(_rope_lines(rows, rope[1], t)), 2)
+        sums += "\n" + indent("\n".join(_rope_lines(n, rows, rope[1], t)), 2)
     stores = f"    if lane == 0:\n{keep}\n    cuda.syncthreads()\n    if lane == 0 and j == 0:\n{sums}"
-    return f"    red = cuda.shared.array({warps * rows}, float32)\n", "", stores.replace("n_rows", str(n))
+    return f"    red = cuda.shared.array({warps * rows}, float32)\n", "", stores
 
 
 @functools.cache
