@@ -780,3 +780,28 @@ def test_a_bad_pdl_value_says_nothing_on_the_cpu(tmp_path, capsys, monkeypatch):
         "FWDSHIM_PDL='sometimes' is none of off, wait, ahead, early (or 0, 1): programmatic dependent launch takes the default, ahead"
     ]
     unary.elementwise.cache_clear()
+
+
+def test_logits_never_overwrite_the_model_nor_share_standard_output(tmp_path, capsys):
+    """`--logits-out` naming the model itself is refused as `import -o` refuses it (run had written the
+    .npy over the model); `-` and `/dev/stdout` are refused (the text goes there: it was lost, or a
+    pipe failed with "No such file or directory")."""
+    path = tiny(tmp_path)
+    before = path.read_bytes()
+    fails(capsys, run_argv(path, "--logits-out", str(path)), f"--logits-out {path}: is the model itself")
+    assert path.read_bytes() == before
+    for spelling in ("-", "/dev/stdout"):
+        fails(capsys, run_argv(path, "--logits-out", spelling), f"--logits-out {spelling}: the generated text goes to standard output")
+    assert not Path("-").exists()
+
+
+def test_weights_go_to_a_file_and_say_when_nothing_is_converted(tmp_path, capsys):
+    """`--weights /dev/stdout` is refused (with `-o -` the weights replaced the IR on stdout); a model
+    that needs no conversion writes no `--weights` file and says so (it was silent)."""
+    path = tiny(tmp_path)
+    fails(capsys, ["import", str(path), "-o", "-", "--weights", "/dev/stdout"], "--weights /dev/stdout: the converted weights are a GGUF file")
+    w = tmp_path / "w.gguf"
+    assert cli.main(["import", str(path), "-o", str(tmp_path / "s.mlir"), "--weights", str(w)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"fwdshim: note: no tensor needed converting: --weights {w} was not written; the IR reads {path}"
+    assert not w.exists()

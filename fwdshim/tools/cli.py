@@ -389,6 +389,8 @@ def _import(args, out: _Output) -> int:
     if dest is not None:
         _check_writable(dest, "-o", path, regular=True)
     if args.weights is not None:
+        if _is_stdout(args.weights, Path(args.weights)):
+            raise UsageError(f"--weights {args.weights}: the converted weights are a GGUF file the IR names (give a file name)")
         sidecar = _check_writable(_path_arg(args.weights, "--weights"), "--weights", path, regular=True)
         if dest is not None and sidecar.resolve() == dest.resolve():
             raise UsageError(f"--weights {sidecar}: the same file as -o {dest}")
@@ -396,6 +398,9 @@ def _import(args, out: _Output) -> int:
         raise UsageError(f"-o {dest}: its converted weights {sidecar} would overwrite the model")
     model = _import_model(import_gguf, damaged_cache_hint, args, path, dest, sidecar)
     _note_context(args, model)
+    if args.weights is not None and not model.converted:
+        print(f"fwdshim: note: no tensor needed converting: --weights {args.weights} was not written; "
+              f"the IR reads {model.gguf_path}", file=sys.stderr)  # fmt: skip
     if dest is None:
         out.write(model.text)
     else:
@@ -445,8 +450,12 @@ def _run(args, out: _Output) -> int:
         raise UsageError("--prompt: not UTF-8 text") from None
     logits_out = _path_arg(args.logits_out, "--logits-out")
     if logits_out is not None:
+        if _is_stdout(args.logits_out, logits_out):
+            raise UsageError(f"--logits-out {args.logits_out}: the generated text goes to standard output (give a file name)")
         _check_writable(logits_out, "--logits-out")
     path = resolve_model(args.model)
+    if logits_out is not None:
+        _check_writable(logits_out, "--logits-out", path)  # not the model itself
     key = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]  # one step file per model file
     ctx = args.context or "default"
     step_file = models_dir() / f"{path.stem}.{key}.{args.requantize}.ctx{ctx}.decode_step.mlir"
