@@ -160,6 +160,20 @@ func.func @f(%x: tensor<64xf32>) -> tensor<64xf32> {
         plan_for(parse(src))
 
 
+def test_one_gguf_tensor_declared_with_two_shapes_is_a_located_error():
+    """Two `fwd.weight` ops naming one GGUF tensor must agree on its shape and type (the plan had taken
+    both, and the runtime could bind only one); the same declaration twice is fine."""
+    src = (ROOT / "examples" / "llama_layer.mlir").read_text()
+    again = '  %wq2 = fwd.weight "blk.0.attn_q.weight" : !fwd.weights<192x576, q8_0>\n'
+    same = '  %wq3 = fwd.weight "blk.0.attn_q.weight" : !fwd.weights<576x576, q8_0>\n'
+    lines = src.splitlines(keepends=True)
+    at = next(i for i, ln in enumerate(lines) if "%wq = fwd.weight" in ln) + 1
+    with pytest.raises(PlanError, match=r'test.mlir:13:3: error: weight "blk.0.attn_q.weight" declared again as '
+                       r"!fwd.weights<192x576, q8_0>, first as !fwd.weights<576x576, q8_0>"):  # fmt: skip
+        plan_for(pipeline(parse("".join(lines[:at] + [again] + lines[at:])), "dequant"))
+    plan_for(pipeline(parse("".join(lines[:at] + [same] + lines[at:])), "dequant"))
+
+
 def test_a_tensor_past_cudas_grid_is_a_located_error():
     """A stage whose kernel would need more blocks than CUDA launches is an error at the stage (the
     plan had printed `grid 15625000000`)."""

@@ -45,7 +45,7 @@ import numpy as np
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp, ReturnOp
-from xdsl.ir import Operation, OpResult, SSAValue
+from xdsl.ir import Attribute, Operation, OpResult, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from fwdshim.codegen import attention
@@ -439,9 +439,15 @@ def build_plan(func: FuncOp, module: Operation | None = None, merge: bool | None
             stage_plans.append(sp)
         except (Unlowerable, ValueError) as e:
             errors.append(error_at(op, str(e)))
+    declared: dict[str, Attribute] = {}
     for op in func.body.block.ops:
         if not isinstance(op, StageOp | WeightOp | ReturnOp):
             errors.append(error_at(op, f"{op_label(op)} in a decode step — the launch plan lowers fwd stages only"))
+        if isinstance(op, WeightOp):  # one GGUF tensor, one shape and type
+            first = declared.setdefault(op.tensor_name.data, op.result.type)
+            if first != op.result.type:
+                errors.append(error_at(op, f"weight \"{op.tensor_name.data}\" declared again as {op.result.type}, "
+                                           f"first as {first}: a GGUF tensor has one shape and type"))  # fmt: skip
     if errors:
         raise PlanError("\n".join(errors))
     maintenance = _kv_append(b, stage_plans)
