@@ -183,7 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     out = _Output()
     try:
         parser = _parser()
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # argparse's top-level parser names itself; the options are the command's
+            where = f"fwdshim {args.command}" if args.command else "fwdshim"
+            raise UsageError(f"unrecognized arguments: {' '.join(extra)} (`{where} --help` lists the options)")
         if args.command is None:
             parser.print_help()
             return 0
