@@ -103,6 +103,7 @@ def test_prologue_chains_are_bit_for_bit_their_stages(monkeypatch, numerics):
     shape = dict(TINY, ff=256)
     monkeypatch.setattr(gemv, "launch_shape", lambda n, k, act: gemv.Shape(16, 4, 8, 1, 1))  # few blocks
     monkeypatch.setattr(merge, "PROLOGUE_CHAIN", 2)  # off by default (measured slower on SmolLM2)
+    monkeypatch.setattr(merge, "PAIR_EPILOGUES", False)  # else the silu·mul is gate/up's epilogue
     fresh()
     try:
         rng = seeds.rng()
@@ -132,11 +133,12 @@ def test_plan_shows_each_launch_and_its_stages():
     plan = build_plan(functions(m)[0], m)
     text = plan.text()
     assert f"{len(plan.merged)} for {len(plan.stage_launches)} stage kernels" in text
-    qkv = next(launch for launch in plan.merged if len(launch.holds) - launch.tails == 3)
-    assert qkv.tails == 2 and all(h.name.startswith("gemv_") for h in qkv.holds[:3])
-    assert all(h.name.startswith("rope_") for h in qkv.holds[3:])
+    qkv = next(launch for launch in plan.merged if sum(h.name.startswith("gemv_") for h in launch.holds) == 3)
+    gemvs = qkv.holds[qkv.prologue : qkv.prologue + 3]
+    assert qkv.tails == 0 and qkv.epilogues == 2 and all(h.name.startswith("gemv_") for h in gemvs)
+    assert all(h.name.startswith("rope_") for h in qkv.holds[qkv.prologue + 3 :])  # `ROPE_EPILOGUES`
     line = next(ln for ln in text.splitlines() if ln.startswith(f"//   launch {plan.merged.index(qkv)}:"))
-    assert "holds stage 1 gemv_" in line and "; last block: stage 4 rope_" in line
+    assert f"holds stage {gemvs[0].stage} gemv_" in line and f"; each block on its rows: stage {gemvs[2].stage + 1} rope_" in line
 
 
 @sim_only
@@ -164,11 +166,13 @@ def test_a_set_stays_within_cudas_grid(monkeypatch):
 
 
 @pytest.mark.parametrize("ff, merged", [(1536, True), (14336, False)], ids=["smollm2", "llama8b"])
-def test_a_wide_ffn_tail_gets_its_own_launch(ff, merged):
+def test_a_wide_ffn_tail_gets_its_own_launch(monkeypatch, ff, merged):
     """silu·mul after gate/up rides in the gate/up launch up to TAIL_THREADS threads (SmolLM2's 1536;
     the quantize after it is the down projection's prologue), and silu·mul and the quantize run as
     launches of their own past it (Llama-3-8B's 14336: one block would take them ~112 rounds of its
-    threads; a 14336-wide prologue is past PROLOGUE_VALUES)."""
+    threads; a 14336-wide prologue is past PROLOGUE_VALUES). Without `PAIR_EPILOGUES`, which runs the
+    silu·mul in the gate/up launch at both widths."""
+    monkeypatch.setattr(merge, "PAIR_EPILOGUES", False)
     shape = dict(d=576 if ff == 1536 else 4096, h=9, kv=3, hd=64, ff=ff, l=256)
     m = pipeline(parse(llama_src(**shape)), "int8-act")
     plan = build_plan(functions(m)[0], m)
@@ -380,3 +384,107 @@ def test_rope_epilogues_are_bit_for_bit_their_stages(monkeypatch, numerics):
         assert b0[name].tobytes() == b1[name].tobytes(), name
     qkv = next(x for x in p1.merged if x.epilogues)
     assert qkv.epilogues == 2 and qkv.tails == 0 and [h.name for h in qkv.holds[-2:]] == ["rope_2x32_h16", "rope_1x32_h16"]
+
+
+def _silu_mul(n: int, gate_first: bool):
+    """A fused chain `silu(a0) * a1` over `n` values and its `gemv.Pair` with a0 the first matrix's
+    product (`gate_first`) or the second's."""
+    from fwdshim.codegen import fused
+
+    spec = fused.ElementwiseSpec("elementwise_chains", n, 2, (fused.Step("silu", (("x", 0),)), fused.Step("mul", (("t", 0), ("x", 1)))), (1,))
+    return fused.elementwise_kernel(spec), fused.pair_epilogue(spec, [gate_first, not gate_first])
+
+
+@pytest.mark.parametrize("act", ["f32", "int8"])
+@pytest.mark.parametrize("shape", [(16, 2, 2, 1, 1, 0, False, 0), (16, 6, 4, 1, 2, 0, False, 0), (16, 2, 2, 1, 1, 0, False, 2),
+                                   (4, 4, 2, 1, 1, 0, False, 0), (32, 2, 2, 2, 1, 0, False, 0), (32, 4, 4, 1, 2, 0, False, 0)],
+                         ids=["warp", "split-partial", "pipelined", "vec4", "vec32", "vec32-split"])  # fmt: skip
+def test_a_pair_epilogue_is_bit_for_bit_the_two_gemvs_then_the_chain(act, shape):
+    """`gemv.pair_variant`: the GEMV of two matrices whose groups take row i of both stores `y` and
+    `y2` bit for bit as each matrix's GEMV alone, and `z0` as the silu·mul kernel over those (70 rows:
+    the split shape's last block holds a partial group; the chain's operands either way round)."""
+    from fwdshim.codegen import gemv
+
+    rng = seeds.rng()
+    n, k = 70, 512
+    base = gemv.gemv_q8(n, k, 1, act, gemv.Shape(*shape))
+
+    def draw(p):  # scales small enough that silu's exp stays finite (the simulator's math.exp raises)
+        if p.dtype == "int8":
+            return rng.integers(-127, 128, p.size, dtype=np.int8)
+        return ((rng.random(p.size) - 0.5) * ((2e-3 if act == "f32" else 2e-5) if p.name == "dw" else 2)).astype(np.float32)
+
+    first = {p.name: draw(p) for p in base.params if p.role == "in"}
+    second = {p.name: draw(p) for p in base.params if p.name in ("qs", "dw")}
+    g, u = base.run(**first)["y"], base.run(**{**first, **second})["y"]
+    for gate_first in (True, False):
+        chain, pair = _silu_mul(n, gate_first)
+        paired = gemv.pair_variant(base.name, pair)
+        assert paired is not None and [p.name for p in paired.params][:4] == ["qs", "dw", "qs2", "dw2"]
+        assert [p.name for p in paired.params][-3:] == ["y", "y2", "z0"] and paired.grid == (-(-2 * n // (shape[1] * shape[2] // shape[4])), 1)
+        out = paired.run(**first, qs2=second["qs"], dw2=second["dw"])
+        z = chain.run(a0=g, a1=u)["y0"] if gate_first else chain.run(a0=u, a1=g)["y0"]
+        assert np.array_equal(out["y"].view(np.uint32), g.view(np.uint32))
+        assert np.array_equal(out["y2"].view(np.uint32), u.view(np.uint32))
+        assert np.array_equal(out["z0"].view(np.uint32), z.view(np.uint32))
+        assert not np.array_equal(z, g * u) and np.all(np.isfinite(z))
+
+
+def test_a_pair_epilogue_needs_pairs_in_one_group():
+    """`gemv.pair_variant` is None for a GEMV it cannot pair (odd rows a group, a looping grid, a
+    prefetch, more than one row of x) or did not build; `gemv_q8` refuses such a pair with the shape
+    named."""
+    from fwdshim.codegen import gemv
+
+    _, pair = _silu_mul(128, True)
+    ok = gemv.gemv_q8(128, 64, 1, "f32", gemv.Shape(16, 2, 1, 1, 1))
+    assert gemv.pair_variant(ok.name, pair) is not None
+    for shape, m in (((16, 1, 1, 1, 1), 1), ((32, 1, 2, 1, 1), 1), ((16, 2, 1, 1, 1, 4), 1), ((16, 2, 1, 1, 1, 0, True), 1), ((16, 2, 1, 1, 1), 2)):
+        k = gemv.gemv_q8(128, 64, m, "f32", gemv.Shape(*shape))
+        assert gemv.pair_variant(k.name, pair) is None, k.name
+    assert gemv.pair_variant("gemv_q8_0_1x7x64_unknown", pair) is None
+    with pytest.raises(ValueError, match=r"a pair epilogue \(silu_mul\) on the GEMV 1x128x64 v16r1w1u1s1"):
+        gemv.gemv_q8(128, 64, 1, "f32", gemv.Shape(16, 1, 1, 1, 1), pair=pair)
+
+
+@sim_only
+def test_gate_up_take_their_silu_mul_as_a_pair_epilogue(monkeypatch):
+    """With `PAIR_EPILOGUES` gate and up become one part of their launch that runs silu·mul on each
+    pair of rows (SmolLM2's and Llama-3-8B's shapes, both numerics): no tail there, no prologue before
+    down (SmolLM2 dequant), no launch of its own (Llama-3-8B); off, the plans are as before."""
+    for d, ff in ((576, 1536), (4096, 14336)):
+        m = pipeline(parse(llama_src(d=d, h=9, kv=3, hd=64, ff=ff, l=256)), "int8-act")
+        m2 = pipeline(parse(llama_src(d=d, h=9, kv=3, hd=64, ff=ff, l=256)), "dequant")
+        for mod in (m, m2):
+            for on in (True, False):
+                monkeypatch.setattr(merge, "PAIR_EPILOGUES", on)
+                plan = build_plan(functions(mod)[0], mod)
+                silu = f"fused_chain_silu_mul_{ff}"
+                holder = [x for x in plan.merged if silu in [h.name for h in x.holds]]
+                if on:
+                    assert len(holder) == 1 and holder[0].epilogues == 1 and holder[0].tails == 0, [x.name for x in plan.merged]
+                    names = [h.name for h in holder[0].holds]
+                    assert names[-1] == silu and sum(h.startswith(f"gemv_q8_0_") and f"x{ff}x{d}" in h for h in names) == 2
+                    assert "_pair_silu_mul_" in holder[0].kernel.source
+                    assert f"each block on its rows: stage {holder[0].holds[-1].stage} {silu}" in plan.text()
+                else:
+                    epis = [h.name for x in plan.merged for h in x.holds[len(x.holds) - x.tails - x.epilogues : len(x.holds) - x.tails]]
+                    assert silu not in epis and not any("_pair_silu_mul_" in x.kernel.source for x in plan.merged)
+                    assert holder or any(x.name == silu for x in plan.merged)
+
+
+@sim_only
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act", "two-pass-int8"])
+def test_pair_epilogues_are_bit_for_bit_their_stages(numerics):
+    """The tiny layer with gate/up's silu·mul as their pair epilogue (the default): every output and
+    every buffer, gate's and up's products included, is bit for bit the stage launches'."""
+    rng = seeds.rng()
+    m = pipeline(parse(llama_src(**TINY)), numerics)
+    out = run_both(m, llama_weights(rng, **TINY), llama_inputs(rng, **TINY, rows=TINY["l"] - 2))
+    (r0, b0, _), (r1, b1, p1) = out[False], out[True]
+    for a, b in zip(r0, r1, strict=True):
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+    for name in b0:
+        assert b0[name].tobytes() == b1[name].tobytes(), name
+    pair = [x for x in p1.merged if "_pair_silu_mul_" in x.kernel.source]
+    assert len(pair) == 1 and pair[0].holds[-1].name.startswith("fused_chain_silu_mul_")

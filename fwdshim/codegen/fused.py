@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from xdsl.ir import SSAValue
 
 from fwdshim.codegen import attention, norms
+from fwdshim.codegen.gemv import Pair
 from fwdshim.codegen.kernel import Kernel, Param, build, check_block, small_items
 from fwdshim.codegen.unary import binary_expr, silu_expr
 from fwdshim.dialects.fwd import DEFAULT_EPS, AttentionOp, ElementwiseOp, FusedOp, SiluOp, numel
@@ -124,6 +125,24 @@ def _expr(step: Step, suffix: str = "") -> str:
     return binary_expr(step.kind, ops[0], ops[1])
 
 
+SPECS: dict[str, ElementwiseSpec] = {}
+"""The spec of each elementwise kernel built (`elementwise_kernel`), by its source (two specs of one
+name, `silu(a0) * a1` and `silu(a1) * a0`, differ there): what `codegen.merge` runs as a GEMV pair's
+epilogue (`pair_epilogue`)."""
+
+
+def pair_epilogue(spec: ElementwiseSpec, first: Sequence[bool]) -> Pair:
+    """The statements of `spec` as a GEMV pair epilogue (`gemv.Pair`): its input j is `pa` (the
+    first matrix's row value) where `first[j]`, else `pb`; each step the expression of the kernel
+    (`_expr`), so its bits are the kernel's; its outputs' values in order."""
+    if len(first) != spec.inputs:
+        raise ValueError(f"{len(first)} operands for an elementwise kernel of {spec.inputs} inputs")
+    stmts = [f"x{j}_e = {'pa' if f else 'pb'}" for j, f in enumerate(first)]
+    stmts += [f"t{s}_e = {_expr(step, '_e')}" for s, step in enumerate(spec.steps)]
+    what = "_".join(s.kind for s in spec.steps)
+    return Pair(tuple(stmts), tuple(f"t{s}_e" for s in spec.outputs), what if len(what) <= 24 else "elementwise")
+
+
 @functools.cache
 def elementwise_kernel(spec: ElementwiseSpec, *, block: int = 256, items: int | None = None) -> Kernel:
     """The register-carried elementwise kernel of `spec` (see the module docstring): `items` indices a
@@ -170,7 +189,9 @@ def fused_k({", ".join(ins + outs)}):
     params += [Param(y, "float32", n, "out", f"result of step {s} [{n}]") for y, s in zip(outs, spec.outputs)]
     what = " -> ".join(s.kind for s in spec.steps)
     grid = (-(-n // (block * items)),)
-    return build(spec.name(), body, "fused_k", grid, (block,), params, f"{spec.cls} over {n}: {what}")
+    kern = build(spec.name(), body, "fused_k", grid, (block,), params, f"{spec.cls} over {n}: {what}")
+    SPECS[kern.source] = spec
+    return kern
 
 
 def elementwise_spec(flat: Flat) -> tuple[ElementwiseSpec, list[SSAValue], list[SSAValue]]:

@@ -42,6 +42,7 @@ need `qs`, `x` and `xq` on 16-byte aligned allocations (every device allocation 
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -158,25 +159,33 @@ def _check_q8(n: int, k: int, m: int, rows_per_warp: int, warps: int, unroll: in
     check_block(32 * warps)
 
 
-def _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, act, rope: tuple[int, int] | None = None) -> Kernel:
+def _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, act, rope: tuple[int, int] | None = None,
+               pair: Pair | None = None) -> Kernel:  # fmt: skip
     _check_q8(n, k, m, rows_per_warp, warps, unroll, split)
     nb = k // 32
     groups = warps // split
     per_block = groups * rows_per_warp
-    rows = [DotRow(w=f"r{r} * {nb}", x=f"m * {k}") for r in range(rows_per_warp)]
+    nv = 2 * n if pair else n  # a group's rows: both matrices' under a pair epilogue
+    rows = [DotRow(w=f"r{r} * {nb}", x=f"m * {k}", **({"qs": "qs2", "dw": "dw2"} if pair and r % 2 else {}))
+            for r in range(rows_per_warp)]  # fmt: skip
     xs = "x" if act == "f32" else "xq, xd"
     names = {"x": "x" if act == "f32" else "xq"}
-    if rope is None:
-        pick = "\n".join(f"    r{r} = min(row0 + {r}, {n - 1})" for r in range(rows_per_warp))
-    else:
+    if rope is not None:
         pick = indent(_pair_rows(n, rows_per_warp, *rope), 1) + "\n" + "\n".join(f"    r{r} = rr{r}" for r in range(rows_per_warp))
+    elif pair is not None:
+        pick = indent(_pair_of_rows(n, rows_per_warp), 1) + "\n" + "\n".join(f"    r{r} = rr{r}" for r in range(rows_per_warp))
+    else:
+        pick = "\n".join(f"    r{r} = min(row0 + {r}, {n - 1})" for r in range(rows_per_warp))
     dots = q8_dots(rows, nb, act, unroll=unroll, names=names, lane="kl", width=32 * split)
     # with split > 1 the group's warps each hold a part of every row: summed in warp order through shared memory
-    shared, guard, stores = _row_stores(n, rows_per_warp, warps, split, rope)
+    shared, guard, stores = _row_stores(nv, rows_per_warp, warps, split, rope, pair)
     ropes = ", angles, z" if rope else ""
+    two = ", qs2, dw2" if pair else ""
+    if pair:
+        ropes = ", y2, " + ", ".join(f"z{i}" for i in range(len(pair.values)))
     body = f"""\
 @cuda.jit(cache=True)
-def gemv_k(qs, dw, {xs}, y{ropes}):
+def gemv_k(qs, dw{two}, {xs}, y{ropes}):
 {shared}    lane = cuda.threadIdx.x % 32
     warp = cuda.threadIdx.x // 32
     grp = warp // {split}
@@ -189,13 +198,15 @@ def gemv_k(qs, dw, {xs}, y{ropes}):
 {stores}
 """
     params = _q8_params(n, k, m, act)
-    grid = (-(-n // per_block), m)
+    grid = (-(-nv // per_block), m)
     tag = "q8_0" if act == "f32" else "q8_0_int8"
     name = f"gemv_{tag}_{m}x{n}x{k}_r{rows_per_warp}w{warps}u{unroll}s{split}"
     what = "dequantizing in-kernel" if act == "f32" else "int8 activations"
     notes = f"Q8_0 GEMV {n}x{k} ({what}) over {m} rows"
     if rope is not None:
         params, name, notes = _with_rope_params(params, name, notes, n, *rope)
+    if pair is not None:
+        params, name, notes = _with_pair_params(params, name, notes, n, k, pair)
     return build(name, body, "gemv_k", grid, (32 * warps,), params, notes)
 
 
@@ -214,6 +225,43 @@ def _with_rope_params(params: list[Param], name: str, notes: str, n: int, hd: in
     params = [*params, Param("angles", "float32", 2 * half, "in", f"[2, {half}] cos row, sin row"),
               Param("z", "float32", n, "out", f"rope of y [{n // hd}, {hd}]")]  # fmt: skip
     return params, f"{name}_rope{hd}h{half}", f"{notes}, then its rope (heads of {hd})"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A pair epilogue (`gemv_q8`'s `pair`: the gate and up projections with their silu·mul):
+    `stmts`, statements over `pa` and `pb` (row i of the first matrix's product and of the
+    second's, float32) in generated source; `values`, the value each result `z0`, `z1`, ... stores
+    at row i; `what` names it (`silu_mul`)."""
+
+    stmts: tuple[str, ...]
+    values: tuple[str, ...]
+    what: str
+
+    @property
+    def tag(self) -> str:
+        key = hashlib.sha256(repr((self.stmts, self.values)).encode()).hexdigest()[:6]
+        return f"pair_{self.what}_{key}"
+
+
+def _pair_of_rows(n: int, rows: int) -> str:
+    """The rows of a group as pairs (`gemv_q8`'s `pair`, `n` the rows of each matrix): pair q is
+    `pq{q}`, the group's `row0 / 2 + q`th (clamped to the last), row `pq{q}` of both matrices."""
+    return "\n".join(
+        f"pq{q} = min(row0 // 2 + {q}, {n - 1})\nrr{2 * q} = pq{q}\nrr{2 * q + 1} = pq{q}" for q in range(rows // 2)
+    )
+
+
+def _with_pair_params(params: list[Param], name: str, notes: str, n: int, k: int, pair: Pair) -> tuple[list[Param], str, str]:
+    """A GEMV's parameters, name and notes with a second matrix (`qs2`, `dw2` after `dw`), its
+    product (`y2` after `y`) and a pair epilogue's results (`z0`, ...)."""
+    nb = k // 32
+    second = [Param("qs2", "int8", n * k, "in", f"second Q8_0 quants [{n}, {k}]"),
+              Param("dw2", "float32", n * nb, "in", f"second Q8_0 scales [{n}, {nb}]")]  # fmt: skip
+    outs = [Param("y2", "float32", n, "out", f"second product [{n}]")]
+    outs += [Param(f"z{i}", "float32", n, "out", f"{pair.what} result {i} [{n}]") for i in range(len(pair.values))]
+    params = [*params[:2], *second, *params[2:], *outs]
+    return params, f"{name}_{pair.tag}", f"{notes}, a second matrix's rows paired with its rows, then {pair.what}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,18 +313,25 @@ class Shape:
         return f"v{self.vec}r{self.rows}w{self.warps}u{self.unroll}s{self.split}{more}"
 
 
-def _coalesced_step(rows: int, us: list[str], act: str, vec: int) -> str:
+def _weights(r: int, two: bool) -> tuple[str, str]:
+    """The quants and scales arrays of a group's row `r`: `qs`, `dw`; with `two` (a pair epilogue,
+    `gemv_q8`'s `pair`) the odd rows' are the second matrix's, `qs2`, `dw2`."""
+    return ("qs2", "dw2") if two and r % 2 else ("qs", "dw")
+
+
+def _coalesced_step(rows: int, us: list[str], act: str, vec: int, two: bool = False) -> str:
     """The statements of one (unrolled) step: for each piece index `us[u]`, every row's quant and
-    scale loads, then the activation loads, then the dot products into `acc{r}`."""
+    scale loads (`_weights`), then the activation loads, then the dot products into `acc{r}`."""
     shift = 1 if vec == 16 else 3  # piece -> its block of 32
     lines: list[str] = []
     for u, c in enumerate(us):
         for r in range(rows):
+            qs, dw = _weights(r, two)
             if vec == 16:
-                lines.append(f"q{r}_{u}_0, q{r}_{u}_1, q{r}_{u}_2, q{r}_{u}_3 = ld_i32x4(qs, w{r} + {c} * 16)")
+                lines.append(f"q{r}_{u}_0, q{r}_{u}_1, q{r}_{u}_2, q{r}_{u}_3 = ld_i32x4({qs}, w{r} + {c} * 16)")
             else:
-                lines.append(f"q{r}_{u}_0 = ld_i32(qs, w{r} + {c} * 4)")
-            lines.append(f"s{r}_{u} = dw[d{r} + ({c} >> {shift})]")
+                lines.append(f"q{r}_{u}_0 = ld_i32({qs}, w{r} + {c} * 4)")
+            lines.append(f"s{r}_{u} = {dw}[d{r} + ({c} >> {shift})]")
     for u, c in enumerate(us):
         lines += _act_loads(u, c, act, vec)
     for u in range(len(us)):
@@ -330,7 +385,8 @@ H200 (2026-11-30, `bench/decode_step.py`, fill 512, us a token, off -> on): Llam
 3576.2 -> 3461.9, int8-act 3007.8 -> 2965.4; SmolLM2 unchanged (732.7 -> 733.1, 829.9 -> 829.4)."""
 
 
-def _pipelined(rows: int, steps: int, stages: int, width: int, threads: int, act: str, after_prologue: Sequence[str] = ()) -> str:
+def _pipelined(rows: int, steps: int, stages: int, width: int, threads: int, act: str, after_prologue: Sequence[str] = (),
+               two: bool = False) -> str:  # fmt: skip
     """The full steps of a coalesced GEMV (16-byte pieces) through an async-copy pipeline: each
     thread copies its own pieces' quants and scales into its own shared-memory slots
     (`cp_async16`, `cp_async4`), `stages - 1` steps ahead of the step it computes, and waits for
@@ -343,8 +399,9 @@ def _pipelined(rows: int, steps: int, stages: int, width: int, threads: int, act
     def issue(t: str, i: int) -> list[str]:
         out = [f"ca = ({t}) * {width} + kl"]
         for r in range(rows):
-            out.append(f"cp_async16(sq, {slot(i, r)} * 4, qs, w{r} + ca * 16)")
-            out.append(f"cp_async4(sd, {slot(i, r)}, dw, d{r} + (ca >> 1))")
+            qs, dw = _weights(r, two)
+            out.append(f"cp_async16(sq, {slot(i, r)} * 4, {qs}, w{r} + ca * 16)")
+            out.append(f"cp_async4(sd, {slot(i, r)}, {dw}, d{r} + (ca >> 1))")
         return out
 
     lines: list[str] = []
@@ -393,30 +450,50 @@ def _rope_lines(n: int, rows: int, half: int, value) -> list[str]:
     return out
 
 
-def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int] | None = None) -> tuple[str, str, str]:
+def _pair_lines(n: int, rows: int, pair: Pair, value) -> list[str]:
+    """The pair epilogue of each pair `(2q, 2q + 1)` of a group's rows (`gemv_q8`'s `pair`; `n` the
+    rows of both matrices, `pq{q}` the pair's row of each): `pa`, `pb` the two rows' values (from
+    `value(r)`), then the epilogue's statements, then its results into `z0`, `z1`, ..."""
+    out = []
+    for q in range(rows // 2):
+        out += [f"if row0 + {2 * q} < {n}:", f"    pa = {value(2 * q)}", f"    pb = {value(2 * q + 1)}"]
+        out += [f"    {st}" for st in pair.stmts]
+        out += [f"    z{i}[pq{q}] = {v}" for i, v in enumerate(pair.values)]
+    return out
+
+
+def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int] | None = None,
+                pair: Pair | None = None) -> tuple[str, str, str]:  # fmt: skip
     """(shared declaration, early-exit guard, stores) of a row-group kernel: with `split` 1 each
     warp's lane 0 stores its rows; else the group's warps' parts are summed in warp order through
     shared memory. With `rope` (`(hd, half)`, `gemv_q8`) row r of the group is `rr{r}` and each
-    pair's rope goes to `z` after the stores."""
-    row = (lambda r: f"rr{r}") if rope else (lambda r: f"row0 + {r}")
+    pair's rope goes to `z` after the stores. With `pair` (`n` the rows of both matrices) the even
+    rows go to `y`, the odd to `y2`, row `rr{r}` of each, and each pair's epilogue after them."""
+    row = (lambda r: f"rr{r}") if rope or pair else (lambda r: f"row0 + {r}")
+    out = (lambda r: "y2" if r % 2 else "y") if pair else (lambda r: "y")
+    at = (lambda r: f"m * {n // 2} + {row(r)}") if pair else (lambda r: f"m * {n} + {row(r)}")
     if split == 1:
         guard = f"    if row0 >= {n}:\n        return\n"
         stores = "\n".join(
-            f"    if lane == 0 and row0 + {r} < {n}:\n        y[m * {n} + {row(r)}] = acc{r}" for r in range(rows)
+            f"    if lane == 0 and row0 + {r} < {n}:\n        {out(r)}[{at(r)}] = acc{r}" for r in range(rows)
         )
         if rope:
             stores += "\n    if lane == 0:\n" + indent("\n".join(_rope_lines(n, rows, rope[1], lambda r: f"acc{r}")), 2)
+        if pair:
+            stores += "\n    if lane == 0:\n" + indent("\n".join(_pair_lines(n, rows, pair, lambda r: f"acc{r}")), 2)
         return "", guard, stores
     keep = "\n".join(f"        red[warp * {rows} + {r}] = acc{r}" for r in range(rows))
-    t = (lambda r: f"t{r}") if rope else (lambda r: "t")
+    t = (lambda r: f"t{r}") if rope or pair else (lambda r: "t")
     sums = "\n".join(
         f"        {t(r)} = red[grp * {split * rows} + {r}]\n"
         + "".join(f"        {t(r)} = fadd_rn({t(r)}, red[(grp * {split} + {i}) * {rows} + {r}])\n" for i in range(1, split))
-        + f"        if row0 + {r} < {n}:\n            y[m * {n} + {row(r)}] = {t(r)}"
+        + f"        if row0 + {r} < {n}:\n            {out(r)}[{at(r)}] = {t(r)}"
         for r in range(rows)
     )
     if rope:
         sums += "\n" + indent("\n".join(_rope_lines(n, rows, rope[1], t)), 2)
+    if pair:
+        sums += "\n" + indent("\n".join(_pair_lines(n, rows, pair, t)), 2)
     stores = f"    if lane == 0:\n{keep}\n    cuda.syncthreads()\n    if lane == 0 and j == 0:\n{sums}"
     return f"    red = cuda.shared.array({warps * rows}, float32)\n", "", stores
 
@@ -462,7 +539,22 @@ def rope_variant(name: str, hd: int, half: int) -> Kernel | None:
     return gemv_q8(n, k, m, act, shape, rope=(hd, half))
 
 
-def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int] | None = None) -> Kernel:
+def pair_variant(name: str, pair: Pair) -> Kernel | None:
+    """GEMV `name` (built by `gemv_q8`) taking a second matrix of its shape, the same launch shape,
+    its rows paired with the first's and `pair` as the epilogue (`gemv_q8`'s `pair`), or None where
+    that cannot be: a GEMV not built here, a looping grid or prefetch, an odd number of rows a group,
+    more than one row of x."""
+    recipe = RECIPES.get(name)
+    if recipe is None:
+        return None
+    n, k, m, act, shape = recipe
+    if shape.blocks or shape.prefetch or shape.rows % 2 or m != 1:
+        return None
+    return gemv_q8(n, k, m, act, shape, pair=pair)
+
+
+def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int] | None = None,
+            pair: Pair | None = None) -> Kernel:  # fmt: skip
     """The coalesced Q8_0 GEMV (`act` f32: dequantizing; int8: int8 activations) with launch shape
     `shape` (see the module docstring).
 
@@ -470,17 +562,26 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     consecutive pairs; `y` the same bits, each row's adds in the same order), and after storing them
     the group's lane 0 stores their rope (`codegen.rope`, the step's angles: parameters `angles f32
     [2 * half]`, `z f32 [n]` after `y`). Needs an even `rows`, `hd == 2 * half`, `n % hd == 0`, M 1,
-    one block a row group (`rope_variant`)."""
+    one block a row group (`rope_variant`).
+
+    `pair` (a `Pair`): the GEMV of two N x K matrices over one x (parameters `qs2`, `dw2` after `dw`;
+    `y2` and the epilogue's results `z0`, ... after `y`): a group's rows are pairs, row i of the
+    first matrix and row i of the second (its `rows / 2` consecutive pairs; the grid covers 2N rows),
+    `y` and `y2` each the same bits as that matrix's GEMV alone, and after storing them the group's
+    lane 0 runs the epilogue on the pair (gate and up with silu·mul: the gate/up launch keeps no
+    tail). Needs an even `rows`, M 1, one block a row group (`pair_variant`)."""
     vec, rows, warps, unroll, split = shape.vec, shape.rows, shape.warps, shape.unroll, shape.split
     if rope is not None:
         hd, half = rope
-        if shape.blocks or shape.prefetch or rows % 2 or m != 1 or hd != 2 * half or n % hd:
+        if shape.blocks or shape.prefetch or rows % 2 or m != 1 or hd != 2 * half or n % hd or pair is not None:
             raise ValueError(f"a rope epilogue of heads of {hd} ({half} pairs) on the GEMV {m}x{n}x{k} {shape.tag}")
+    if pair is not None and (shape.blocks or shape.prefetch or rows % 2 or m != 1):
+        raise ValueError(f"a pair epilogue ({pair.what}) on the GEMV {m}x{n}x{k} {shape.tag}")
     if vec == 32:
         if shape.blocks or shape.prefetch:
             raise ValueError("whole-block lanes (vec 32) take neither a looping grid nor a prefetch")
-        kern = _q8_kernel(n, k, m, rows, warps, unroll, split, act, rope)
-        if rope is None:
+        kern = _q8_kernel(n, k, m, rows, warps, unroll, split, act, rope, pair)
+        if rope is None and pair is None:
             RECIPES[kern.name] = (n, k, m, act, shape)
         return kern
     _check_q8(n, k, m, rows, warps, unroll, split)
@@ -492,6 +593,8 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     groups = warps // split
     per_block = groups * rows
     width = 32 * split
+    two = pair is not None
+    nv = 2 * n if two else n  # a group's rows: both matrices' under a pair epilogue
     steps, tail = divmod(k // vec, width)
     main = steps - steps % unroll
     lines = [f"acc{r} = float32(0.0)" for r in range(rows)]
@@ -501,29 +604,31 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
         if pipeline_bytes(shape) + 4 * warps * rows > STATIC_SHARED_BYTES:
             raise ValueError(f"an async-copy pipeline of {pipeline_bytes(shape)} bytes of shared memory a block: {shape.tag}")
         late = [_kernel.LATE_WAIT, *_kernel.pdl_lines()] if PRE_WAIT and _kernel.PDL != "off" else []
-        lines.append(_pipelined(rows, steps, shape.stages, width, 32 * warps, act, late))
+        lines.append(_pipelined(rows, steps, shape.stages, width, 32 * warps, act, late, two))
         main = steps
     elif main:
         lines.append(f"for st in range(0, {main * width}, {unroll * width}):")
         lines += [f"    c{u} = st + {u * width} + kl" for u in range(unroll)]
-        lines.append(indent(_coalesced_step(rows, [f"c{u}" for u in range(unroll)], act, vec), 1))
+        lines.append(indent(_coalesced_step(rows, [f"c{u}" for u in range(unroll)], act, vec, two), 1))
     if steps > main:
         lines += [f"c{u} = {(main + u) * width} + kl" for u in range(steps - main)]
-        lines.append(_coalesced_step(rows, [f"c{u}" for u in range(steps - main)], act, vec))
+        lines.append(_coalesced_step(rows, [f"c{u}" for u in range(steps - main)], act, vec, two))
     if tail:
         lines.append(f"if kl < {tail}:")
         lines.append(f"    c0 = {steps * width} + kl")
-        lines.append(indent(_coalesced_step(rows, ["c0"], act, vec), 1))
+        lines.append(indent(_coalesced_step(rows, ["c0"], act, vec, two), 1))
     lines += [f"acc{r} = warp_sum(acc{r})" for r in range(rows)]
-    shared, guard, stores = _row_stores(n, rows, warps, split, rope)
-    if rope is None:
+    shared, guard, stores = _row_stores(nv, rows, warps, split, rope, pair)
+    if rope is not None:  # pair q of the group: rows (i, i + half) of head h, pair index row0 / 2 + q
+        pick = _pair_rows(n, rows, *rope) + "\n" + "\n".join(f"w{r} = rr{r} * {k}\nd{r} = rr{r} * {nb}" for r in range(rows))
+    elif two:  # pair q of the group: row i of both matrices, i = row0 / 2 + q
+        pick = _pair_of_rows(n, rows) + "\n" + "\n".join(f"w{r} = rr{r} * {k}\nd{r} = rr{r} * {nb}" for r in range(rows))
+    else:
         pick = "\n".join(
             f"w{r} = min(row0 + {r}, {n - 1}) * {k}\nd{r} = min(row0 + {r}, {n - 1}) * {nb}" for r in range(rows)
         )
-    else:  # pair q of the group: rows (i, i + half) of head h, pair index row0 / 2 + q
-        pick = _pair_rows(n, rows, *rope) + "\n" + "\n".join(f"w{r} = rr{r} * {k}\nd{r} = rr{r} * {nb}" for r in range(rows))
     work = pick + "\n" + "\n".join(lines) + "\n" + _dedent1(stores)
-    n_blocks = -(-n // per_block)
+    n_blocks = -(-nv // per_block)
     xs = "x" if act == "f32" else "xq, xd"
     if shape.stages:
         slots = shape.stages * rows * 32 * warps
@@ -565,6 +670,10 @@ def gemv_k(qs, dw, {xs}, y):
     if rope is not None:
         body = body.replace(f"def gemv_k(qs, dw, {xs}, y):", f"def gemv_k(qs, dw, {xs}, y, angles, z):", 1)
         params, name, notes = _with_rope_params(params, name, notes, n, *rope)
+    elif two:
+        zs = ", ".join(f"z{i}" for i in range(len(pair.values)))
+        body = body.replace(f"def gemv_k(qs, dw, {xs}, y):", f"def gemv_k(qs, dw, qs2, dw2, {xs}, y, y2, {zs}):", 1)
+        params, name, notes = _with_pair_params(params, name, notes, n, k, pair)
     else:
         RECIPES[name] = (n, k, m, act, shape)
     return build(name, body, "gemv_k", grid, (32 * warps,), params, notes)

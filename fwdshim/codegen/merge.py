@@ -19,10 +19,13 @@ group of
   measured slower), each feeding the next through shared memory, a barrier between them (int8-act's
   silu·mul, then the quantize of its result). A launch that could be (the head of) the next set's prologue is not
   taken as a tail;
-- then **epilogues** (`EPILOGUES`, `ROPE_EPILOGUES`): an elementwise op of one GEMV part's whole output
-  and a buffer written before the group (`_epilogue_of`: a residual add), or the rope of a Q or K
-  projection's output (`_rope_epilogue_of`), runs in that part, each block on the rows it has just
-  stored (`_epilogue_kernel`, `gemv.rope_variant`), with no barrier and no last block;
+- then **epilogues** (`EPILOGUES`, `ROPE_EPILOGUES`, `PAIR_EPILOGUES`): an elementwise op of one GEMV
+  part's whole output and a buffer written before the group (`_epilogue_of`: a residual add), or the
+  rope of a Q or K projection's output (`_rope_epilogue_of`), runs in that part, each block on the
+  rows it has just stored (`_epilogue_kernel`, `gemv.rope_variant`), with no barrier and no last
+  block; an elementwise kernel over two parts' outputs (silu·mul after gate and up,
+  `_pair_epilogue_of`) joins the two into one part whose groups take row i of both matrices and run
+  it on the pair (`gemv.pair_variant`);
 - then **tails**: the launches that follow (their inputs may be the set's outputs: rope after Q/K,
   silu·mul after gate/up, the residual add after the O and down projections, the norm after that
   add), each small (`TAIL_THREADS` threads of work at most), run by the set's block that finishes
@@ -343,11 +346,14 @@ def _written(launch) -> set[tuple[str, str]]:
     return {_key(a) for a, q in zip(launch.args, launch.kernel.params, strict=True) if q.role != "in"}
 
 
-ROPE_EPILOGUES = False
+ROPE_EPILOGUES = True
 """Whether the rope of a Q or K projection's output runs as that GEMV's epilogue (`gemv.rope_variant`:
 the GEMV's groups take rows in rope pairs, and store each pair's rope after its rows), in place of the
-last block's tail (SmolLM2) or a launch of its own (Llama-3-8B). Bit for bit under the simulator;
-off: not yet measured on a GPU."""
+last block's tail (SmolLM2) or a launch of its own (Llama-3-8B). Measured on the H200 (2026-11-30,
+`bench/decode_step.py`, fill 512, one device call, us a token dequant / int8-act, with
+`PAIR_EPILOGUES` on): SmolLM2 757 (int8-act, pair only) -> 633.9 / 691.2; Llama-3-8B (32 layers)
+3449.0 / 2966.6 (neither) -> 3373.7 / 2908.8, 7.19 / 8.19 kernels a layer (was 9.19 / 10.19). The
+greedy tokens of the random models are unchanged (bit for bit)."""
 
 
 def _rope_epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, int, int] | None:
@@ -373,9 +379,58 @@ def _rope_epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, int, int] 
     return None
 
 
+PAIR_EPILOGUES = True
+"""Whether an elementwise kernel over the outputs of two GEMV parts of one launch shape and one
+activation (silu·mul after gate and up) runs as their epilogue: the two become one part whose groups
+take row i of both matrices (`gemv.pair_variant`) and store the elementwise results of that row
+after them (`fused.pair_epilogue`), in place of the last block's tail (SmolLM2 int8-act), the down
+projection's prologue (SmolLM2 dequant) or a launch of its own (Llama-3-8B). Measured on the H200
+(2026-11-30, `bench/decode_step.py`, SmolLM2 shape, fill 512, int8-act, one device call): 816.5 ->
+756.8 us a token (the ~2.8 us a layer of the last block's silu·mul tail, and its wait, gone); with
+`ROPE_EPILOGUES` too, see there."""
+
+
+def _pair_epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, int, object] | None:
+    """(the first part, the second part, the `gemv.Pair`) when elementwise launch `t` (a fused chain
+    or region: `a0`, `a1` -> `y0`, ...) reads the whole outputs of two GEMV parts of `par` of one
+    recipe (`gemv.RECIPES`) over one activation and can run as the epilogue of the pair; its results
+    read and written by none of `busy`. None otherwise."""
+    from fwdshim.codegen import fused, gemv
+
+    k = t.kernel
+    spec = fused.SPECS.get(k.source)
+    if not PAIR_EPILOGUES or spec is None or spec.inputs != 2 or _grid1(k) is None:
+        return None
+    ins = [_key(a) for a, q in zip(t.args, k.params, strict=True) if q.role == "in"]
+    outs = [_key(a) for a, q in zip(t.args, k.params, strict=True) if q.role != "in"]
+    if len(ins) != 2 or ins[0] == ins[1] or any(q.dtype != "float32" or q.size != spec.n for q in k.params):
+        return None
+    at = {}
+    for i, p in enumerate(par):
+        if _key(p.args[-1]) in ins and p.kernel.params[-1].name == "y" and p.kernel.params[-1].size == spec.n:
+            at[_key(p.args[-1])] = i
+    if len(at) != 2:
+        return None
+    i, i2 = sorted(at.values())
+    a, b = par[i], par[i2]
+    recipe = gemv.RECIPES.get(a.kernel.name)
+    if recipe is None or gemv.RECIPES.get(b.kernel.name) != recipe or [_key(x) for x in a.args[2:-1]] != [_key(x) for x in b.args[2:-1]]:
+        return None
+    if any(o in {_key(v) for v in u.args} for u in busy for o in outs):
+        return None
+    pair = fused.pair_epilogue(spec, [at[x] == i for x in ins])
+    if gemv.pair_variant(a.kernel.name, pair) is None:
+        return None
+    return i, i2, pair
+
+
 def _epilogue(t, par: Sequence, busy: Sequence) -> tuple[int, tuple] | None:
     """(the part of `par`, how) when launch `t` runs as that part's epilogue: how is `("rope", hd,
-    half)` (`_rope_epilogue_of`) or `(kind, y_first)` (`_epilogue_of`)."""
+    half)` (`_rope_epilogue_of`), `("pair", second part, gemv.Pair)` (`_pair_epilogue_of`: the
+    second part joins the first) or `(kind, y_first)` (`_epilogue_of`)."""
+    pair = _pair_epilogue_of(t, par, busy)
+    if pair is not None:
+        return pair[0], ("pair", pair[1], pair[2])
     rope = _rope_epilogue_of(t, par, busy)
     if rope is not None:
         return rope[0], ("rope", rope[1], rope[2])
@@ -387,11 +442,18 @@ def _epilogue(t, par: Sequence, busy: Sequence) -> tuple[int, tuple] | None:
     return found[0], (t.kernel.name.split("_")[1], found[1])
 
 
-def _with_epilogue(part, t, how: tuple):
+def _with_epilogue(part, t, how: tuple, second=None):
     """Launch `part` (a GEMV) carrying launch `t` as its epilogue (`_epilogue`): its kernel stores
-    both results, `t`'s other operand and result its last arguments."""
+    both results, `t`'s other operand and result its last arguments. A pair epilogue takes launch
+    `second` in too (its weights after `part`'s, its output after `part`'s, then `t`'s results)."""
     from fwdshim.codegen import gemv
 
+    if how[0] == "pair":
+        kern = gemv.pair_variant(part.kernel.name, how[2])
+        assert kern is not None and second is not None
+        outs = tuple(a for a, q in zip(t.args, t.kernel.params, strict=True) if q.role != "in")
+        args = (*part.args[:2], *second.args[:2], *part.args[2:], second.args[-1], *outs)
+        return replace(part, kernel=kern, args=args)
     if how[0] == "rope":
         kern = gemv.rope_variant(part.kernel.name, how[1], how[2])
         assert kern is not None
@@ -454,9 +516,11 @@ def groups(launches: Sequence) -> list[tuple[list, list, list, list]]:
         taken: set[int] = set()
         while j < n and len(pro) + len(par) + len(epi) < MAX_PARTS:
             found_epi = _epilogue(launches[j], par, pro + par + epi)
-            if found_epi is None or found_epi[0] in taken:
+            if found_epi is None or found_epi[0] in taken or (found_epi[1][0] == "pair" and found_epi[1][1] in taken):
                 break
             taken.add(found_epi[0])
+            if found_epi[1][0] == "pair":
+                taken.add(found_epi[1][1])
             epi.append(launches[j])
             j += 1
         tails: list = []
@@ -591,10 +655,15 @@ def merge_launches(launches: Sequence, fresh: Callable[[int], object], arg: Call
             continue
         held = list(pro) + list(par) + list(epi) + list(tails)
         par = list(par)
+        joined: set[int] = set()
         for t in epi:  # each epilogue joins its part: the part's kernel stores both results
             found = _epilogue(t, par, [])
             assert found is not None
-            par[found[0]] = _with_epilogue(par[found[0]], t, found[1])
+            second = par[found[1][1]] if found[1][0] == "pair" else None
+            par[found[0]] = _with_epilogue(par[found[0]], t, found[1], second)
+            if second is not None:  # the pair's second part is in the first now
+                joined.add(found[1][1])
+        par = [p for i, p in enumerate(par) if i not in joined]
         refs: dict[tuple[str, str], int] = {}
         roles: dict[int, set[str]] = {}
         mapping = []
