@@ -139,6 +139,25 @@ def test_report_json_with_an_empty_name_is_an_error(tmp_path, capsys):
     assert (rc, out, err.strip()) == (1, "", "fwdshim-opt: error: --report-json needs a file name")
 
 
+def test_report_json_dash_is_stdout_with_the_ir_in_a_file(tmp_path, capsys, monkeypatch):
+    """`--report-json -` writes the JSON report to stdout (it had made a file named `-`) when the IR
+    goes to a file; with the IR on stdout too it is refused, naming `-o FILE`."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    src = func(f"  %s = fwd.silu %x : {T576} -> {T576}")
+    rc, out, err = opt(tmp_path, src, "-p", "forward-shim", "--report-json", "-", "-o", str(tmp_path / "o.mlir"), capsys=capsys)
+    doc = json.loads(out)
+    assert (rc, err) == (0, "") and doc["rows"][0]["op_name"] == "fwd.silu" and not (tmp_path / "-").exists()
+    assert "fwd.silu" in (tmp_path / "o.mlir").read_text()
+    for more in ([], ["-o", "-"]):
+        rc, out, err = opt(tmp_path, src, "-p", "forward-shim", "--report-json", "-", *more, capsys=capsys)
+        assert (rc, out) == (1, "") and err.strip() == (
+            "fwdshim-opt: error: --report-json - writes the report to stdout, where the IR goes too: give the IR a file (-o FILE)"
+        )
+        assert not (tmp_path / "-").exists()
+
+
 SOFTCAP = func(
     f"  %a = fwd.elementwise add %x, %y : {T576}, {T576} -> {T576}\n"
     f"  %n = fwd.rms_norm %a : {T576} -> {T576}\n"
@@ -442,3 +461,15 @@ def test_an_internal_error_is_one_line_unless_asked(tmp_path, capsys, monkeypatc
     monkeypatch.setenv("FWDSHIM_TRACEBACK", "1")
     with pytest.raises(AssertionError):
         opt(tmp_path, text, "--disable-verify", "-p", "forward-shim", capsys=capsys)
+
+
+@pytest.mark.parametrize("spec, want", [
+    ("forward-shim{numerics=int9}", "-p: option `numerics` of `forward-shim` takes dequant, int8-act or two-pass-int8, not `int9`"),
+    ('fwd-legalize{numerics="int9"}', "-p: option `numerics` of `fwd-legalize` takes dequant, int8-act or two-pass-int8, not `int9`"),
+    ("fwd-fuse,fwd-legalize{mode=lax}", "-p: option `mode` of `fwd-legalize` takes strict or mark, not `lax`"),
+])  # fmt: skip
+def test_a_pass_rejecting_its_option_value_is_named_like_xdsls_rejections(tmp_path, capsys, spec, want):
+    """A value the pass itself checks (numerics, legalize's mode) reads as the values xDSL's option
+    parser rejects (`-p: option `o` of `pass` takes ..., not `v``); it lacked the `-p:` and the pass."""
+    rc, out, err = opt(tmp_path, func(f"  %s = fwd.silu %x : {T576} -> {T576}"), "-p", spec, capsys=capsys)
+    assert (rc, out, err.strip()) == (1, "", f"fwdshim-opt: error: {want}")

@@ -219,6 +219,12 @@ def test_help_lists_every_available_pass_once_and_xdsl_options():
     assert out.index("fwd-lower-numba") < out.index("usage:") < out.index("apply-individual-rewrite")
     assert "fwd-legalize" not in out.split("-p PASSES, --passes PASSES", 1)[1].split("--print-between-passes")[0]
     assert "--explain" in out and "--report-json" in out
+    # the numba target and its option, and help for the xDSL flags that had none
+    assert "fwdshim targets (-t 'NAME{option=value}'):\n  numba{plan_only=…}\n" in out
+    assert "      plan_only  true | false (default): the plan alone, no kernel source" in out
+    flat = " ".join(out.split())
+    assert "--disable-verify do not verify the parsed IR" in flat and "-v, --version print fwdshim-opt's version" in flat
+    assert "-t TARGET, --target TARGET what to print: mlir (the IR, default), numba (the launch plan" in flat
 
 
 def test_help_without_any_pass_module(monkeypatch):

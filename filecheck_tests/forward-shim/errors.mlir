@@ -14,7 +14,7 @@ func.func @refused(%x: tensor<64xf32>, %a: tensor<64xf32>) -> tensor<64xf32> {
 // CHECK: errors.mlir:9:{{[0-9]+}}: error: a soft-capped tensor (`cap C`) — no kernel caps one
 // CHECK-NOT: Traceback
 
-// NUMERICS: error: unknown numerics `int4` (expected dequant, int8-act or two-pass-int8)
+// NUMERICS: fwdshim-opt: error: -p: option `numerics` of `forward-shim` takes dequant, int8-act or two-pass-int8, not `int4`
 // NUMERICS-NOT: Traceback
 
 // The refused soft cap splits the run: the add and the multiply are not one chain through it.

@@ -537,13 +537,15 @@ def groups(launches: Sequence) -> list[tuple[list, list, list, list]]:
 
 def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: Sequence[Sequence[int]], n_args: int,
                   arg_params: Sequence[Param], pro: Sequence[Kernel] = (), pro_args: Sequence[Sequence[int]] = (),
-                  modes: dict[int, str] | None = None) -> Kernel:  # fmt: skip
+                  modes: dict[int, str] | None = None, held: tuple[int, int, int, int] | None = None) -> Kernel:  # fmt: skip
     """The merged kernel of parallel parts `par` and `tails`; `shared_args[i]` maps part i's
     parameters (parts in `par + tails` order) to indices of the merged parameters `arg_params`
     (`n_args` of them, then `count` when there are tails). With a prologue `pro` (a chain of
     kernels run in order, `pro_args[c]` the parameters of the c-th), `modes` says for each merged
     parameter the chain writes whether it is kept in shared memory (`shared`: the set or a later
-    kernel of the chain reads it) or only block 0 stores it (`global`, `prologue_modes`)."""
+    kernel of the chain reads it) or only block 0 stores it (`global`, `prologue_modes`). `held`: the
+    stage launches the merged launch holds, (prologue, set, epilogues, tails), for its name
+    `merged_<R>r<P>p<E>e<T>t_<hash>` (zero counts but the set's left out); default the kernels given."""
     block = par[0].block[0]
     names = [f"a{j}" for j in range(n_args)]
     fns, calls = [], []
@@ -633,7 +635,8 @@ def merged_k({sig}):
         "\0".join(k.name for k in lead + parts).encode()
         + repr(([list(a) for a in pro_args], sorted(modes.items()), shared_args)).encode()
     ).hexdigest()[:8]
-    name = f"merged_{f'{len(pro)}r' if pro else ''}{len(par)}p{len(tails)}t_{key}"
+    r, p, e, t = held if held is not None else (len(pro), len(par), 0, len(tails))
+    name = f"merged_{f'{r}r' if r else ''}{p}p{f'{e}e' if e else ''}{f'{t}t' if t else ''}_{key}"
     notes = (
         "merged launch: "
         + (f"prologue: {', '.join(k.name for k in pro)} | " if pro else "")
@@ -654,6 +657,7 @@ def merge_launches(launches: Sequence, fresh: Callable[[int], object], arg: Call
             out.append(par[0])
             continue
         held = list(pro) + list(par) + list(epi) + list(tails)
+        n_set = len(par)
         par = list(par)
         joined: set[int] = set()
         for t in epi:  # each epilogue joins its part: the part's kernel stores both results
@@ -689,7 +693,7 @@ def merge_launches(launches: Sequence, fresh: Callable[[int], object], arg: Call
         if pro:
             modes = {refs[key]: m for key, m in (prologue_modes(pro, par) or {}).items()}
         kern = merged_kernel([x.kernel for x in par], [x.kernel for x in tails], mapping, len(params), params,
-                             [x.kernel for x in pro], pro_args, modes)  # fmt: skip
+                             [x.kernel for x in pro], pro_args, modes, (len(pro), n_set, len(epi), len(tails)))  # fmt: skip
         keys = list(refs)
         by_param = {p.name: p for p in kern.params}
         args = [arg(f"a{j}", b, part, by_param[f"a{j}"].role) for j, (b, part) in enumerate(keys)]

@@ -26,6 +26,7 @@ floor above the shim).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -229,6 +230,10 @@ def explain_module(
         if docs is not None:
             docs.append(doc)
         try:
+            if json_path == "-":  # stdout (the driver sends the IR to a file then)
+                json.dump(doc if docs is None else docs, sys.stdout, indent=2, ensure_ascii=False)
+                sys.stdout.write("\n")
+                return report_table(module, shim, rules, unfused) if explain else ""
             with open(json_path, "w") as f:
                 json.dump(doc if docs is None else docs, f, indent=2, ensure_ascii=False)
                 f.write("\n")

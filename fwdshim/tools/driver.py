@@ -63,7 +63,7 @@ class FwdOptMain(xDSLOptMain):
             else:
                 super().run()
         except BaseException:
-            if self.args.report_json and not self.reported:
+            if self.args.report_json and self.args.report_json != "-" and not self.reported:
                 Path(self.args.report_json).unlink(missing_ok=True)
             raise
 
@@ -126,6 +126,15 @@ class FwdOptMain(xDSLOptMain):
             if "--passes" in action.option_strings:  # fwdshim's passes are listed above the usage
                 rest = [p for p in self.available_passes if p not in ours]
                 action.help = f"a pipeline of passes: fwdshim's (above), or xDSL's: {','.join(rest)}"
+            elif "--disable-verify" in action.option_strings:
+                action.help = ("do not verify the parsed IR or what the passes leave (a pass may then fail "
+                               "on IR it cannot read: an internal error, not a located one)")  # fmt: skip
+            elif "--version" in action.option_strings:
+                action.help = "print fwdshim-opt's version and the xDSL it runs on, and exit"
+            elif "--target" in action.option_strings:
+                action.help = ("what to print: mlir (the IR, default), numba (the launch plan and the generated "
+                               "Numba source of every kernel; 'numba{plan_only=true}' the plan alone), or xDSL's: "
+                               + ",".join(t for t in self.available_targets if t not in ("numba", "mlir")))  # fmt: skip
         arg_parser.add_argument(
             "--explain",
             action="store_true",
@@ -136,7 +145,7 @@ class FwdOptMain(xDSLOptMain):
         arg_parser.add_argument(
             "--report-json",
             metavar="FILE",
-            help="write the same report as --explain as JSON to FILE",
+            help="write the same report as --explain as JSON to FILE (- for stdout, with the IR in a file: -o FILE)",
         )
 
     def parse_chunk(self, chunk: IO[bytes], file_extension: str, start_offset: int = 0) -> ModuleOp | None:
@@ -290,7 +299,12 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "fwdshim-opt: parse, transform and print `fwd` IR (xDSL's opt driver with fwdshim's\n"
             "dialect, passes and targets).\n\n" + _pass_help() + "\n\n"
+            "fwdshim targets (-t 'NAME{option=value}'):\n"
+            "  numba{plan_only=…}\n"
+            "      The launch plan of each function of the IR (its decode step), then each kernel's Numba source.\n"
+            "      plan_only  true | false (default): the plan alone, no kernel source\n\n"
             "example: fwdshim-opt examples/llama_layer.mlir -p 'forward-shim{numerics=int8-act}'\n"
+            "         fwdshim-opt examples/llama_layer.mlir -p 'forward-shim' -t 'numba{plan_only=true}'\n"
         )
     import warnings
 
@@ -374,6 +388,16 @@ def _unknown_option(message: str, specs: list[tuple[str, str]]) -> str:
                         values = _option_values(om[1], m[2])
                         takes = (", ".join(values[:-1]) + " or " + values[-1]) if len(values) > 1 else _type_words(m[2])
                         return f"{flag}: option `{om[1]}` of `{pm[1]}` takes {takes}, not `{om[2]}`"
+    m = re.match(r"unknown numerics `(.*)` \(expected (.*)\)$", message)  # `fwd.numerics`' own words
+    if m is not None:
+        message = f"option `numerics` of `?` takes {m[2]}, not `{m[1]}`"
+    m = re.match(r"option `([\w-]+)` of `([\w.?-]+)` takes (.*), not `(.*)`$", message)  # a pass's own check
+    if m is not None:
+        for flag, text in specs:
+            for pm in re.finditer(r"([\w.-]+)\{([^{}]*)\}", text):
+                if (m[2] in ("?", pm[1])) and re.search(rf"(?:^|\s){re.escape(m[1])}=\"?{re.escape(m[4])}\"?(?:\s|$)", pm[2]):
+                    return f"{flag}: option `{m[1]}` of `{pm[1]}` takes {m[3]}, not `{m[4]}`"
+        return message.replace("of `?` ", "")
     m = re.match(r"Unrecognized passes: \[(.*)\]$", message)
     if m is not None:  # xDSL's Python list of the unknown names
         unknown = re.findall(r"'([^']*)'", m[1])
@@ -437,6 +461,10 @@ def _run(args: list[str]) -> int:
         tool = FwdOptMain(description="fwdshim-opt", args=args)
         if tool.args.report_json == "":
             print("fwdshim-opt: error: --report-json needs a file name", file=sys.stderr)
+            return 1
+        if tool.args.report_json == "-" and tool.args.output_file in (None, "-", "/dev/stdout"):
+            print("fwdshim-opt: error: --report-json - writes the report to stdout, where the IR goes too: "
+                  "give the IR a file (-o FILE)", file=sys.stderr)  # fmt: skip
             return 1
         if (why := _not_a_file(tool.args.input_file)) is not None:
             print(f"fwdshim-opt: error: {tool.args.input_file}: {why}", file=sys.stderr)
