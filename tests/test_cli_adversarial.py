@@ -807,3 +807,28 @@ def test_weights_go_to_a_file_and_say_when_nothing_is_converted(tmp_path, capsys
     err = capsys.readouterr().err.splitlines()
     assert err[0] == f"fwdshim: note: no tensor needed converting: --weights {w} was not written; the IR reads {path}"
     assert not w.exists()
+
+
+def test_weights_never_overwrite_a_file_fwdshim_did_not_convert(tmp_path, capsys):
+    """`--weights` (or `-o`'s default `STEP.weights.gguf`) naming an existing file that is not weights
+    fwdshim converted (another model, an IR, any text) is refused and the file kept (it was
+    overwritten); weights fwdshim converted before, and an empty file, are replaced as before."""
+    path = tiny(tmp_path, types={"blk.0.ffn_up.weight": QT.Q4_1})
+    other = tiny(tmp_path, name="other.gguf")  # another model: a GGUF, not fwdshim's
+    ir = tmp_path / "keep.mlir"
+    ir.write_text("func.func @f() {\n  func.return\n}\n")
+    for victim in (ir, other):
+        before = victim.read_bytes()
+        fails(capsys, ["import", str(path), "--requantize", "q8_0", "-o", str(tmp_path / "s.mlir"), "--weights", str(victim)],
+              f"--weights {victim}: the file exists and is not weights fwdshim converted (remove it, or give another name with --weights)")  # fmt: skip
+        assert victim.read_bytes() == before
+    side = tmp_path / "step.weights.gguf"
+    side.write_text("notes\n")
+    fails(capsys, ["import", str(path), "--requantize", "q8_0", "-o", str(tmp_path / "step.mlir")],
+          f"-o {tmp_path / 'step.mlir'}: its converted weights {side}: the file exists and is not weights fwdshim converted")  # fmt: skip
+    assert side.read_text() == "notes\n" and not (tmp_path / "step.mlir").exists()
+    side.write_bytes(b"")  # empty: nothing to lose
+    assert cli.main(["import", str(path), "--requantize", "q8_0", "-o", str(tmp_path / "step.mlir")]) == 0
+    capsys.readouterr()
+    assert cli.main(["import", str(path), "--requantize", "q8_0", "-o", str(tmp_path / "step.mlir")]) == 0  # its own, again
+    assert {t.name: t.tensor_type for t in gguf.GGUFReader(side).tensors}["blk.0.ffn_up.weight"] == QT.Q8_0

@@ -319,6 +319,20 @@ def _check_writable(path: Path, option: str, model: Path | None = None, regular:
     return target
 
 
+def _not_converted_weights(path: Path) -> bool:
+    """`path` holds something other than weights fwdshim converted: a non-empty file that is not a
+    GGUF with fwdshim's `fwdshim.converted` or `fwdshim.source` key (a model, an IR, anything else)."""
+    from fwdshim.frontend.gguf_model import CONVERTED_KEY, SOURCE_KEY, ModelError, field_value, open_gguf
+
+    if not path.is_file() or path.stat().st_size == 0:
+        return False
+    try:
+        reader = open_gguf(path)
+    except ModelError:
+        return True
+    return field_value(reader, CONVERTED_KEY) is None and field_value(reader, SOURCE_KEY) is None
+
+
 def _write_file(path: Path, option: str, write) -> None:
     """`write(f)` into a temporary file beside `path` (a symbolic link's target), then move it there;
     a device or FIFO (`/dev/null`) is written in place.
@@ -399,6 +413,10 @@ def _import(args, out: _Output) -> int:
             raise UsageError(f"--weights {sidecar}: the same file as -o {dest}")
     elif sidecar is not None and sidecar.exists() and path.exists() and sidecar.samefile(path):
         raise UsageError(f"-o {dest}: its converted weights {sidecar} would overwrite the model")
+    if sidecar is not None and _not_converted_weights(Path(os.path.realpath(sidecar))):
+        option = f"--weights {args.weights}" if args.weights is not None else f"-o {dest}: its converted weights {sidecar}"
+        raise UsageError(f"{option}: the file exists and is not weights fwdshim converted (remove it, or give "
+                         "another name with --weights)")  # fmt: skip
     model = _import_model(import_gguf, damaged_cache_hint, args, path, dest, sidecar)
     _note_context(args, model)
     if args.weights is not None and not model.converted:
