@@ -325,9 +325,9 @@ def test_explain_judges_by_the_numerics_the_passes_ran_with(tmp_path, capsys):
     "body,numerics,want",
     [
         (f"  %s = fwd.silu %x : {T576} -> {T576}", "dequant", None),
-        ("  %h = fwd.silu %x : tensor<576xf16> -> tensor<576xf16>\n  %s = fwd.silu %y : {T576} -> {T576}", "dequant", ("fwd.silu", "F16")),
-        ("  %q = fwd.quantize %x one_word : tensor<576xf16> -> !fwd.qact<576, one_word>\n  %s = fwd.silu %y : {T576} -> {T576}", "int8-act", ("fwd.quantize", "F16")),
-        ("  %q = fwd.elementwise max %x, %x : tensor<576xf16>, tensor<576xf16> -> tensor<576xi8>\n  %s = fwd.silu %y : {T576} -> {T576}", "dequant", ("fwd.elementwise", "F16")),
+        ("  %h = fwd.silu %x : tensor<576xf16> -> tensor<576xf16>\n  %s = fwd.silu %y : {T576} -> {T576}", "dequant", ("fwd.silu", "f16")),
+        ("  %q = fwd.quantize %x one_word : tensor<576xf16> -> !fwd.qact<576, one_word>\n  %s = fwd.silu %y : {T576} -> {T576}", "int8-act", ("fwd.quantize", "f16")),
+        ("  %q = fwd.elementwise max %x, %x : tensor<576xf16>, tensor<576xf16> -> tensor<576xi8>\n  %s = fwd.silu %y : {T576} -> {T576}", "dequant", ("fwd.elementwise", "f16")),
     ],
     ids=["f32", "silu_f16", "quantize_f16", "max_to_i8"],
 )

@@ -4,19 +4,19 @@
 // RUN: fwdshim-opt %s --split-input-file --verify-diagnostics -p fwd-legalize | filecheck %s
 // RUN: fwdshim-opt %s --split-input-file -p 'fwd-legalize{mode=mark}' | filecheck %s --check-prefix=MARK
 
-// CHECK: activation_types.mlir:[[# @LINE + 2]]:3: error: an op over F16 tensors — the forward's kernels read and write f32 buffers
+// CHECK: activation_types.mlir:[[# @LINE + 2]]:3: error: an op over f16 tensors — the forward's kernels read and write f32 buffers
 func.func @silu_f16(%x: tensor<64xf16>) {
   %z = fwd.silu %x : tensor<64xf16> -> tensor<64xf16>
   func.return
 }
 
 // MARK-LABEL: func.func @silu_f16
-// MARK: fwd.silu %x {fwd.refused = "an op over F16 tensors \E2\80\94 the forward's kernels read and write f32 buffers"}
+// MARK: fwd.silu %x {fwd.refused = "an op over f16 tensors \E2\80\94 the forward's kernels read and write f32 buffers"}
 
 // -----
 
 // The result's type counts too: an f32 sum written as i32.
-// CHECK: activation_types.mlir:[[# @LINE + 2]]:3: error: an op over I32 tensors — the forward's kernels read and write f32 buffers
+// CHECK: activation_types.mlir:[[# @LINE + 2]]:3: error: an op over i32 tensors — the forward's kernels read and write f32 buffers
 func.func @add_to_i32(%x: tensor<64xf32>, %y: tensor<64xf32>) {
   %z = fwd.elementwise add %x, %y : tensor<64xf32>, tensor<64xf32> -> tensor<64xi32>
   func.return
@@ -25,7 +25,7 @@ func.func @add_to_i32(%x: tensor<64xf32>, %y: tensor<64xf32>) {
 // -----
 
 // A norm weight in bf16.
-// CHECK: activation_types.mlir:[[# @LINE + 3]]:3: error: an op over BF16 tensors — the forward's kernels read and write f32 buffers
+// CHECK: activation_types.mlir:[[# @LINE + 3]]:3: error: an op over bf16 tensors — the forward's kernels read and write f32 buffers
 func.func @norm_weight_bf16(%x: tensor<64xf32>) {
   %w = fwd.weight "w" : tensor<64xbf16>
   %z = fwd.rms_norm %x weight(%w : tensor<64xbf16>) : tensor<64xf32> -> tensor<64xf32>

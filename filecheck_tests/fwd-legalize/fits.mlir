@@ -237,7 +237,7 @@ func.func @matmul_iq4_nl(%x: tensor<64xf32>) {
 // -----
 
 // B03 (beyond the seed): a dense matmul over bf16 values
-// CHECK: fits.mlir:[[# @LINE + 2]]:3: error: a matmul over a BF16 tensor — its dense kernel multiplies F32 and F16 rows only
+// CHECK: fits.mlir:[[# @LINE + 2]]:3: error: a matmul over a bf16 tensor — its dense kernel multiplies f32 and f16 rows only
 func.func @matmul_bf16_tensor(%x: tensor<64xf32>, %w: tensor<32x64xbf16>) {
   %z = fwd.matmul %x, %w : tensor<64xf32>, tensor<32x64xbf16> -> tensor<32xf32>
   func.return

@@ -136,7 +136,7 @@ SUPPORTS: tuple[SeedBranch, ...] = (S01, S02, S03, S04, S05, S06, S07, S08, S09,
 
 B01 = B("B01", "an op over 64-bit values — the forward's kernels accumulate in 32 bits")
 B02 = B("B02", "a matmul over {} weights — its kernels dequantize " + names(GEMV_TYPES) + " rows only")
-B03 = B("B03", "a matmul over a {} tensor — its dense kernel multiplies F32 and F16 rows only")
+B03 = B("B03", "a matmul over a {} tensor — its dense kernel multiplies f32 and f16 rows only")
 B04 = B("B04", "`{}` reading a quantized activation — only a block-quantized matmul's and a mixture's kernels read int8 blocks, as their input")
 B05 = B("B05", "an op over {} tensors — the forward's kernels read and write f32 buffers")
 B06 = B("B06", "a fused {} — the forward forms that class itself, never from fused parts")
@@ -303,7 +303,7 @@ def _not_f32(op: Operation) -> Refusal | None:
     for v in (*values, *op.results):
         t = v.type
         if isinstance(t, TensorType) and not isinstance(t.element_type, Float32Type):
-            return Refusal.of(op, B05, B05.why(str(t.element_type).upper()))
+            return Refusal.of(op, B05, B05.why(str(t.element_type)))
     return None
 
 
@@ -430,7 +430,7 @@ class ForwardShim:
             if isinstance(w, WeightsType) and w.type not in _GEMV_TYPES:
                 return Refusal.of(op, B02, B02.why(w.type.name))
             if isinstance(w, TensorType) and str(w.element_type) not in _DENSE_DTYPES:
-                return Refusal.of(op, B03, B03.why(str(w.element_type).upper()))
+                return Refusal.of(op, B03, B03.why(str(w.element_type)))
         for i, v in enumerate(op.operands):
             if not isinstance(v.type, QActType):
                 continue
