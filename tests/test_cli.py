@@ -243,3 +243,12 @@ def test_version_is_the_packages(capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["--version"])
     assert e.value.code == 0 and capsys.readouterr().out == f"fwdshim {version('fwdshim')}\n"
+
+
+def test_profile_times_the_step_run_runs_by_default():
+    """`fwdshim profile` takes run's defaults (weights as the file stores them: `--requantize none`,
+    dequant), so it profiles the step `fwdshim run` runs; it had requantized to Q8_0 by default."""
+    parser = cli._parser()
+    run = parser.parse_args(["run", "--model", "m.gguf"])
+    prof = parser.parse_args(["profile", "--model", "m.gguf"])
+    assert (prof.requantize, prof.numerics) == (run.requantize, run.numerics) == ("none", "dequant")

@@ -153,7 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     prof.add_argument("--context", type=int, metavar="N", help=_CONTEXT_HELP)
     prof.add_argument("--fill", type=int, default=0, metavar="F",
                       help="the cache rows each attention reads (default 0; at most the context less one)")  # fmt: skip
-    prof.add_argument("--requantize", choices=REQUANTIZE, default="q8_0", help=_requantize_help("q8_0"))
+    prof.add_argument("--requantize", choices=REQUANTIZE, default="none", help=_REQUANTIZE_HELP)  # as run: the step run runs
     prof.add_argument("-o", "--output", metavar="PROFILE.json",
                       help="where to write the JSON (default: MODEL.NUMERICS.fillF.profile.json here)")  # fmt: skip
     prof.add_argument("--png", metavar="PROFILE.png", help="where to draw the chart (default: beside the JSON)")
