@@ -249,6 +249,6 @@ def test_profile_times_the_step_run_runs_by_default():
     """`fwdshim profile` takes run's defaults (weights as the file stores them: `--requantize none`,
     dequant), so it profiles the step `fwdshim run` runs; it had requantized to Q8_0 by default."""
     parser = cli._parser()
-    run = parser.parse_args(["run", "--model", "m.gguf"])
+    run = parser.parse_args(["run", "--model", "m.gguf", "--prompt", "hi"])
     prof = parser.parse_args(["profile", "--model", "m.gguf"])
     assert (prof.requantize, prof.numerics) == (run.requantize, run.numerics) == ("none", "dequant")
