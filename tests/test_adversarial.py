@@ -473,3 +473,34 @@ def test_a_pass_rejecting_its_option_value_is_named_like_xdsls_rejections(tmp_pa
     parser rejects (`-p: option `o` of `pass` takes ..., not `v``); it lacked the `-p:` and the pass."""
     rc, out, err = opt(tmp_path, func(f"  %s = fwd.silu %x : {T576} -> {T576}"), "-p", spec, capsys=capsys)
     assert (rc, out, err.strip()) == (1, "", f"fwdshim-opt: error: {want}")
+
+
+def test_outputs_never_destroy_the_input_or_an_earlier_file(tmp_path, capsys):
+    """`-o` naming the input (or a link to it) writes the transformed IR over it (it emptied the input
+    before reading it, and then printed an empty module); a failed run leaves `-o`'s file as it was
+    (it left it empty); `--report-json` naming the input or the `-o` file is refused (the input became
+    the JSON; the report was lost), and a file that is not a report is never removed."""
+    src = tmp_path / "t.mlir"
+    src.write_text(func(f"  %s = fwd.silu %x : {T576} -> {T576}"))
+    capsys.readouterr()
+    assert main([str(src), "-p", "forward-shim", "-o", str(src)]) == 0
+    text = src.read_text()
+    assert "fwd.silu" in text and "fwd.numerics" in text
+    link = tmp_path / "link.mlir"
+    link.symlink_to(src)
+    assert main([str(link), "-o", str(link)]) == 0 and link.is_symlink() and "fwd.silu" in src.read_text()
+    bad = tmp_path / "bad.mlir"
+    bad.write_text("func.func @f( {\n")
+    out = tmp_path / "out.mlir"
+    out.write_text("precious\n")
+    assert main([str(bad), "-o", str(out)]) == 1 and out.read_text() == "precious\n"
+    assert main([str(bad), "-o", str(bad)]) == 1 and bad.read_text() == "func.func @f( {\n"
+    capsys.readouterr()
+    for report, why in ((src, "is the input file"), (out, f"is also -o {out}")):
+        before = report.read_text()
+        assert main([str(src), "-p", "forward-shim", "-o", str(out), "--report-json", str(report)]) == 1
+        assert capsys.readouterr().err == f"fwdshim-opt: error: --report-json {report}: {why} (give the report another name)\n"
+        assert report.read_text() == before
+    notes = tmp_path / "notes.txt"
+    notes.write_text("x\n")
+    assert main([str(bad), "--report-json", str(notes)]) == 1 and notes.read_text() == "x\n"

@@ -832,3 +832,20 @@ def test_weights_never_overwrite_a_file_fwdshim_did_not_convert(tmp_path, capsys
     capsys.readouterr()
     assert cli.main(["import", str(path), "--requantize", "q8_0", "-o", str(tmp_path / "step.mlir")]) == 0  # its own, again
     assert {t.name: t.tensor_type for t in gguf.GGUFReader(side).tensors}["blk.0.ffn_up.weight"] == QT.Q8_0
+
+
+def test_import_never_writes_its_ir_over_a_gguf_file(tmp_path, capsys):
+    """`import -o` naming an existing GGUF file (another model; weights fwdshim converted, which an IR
+    names) is refused and the file kept (the model became IR text)."""
+    path = tiny(tmp_path, types={"blk.0.ffn_up.weight": QT.Q4_1})
+    other = tiny(tmp_path, name="other.gguf")
+    before = other.read_bytes()
+    fails(capsys, ["import", str(path), "-o", str(other)],
+          f"-o {other}: is a GGUF file (a model or converted weights); the IR is text: give it another name")  # fmt: skip
+    assert other.read_bytes() == before
+    assert cli.main(["import", str(path), "--requantize", "q8_0", "-o", str(tmp_path / "q.mlir")]) == 0
+    capsys.readouterr()
+    side = tmp_path / "q.weights.gguf"
+    before = side.read_bytes()
+    fails(capsys, ["import", str(path), "--requantize", "q8_0", "-o", str(side)], f"-o {side}: is a GGUF file")
+    assert side.read_bytes() == before

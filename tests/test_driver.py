@@ -332,11 +332,15 @@ def test_a_stale_report_is_removed_when_the_input_does_not_verify(tmp_path):
         "  func.return %y : tensor<64xf32>\n}\n"
     )
     report = tmp_path / "report.json"
-    report.write_text('{"stale": true}')
+    report.write_text('{"rows": [], "stale": true}')  # an earlier run's report
     opt = [sys.executable, "-m", "fwdshim.tools.driver"]
     r = subprocess.run([*opt, str(src), "-p", "forward-shim", "--report-json", str(report)], capture_output=True, text=True)
     assert r.returncode == 1 and f"{src}:2:3: error: elementwise operands" in r.stderr
     assert not report.exists()
+    notes = tmp_path / "notes.txt"  # not a report: kept (it was deleted)
+    notes.write_text("x\n")
+    r = subprocess.run([*opt, str(src), "-p", "forward-shim", "--report-json", str(notes)], capture_output=True, text=True)
+    assert r.returncode == 1 and notes.read_text() == "x\n"
     r = subprocess.run([*opt, str(ROOT / "examples" / "llama_layer.mlir"), "-p", "forward-shim", "--report-json", str(report)],
                        capture_output=True, text=True)  # fmt: skip
     assert r.returncode == 0 and '"rows"' in report.read_text()

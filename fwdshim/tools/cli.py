@@ -319,6 +319,15 @@ def _check_writable(path: Path, option: str, model: Path | None = None, regular:
     return target
 
 
+def _is_gguf(path: Path) -> bool:
+    """`path` is an existing file that starts with GGUF's magic."""
+    try:
+        with path.open("rb") as f:
+            return path.is_file() and f.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
 def _not_converted_weights(path: Path) -> bool:
     """`path` holds something other than weights fwdshim converted: a non-empty file that is not a
     GGUF with fwdshim's `fwdshim.converted` or `fwdshim.source` key (a model, an IR, anything else)."""
@@ -405,6 +414,8 @@ def _import(args, out: _Output) -> int:
     sidecar = dest.with_suffix(".weights.gguf") if dest is not None else None
     if dest is not None:
         _check_writable(dest, "-o", path, regular=True)
+        if _is_gguf(Path(os.path.realpath(dest))):
+            raise UsageError(f"-o {dest}: is a GGUF file (a model or converted weights); the IR is text: give it another name")
     if args.weights is not None:
         if _is_stdout(args.weights, Path(args.weights)):
             raise UsageError(f"--weights {args.weights}: the converted weights are a GGUF file the IR names (give a file name)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
+import io
 import os
 import re
 import stat
@@ -29,6 +30,68 @@ from fwdshim.tools import package_version
 
 class ChunksFailed(Exception):
     """Chunks of a `--split-input-file` run failed; their errors are printed already."""
+
+
+class _Held(io.StringIO):
+    """`-o FILE`'s text, held until the run has succeeded (`FwdOptMain.run` then writes it in one
+    move): xDSL closes its output stream whatever happens, which must not lose the text."""
+
+    def close(self) -> None:
+        pass
+
+
+def _regular_output(name: str | None) -> bool:
+    """`-o name` is a file to write whole at the end (not stdout, a device or a FIFO)."""
+    if name is None or name == "-":
+        return False
+    target = os.path.realpath(name)
+    return not (os.path.exists(target) and not os.path.isfile(target))
+
+
+def _write_whole(name: str, text: str) -> None:
+    """`text` into `name` (a symbolic link's target, the link kept) through a temporary file beside
+    it, moved over it in one step: the old file stays until the new one is whole, so `-o` may name
+    the input. Raises OSError (named) when it cannot."""
+    target = os.path.realpath(name)
+    tmp = f"{target}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        if os.path.exists(target):
+            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+        os.replace(tmp, target)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        if e.filename is None or e.filename == tmp:
+            e.filename = name
+        raise
+
+
+def _probe(name: str) -> None:
+    """Raise OSError (named `name`) now when `_write_whole` could not write `name` at the end."""
+    target = os.path.realpath(name)
+    tmp = f"{target}.{os.getpid()}.tmp"
+    try:
+        open(tmp, "w").close()
+        os.unlink(tmp)
+    except OSError as e:
+        raise OSError(e.errno, f"cannot write there ({(e.strerror or str(e)).lower()})", name) from None
+    if os.path.exists(target) and not os.access(target, os.W_OK):
+        raise OSError(errno.EACCES, "not writable (permission denied)", name)
+
+
+def _is_report(path: str) -> bool:
+    """`path` holds a `--report-json` report (a run's own, safe to remove): a JSON object with
+    `rows`, or a list of them."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return False
+    docs = doc if isinstance(doc, list) else [doc]
+    return bool(docs) and all(isinstance(d, dict) and "rows" in d for d in docs)
 
 
 def format_error(e: ParseError | DiagnosticException) -> str:
@@ -63,9 +126,29 @@ class FwdOptMain(xDSLOptMain):
             else:
                 super().run()
         except BaseException:
-            if self.args.report_json and self.args.report_json != "-" and not self.reported:
-                Path(self.args.report_json).unlink(missing_ok=True)
+            report = self.args.report_json
+            if report and report != "-" and not self.reported and _is_report(report):
+                Path(report).unlink(missing_ok=True)
             raise
+        if isinstance(self.held, _Held):  # the run succeeded: now -o's file, whole
+            _write_whole(self.args.output_file, self.held.getvalue())
+
+    held: IO[str] | None = None
+    """The output stream of this run (`prepare_output`)."""
+
+    def prepare_output(self) -> IO[str]:
+        """stdout for no `-o` (or `-o -`); for a file, a buffer written at the end of a successful
+        run (`_write_whole`): a failed run leaves the file as it was, and `-o` may name the input (the
+        input is read before anything is written); a device or FIFO is written as it goes."""
+        name = self.args.output_file
+        if name is None or name == "-":
+            self.held = sys.stdout
+        elif _regular_output(name):
+            _probe(name)
+            self.held = _Held()
+        else:
+            self.held = open(name, "w")
+        return self.held
 
     def _run_chunks(self) -> None:
         chunks, file_extension = self.prepare_input()
@@ -450,6 +533,25 @@ def _not_a_file(name: str | None) -> str | None:
     return None
 
 
+def _same(a: str | None, b: str | None) -> bool:
+    """`a` and `b` name one file (an existing one, or one path)."""
+    if not a or not b or "-" in (a, b):
+        return False
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _report_clash(report: str | None, source: str | None, output: str | None) -> str | None:
+    """Why `--report-json report` would overwrite the input or the IR's `-o` file, else None."""
+    if _same(report, source):
+        return "is the input file (give the report another name)"
+    if _same(report, output):
+        return f"is also -o {output} (give the report another name)"
+    return None
+
+
 def _run(args: list[str]) -> int:
     args = _as_mlir(args)
     tool: FwdOptMain | None = None
@@ -465,6 +567,9 @@ def _run(args: list[str]) -> int:
         if tool.args.report_json == "-" and tool.args.output_file in (None, "-", "/dev/stdout"):
             print("fwdshim-opt: error: --report-json - writes the report to stdout, where the IR goes too: "
                   "give the IR a file (-o FILE)", file=sys.stderr)  # fmt: skip
+            return 1
+        if (why := _report_clash(tool.args.report_json, tool.args.input_file, tool.args.output_file)) is not None:
+            print(f"fwdshim-opt: error: --report-json {tool.args.report_json}: {why}", file=sys.stderr)
             return 1
         if (why := _not_a_file(tool.args.input_file)) is not None:
             print(f"fwdshim-opt: error: {tool.args.input_file}: {why}", file=sys.stderr)
@@ -483,7 +588,7 @@ def _run(args: list[str]) -> int:
         return 1
     except OSError as e:  # a missing input file, a directory, an unwritable output
         out = tool.args.output_file if tool is not None else None
-        if e.filename is None and out and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        if e.filename is None and out and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO):
             e.filename = out  # raised by the output's write or close, which name no file
         where = f"{e.filename}: " if e.filename is not None else ""
         print(f"fwdshim-opt: error: {where}{(e.strerror or str(e)).lower()}", file=sys.stderr)
