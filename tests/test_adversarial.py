@@ -112,7 +112,9 @@ def test_symbol_redefinition_names_the_second_definition(tmp_path, capsys):
         ("fwd-legalize{", 14, "expected argument name here"),
         ("fwd-legalize{mode=}", 19, "unknown argument value, wrap argument in quotes to pass arbitrary string values"),
         ("fwd-legalize,,fwd-fuse", 14, "expected pass name here"),
-        ("fwd-legalize{numerics=int8-act,mode=mark}", 36, "malformed pass arguments, expected either a space or `}` here"),
+        # a comma between options: the caret on the comma, which the message names (it pointed past it)
+        ("fwd-legalize{numerics=int8-act,mode=mark}", 31, "pass options are separated by spaces, not commas: 'pass{a=1 b=2}'"),
+        ("fwd-legalize{numerics=int8-act, mode=mark}", 31, "pass options are separated by spaces, not commas: 'pass{a=1 b=2}'"),
     ],
 )
 def test_malformed_pipeline_is_one_error(tmp_path, capsys, spec, col, message):
@@ -504,3 +506,13 @@ def test_outputs_never_destroy_the_input_or_an_earlier_file(tmp_path, capsys):
     notes = tmp_path / "notes.txt"
     notes.write_text("x\n")
     assert main([str(bad), "--report-json", str(notes)]) == 1 and notes.read_text() == "x\n"
+
+
+@pytest.mark.parametrize("target, why", [("llvm", "NotImplementedError: Conversion not implemented for op: func.func"), ("x86-asm", "AssertionError")])
+def test_xdsls_targets_refuse_fwd_ir_in_one_line(tmp_path, capsys, target, why):
+    """xDSL's printers (`-t llvm`, the assembly targets) know none of fwd's ops: one error naming the
+    target and the targets that print fwd IR (it was an internal error asking for a bug report, or
+    an op dumped over thirty lines)."""
+    rc, out, err = opt(tmp_path, func(f"  %s = fwd.silu %x : {T576} -> {T576}"), "-t", target, capsys=capsys)
+    assert (rc, out) == (1, "")
+    assert err == f"fwdshim-opt: error: -t {target}: xDSL's `{target}` target cannot print this IR ({why}); fwd IR prints as mlir or numba\n"

@@ -252,3 +252,16 @@ def test_profile_times_the_step_run_runs_by_default():
     run = parser.parse_args(["run", "--model", "m.gguf", "--prompt", "hi"])
     prof = parser.parse_args(["profile", "--model", "m.gguf"])
     assert (prof.requantize, prof.numerics) == (run.requantize, run.numerics) == ("none", "dequant")
+
+
+def test_the_readmes_python_example_runs(tmp_path, capsys, monkeypatch):
+    """The README's Python snippet, on a tiny model in place of `model.gguf`: it runs as written."""
+    import re as _re
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    code = _re.search(r"```python\n(.*?)```", text, _re.S).group(1)
+    path = tiny(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    Path("model.gguf").symlink_to(path)
+    exec(compile(code.replace("context=512", "context=64"), "README.md", "exec"), {})
+    assert capsys.readouterr().out.strip() != ""

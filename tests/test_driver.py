@@ -394,3 +394,11 @@ def test_version_names_fwdshim_opt_and_its_xdsl(capsys):
         main(["--version"])
     assert e.value.code in (0, None)
     assert capsys.readouterr().out == f"fwdshim-opt {package_version()} (xDSL {version('xdsl')})\n"
+
+
+def test_a_target_option_given_twice_is_one_line(tmp_path):
+    """`-t 'numba{plan_only=true plan_only=false}'` is refused as `-p`'s repeats are (the last won)."""
+    path = write(tmp_path, "ok.mlir", FUNC.format(body="  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32>"))
+    r = opt(str(path), "-t", "numba{plan_only=true plan_only=false}")
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.strip() == "fwdshim-opt: error: -t: option `plan_only` given twice to `numba` (numba{plan_only=true plan_only=false})"

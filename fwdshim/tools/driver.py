@@ -372,7 +372,14 @@ def _pipeline_error(text: str, args: list[str] | None = None) -> str:
     col = lines[1].rsplit(":", 1)[-1]
     message = lines[4].strip()
     flag = "-t" if lines[2].strip() in _flag_values(args or [], ("-t", "--target")) else "-p"
-    return f"fwdshim-opt: error: {flag}: column {col}: {message[:1].lower()}{message[1:]}\n  {lines[2]}\n  {lines[3]}"
+    text, caret = lines[2], lines[3]
+    comma = re.search(r"\{[^{}]*?(,)", text)
+    if comma is not None and ("space" in message or "argument value" in message):  # `{a=1,b=2}`, `{a=1, b=2}`
+        at = comma.start(1)
+        col = str(at - (len(text) - len(text.lstrip())) + 1)
+        caret = " " * at + "^"
+        message = "pass options are separated by spaces, not commas: 'pass{a=1 b=2}'"
+    return f"fwdshim-opt: error: {flag}: column {col}: {message[:1].lower()}{message[1:]}\n  {text}\n  {caret}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -420,14 +427,15 @@ def _specs(args: list[str]) -> list[tuple[str, str]]:
     return [("-p", t) for t in _pipelines(args)] + [("-t", t) for t in _flag_values(args, ("-t", "--target"))]
 
 
-def _repeated_option(pipeline: str) -> str | None:
-    """An option given twice to one pass of `pipeline` (as mlir-opt, an error: xDSL kept the last
-    silently, so `{explain=true explain=false}` ran without the report), else None."""
+def _repeated_option(pipeline: str, flag: str = "-p") -> str | None:
+    """An option given twice to one pass of `pipeline` (or to the target, `flag` -t) (as mlir-opt,
+    an error: xDSL kept the last silently, so `{explain=true explain=false}` ran without the
+    report), else None."""
     for name, keys, text in _pass_options(pipeline):
         seen: set[str] = set()
         for k in keys:
             if k in seen:
-                return f"-p: option `{k}` given twice to `{name}` ({text})"
+                return f"{flag}: option `{k}` given twice to `{name}` ({text})"
             seen.add(k)
     return None
 
@@ -555,12 +563,12 @@ def _report_clash(report: str | None, source: str | None, output: str | None) ->
 def _run(args: list[str]) -> int:
     args = _as_mlir(args)
     tool: FwdOptMain | None = None
-    for pipeline in _pipelines(args):
-        if (why := _repeated_option(pipeline)) is not None:
+    for flag, pipeline in _specs(args):
+        if (why := _repeated_option(pipeline, flag)) is not None:
             print(f"fwdshim-opt: error: {why}", file=sys.stderr)
             return 1
     try:
-        tool = FwdOptMain(description="fwdshim-opt", args=args)
+        tool = FwdOptMain(description="Parse, transform and print fwd IR (the passes and the numba target are described above).", args=args)
         if tool.args.report_json == "":
             print("fwdshim-opt: error: --report-json needs a file name", file=sys.stderr)
             return 1
@@ -612,6 +620,13 @@ def _run(args: list[str]) -> int:
     except Exception as e:  # a bug, or IR that --disable-verify let through: one line unless asked
         if os.environ.get("FWDSHIM_TRACEBACK"):
             raise
+        target = str(getattr(tool.args, "target", "") or "").split("{")[0] if tool is not None else ""
+        if target and target not in ("mlir", "numba"):  # xDSL's own printers know none of fwd's ops
+            lines = str(e).strip().splitlines()
+            first = lines[0][:160] if len(lines) == 1 else ""  # not an op dumped over many lines
+            print(f"fwdshim-opt: error: -t {target}: xDSL's `{target}` target cannot print this IR "
+                  f"({type(e).__name__}{': ' + first if first else ''}); fwd IR prints as mlir or numba", file=sys.stderr)  # fmt: skip
+            return 1
         unverified = tool is not None and tool.args.disable_verify
         why = "the input was not verified: --disable-verify" if unverified else "a bug in fwdshim: please report it"
         print(
