@@ -351,11 +351,34 @@ def _located_culprit(culprit: Operation, message: str) -> Operation:
     return culprit
 
 
+def _check_sizes(root: Operation) -> None:
+    """Every tensor an op yields holds at most 2^63 - 1 values (MLIR's limit: xDSL parses larger
+    shapes, which then planned kernels of absurd grids). Raises the located VerifyException."""
+    from xdsl.dialects.builtin import TensorType
+
+    from fwdshim.dialects.attributes import MAX_ELEMENTS
+
+    for op in root.walk():
+        for res in op.results:
+            t = res.type
+            if isinstance(t, TensorType):
+                dims = [d.data for d in t.shape.data]
+                if any(d < 0 for d in dims):
+                    continue  # dynamic: the op's own verifier says what it takes
+                n = 1
+                for d in dims:
+                    n *= d
+                if n > MAX_ELEMENTS:
+                    message = f"a tensor of {'x'.join(map(str, dims))} holds {n} values, past {MAX_ELEMENTS} (2^63 - 1, a shape's limit)"
+                    raise VerifyException(error_at(_located_culprit(op, message), message)) from None
+
+
 def verify_located(root: Operation) -> None:
     """Verify `root`, and that every operand is defined before its use; on failure raise a
     VerifyException naming the failing op's `file:line:col`.
 
     Raises: VerifyException("file:line:col: error: <the verifier's message>")."""
+    _check_sizes(root)
     try:
         root.verify()
     except VerifyException as e:

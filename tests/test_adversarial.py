@@ -516,3 +516,16 @@ def test_xdsls_targets_refuse_fwd_ir_in_one_line(tmp_path, capsys, target, why):
     rc, out, err = opt(tmp_path, func(f"  %s = fwd.silu %x : {T576} -> {T576}"), "-t", target, capsys=capsys)
     assert (rc, out) == (1, "")
     assert err == f"fwdshim-opt: error: -t {target}: xDSL's `{target}` target cannot print this IR ({why}); fwd IR prints as mlir or numba\n"
+
+
+def test_shapes_past_a_signed_64_bit_count_are_located_errors(tmp_path, capsys):
+    """A tensor or weights type of more than 2^63 - 1 values (MLIR's limit) is a located verify error;
+    it verified, was judged a native kernel and planned a kernel of 10^20 values."""
+    big = "tensor<99999999999999999999xf32>"
+    rc, out, err = opt(tmp_path, func(f"  %s = fwd.silu %x : {big} -> {big}", args=f"%x: {big}, %y: {T576}", ty=big), capsys=capsys)
+    assert (rc, out) == (1, "")
+    assert err.startswith("t.mlir:2:3: error: a tensor of 99999999999999999999 holds 99999999999999999999 values, past 9223372036854775807")
+    w = '  %w = fwd.weight "w" : !fwd.weights<4294967296x4294967296, q8_0>\n  %s = fwd.silu %x : {T576} -> {T576}'
+    rc, out, err = opt(tmp_path, func(w.format(T576=T576)), capsys=capsys)
+    assert (rc, out) == (1, "")
+    assert err.startswith("t.mlir:2:38: error: weights of 4294967296x4294967296 hold 18446744073709551616 values, past 9223372036854775807")

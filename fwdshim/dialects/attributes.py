@@ -15,6 +15,7 @@ custom syntax (the `Kw` directive in `fwd.py`).
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar
@@ -159,12 +160,18 @@ class MoeScoringAttr(_AngleEnum, EnumAttribute[MoeScoring]):
     name = "fwd.scoring"
 
 
+MAX_ELEMENTS = 2**63 - 1
+"""The most elements a tensor or weights type may hold (MLIR's: shapes are signed 64-bit)."""
+
+
 def _dims_problem(dims: tuple[int, ...]) -> str | None:
     """Why `dims` cannot shape a `!fwd.weights` (None when they can)."""
     if not 2 <= len(dims) <= 3:
         return "weights have rank 2 or 3"
     if any(d <= 0 for d in dims):
         return "weights have positive dimensions"
+    if math.prod(dims) > MAX_ELEMENTS:
+        return f"weights of {'x'.join(map(str, dims))} hold {math.prod(dims)} values, past {MAX_ELEMENTS} (2^63 - 1, a shape's limit)"
     return None
 
 
