@@ -228,6 +228,10 @@ def _siblings(good: Path, tmp: Path) -> dict[str, tuple[Path, str | None, str | 
     both("type widened", _edit(good, tmp / "f64.gguf", (at, struct.pack("<I", QT.F64))),
          "tensor `blk.0.ffn_norm.weight` (F64 64: 512 bytes) overlaps the next tensor `blk.0.ffn_gate.weight`, "
          "256 bytes after its start: its type or shape does not match its data")
+    at = _info_at(data, "blk.0.attn_q.weight") + 4 + 2 * 8 + 4  # n_dims, two dims, type: its offset
+    both("offset past the end", _edit(good, tmp / "toff.gguf", (at, struct.pack("<Q", 10**12))),
+         "tensor `blk.0.attn_q.weight` (Q8_0 64x64: 4352 bytes) starts 1000000000000 bytes into the data section, "
+         "past the end of the file (84384 bytes of data): its offset is wrong")  # it blamed the tensor before it
     # NaN in a Q8_0 scale: the run stops naming the weight, and no numpy warning on the way
     info = next(t for t in r.tensors if t.name == "blk.1.ffn_down.weight")
     out["NaN scale"] = (_edit(good, tmp / "nan.gguf", (info.data_offset, struct.pack("<e", np.nan))), None,

@@ -316,6 +316,13 @@ def _check_extents(layout: Layout, size: int) -> None:
                     "the first tensor starts at 0"
                 )
             gap = t.offset - before.offset
+            stray = [u for u in layout.tensors if layout.data_start + u.offset >= size]
+            if stray and gap > before.n_bytes:  # a hole here, and a tensor out past the file: its offset
+                u = max(stray, key=lambda u: u.offset)
+                raise LayoutError(
+                    f"tensor `{u.name}` ({u.describe()}) starts {u.offset} bytes into the data section, past "
+                    f"the end of the file ({max(0, size - layout.data_start)} bytes of data): its offset is wrong"
+                )
             if gap < before.n_bytes:
                 raise LayoutError(
                     f"tensor `{before.name}` ({before.describe()}) overlaps the next tensor `{t.name}`, "
