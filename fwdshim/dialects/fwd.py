@@ -168,6 +168,12 @@ def _finite_f32(v: float) -> bool:
         return False
 
 
+def _dims(t) -> str:
+    """A type's shape as written (`9x64`), or the type itself when it has none."""
+    d = dims_of(t)
+    return "x".join(map(str, d)) if d is not None else str(t)
+
+
 def _want(cond: bool, message: str) -> None:
     if not cond:
         raise VerifyException(message)
@@ -397,8 +403,8 @@ class RowReduceOp(StageOp):
                     raise VerifyException(f"{self.name} {name} is a tensor, not {v.type}")
                 _want(numel(v.type) == row, f"{self.name} {name} has {numel(v.type)} values for rows of {row}")
         if self.residual is not None:
-            _want(dims_of(self.residual.type) == xd, f"{self.name} residual has the shape of x")
-        _want(dims_of(self.result.type) == xd, f"{self.name} result has the shape of x")
+            _want(dims_of(self.residual.type) == xd, f"{self.name} residual has the shape of x ({_dims(self.residual.type)} is not {_dims(self.x.type)})")
+        _want(dims_of(self.result.type) == xd, f"{self.name} result has the shape of x ({_dims(self.result.type)} is not {_dims(self.x.type)})")
 
 
 @irdl_op_definition
@@ -442,7 +448,7 @@ class RopeOp(StageOp):
         _want(hd > 0 and half > 0 and rows > 0, "rope hd, half and rows are positive")  # type: ignore[operator]
         n = numel(self.x.type)
         _want(n is not None and n % hd == 0, f"rope x of {n} values is not made of {hd}-wide heads")  # type: ignore[operator]
-        _want(dims_of(self.result.type) == dims_of(self.x.type), "rope result has the shape of x")
+        _want(dims_of(self.result.type) == dims_of(self.x.type), f"rope result has the shape of x ({_dims(self.result.type)} is not {_dims(self.x.type)})")
         if rows == 1 and self.from_ is None and hd == 2 * half:  # type: ignore[operator]
             a = numel(self.angles.type)
             _want(a == 2 * half, f"rope angles hold {a} values, not [2, half] = {2 * half} (a row of cos, a row of sin)")  # type: ignore[operator]
@@ -486,8 +492,9 @@ class AttentionOp(StageOp):
 
     def verify_shapes(self) -> None:
         h, kv, hd, vd, l, rows = (_int(self, n) for n in ("h", "kv", "hd", "vd", "l", "rows"))
-        _want(min(h, kv, hd, vd, rows) >= 0 and l >= 1, "attention sizes are non-negative and l >= 1")  # type: ignore[type-var,operator]
-        _want(min(h, hd, vd, rows) >= 1, "attention h, hd, vd and rows are positive")  # type: ignore[type-var,operator]
+        given = f"(h {h} kv {kv} hd {hd} vd {vd} l {l} rows {rows})"
+        _want(min(h, kv, hd, vd, rows) >= 0 and l >= 1, f"attention sizes are non-negative and l >= 1 {given}")  # type: ignore[type-var,operator]
+        _want(min(h, hd, vd, rows) >= 1, f"attention h, hd, vd and rows are positive {given}")  # type: ignore[type-var,operator]
         _want(numel(self.q.type) == rows * h * hd, f"attention q has {numel(self.q.type)} values, not rows*h*hd = {rows * h * hd}")  # type: ignore[operator]
         _want(numel(self.k.type) == rows * kv * hd, f"attention k has {numel(self.k.type)} values, not rows*kv*hd = {rows * kv * hd}")  # type: ignore[operator]
         _want(numel(self.v.type) == rows * kv * vd, f"attention v has {numel(self.v.type)} values, not rows*kv*vd = {rows * kv * vd}")  # type: ignore[operator]
