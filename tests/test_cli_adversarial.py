@@ -166,13 +166,15 @@ def test_bad_command_line_from_the_console_script():
 def test_bad_model_paths(tmp_path, capsys):
     (tmp_path / "dir.gguf").mkdir()
     (tmp_path / "empty.gguf").write_bytes(b"")
+    (tmp_path / "gg.gguf").write_bytes(b"GGU")
     good = tiny(tmp_path)
     cut = tmp_path / "cut.gguf"
     cut.write_bytes(good.read_bytes()[:1000])
     for cmd in (["import"], ["run", "--prompt", "x", "--model"]):
         fails(capsys, [*cmd, str(tmp_path / "dir.gguf")], f"{tmp_path / 'dir.gguf'}: is a directory, not a GGUF file")
         fails(capsys, [*cmd, str(tmp_path)], f"{tmp_path}: is a directory")
-        fails(capsys, [*cmd, str(tmp_path / "empty.gguf")], "empty.gguf: not a GGUF file (it starts with b''")
+        fails(capsys, [*cmd, str(tmp_path / "empty.gguf")], "empty.gguf: an empty file, not a GGUF model")
+        fails(capsys, [*cmd, str(tmp_path / "gg.gguf")], "gg.gguf: truncated or corrupt GGUF file of 3 bytes (less than its header)")
         fails(capsys, [*cmd, str(cut)], f"{cut}: truncated or corrupt GGUF file of 1000 bytes")
         fails(capsys, [*cmd, "gpt5"], "gpt5: no such file, and not a known model name (smollm2)")
 

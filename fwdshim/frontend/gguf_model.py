@@ -86,6 +86,10 @@ def check_file(path: str | Path) -> Path:
             magic = f.read(4)
     except OSError as e:
         raise ModelError(f"{path}: cannot read the file ({e.strerror})") from None
+    if not magic:
+        raise ModelError(f"{path}: an empty file, not a GGUF model")
+    if magic != b"GGUF" and b"GGUF".startswith(magic):
+        raise ModelError(f"{path}: truncated or corrupt GGUF file of {len(magic)} bytes (less than its header)")
     if magic != b"GGUF":
         raise ModelError(f"{path}: not a GGUF file (it starts with {magic!r}, not b'GGUF')")
     return path
