@@ -111,7 +111,16 @@ def test_not_utf8_is_one_line(tmp_path):
     path.write_bytes(b"\x00\x01\xff garbage")
     r = opt(str(path))
     assert r.returncode == 1 and "Traceback" not in r.stderr
-    assert r.stderr.strip() == f"fwdshim-opt: error: {path}: not UTF-8 text (invalid start byte at byte 2)"
+    assert r.stderr.strip() == f"fwdshim-opt: error: {path}:1:3: not UTF-8 text (invalid start byte at byte 2)"
+    path.write_bytes(b"func.func @f() {\n  // caf\xe9\n  func.return\n}\n")  # located: line 2, column 9
+    r = opt(str(path))
+    assert r.stderr.strip() == f"fwdshim-opt: error: {path}:2:9: not UTF-8 text (invalid continuation byte at byte 25)"
+    gguf_file = tmp_path / "m.gguf"  # a model given as IR: says what it is and what reads it
+    gguf_file.write_bytes(b"GGUF" + bytes(range(256)) * 4)
+    r = opt(str(gguf_file))
+    assert r.returncode == 1 and r.stderr.strip() == (
+        f"fwdshim-opt: error: {gguf_file}: a GGUF model, not IR (`fwdshim import {gguf_file} -o step.mlir` writes its decode step as IR)"
+    )
 
 
 def test_unknown_pass_is_one_line(tmp_path):

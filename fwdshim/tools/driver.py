@@ -603,7 +603,15 @@ def _run(args: list[str]) -> int:
         return 1
     except UnicodeDecodeError as e:
         name = (tool.args.input_file if tool is not None else None) or "<stdin>"
-        print(f"fwdshim-opt: error: {name}: not UTF-8 text ({e.reason} at byte {e.start})", file=sys.stderr)
+        data = e.object if isinstance(e.object, bytes) else b""
+        if data[:4] == b"GGUF":
+            print(f"fwdshim-opt: error: {name}: a GGUF model, not IR (`fwdshim import {name} -o step.mlir` "
+                  "writes its decode step as IR)", file=sys.stderr)  # fmt: skip
+            return 1
+        line = data.count(b"\n", 0, e.start) + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        where = f"{name}:{line}:{col}: " if data and name != "<stdin>" else f"{name}: "
+        print(f"fwdshim-opt: error: {where}not UTF-8 text ({e.reason} at byte {e.start})", file=sys.stderr)
         return 1
     except ValueError as e:  # e.g. an unknown file extension or pass option
         print(f"fwdshim-opt: error: {_unknown_option(str(e), _specs(args))}", file=sys.stderr)
