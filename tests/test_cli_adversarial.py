@@ -851,3 +851,25 @@ def test_import_never_writes_its_ir_over_a_gguf_file(tmp_path, capsys):
     before = side.read_bytes()
     fails(capsys, ["import", str(path), "--requantize", "q8_0", "-o", str(side)], f"-o {side}: is a GGUF file")
     assert side.read_bytes() == before
+
+
+def test_fetch_model_given_a_file_and_profile_without_a_gpu_say_what_to_do(tmp_path, capsys, monkeypatch):
+    """`fetch-model m.gguf` says a file needs no fetching (it said "unknown model ... or give a path",
+    which it had been given); `profile` on a machine without a GPU says so before it asks for
+    matplotlib (which would not help)."""
+    import builtins
+
+    path = tiny(tmp_path)
+    fails(capsys, ["fetch-model", str(path)],
+          f"{path}: fetch-model downloads a known model (smollm2); a .gguf file needs no fetching: give it to run or import as it is")  # fmt: skip
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *a, **kw):
+        if name == "matplotlib":
+            raise ImportError("no matplotlib here")
+        return real_import(name, *a, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    monkeypatch.setattr("fwdshim.tools.runner.gpu_available", lambda: False)
+    monkeypatch.chdir(tmp_path)
+    fails(capsys, ["profile", "--model", str(path)], "fwdshim profile times the step on a CUDA GPU, and none is here")

@@ -457,8 +457,11 @@ def _import_model(import_gguf, hint, args, path: Path, dest: Path | None, sideca
 
 
 def _fetch(args, out: _Output) -> int:
-    from fwdshim.frontend.cache import fetch_model
+    from fwdshim.frontend.cache import MODELS, fetch_model
 
+    if args.name not in MODELS and (args.name.endswith(".gguf") or os.path.sep in args.name or Path(args.name).exists()):
+        raise UsageError(f"{args.name}: fetch-model downloads a known model ({', '.join(sorted(MODELS))}); "
+                         "a .gguf file needs no fetching: give it to run or import as it is")  # fmt: skip
     out.write(f"{fetch_model(args.name, force=args.force)}\n")
     return 0
 
@@ -593,12 +596,12 @@ def _profile(args, out: _Output) -> int:
     png_out = _path_arg(args.png, "--png") or json_out.with_suffix(".png")
     _check_writable(json_out, "-o", path)
     _check_writable(png_out, "--png", path)
+    if not gpu_available():  # first: without a GPU, installing matplotlib would not help
+        raise UsageError("fwdshim profile times the step on a CUDA GPU, and none is here")
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         raise UsageError("fwdshim profile draws its chart with matplotlib: pip install 'fwdshim[profile]'") from None
-    if not gpu_available():
-        raise UsageError("fwdshim profile times the step on a CUDA GPU, and none is here")
     model = _import_model(import_gguf, damaged_cache_hint, args, path, None, None)
     _note_context(args, model)
     if args.fill > model.context - 1:
