@@ -367,13 +367,9 @@ def test_a_rope_epilogue_needs_pairs_in_one_group():
         gemv.gemv_q8(128, 64, 1, "f32", gemv.Shape(16, 1, 1, 1, 1), rope=(64, 32))
 
 
-@sim_only
-@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
-def test_rope_epilogues_are_bit_for_bit_their_stages(monkeypatch, numerics):
-    """With `ROPE_EPILOGUES` the Q and K ropes run in the Q/K/V launch on each block's own rows (no
-    tail left there); every output and every buffer of the tiny layer is bit for bit the stage
-    launches'."""
-    monkeypatch.setattr(merge, "ROPE_EPILOGUES", True)
+def _tiny_layer_bit_for_bit(numerics: str):
+    """Run the tiny layer merged and unmerged (`run_both`); assert every output and every buffer of the
+    stage launches is bit for bit the merged plan's; return the merged plan."""
     rng = seeds.rng()
     m = pipeline(parse(llama_src(**TINY)), numerics)
     out = run_both(m, llama_weights(rng, **TINY), llama_inputs(rng, **TINY, rows=TINY["l"] - 2))
@@ -382,6 +378,17 @@ def test_rope_epilogues_are_bit_for_bit_their_stages(monkeypatch, numerics):
         np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
     for name in b0:
         assert b0[name].tobytes() == b1[name].tobytes(), name
+    return p1
+
+
+@sim_only
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
+def test_rope_epilogues_are_bit_for_bit_their_stages(monkeypatch, numerics):
+    """With `ROPE_EPILOGUES` the Q and K ropes run in the Q/K/V launch on each block's own rows (no
+    tail left there); every output and every buffer of the tiny layer is bit for bit the stage
+    launches'."""
+    monkeypatch.setattr(merge, "ROPE_EPILOGUES", True)
+    p1 = _tiny_layer_bit_for_bit(numerics)
     qkv = next(x for x in p1.merged if x.epilogues)
     assert qkv.epilogues == 2 and qkv.tails == 0 and [h.name for h in qkv.holds[-2:]] == ["rope_2x32_h16", "rope_1x32_h16"]
 
@@ -478,13 +485,6 @@ def test_gate_up_take_their_silu_mul_as_a_pair_epilogue(monkeypatch):
 def test_pair_epilogues_are_bit_for_bit_their_stages(numerics):
     """The tiny layer with gate/up's silu·mul as their pair epilogue (the default): every output and
     every buffer, gate's and up's products included, is bit for bit the stage launches'."""
-    rng = seeds.rng()
-    m = pipeline(parse(llama_src(**TINY)), numerics)
-    out = run_both(m, llama_weights(rng, **TINY), llama_inputs(rng, **TINY, rows=TINY["l"] - 2))
-    (r0, b0, _), (r1, b1, p1) = out[False], out[True]
-    for a, b in zip(r0, r1, strict=True):
-        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
-    for name in b0:
-        assert b0[name].tobytes() == b1[name].tobytes(), name
+    p1 = _tiny_layer_bit_for_bit(numerics)
     pair = [x for x in p1.merged if "_pair_silu_mul_" in x.kernel.source]
     assert len(pair) == 1 and pair[0].holds[-1].name.startswith("fused_chain_silu_mul_")
