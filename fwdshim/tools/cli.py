@@ -30,7 +30,7 @@ from typing import NoReturn
 
 from fwdshim.classes import NUMERICS
 from fwdshim.limits import DEFAULT_CONTEXT, MAX_CONTEXT
-from fwdshim.tools import package_version
+from fwdshim.tools import package_version, probe_write, write_whole
 
 REQUANTIZE = ("q8_0", "none")
 DEVICES = ("auto", "gpu", "cpu")
@@ -310,10 +310,8 @@ def _check_writable(path: Path, option: str, model: Path | None = None, regular:
         raise UsageError(f"{option} {path}: no such directory {path.parent}")
     if target.exists() and not os.access(target, os.W_OK):
         raise UsageError(f"{option} {path}: not writable (permission denied)")
-    probe = target.with_name(f".{target.name}.{os.getpid()}.tmp")  # what `_write_file` will create
     try:
-        probe.touch()
-        probe.unlink()
+        probe_write(target)
     except OSError as e:
         raise UsageError(f"{option} {path}: cannot write there ({e.strerror or e})") from None
     return target
@@ -355,15 +353,10 @@ def _write_file(path: Path, option: str, write) -> None:
         except OSError as e:
             raise UsageError(f"{option} {path}: cannot write the file ({e.strerror or e})") from None
         return
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        with tmp.open("wb") as f:
-            write(f)
-        os.replace(tmp, target)
+        write_whole(target, write)
     except OSError as e:
         raise UsageError(f"{option} {path}: cannot write the file ({e.strerror or e})") from None
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _plural(n: int, noun: str, plural: str | None = None) -> str:

@@ -25,7 +25,7 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from fwdshim.diagnostics import LocatingParser, parse_error_line, verify_located
-from fwdshim.tools import package_version
+from fwdshim.tools import package_version, probe_write, write_whole
 
 
 class ChunksFailed(Exception):
@@ -49,33 +49,22 @@ def _regular_output(name: str | None) -> bool:
 
 
 def _write_whole(name: str, text: str) -> None:
-    """`text` into `name` (a symbolic link's target, the link kept) through a temporary file beside
-    it, moved over it in one step: the old file stays until the new one is whole, so `-o` may name
-    the input. Raises OSError (named) when it cannot."""
-    target = os.path.realpath(name)
-    tmp = f"{target}.{os.getpid()}.tmp"
+    """`text` into `name` whole (`tools.write_whole`: `-o` may name the input). Raises OSError named
+    `name`."""
     try:
-        with open(tmp, "w") as f:
-            f.write(text)
-        if os.path.exists(target):
-            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
-        os.replace(tmp, target)
+        write_whole(name, lambda f: f.write(text), binary=False)
     except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
-        if e.filename is None or e.filename == tmp:
-            e.filename = name
+        e.filename = name
         raise
 
 
 def _probe(name: str) -> None:
     """Raise OSError (named `name`) now when `_write_whole` could not write `name` at the end."""
-    target = os.path.realpath(name)
-    tmp = f"{target}.{os.getpid()}.tmp"
     try:
-        open(tmp, "w").close()
-        os.unlink(tmp)
+        probe_write(name)
     except OSError as e:
         raise OSError(e.errno, f"cannot write there ({(e.strerror or str(e)).lower()})", name) from None
+    target = os.path.realpath(name)
     if os.path.exists(target) and not os.access(target, os.W_OK):
         raise OSError(errno.EACCES, "not writable (permission denied)", name)
 
