@@ -53,16 +53,26 @@ def default_block(hd: int, l: int) -> int:  # noqa: E741
     return b
 
 
-TARGET_BLOCKS = 2 * 132
-"""Blocks the attention aims to run over a long cache: two per SM of an H200."""
+SPLIT_ROWS = 60
+"""Cache rows a split of the attention aims at over a full cache (`default_splits`): at half a cache
+(the bench's fill 512 of 1024) a split of ~30 rows is two load steps of the default block
+(`bench/attention.py`, H200: Llama-3-8B's heads 13.2 us at 9 splits, 9.3 at 17, 17.1 at 33; SmolLM2's
+6.5 at 30, 6.3 at 15, 10.2 at 59: past one wave of blocks, more splits cost more than they save)."""
+
+MAX_SPLITS = 17
+"""The most splits `default_splits` gives a head: Llama-3-8B's quantizing attention (int8-act) took
+9.8 us at 17 splits and 14.8 at 18 (its stored form 9.4 at 18), 19.7 at 24 (`bench/attention.py
+--quant`, H200); fewer than the combine holds in registers (`codegen.attention.COMBINE_REGISTERS`)."""
 
 
 def default_splits(h: int, hd: int, l: int, block: int) -> int:  # noqa: E741
-    """Blocks per head (flash-decoding splits): enough for `TARGET_BLOCKS` over all heads, and no more
-    than a split of one position per lane segment of the block's warps needs."""
+    """Blocks per head (flash-decoding splits): one per `SPLIT_ROWS` rows of the cache, at most
+    `MAX_SPLITS`, and no more than a split of one position per lane segment of the block's warps needs.
+    `h` is not used: the heads multiply the blocks, and the measured best rows a split did not move
+    with them (9 and 32 heads)."""
     _, s, _ = layout(hd)
     per_pass = (block // 32) * (32 // s)
-    return max(1, min(-(-l // per_pass), -(-TARGET_BLOCKS // h)))
+    return max(1, min(-(-l // per_pass), -(-(l - 1) // SPLIT_ROWS), MAX_SPLITS))
 
 
 def split_rows(c: int, splits: int, block: int, hd: int) -> int:
@@ -76,8 +86,8 @@ def split_rows(c: int, splits: int, block: int, hd: int) -> int:
 
 def attention_shared_floats(hd: int, l: int, block: int, splits: int) -> int:  # noqa: E741
     """The floats of the attention's static score array: the widest split's rows, each warp's partial
-    row of the head (`warps * hd`), or one per split, whichever is most."""
-    return max(split_rows(l - 1, splits, block, hd), (block // 32) * hd, splits)
+    row of the head (`warps * hd`), or two per split (the combine's maxima and sums), whichever is most."""
+    return max(split_rows(l - 1, splits, block, hd), (block // 32) * hd, 2 * splits)
 
 
 def attention_limit(h: int, kv: int, hd: int, l: int) -> str | None:  # noqa: E741

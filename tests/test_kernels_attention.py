@@ -97,14 +97,17 @@ def test_attention_splits_quant(fmt):
     check_attention(h=2, kv=1, hd=32, l=24, c=19, quant=fmt, block=64, unroll=2, splits=5)
 
 
-@pytest.mark.parametrize(("c", "quant"), [(5, None), (22, None), (19, "two_words")])
-def test_attention_combine_registers_equal_the_loop(monkeypatch, c, quant):
+@pytest.mark.parametrize(
+    ("c", "quant", "splits", "l"),
+    [(5, None, 6, 24), (22, None, 6, 24), (19, "two_words", 6, 24), (75, None, 20, 96), (63, "one_word", 20, 96)],
+)
+def test_attention_combine_registers_equal_the_loop(monkeypatch, c, quant, splits, l):  # noqa: E741
     """Up to `COMBINE_REGISTERS` splits the last block of a head holds every split's max, sum and
     output in registers (loads issued together, splits past `active` read in range and unused);
-    more loop through shared memory. Same operations, same order: the same bits (2 or 6 of 6
-    splits active)."""
+    more go through shared memory, the outputs `COMBINE_BATCH` splits a step. Same operations, same
+    order: the same bits (2 or 6 of 6 splits active; 19 or 16 of 20: batches of 8 with a part one)."""
     g = rng()
-    h, kv, hd, l = 3, 1, 32, 24
+    h, kv, hd = 3, 1, 32
     given = dict(
         q=g.standard_normal(h * hd).astype(F32), k=g.standard_normal(kv * hd).astype(F32),
         v=g.standard_normal(kv * hd).astype(F32), k_cache=g.standard_normal((l - 1, kv * hd)).astype(F32),
@@ -113,7 +116,7 @@ def test_attention_combine_registers_equal_the_loop(monkeypatch, c, quant):
 
     def run():
         attention.attention.cache_clear()
-        kern = attention.attention(h, kv, hd, l, quant=quant, store_y=True, block=32, unroll=1, splits=6)
+        kern = attention.attention(h, kv, hd, l, quant=quant, store_y=True, block=32, unroll=1, splits=splits)
         return kern, kern.run(**given)
 
     k_reg, reg = run()
@@ -121,7 +124,7 @@ def test_attention_combine_registers_equal_the_loop(monkeypatch, c, quant):
     k_loop, loop = run()
     attention.attention.cache_clear()
     assert "for t in range(active)" not in k_reg.source and "for t in range(active)" in k_loop.source
-    for key in ("y", "yq", "yd", "ys") if quant else ("y",):
+    for key in [k for k in ("y", "yq", "yd", "ys") if k in reg]:
         bits_equal(reg[key], loop[key], f"{key}: registers == loop")
     want = R.attention(given["q"], given["k"], given["v"], given["k_cache"][:c], given["v_cache"][:c], h, kv, hd)
     close(reg["y"], want, 2e-6 * (1 + np.abs(want)) * np.sqrt(hd), "attention y")
@@ -157,11 +160,14 @@ def test_default_launch_follows_the_cache():
     assert attention.default_block(8, 20) == 32  # 16 positions a warp: one warp covers the cache
     assert attention.default_unroll(64) == 4 and attention.default_unroll(256) == 2
     assert attention.layout(64) == (4, 16, 1) and attention.layout(18) == (1, 32, 1) and attention.layout(160) == (4, 32, 2)
-    assert attention.default_splits(9, 64, 4096, 128) == 30  # 270 blocks over SmolLM2's 9 heads
-    assert attention.default_splits(32, 128, 4096, 128) == 9
-    assert attention.default_splits(2, 32, 6, 32) == 2  # no more splits than passes of 4 rows
+    # a split per SPLIT_ROWS (60) rows, at most MAX_SPLITS (17), whatever the heads
+    assert attention.default_splits(9, 64, 512, 128) == 9 and attention.default_splits(32, 128, 512, 128) == 9
+    assert attention.default_splits(9, 64, 1024, 128) == 17 and attention.default_splits(32, 128, 4096, 128) == 17
+    assert attention.default_splits(2, 32, 61, 32) == 1 and attention.default_splits(2, 32, 62, 32) == 2
+    # no more splits than passes of the block's lane segments: 1024 rows a pass at heads of 4
+    assert attention.default_splits(2, 4, 2000, 1024) == 2
     k = attention.attention(9, 3, 64, 4096)
-    assert k.grid == (270,) and k.block == (128,) and k.name == "attention_h9kv3d64_l4096_b128u4s30"
+    assert k.grid == (153,) and k.block == (128,) and k.name == "attention_h9kv3d64_l4096_b128u4s17"
     assert k.param_names[-3:] == ("part_o", "part_ml", "count")
 
 
@@ -174,7 +180,7 @@ def test_attention_bounds():
     with pytest.raises(ValueError, match="whole 32-value blocks"):
         attention.attention(2, 1, 40, 8, quant="one_word")
     k = attention.attention(32, 8, 128, 4096)
-    assert k.grid == (32 * 9,) and "cuda.shared.array(512, float32)" in k.source  # 4 partial rows of 128
+    assert k.grid == (32 * 17,) and "cuda.shared.array(512, float32)" in k.source  # 4 partial rows of 128
     one = attention.attention(32, 8, 128, 64, splits=1)
     assert one.param_names == ("q", "k", "v", "k_cache", "v_cache", "pos", "y")
 

@@ -97,7 +97,7 @@ def test_issue_cases_are_refused_with_the_kernels_limit(case, reason):
         (1, 1, 12288, 2, False),  # the case: one warp's partial row of the head alone is 48 KiB
         (8, 2, 16384, 2, False),
         (1, 1, 12256, 2, True),  # the widest head one warp's row holds
-        (300, 300, 4, 12256, False),  # a 128-row pass rounds the one split past 12256 rows
+        (300, 300, 4, 12256, True),  # 17 splits a head: a split's rows, rounded to 128-row passes, fit
         (32, 8, 128, 12256, True),
     ],
 )

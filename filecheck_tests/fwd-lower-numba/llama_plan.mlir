@@ -28,7 +28,7 @@
 // INT8-NEXT: //       reads  %wq, %h0_q
 // INT8-NEXT: //       writes %q
 // INT8:      //   stage 6: fwd.fused attn_output_quant covers [8, 9]
-// INT8-NEXT: //     kernel attention_one_word_h9kv3d64_l4096_b128u4s30 grid 270 block 128
+// INT8-NEXT: //     kernel attention_one_word_h9kv3d64_l4096_b128u4s17 grid 153 block 128
 // INT8-NEXT: //       reads  %q_r, %k_r, %v, %k_cache, %v_cache, %cache_len, %att_q.part_o, %att_q.part_ml, %att_q.count
 // INT8-NEXT: //       writes %att_q, %att_q.part_o, %att_q.part_ml, %att_q.count
 // INT8:      //   stage 8: fwd.fused add_norm_quant covers [11, 12, 13, 14]
@@ -53,7 +53,7 @@
 // in gate/up, whose groups take row i of both (codegen.merge.PAIR_EPILOGUES): no launch keeps a tail.
 // INT8-NEXT: // launches (5 for 15 stage kernels, then 1 maintenance: the graph's 6):
 // INT8-NEXT: //   launch 0: merged_1r3p2e_{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 0 rms_norm_w_one_word_1x576_b256; then holds stage 1 gemv_q8_0_int8_1x576x576_{{.*}}, stage 2 gemv_q8_0_int8_1x192x576_{{.*}}, stage 3 gemv_q8_0_int8_1x192x576_{{.*}}; each block on its rows: stage 4 rope_9x64_h32, stage 5 rope_3x64_h32
-// INT8-NEXT: //   launch 1: stage 6 alone: attention_one_word_h9kv3d64_l4096_b128u4s30_pf{{[0-9a-f]+}}; L2 prefetch for launch 2: %wo.qs, %wo.dw
+// INT8-NEXT: //   launch 1: stage 6 alone: attention_one_word_h9kv3d64_l4096_b128u4s17_pf{{[0-9a-f]+}}; L2 prefetch for launch 2: %wo.qs, %wo.dw
 // INT8-NEXT: //   launch 2: stage 7 alone: gemv_q8_0_int8_1x576x576_{{.*}}_pf{{[0-9a-f]+}}; L2 prefetch for launch 3: %ffn_norm_w, %wgate.qs, %wgate.dw, %wup.qs, %wup.dw
 // INT8-NEXT: //   launch 3: merged_1r2p1e_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 8 rms_norm_res_w_sum_one_word_1x576_b256; then holds stage 9 gemv_q8_0_int8_1x1536x576_{{.*}}, stage 10 gemv_q8_0_int8_1x1536x576_{{.*}}; each block on its rows: stage 11 fused_chain_silu_mul_1536; L2 prefetch for launch 4: %wdown.qs, %wdown.dw
 // INT8-NEXT: //   launch 4: merged_1r1p1e_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 12 quantize_one_word_1x1536; then holds stage 13 gemv_q8_0_int8_1x576x1536_{{.*}}; each block on its rows: stage 14 elementwise_add_576; L2 prefetch for launch 0: %attn_norm_w, %wq.qs, %wq.dw, %wk.qs, %wk.dw, %wv.qs, %wv.dw
@@ -72,7 +72,7 @@
 // DEQ:      //     kernel gemv_q8_0_1x576x576_{{.*}} grid {{[0-9x]+}} block {{[0-9]+}}
 // DEQ-NEXT: //       reads  %wq, %h0
 // DEQ:      //   stage 6: fwd.attention
-// DEQ-NEXT: //     kernel attention_h9kv3d64_l4096_b128u4s30 grid 270 block 128
+// DEQ-NEXT: //     kernel attention_h9kv3d64_l4096_b128u4s17 grid 153 block 128
 // DEQ:      //   stage 8: fwd.fused add_norm covers [9, 10, 11]
 // DEQ-NEXT: //     kernel rms_norm_res_w_sum_1x576_b256 grid 1 block 256
 // DEQ-NEXT: //       reads  %x, %o, %ffn_norm_w
@@ -87,7 +87,7 @@
 // (codegen.merge.EPILOGUES, ROPE_EPILOGUES, PAIR_EPILOGUES).
 // DEQ:      // launches (5 for 14 stage kernels, then 1 maintenance: the graph's 6):
 // DEQ-NEXT: //   launch 0: merged_1r3p2e_{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 0 rms_norm_w_1x576_b256; then holds stage 1 gemv_q8_0_1x576x576_{{.*}}, stage 2 gemv_q8_0_1x192x576_{{.*}}, stage 3 gemv_q8_0_1x192x576_{{.*}}; each block on its rows: stage 4 rope_9x64_h32, stage 5 rope_3x64_h32
-// DEQ-NEXT: //   launch 1: stage 6 alone: attention_h9kv3d64_l4096_b128u4s30_pf{{[0-9a-f]+}}; L2 prefetch for launch 2: %wo.qs, %wo.dw
+// DEQ-NEXT: //   launch 1: stage 6 alone: attention_h9kv3d64_l4096_b128u4s17_pf{{[0-9a-f]+}}; L2 prefetch for launch 2: %wo.qs, %wo.dw
 // DEQ-NEXT: //   launch 2: stage 7 alone: gemv_q8_0_1x576x576_{{.*}}_pf{{[0-9a-f]+}}; L2 prefetch for launch 3: %ffn_norm_w, %wgate.qs, %wgate.dw, %wup.qs, %wup.dw
 // DEQ-NEXT: //   launch 3: merged_1r2p1e_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 8 rms_norm_res_w_sum_1x576_b256; then holds stage 9 gemv_q8_0_1x1536x576_{{.*}}, stage 10 gemv_q8_0_1x1536x576_{{.*}}; each block on its rows: stage 11 fused_chain_silu_mul_1536; L2 prefetch for launch 4: %wdown.qs, %wdown.dw
 // DEQ-NEXT: //   launch 4: merged_1p1e_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 holds stage 12 gemv_q8_0_1x576x1536_{{.*}}; each block on its rows: stage 13 elementwise_add_576; L2 prefetch for launch 0: %attn_norm_w, %wq.qs, %wq.dw, %wk.qs, %wk.dw, %wv.qs, %wv.dw
