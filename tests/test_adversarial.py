@@ -518,6 +518,21 @@ def test_xdsls_targets_refuse_fwd_ir_in_one_line(tmp_path, capsys, target, why):
     assert err == f"fwdshim-opt: error: -t {target}: xDSL's `{target}` target cannot print this IR ({why}); fwd IR prints as mlir or numba\n"
 
 
+@pytest.mark.filterwarnings("ignore:Expected all top-level operations")
+@pytest.mark.parametrize("target", ["wat", "wgsl", "csl"])
+def test_xdsls_targets_that_print_nothing_are_errors(tmp_path, capsys, target):
+    """xDSL's printers of their own dialects (`-t wat`, `wgsl`, `csl`) find no op of theirs in fwd IR:
+    an error naming the target (they printed nothing and exited 0; csl with a warning alone)."""
+    rc, out, err = opt(tmp_path, func(f"  %s = fwd.silu %x : {T576} -> {T576}"), "-t", target, capsys=capsys)
+    assert (rc, out) == (1, "")
+    assert err.endswith(f"fwdshim-opt: error: -t {target}: xDSL's `{target}` target printed nothing (it prints its own "
+                        "dialect's ops, and this IR holds none); fwd IR prints as mlir or numba\n")
+    out_file = tmp_path / "out.txt"
+    out_file.write_text("kept\n")
+    assert opt(tmp_path, func(f"  %s = fwd.silu %x : {T576} -> {T576}"), "-t", target, "-o", str(out_file), capsys=capsys)[0] == 1
+    assert out_file.read_text() == "kept\n"
+
+
 def test_shapes_past_a_signed_64_bit_count_are_located_errors(tmp_path, capsys):
     """A tensor or weights type of more than 2^63 - 1 values (MLIR's limit) is a located verify error;
     it verified, was judged a native kernel and planned a kernel of 10^20 values."""

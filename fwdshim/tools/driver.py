@@ -83,6 +83,15 @@ def _is_report(path: str) -> bool:
     return bool(docs) and all(isinstance(d, dict) and "rows" in d for d in docs)
 
 
+class PrintedNothing(Exception):
+    """One of xDSL's targets (`-t wat`, `-t wgsl`, `-t csl`) printed nothing for the IR: an error, not
+    an empty output and exit status 0."""
+
+    def __init__(self, target: str):
+        super().__init__(target)
+        self.target = target
+
+
 def format_error(e: ParseError | DiagnosticException) -> str:
     """The one-line (or located) message of a parse error or a pass/verify diagnostic."""
     if isinstance(e, ParseError):
@@ -256,6 +265,9 @@ class FwdOptMain(xDSLOptMain):
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         text = super().output_resulting_program(prog)
+        target = str(self.args.target or "mlir").split("{")[0]
+        if target not in ("mlir", "numba") and not text.strip():
+            raise PrintedNothing(target)  # `-t wat`: xDSL's printers print their own ops, none of fwd's
         if self.args.explain or self.args.report_json is not None:
             text += self.report(prog)  # the table follows the IR as `//` comment lines
         return text
@@ -579,6 +591,10 @@ def _run(args: list[str]) -> int:
         print(_pipeline_error(str(e), args), file=sys.stderr)
         return 1
     except ChunksFailed:
+        return 1
+    except PrintedNothing as e:
+        print(f"fwdshim-opt: error: -t {e.target}: xDSL's `{e.target}` target printed nothing (it prints its own "
+              "dialect's ops, and this IR holds none); fwd IR prints as mlir or numba", file=sys.stderr)  # fmt: skip
         return 1
     except (ParseError, DiagnosticException) as e:
         print(format_error(e), file=sys.stderr)
