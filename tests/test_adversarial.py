@@ -518,6 +518,15 @@ def test_xdsls_targets_refuse_fwd_ir_in_one_line(tmp_path, capsys, target, why):
     assert err == f"fwdshim-opt: error: -t {target}: xDSL's `{target}` target cannot print this IR ({why}); fwd IR prints as mlir or numba\n"
 
 
+@pytest.mark.parametrize("eps, said", [("-1.0e-05", "-1e-05"), ("-0.3", "-0.3"), ("-3.4e+38", "-3.4e+38")])
+def test_a_negative_eps_is_said_as_written(tmp_path, capsys, eps, said):
+    """A norm's negative eps is a located verify error that gives the value as its f32 reads shortest
+    (it said `-9.999999747378752e-06` for `-1.0e-05`)."""
+    rc, out, err = opt(tmp_path, func(f"  %s = fwd.rms_norm %x eps {eps} : {T576} -> {T576}"), capsys=capsys)
+    assert (rc, out) == (1, "")
+    assert err.startswith(f"t.mlir:2:3: error: fwd.rms_norm eps is negative ({said})\n")
+
+
 @pytest.mark.filterwarnings("ignore:Expected all top-level operations")
 @pytest.mark.parametrize("target", ["wat", "wgsl", "csl"])
 def test_xdsls_targets_that_print_nothing_are_errors(tmp_path, capsys, target):

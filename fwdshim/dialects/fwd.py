@@ -160,6 +160,20 @@ def _float(op: Operation, name: str) -> float | None:
     return a.value.data if isinstance(a, FloatAttr) else None
 
 
+def _f32_text(v: float) -> str:
+    """The shortest text of `v` that rounds to the same f32 (`-1.0e-05` parses to -9.99999974e-06 as
+    an f32 attribute, and is said as `-1e-05`)."""
+    try:
+        want = struct.pack("<f", v)
+    except OverflowError:
+        return repr(v)
+    for digits in range(1, 10):
+        text = f"{v:.{digits}g}"
+        if struct.pack("<f", float(text)) == want:
+            return text
+    return repr(v)
+
+
 def _finite_f32(v: float) -> bool:
     """Whether `v` is a finite float32 once rounded (`1.0e999` is inf, `1e39` overflows f32)."""
     try:
@@ -396,7 +410,7 @@ class RowReduceOp(StageOp):
         _want(bool(xd), f"{self.name} x is a ranked tensor")
         row = xd[-1]  # type: ignore[index]
         eps = _float(self, "eps")
-        _want(eps is None or eps >= 0, f"{self.name} eps is negative ({eps})")
+        _want(eps is None or eps >= 0, f"{self.name} eps is negative ({_f32_text(eps) if eps is not None else eps})")
         for name, v in (("weight", self.weight), ("bias", self.bias)):
             if v is not None:
                 if not isinstance(v.type, TensorType):
