@@ -325,8 +325,8 @@ def test_a_context_length_of_0_or_1_takes_the_default_and_says_so(tmp_path, caps
     path = rewrite(tiny(tmp_path), tmp_path / "c.gguf", kv={"llama.context_length": (own, VT.UINT32)})
     assert cli.main(["import", str(path), "-o", str(tmp_path / "s.mlir")]) == 0
     assert capsys.readouterr().err.splitlines() == [
-        f"fwdshim: warning: the model's `llama.context_length` is {own}, no context length: the step holds "
-        "4096 positions (--context sets it)",
+        f"fwdshim: warning: the model's `llama.context_length` is {own}, fewer than the 2 positions a decode step "
+        "needs: the step holds 4096 positions (--context sets it)",
         f"fwdshim: wrote {tmp_path / 's.mlir'}: 2 layers, context 4096",
     ]
     assert cli.main(["import", str(path), "--context", "64", "-o", str(tmp_path / "s.mlir")]) == 0

@@ -379,14 +379,14 @@ def _note_context(args, model) -> None:
     key = f"{arch.contents() if arch is not None else 'llama'}.context_length"
     if args.context is None and own < 2 and key in model.reader.fields:
         print(
-            f"fwdshim: warning: the model's `{key}` is {own}, no context length: the step holds "
-            f"{model.context} positions (--context sets it)",
+            f"fwdshim: warning: the model's `{key}` is {own}, fewer than the 2 positions a decode step "
+            f"needs: the step holds {model.context} positions (--context sets it)",
             file=sys.stderr,
         )
     if args.context is not None and own >= 2 and args.context > own:
         print(
             f"fwdshim: warning: --context {args.context} is past the model's own context length {own} "
-            f"(`llama.context_length`): positions after {own} are beyond what it was trained on",
+            f"(`{key}`): positions after {own} are beyond what it was trained on",
             file=sys.stderr,
         )
 
