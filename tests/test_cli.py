@@ -168,7 +168,7 @@ def test_fetch_model_unknown_name(capsys):
     assert cli.main(["fetch-model", "gpt5"]) == 1
     assert (
         capsys.readouterr().err
-        == "fwdshim: error: gpt5: unknown model (known: smollm2; or give a path to a .gguf file)\n"
+        == "fwdshim: error: gpt5: unknown model (known: smollm2)\n"
     )
 
 

@@ -74,7 +74,7 @@ def fetch_model(name: str, *, quiet: bool = False, force: bool = False) -> Path:
     spec = MODELS.get(name)
     if spec is None:
         raise ModelError(
-            f"{name}: unknown model (known: {', '.join(sorted(MODELS))}; or give a path to a .gguf file)"
+            f"{name}: unknown model (known: {', '.join(sorted(MODELS))})"
         )
     target = models_dir() / spec.file_name
     if target.is_file() and not force:
