@@ -104,6 +104,9 @@ def import_gguf(
 ) -> ImportedModel:
     """Import a GGUF `llama` model (see the module docstring).
 
+    `requantize`: `"q8_0"` (this function's default, kept for the API's callers: every weight but F32,
+    F16, BF16 and Q8_0 requantized to Q8_0) or `"none"` (weights as the file stores them: the default
+    of `fwdshim import`, `run` and `profile`).
     `context`: the attention's capacity `l` (None: `DEFAULT_CONTEXT`, or the model's own
     `llama.context_length` when that is shorter). `sidecar`: where to write the converted GGUF when
     tensors need converting (default: the model cache, keyed on the file; reused when present).
