@@ -136,7 +136,7 @@ func.func @yields_nothing(%x: tensor<4x64xf32>) -> tensor<0x64xf32> {
 // -----
 
 func.func @eps(%x: tensor<576xf32>) -> tensor<576xf32> {
-  // CHECK: invalid_values.mlir:[[# @LINE + 1]]:3: error: fwd.rms_norm eps is negative (-1.0)
+  // CHECK: invalid_values.mlir:[[# @LINE + 1]]:3: error: fwd.rms_norm eps is negative (-1)
   %s = fwd.rms_norm %x eps -1.0 : tensor<576xf32> -> tensor<576xf32>
   func.return %s : tensor<576xf32>
 }
