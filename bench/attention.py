@@ -209,7 +209,7 @@ def bench_torch(caches: Caches, reps: int) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--shapes", default="smollm2,llama8b", help="comma-separated: smollm2, llama8b")
     ap.add_argument("--fill", type=int, default=512, help="cache rows written (default 512)")
     ap.add_argument("--context", type=int, default=1024, help="positions the cache holds plus one (default 1024)")

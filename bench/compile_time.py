@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--model", default="smollm2", help="smollm2 (fetched into the cache) or a GGUF file (default smollm2)")
     ap.add_argument("--numerics", default="dequant", choices=("dequant", "int8-act", "two-pass-int8"), help="default dequant")
     ap.add_argument("--context", type=int, default=None, help="the attention's capacity (default: as `fwdshim run`)")

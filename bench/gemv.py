@@ -337,7 +337,7 @@ def read_ceiling(timer: Timer, reps: int) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--sweep", action="store_true", help="also time the launch shapes of sweep_shapes")
     ap.add_argument("--small", action="store_true", help="also SmolLM2's GEMV shapes")
     ap.add_argument("--only-small", action="store_true", help="SmolLM2's shapes alone")

@@ -59,7 +59,7 @@ def bench_type(timer: Timer, t, n: int, k: int, act: str, warps: int, reps: int,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--types", default=",".join(t.name.lower() for t in G.AFFINE), help=f"GGML types, comma-separated (default: {','.join(t.name.lower() for t in G.AFFINE)})")
     ap.add_argument("--warps", default="4", help="warps per block to time, comma-separated (first: the default)")
     ap.add_argument("--results", type=Path, help="append the table to this markdown file")

@@ -301,7 +301,7 @@ class Decoder:
     def step(self, token: int) -> np.ndarray:
         """Run the step for `token` at the next position; returns its logits (`float32 [vocab]`)."""
         if self.full:
-            raise RunError(f"the context of {self.capacity} positions is full (raise --context)")
+            raise RunError(f"the context of {self.capacity} positions is full (raise --context; Decoder.reset() starts over)")
         if not 0 <= token < self._embd.shape[0]:
             raise RunError(f"token id {token} is outside the vocabulary of {self._embd.shape[0]}")
         pos = self.pos
@@ -326,7 +326,9 @@ def generate(
     logits: bool = True,
     on_prompt_token: Callable[[int], None] | None = None,
 ) -> Generation:
-    """Greedy decoding (see the module docstring). `on_token(id)` is called for each generated
+    """Greedy decoding (see the module docstring), continuing from the decoder's cache: the prompt's
+    first token is position `decoder.pos` (what earlier calls left; `decoder.reset()` starts at 0).
+    `on_token(id)` is called for each generated
     token that is not a stop token; `logits=False` keeps no logits (on the GPU they then never leave
     the device, and step t+1 is enqueued before t's pick is read). Raises RunError for an empty
     prompt, a full context, a token outside the vocabulary, or logits that are not finite (NaN or
@@ -390,7 +392,7 @@ def _generate_on_device(
             raise RunError(f"token id {tok} is outside the vocabulary of {vocab}")
     start = decoder.pos
     if start + len(prompt) > decoder.capacity:
-        raise RunError(f"the context of {decoder.capacity} positions is full (raise --context)")
+        raise RunError(f"the context of {decoder.capacity} positions is full (raise --context; Decoder.reset() starts over)")
     gen = Generation(prompt_ids=prompt)
     t0 = time.perf_counter()
     loop.feed(start, prompt)
