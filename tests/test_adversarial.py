@@ -518,6 +518,18 @@ def test_xdsls_targets_refuse_fwd_ir_in_one_line(tmp_path, capsys, target, why):
     assert err == f"fwdshim-opt: error: -t {target}: xDSL's `{target}` target cannot print this IR ({why}); fwd IR prints as mlir or numba\n"
 
 
+def test_a_step_with_a_branch_is_a_located_plan_error(tmp_path, capsys):
+    """A decode step of two blocks (a `cf.br`) is refused at the branch by the launch plan (it was
+    xDSL's `'block' property ... single-block regions`, with no location)."""
+    text = (f"func.func @f(%x: {T576}) -> {T576} {{\n  %y = fwd.silu %x : {T576} -> {T576}\n"
+            f"  cf.br ^bb1(%y : {T576})\n^bb1(%a: {T576}):\n  %z = fwd.silu %a : {T576} -> {T576}\n"
+            f"  func.return %z : {T576}\n}}\n")  # fmt: skip
+    for args in (("-p", "forward-shim,fwd-lower-numba"), ("-t", "numba{plan_only=true}")):
+        rc, out, err = opt(tmp_path, text, *args, capsys=capsys)
+        assert (rc, out) == (1, "")
+        assert err == "t.mlir:3:3: error: cf.br in a decode step of 2 blocks — the launch plan lowers one straight-line block\n"
+
+
 @pytest.mark.parametrize("eps, said", [("-1.0e-05", "-1e-05"), ("-0.3", "-0.3"), ("-3.4e+38", "-3.4e+38")])
 def test_a_negative_eps_is_said_as_written(tmp_path, capsys, eps, said):
     """A norm's negative eps is a located verify error that gives the value as its f32 reads shortest

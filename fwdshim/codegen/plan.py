@@ -423,6 +423,10 @@ def build_plan(func: FuncOp, module: Operation | None = None, merge: bool | None
     `$FWDSHIM_MERGE` is `0`)."""
     if module is None:
         module = func.parent_op()
+    blocks = list(func.body.blocks)
+    if len(blocks) > 1:  # a branch: xDSL's `Region.block` would fail with no location
+        at = blocks[0].last_op or func
+        raise PlanError(error_at(at, f"{op_label(at)} in a decode step of {len(blocks)} blocks — the launch plan lowers one straight-line block"))
     b = _Builder(func, module)
     stage_plans: list[StagePlan] = []
     errors: list[str] = []
