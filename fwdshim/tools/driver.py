@@ -465,6 +465,22 @@ def _unknown_option(message: str, specs: list[tuple[str, str]]) -> str:
                     opts = ", ".join(f"`{b}`" for b in bad)
                     return f"{flag}: `{name}` has no option {opts} (its options: {', '.join(known) or 'none'})"
         return message
+    m = re.match(r"Incompatible types: given \((.*)\), expected (.*)$", message)
+    if m is not None and not m[1].endswith(","):  # several values: `numerics=int8-act,fwd-fuse`
+        import ast
+
+        try:
+            given = [str(v) for v in ast.literal_eval(f"({m[1]},)")]
+        except (ValueError, SyntaxError):
+            return message
+        for flag, text in specs:
+            for pm in re.finditer(r"([\w.-]+)\{([^{}]*)\}", text):
+                for om in re.finditer(r"(?:^|\s)([A-Za-z_][\w-]*)=(\"[^\"]*\"|\S+)", pm[2]):
+                    if [v.strip().strip('"') for v in om[2].split(",")] == given:
+                        return (f"{flag}: option `{om[1]}` of `{pm[1]}` takes one value, not the list `{om[2]}` "
+                                f"(a comma inside the braces separates values; the pipeline's passes are separated "
+                                f"by commas after the `}}`: `{pm[1]}{{{om[1]}={given[0]}}},{given[1]}`)")  # fmt: skip
+        return message
     m = re.match(r"Incompatible types: given \((.*),\), expected (.*)$", message)
     if m is not None:
         import ast
