@@ -873,3 +873,19 @@ def test_fetch_model_given_a_file_and_profile_without_a_gpu_say_what_to_do(tmp_p
     monkeypatch.setattr("fwdshim.tools.runner.gpu_available", lambda: False)
     monkeypatch.chdir(tmp_path)
     fails(capsys, ["profile", "--model", str(path)], "fwdshim profile times the step on a CUDA GPU, and none is here")
+
+
+@pytest.mark.parametrize("rename, prompt, lost", [("z", "the zebra", "'z'"), ("q", "a q a", "'q'")])
+def test_a_character_the_vocabulary_cannot_spell_is_an_error(tmp_path, capsys, rename, prompt, lost):
+    """A vocabulary without a byte's token (renamed away, or renamed to another token's spelling) made
+    BPE drop that character: `the zebra` ran as `the ebra`, exit 0. Now one line names it."""
+    tokens, merges, types = byte_vocab(MERGES)
+    tokens = list(tokens)
+    tokens[ord(rename)] = "NOT" + rename if rename == "z" else "a"
+    w = random_llama(TINY, seed=4)
+    path = write_llama(tmp_path / "v.gguf", TINY, w, vocab=(tokens, merges, types))
+    assert cli.main(["run", "--model", str(path), "--prompt", prompt, "--device", "cpu", "--max-tokens", "1", "--context", "16", "-q"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"fwdshim: error: {path}: the vocabulary has no token for {lost}: the text cannot be encoded as written\n"
+    tok = GGUFTokenizer(gguf.GGUFReader(path), path)
+    assert tok.decode(tok.encode("the abc")) == "the abc"  # what it can spell, it encodes

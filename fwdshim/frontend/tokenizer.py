@@ -137,8 +137,23 @@ class GGUFTokenizer:
         return i
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of `text` (control tokens written in the text are matched whole)."""
+        """Token ids of `text` (control tokens written in the text are matched whole).
+
+        Raises: ModelError when the vocabulary spells some character of `text` with no token (a
+        file without every byte's token, or with two tokens of one spelling): BPE would drop it, and
+        the model would read another text."""
         ids = self._tok.encode(text, add_special_tokens=False).ids
+        back = self._tok.decode(ids, skip_special_tokens=False)
+        if back != text:  # byte-level BPE round-trips every text its vocabulary can spell
+            import difflib
+
+            lost = []
+            for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, text, back, autojunk=False).get_opcodes():
+                if tag in ("delete", "replace"):
+                    lost.extend(c for c in text[i1:i2] if c not in lost)
+            chars = ", ".join(repr(c) for c in lost[:8]) + (f" and {len(lost) - 8} more" if len(lost) > 8 else "")
+            raise ModelError(f"{self.path}: the vocabulary has no token for {chars or 'part of the text'}: "
+                             "the text cannot be encoded as written")  # fmt: skip
         if self.add_bos and self.bos_id is not None:
             ids = [self.bos_id, *ids]
         return ids
