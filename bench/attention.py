@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--fill {args.fill}, --context {args.context}: needs 0 <= fill < context")
     if args.jobs < 1 or args.reps < 1:
         ap.error("--jobs and --reps are at least 1")
-    from gemv import Timer, empty_ms, read_ceiling, require_gpu
+    from gemv import Timer, empty_ms, print_table, read_ceiling, require_gpu
 
     require_gpu(ap)
     l = args.context  # noqa: E741
@@ -308,12 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         e = f"{empty * 1e3:.2f}" if empty else ""
         lines.append(f"| {name} | {tag} | {us:.2f} | {nbytes / d[0] / 1e6:.0f} | {nbytes / d[0] / 1e6 / ceiling:.1%} | "
                      f"{us / floor_us:.1f} | {d[1]:.1e} | {e} | {b} | {p} |")
-    table = "\n".join(lines) + "\n"
-    print(table)
-    if args.results:
-        with args.results.open("a") as f:
-            f.write("\n" + table)
-    return 0
+    return print_table(lines, args.results)
 
 
 if __name__ == "__main__":

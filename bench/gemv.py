@@ -154,6 +154,16 @@ def before_shape(n: int, k: int, act: str) -> tuple:
     return (32, 2, 4, 2, 2) if n <= 4096 else (32, 2, 4, 2, 1)
 
 
+def print_table(lines: list[str], results: Path | None) -> int:
+    """Print the table's `lines` and append them to `results` (`--results`) when given; 0."""
+    table = "\n".join(lines) + "\n"
+    print(table)
+    if results:
+        with results.open("a") as f:
+            f.write("\n" + table)
+    return 0
+
+
 def require_gpu(ap: argparse.ArgumentParser) -> None:
     """Exit with one line (status 1) when no CUDA device is here: the benchmarks time kernels on one."""
     from numba import cuda
@@ -457,12 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.sweep:
             line += f" {gemv.Shape(*best_spec[4]).tag}: {best[1] / ceiling:.1%} |" if best else " |"
         lines.append(line)
-    table = "\n".join(lines) + "\n"
-    print(table)
-    if args.results:
-        with args.results.open("a") as f:
-            f.write("\n" + table)
-    return 0
+    return print_table(lines, args.results)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemv import SHAPES, Timer, copies_for, read_ceiling, require_gpu  # noqa: E402  (bench/gemv.py)
+from gemv import SHAPES, Timer, copies_for, print_table, read_ceiling, require_gpu  # noqa: E402  (bench/gemv.py)
 from numba import cuda  # noqa: E402
 
 from fwdshim import ggml_blocks as G  # noqa: E402
@@ -103,12 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for label, n, k, ms, gbs, fgbs in rows:
         lines.append(f"| {label} | {n} x {k} | {ms * 1e3:.1f} | {gbs:.0f} | {gbs / ceiling:.1%} | {fgbs:.0f} |")
-    table = "\n".join(lines) + "\n"
-    print(table)
-    if args.results:
-        with args.results.open("a") as f:
-            f.write("\n" + table)
-    return 0
+    return print_table(lines, args.results)
 
 
 if __name__ == "__main__":
