@@ -195,17 +195,12 @@ def bench_torch(caches: Caches, reps: int) -> float | None:
     except (TypeError, RuntimeError) as e:
         print(f"torch peer left out: {type(e).__name__}: {str(e)[:120]}")
         return None
-    graph.replay()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        graph.replay()
-    stop.record()
-    stop.synchronize()
+    from gemv import torch_replay_ms
+
+    ms = torch_replay_ms(graph, reps, launches)
     del ks, vs, graph
     torch.cuda.empty_cache()
-    return start.elapsed_time(stop) / reps / launches
+    return ms
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -234,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--fill {args.fill}, --context {args.context}: needs 0 <= fill < context")
     if args.jobs < 1 or args.reps < 1:
         ap.error("--jobs and --reps are at least 1")
-    from gemv import Timer, empty_ms, print_table, read_ceiling, require_gpu
+    from gemv import Timer, empty_ms, gpu_ceiling, print_table, require_gpu
 
     require_gpu(ap)
     l = args.context  # noqa: E741
@@ -249,14 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     failed = {s: v[0] for s, v in compiled.items() if v[0]}
     print(f"compiled {len(specs)} kernels in {time.perf_counter() - t:.1f} s ({args.jobs} processes); {len(failed)} did not build")
 
-    from numba import cuda
-
     rng = np.random.default_rng(0)
     timer = Timer()
-    gpu = cuda.get_current_device().name
-    gpu = gpu.decode() if isinstance(gpu, bytes) else gpu
-    numba_ceiling, torch_ceiling = read_ceiling(timer, args.reps)
-    ceiling = max(numba_ceiling, torch_ceiling)
+    gpu, ceiling = gpu_ceiling(timer, args.reps)
     print(f"GPU {gpu}; read ceiling {ceiling:.0f} GB/s")
     records, rows = [], []
     for name in names:

@@ -154,6 +154,33 @@ def before_shape(n: int, k: int, act: str) -> tuple:
     return (32, 2, 4, 2, 2) if n <= 4096 else (32, 2, 4, 2, 1)
 
 
+def torch_replay_ms(graph, reps: int, launches: int) -> float:
+    """ms a launch of a captured torch CUDA graph of `launches` launches, replayed `reps` times
+    between two events (after one warm replay)."""
+    import torch
+
+    graph.replay()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        graph.replay()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) / reps / launches
+
+
+def gpu_ceiling(timer, reps: int) -> tuple[str, float]:
+    """The GPU's name and the read ceiling (GB/s: the better of Numba's and torch's streaming reads)."""
+    from numba import cuda
+
+    gpu = cuda.get_current_device().name
+    gpu = gpu.decode() if isinstance(gpu, bytes) else gpu
+    numba_ceiling, torch_ceiling = read_ceiling(timer, reps)
+    ceiling = max(numba_ceiling, torch_ceiling)
+    return gpu, ceiling
+
+
 def print_table(lines: list[str], results: Path | None) -> int:
     """Print the table's `lines` and append them to `results` (`--results`) when given; 0."""
     table = "\n".join(lines) + "\n"
@@ -298,15 +325,7 @@ def bench_torch(n: int, k: int, reps: int) -> tuple[float, int]:
     with torch.cuda.graph(graph):
         for i in range(launches):
             torch.mv(ws[i % copies], x, out=y)
-    graph.replay()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        graph.replay()
-    stop.record()
-    stop.synchronize()
-    ms = start.elapsed_time(stop) / reps / launches
+    ms = torch_replay_ms(graph, reps, launches)
     torch.cuda.empty_cache()
     return ms, wbytes + 2 * k + 2 * n
 

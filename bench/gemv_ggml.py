@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemv import SHAPES, Timer, copies_for, print_table, read_ceiling, require_gpu  # noqa: E402  (bench/gemv.py)
+from gemv import SHAPES, Timer, copies_for, gpu_ceiling, print_table, require_gpu  # noqa: E402  (bench/gemv.py)
 from numba import cuda  # noqa: E402
 
 from fwdshim import ggml_blocks as G  # noqa: E402
@@ -75,10 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     warps = [int(w) for w in args.warps.split(",")]
     rng = np.random.default_rng(0)
     timer = Timer()
-    gpu = cuda.get_current_device().name
-    gpu = gpu.decode() if isinstance(gpu, bytes) else gpu
-    numba_ceiling, torch_ceiling = read_ceiling(timer, args.reps)
-    ceiling = max(numba_ceiling, torch_ceiling)
+    gpu, ceiling = gpu_ceiling(timer, args.reps)
     print(f"GPU {gpu}; read ceiling {ceiling:.0f} GB/s", flush=True)
     rows = []
     for t in types:
