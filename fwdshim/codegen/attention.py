@@ -72,8 +72,6 @@ from fwdshim.limits import (  # noqa: F401 - the attention's launch shape, writt
 )
 
 APPEND_LAYERS = 16
-
-
 """Attentions per `kv_append` launch: 4 arrays of 56 bytes each, plus `pos`, within 4 KiB."""
 
 COMBINE_REGISTERS = 32
