@@ -12,7 +12,8 @@ its rows from HBM), at least 64 launches a graph. Bytes: the `fill` K and V rows
 once, the current q, k, v, and y written; GB/s over the time a launch. Each result is checked against
 a NumPy float64 attention (max abs error printed; a variant over 1e-4 is marked). `--quant` also
 times the int8-act form (y quantized, `one_word`, as the int8-act plans launch it). A tag `b128u4s9`:
-128 threads, 4 positions a lane a step, 9 splits a head. `--results` appends the table to a markdown
+128 threads, 4 positions a lane a step, 9 splits a head (`b128u4s17o5`: and launch bounds of 5 blocks an
+SM, `o0` none; without `o` the kernel's default, `attention.MIN_BLOCKS`). `--results` appends the table to a markdown
 file with the date and the GPU; `--json` writes every timing.
 """
 
@@ -39,43 +40,53 @@ SHAPES = {"smollm2": (9, 3, 64), "llama8b": (32, 8, 128)}
 """(query heads, kv heads, head width) of each shape."""
 L2_BYTES = 60 * 2**20
 MIN_LAUNCHES = 64
-_TAG = re.compile(r"b(\d+)u(\d+)s(\d+)$")
+_TAG = re.compile(r"b(\d+)u(\d+)s(\d+)(?:o(\d+))?$")
 
 
-def parse_tag(tag: str) -> tuple[int, int, int]:
-    """(block, unroll, splits) of a tag such as `b128u4s9`; ValueError otherwise."""
+def parse_tag(tag: str) -> tuple[int, int, int, int | None]:
+    """(block, unroll, splits, min_blocks) of a tag such as `b128u4s9` or `b128u4s17o5` (launch bounds
+    of at least 5 blocks an SM; `o0` none; without `o` the kernel's default); ValueError otherwise."""
     m = _TAG.match(tag)
-    if not m or min(int(g) for g in m.groups()) < 1:
-        raise ValueError(f"`{tag}` is not an attention launch tag (b<threads>u<unroll>s<splits>, e.g. b128u4s9)")
-    return tuple(int(g) for g in m.groups())
+    if not m or min(int(g) for g in m.groups()[:3]) < 1:
+        raise ValueError(f"`{tag}` is not an attention launch tag (b<threads>u<unroll>s<splits>[o<blocks an SM>], e.g. b128u4s9)")
+    b, u, s, o = m.groups()
+    return int(b), int(u), int(s), None if o is None else int(o)
 
 
-def default_launch(h: int, kv: int, hd: int, l: int) -> tuple[int, int, int]:  # noqa: E741
-    """The (block, unroll, splits) the plan launches the attention with."""
+def tag(launch: tuple) -> str:
+    """The tag of a (block, unroll, splits, min_blocks) launch (`parse_tag`'s inverse)."""
+    b, u, s, o = launch
+    return f"b{b}u{u}s{s}" + ("" if o is None else f"o{o}")
+
+
+def default_launch(h: int, kv: int, hd: int, l: int) -> tuple[int, int, int, None]:  # noqa: E741
+    """The (block, unroll, splits, min_blocks) the plan launches the attention with (None: the
+    kernel's default launch bounds)."""
     from fwdshim.codegen import attention as A
 
     block = A.default_block(hd, l)
-    return block, A.default_unroll(hd), A.default_splits(h, hd, l, block)
+    return block, A.default_unroll(hd), A.default_splits(h, hd, l, block), None
 
 
-def sweep_launches(h: int, kv: int, hd: int, l: int) -> list[tuple[int, int, int]]:  # noqa: E741
+def sweep_launches(h: int, kv: int, hd: int, l: int) -> list[tuple[int, int, int, None]]:  # noqa: E741
     """Threads 64..512, unroll 1..8, splits for 132..1056 blocks over the heads."""
     out = []
     for block in (64, 128, 256, 512):
         for unroll in (1, 2, 4, 8):
             for blocks in (132, 264, 528, 1056):
-                out.append((block, unroll, max(1, -(-blocks // h))))
+                out.append((block, unroll, max(1, -(-blocks // h)), None))
     return out
 
 
 def kernel_for(spec: tuple):
-    """The Kernel of a spec (shape name, l, (block, unroll, splits), quant): `quant` None (y stored) or
+    """The Kernel of a spec (shape name, l, (block, unroll, splits, min_blocks), quant): `quant` None (y stored) or
     an int8-act format (`one_word`: y quantized, not stored, as the int8-act plans launch it)."""
     from fwdshim.codegen import attention as A
 
-    name, l, (block, unroll, splits), quant = spec
+    name, l, (block, unroll, splits, min_blocks), quant = spec
     h, kv, hd = SHAPES[name]
-    return A.attention(h, kv, hd, l, quant=quant, store_y=quant is None, block=block, unroll=unroll, splits=splits)
+    return A.attention(h, kv, hd, l, quant=quant, store_y=quant is None, block=block, unroll=unroll, splits=splits,
+                       min_blocks=min_blocks)
 
 
 def _compile_one(spec: tuple) -> tuple:
@@ -270,10 +281,10 @@ def main(argv: list[str] | None = None) -> int:
         empty = empty_ms(timer, res[dflt][2].grid, res[dflt][2].block, launches_for(caches.copies), args.reps) if dflt in res else None
         peer = None if args.no_torch else bench_torch(caches, args.reps)
         if args.sweep or tries:
-            print(f"{name}: " + "; ".join(f"b{b}u{u}s{s} {res[(b, u, s)][0] * 1e3:.2f} us" + (" (err!)" if res[(b, u, s)][1] > 1e-4 else "")
-                                          for b, u, s in ranked[:12]))
+            print(f"{name}: " + "; ".join(f"{tag(t)} {res[t][0] * 1e3:.2f} us" + (" (err!)" if res[t][1] > 1e-4 else "")
+                                          for t in ranked[:12]))
         if quant_res:
-            print(f"{name} one_word: " + "; ".join(f"b{b}u{u}s{s} {ms * 1e3:.2f} us" for (b, u, s), ms in sorted(quant_res.items(), key=lambda kv: kv[1])[:12]))
+            print(f"{name} one_word: " + "; ".join(f"{tag(t)} {ms * 1e3:.2f} us" for t, ms in sorted(quant_res.items(), key=lambda kv: kv[1])[:12]))
         rows.append((name, dflt, res.get(dflt), ranked[0] if ranked else None, res, empty, peer, floor_us, caches.nbytes))
         del caches
     if args.json:
@@ -288,15 +299,14 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, dflt, d, best, res, empty, peer, floor_us, nbytes in rows:
-        tag = "b{}u{}s{}".format(*dflt)
         if d is None:
-            lines.append(f"| {name} | {tag} | did not build | | | | | | | | |")
+            lines.append(f"| {name} | {tag(dflt)} | did not build | | | | | | | | |")
             continue
         us = d[0] * 1e3
-        b = f"b{best[0]}u{best[1]}s{best[2]} {res[best][0] * 1e3:.2f}" if best else ""
+        b = f"{tag(best)} {res[best][0] * 1e3:.2f}" if best else ""
         p = f"{peer * 1e3:.2f} | {us / (peer * 1e3):.2f}" if peer else " | "
         e = f"{empty * 1e3:.2f}" if empty else ""
-        lines.append(f"| {name} | {tag} | {us:.2f} | {nbytes / d[0] / 1e6:.0f} | {nbytes / d[0] / 1e6 / ceiling:.1%} | "
+        lines.append(f"| {name} | {tag(dflt)} | {us:.2f} | {nbytes / d[0] / 1e6:.0f} | {nbytes / d[0] / 1e6 / ceiling:.1%} | "
                      f"{us / floor_us:.1f} | {d[1]:.1e} | {e} | {b} | {p} |")
     return print_table(lines, args.results)
 

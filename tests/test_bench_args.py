@@ -33,3 +33,15 @@ def test_a_bad_argument_is_one_usage_error(script, args, message):
     last = r.stderr.strip().splitlines()[-1]
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert last.startswith(f"{script}: error: ") and message in last, last
+
+
+def test_attention_launch_tags_round_trip():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import attention as bench_attention
+    finally:
+        sys.path.remove(str(BENCH))
+    assert bench_attention.parse_tag("b128u4s17o5") == (128, 4, 17, 5)
+    assert bench_attention.parse_tag("b64u2s9") == (64, 2, 9, None)
+    for t in ("b128u4s17o5", "b128u4s17o0", "b64u2s9"):
+        assert bench_attention.tag(bench_attention.parse_tag(t)) == t

@@ -229,3 +229,12 @@ def test_kv_append_bounds():
         attention.kv_append(((8, 3),) * 17)
     assert attention.kv_append(((192, 4095),) * 15).name == "kv_append_15x192_r4095"
     assert attention.kv_append(((8, 3), (16, 3))).name.startswith("kv_append_2_")
+
+
+def test_attention_launch_bounds():
+    """`min_blocks` becomes CUDA launch bounds (block, min blocks an SM) on a GPU (the simulator's
+    `cuda.jit` takes none, so the source is the same here); a negative count is refused."""
+    from fwdshim.codegen.attention import attention
+
+    with pytest.raises(ValueError, match="launch bounds of -1 blocks an SM"):
+        attention(4, 2, 32, 8, min_blocks=-1)

@@ -86,6 +86,16 @@ COMBINE_BATCH = 8
 """Splits' outputs a combine past `COMBINE_REGISTERS` loads together per step."""
 
 
+MIN_BLOCKS = 0
+"""The blocks an SM must hold at once by default (CUDA launch bounds: ptxas keeps a thread's
+registers within them; 0 for none). Measured on the H200 (2026-12-01, `bench/attention.py --try`,
+Llama-3-8B's heads, 544 blocks of 128 threads, fill 512): without bounds ptxas gives the kernel 116
+registers (137 quantizing), 4 (3) blocks an SM, 528 (396) a wave; bounds of 4, 5, 6, 7 blocks an SM
+took 8.60, 9.01, 9.14, 9.48 us against 8.94 without (quantizing: 9.11, 10.12, 9.16, 9.23 against
+9.36), SmolLM2's heads 5.76 without and 5.81-6.95 with: the one-wave grid is not what the kernel
+waits on (each block's chain of loads and its combine is), so none."""
+
+
 def default_unroll(hd: int) -> int:
     """Positions per lane per step: four 16-byte loads in flight per thread (a split holds tens to a
     few hundred rows), fewer for wide heads."""
@@ -96,9 +106,11 @@ def default_unroll(hd: int) -> int:
 @functools.cache
 def attention(
     h: int, kv: int, hd: int, l: int, *, quant: str | None = None, store_y: bool | None = None,
-    block: int | None = None, unroll: int | None = None, splits: int | None = None,
+    block: int | None = None, unroll: int | None = None, splits: int | None = None, min_blocks: int | None = None,
 ) -> Kernel:  # fmt: skip
-    """The single-query GQA attention kernel (see the module docstring)."""
+    """The single-query GQA attention kernel (see the module docstring). `min_blocks`: the blocks an
+    SM must hold at once (CUDA launch bounds: ptxas keeps the registers a thread within them; 0 for
+    none), by default `MIN_BLOCKS`."""
     if min(h, kv, hd) <= 0 or l < 1 or h % kv:
         raise ValueError(f"attention of {h} query heads over {kv} kv heads of {hd}, l = {l}")
     if 4 * l + 4 * 32 > STATIC_SHARED_BYTES:  # the seed's bound (legality's K18), kept with the split
@@ -347,7 +359,11 @@ if tid == 0:
         tail = f"{loop}\n{indent(single, body_indent)}"
     # on a GPU the block size bounds the registers (64 a thread at 1024 threads: the launch never fails
     # for want of them); the simulator's `cuda.jit` takes no launch bounds
-    bounds = "" if simulating() else f", launch_bounds={block}"
+    grid = h * ns_max
+    min_blocks = MIN_BLOCKS if min_blocks is None else min_blocks
+    if min_blocks < 0:
+        raise ValueError(f"attention launch bounds of {min_blocks} blocks an SM")
+    bounds = "" if simulating() else f", launch_bounds=({block}, {min_blocks})" if min_blocks > 1 else f", launch_bounds={block}"
     body = f"""\
 @cuda.jit(cache=True{bounds})
 def attention_k({names}):
@@ -418,7 +434,7 @@ def attention_k({names}):
     tag = f"_{quant}" if quant else ""
     name = f"attention{tag}_h{h}kv{kv}d{hd}_l{l}_b{block}u{unroll}s{ns_max}"
     notes = f"single-query GQA attention, {h} heads over {kv} kv heads of {hd}, l = {l}, {ns_max} splits a head"
-    return build(name, body, "attention_k", (h * ns_max,), (block,), params, notes)
+    return build(name, body, "attention_k", (grid,), (block,), params, notes)
 
 
 @functools.cache
