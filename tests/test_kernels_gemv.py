@@ -134,7 +134,8 @@ def test_gemv_launch_shape_and_params():
     assert k.param_names == ("qs", "dw", "x", "y") and k.grid == (512, 1) and k.block == (128,)
     assert gemv.q8_0(4096, 4096, shape=gemv.Shape(16, 4, 8, 1, 4)).grid == (512, 1)
     assert gemv.q8_0(4096, 4096).name.endswith("_" + gemv.launch_shape(4096, 4096, "f32").tag)
-    assert gemv.q8_0(4096, 14336).name.endswith("_v16r4w4u1s2a2")  # a 2-stage async-copy pipeline
+    assert gemv.q8_0(4096, 14336).name.endswith("_v16r4w8u1s2a2")  # a 2-stage async-copy pipeline
+    assert gemv.q8_0(4096, 4096).block == (256,) and gemv.q8_0(14336, 4096).block == (128,)
     assert gemv.q8_0(128256, 4096).name.endswith("_v16r8w4u1s1a2")
     assert [p.size for p in k.params] == [4096 * 14336, 4096 * 448, 14336, 4096]
     assert "ld_i32x4(qs" in k.source and "s8x4_f32" in k.source

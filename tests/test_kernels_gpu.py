@@ -179,6 +179,7 @@ def test_quantize_kernel_compiles_for_the_device():
         (4096, 4096, gemv.Shape(16, 4, 4, 1, 1, stages=2)),
         (14336, 4096, gemv.Shape(16, 8, 4, 1, 1, stages=2)),
         (4096, 14336, gemv.Shape(16, 4, 4, 1, 2, stages=2)),
+        (4096, 14336, gemv.Shape(16, 4, 8, 1, 2, stages=2)),
         (14336, 4096, gemv.Shape(16, 2, 4, 1, 1, stages=3)),
     ],
 )

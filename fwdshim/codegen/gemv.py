@@ -700,7 +700,11 @@ def launch_shape(n: int, k: int, act: str) -> Shape:
     4096x14336 v16r4w4u1s2a2 75.4 % (57.8), the 128256x4096 output projection v16r8w4u1s1a2 96.0 %
     (84.2); int8-act 14336x4096 v16r2w4u1s1a2 88.7 % in two runs (86.6), 128256x4096 104.0 % (101.6,
     L2 hits past the ceiling). In registers the dequantizing loop holds too few bytes in flight:
-    ptxas issues a step's loads after the previous step's products.
+    ptxas issues a step's loads after the previous step's products. The dequantizing rows of 4096
+    outputs (Q/K/V, O) and of K >= 8192 (down) then took eight warps a block in pairs splitting K,
+    `v16r4w8u1s2a2` (H200, 2026-12-01, `bench/gemv.py --try`, one run, read ceiling 4358 GB/s):
+    4096x4096 58.0 % (v16r4w4u1s1a2 51.6 %), 4096x14336 78.4 % (v16r4w4u1s2a2 77.0 %); 14336x4096
+    stays (75.7 %, the best of 14 shapes).
 
     SmolLM2's int8-act projections take two rows a group of warps (was one): with the norms, their
     quantize and the silu·mul's quantize as prologues (`merge.QUANTIZED_PROLOGUES`) every block
@@ -716,9 +720,9 @@ def launch_shape(n: int, k: int, act: str) -> Shape:
     if act == "f32":
         if k < 2048:
             return Shape(16, 4, 4, 1, 1) if n >= 8192 else Shape(16, 4, 8, 1, 4)
-        if k >= 8192:
-            return Shape(16, 4, 4, 1, 2, stages=2)
-        return Shape(16, 4, 4, 1, 1, stages=2) if n <= 4096 else Shape(16, 8, 4, 1, 1, stages=2)
+        if k >= 8192 or n <= 4096:
+            return Shape(16, 4, 8, 1, 2, stages=2)
+        return Shape(16, 8, 4, 1, 1, stages=2)
     if k < 2048:
         if n >= 8192:  # a tall matrix of short rows (an output projection): fewer, larger blocks
             return Shape(32, 2, 4, 2, 1)

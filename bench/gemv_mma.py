@@ -1,0 +1,279 @@
+"""A Q8_0 GEMV dequantizing on the tensor cores (an experiment of issue 12, not yet a plan's kernel):
+`y = W · x` for float32 x, the quants exact as f16 and x split into three f16 pieces, so the dot
+products run as `mma.sync.m16n8k16` (f16 inputs, f32 accumulation) instead of an unpack, a bias
+subtraction and an FMA per byte on the CUDA cores (the coalesced GEMV's ~4.5 instructions a byte,
+`bench/RESULTS.md`, which keep it under 80 % of the read ceiling).
+
+    python bench/gemv_mma.py [--shapes 4096x4096,14336x4096,4096x14336] [--try w4u8,w8u4] [--reps 20]
+
+The kernel (`mma_kernel(n, k, warps, unroll)`): a block of `warps` warps takes 16 rows, each warp a
+contiguous `1/warps` of the row's Q8_0 blocks (split-K), `unroll` blocks' loads issued before use.
+Lane (g, t) = (lane // 4, lane % 4) loads 8 bytes of rows g and g + 8 at byte 8t of each 32-byte
+block; one `lop3`, one shift, a second `lop3` and two `sub.f16x2` turn a 4-byte word into two f16x2
+registers holding the exact quants (`1152 + q` under the exponent of 1024, minus 1152), the A
+fragments of one mma; two mmas (the block's two words) sum the block into a 16 x 8 tile whose
+columns 0..2 are x's pieces (the B fragment: lanes g < 3 load 16 bytes of piece g, the rest zero),
+and lanes t = 0, 1 add their columns times the block's scale into the row's float32 sum. The pieces
+(`split_x`): x times a power of two 2^e putting its largest magnitude near 2^14, then x = h1 + h2 +
+h3 with each h the f16 rounding of what is left (33 bits of mantissa for values within 2^-10 of the
+largest); y is divided by 2^e at the end (exact). Here they are split on the host; a plan's kernel
+would split them in a prologue.
+
+Checked against float64 (relative error printed); timed by graph replay over weight copies past 4x
+the L2 as `bench/gemv.py`, with the coalesced GEMV's default launch and the read ceiling in the same
+run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+SHAPES = "4096x4096,14336x4096,4096x14336"
+_TRY = re.compile(r"w(\d+)u(\d+)$")
+
+_MMA = ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, "
+        "{$10, $11, $12, $13};")
+_Q8_F16 = """{
+ .reg .b32 t0, t1, c;
+ mov.b32 c, 0x64806480;
+ lop3.b32 t0, $2, 0x00FF00FF, c, 0x6A;
+ shr.b32 t1, $2, 8;
+ lop3.b32 t1, t1, 0x00FF00FF, c, 0x6A;
+ sub.f16x2 $0, t0, c;
+ sub.f16x2 $1, t1, c;
+}"""
+
+
+def _intrinsics():
+    """`mma_f16(a0..a3, b0, b1, c0..c3) -> (f32 x 4)`, `q8x4_f16x2(w) -> (lo, hi)` (bytes 0, 2 and 1, 3 of
+    w as exact f16 pairs), `ld_i32x2(a, i)` (8 bytes), `ld_f32(a, i)` (global, read-only)."""
+    from llvmlite import ir
+    from numba.cuda import types
+    from numba.cuda.extending import intrinsic
+    from numba.cuda.typing import signature
+
+    from fwdshim.codegen.intrinsics import _pointer, _tuple
+
+    i32, f32 = ir.IntType(32), ir.FloatType()
+
+    @intrinsic
+    def mma_f16(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        rtype = types.UniTuple(types.float32, 4)
+
+        def codegen(context, builder, sig, args):
+            ins = [context.cast(builder, v, t, types.int32) for v, t in zip(args[:6], sig.args[:6])]
+            ins += [context.cast(builder, v, t, types.float32) for v, t in zip(args[6:], sig.args[6:])]
+            asm = ir.InlineAsm(ir.FunctionType(ir.LiteralStructType([f32] * 4), [i32] * 6 + [f32] * 4), _MMA,
+                               "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f")
+            res = builder.call(asm, ins)
+            return _tuple(context, builder, rtype, [builder.extract_value(res, j) for j in range(4)])
+
+        return signature(rtype, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), codegen
+
+    @intrinsic
+    def q8x4_f16x2(typingctx, w):
+        rtype = types.UniTuple(types.int32, 2)
+
+        def codegen(context, builder, sig, args):
+            v = context.cast(builder, args[0], sig.args[0], types.int32)
+            asm = ir.InlineAsm(ir.FunctionType(ir.LiteralStructType([i32] * 2), [i32]), _Q8_F16, "=r,=r,r")
+            res = builder.call(asm, [v])
+            return _tuple(context, builder, rtype, [builder.extract_value(res, j) for j in range(2)])
+
+        return signature(rtype, w), codegen
+
+    @intrinsic
+    def ld_i32x2(typingctx, a, i):
+        rtype = types.UniTuple(types.int32, 2)
+
+        def codegen(context, builder, sig, args):
+            ptr = _pointer(context, builder, sig.args[0], args[0], args[1], i32)
+            asm = ir.InlineAsm(ir.FunctionType(ir.LiteralStructType([i32] * 2), [i32.as_pointer()]),
+                               "ld.global.nc.v2.b32 {$0, $1}, [$2];", "=r,=r,l", side_effect=True)
+            res = builder.call(asm, [ptr])
+            return _tuple(context, builder, rtype, [builder.extract_value(res, j) for j in range(2)])
+
+        return signature(rtype, a, i), codegen
+
+    @intrinsic
+    def ld_f32(typingctx, a, i):
+        def codegen(context, builder, sig, args):
+            ptr = _pointer(context, builder, sig.args[0], args[0], args[1], f32)
+            asm = ir.InlineAsm(ir.FunctionType(f32, [f32.as_pointer()]), "ld.global.nc.f32 $0, [$1];", "=f,l", side_effect=True)
+            return builder.call(asm, [ptr])
+
+        return signature(types.float32, a, i), codegen
+
+    return dict(mma_f16=mma_f16, q8x4_f16x2=q8x4_f16x2, ld_i32x2=ld_i32x2, ld_f32=ld_f32)
+
+
+def mma_source(n: int, k: int, warps: int, unroll: int) -> str:
+    """The kernel's source (see the module docstring): params `qs int8 [n*k]`, `dw f32 [n*k/32]`, `xp
+    int32 [3*k/2]` (the pieces, `split_x`), `y f32 [n]`, `inv f32 [1]` (2^-e)."""
+    nb = k // 32
+    if n % 16 or k % 32 or nb % (warps * unroll):
+        raise ValueError(f"{n}x{k}: needs N % 16 == 0 and K/32 a multiple of warps * unroll ({warps * unroll})")
+    per = nb // warps
+    L = []
+    for u in range(unroll):
+        L += [f"        a{u}0, a{u}1 = ld_i32x2(qs, pa + {32 * u})",
+              f"        b{u}0, b{u}1 = ld_i32x2(qs, pb + {32 * u})",
+              f"        sa{u} = ld_f32(dw, ea + {u})",
+              f"        sb{u} = ld_f32(dw, eb + {u})"]
+    L.append("        if g < 3:")
+    for u in range(unroll):
+        L.append(f"            x{u}0, x{u}1, x{u}2, x{u}3 = ld_i32x4(xp, px + {16 * u})")
+    L.append("        else:")
+    for u in range(unroll):
+        L.append(f"            x{u}0 = x{u}1 = x{u}2 = x{u}3 = int32(0)")
+    for u in range(unroll):
+        L += [f"        la, ha = q8x4_f16x2(a{u}0)",
+              f"        lb, hb = q8x4_f16x2(b{u}0)",
+              f"        d0, d1, d2, d3 = mma_f16(la, lb, ha, hb, x{u}0, x{u}1, z, z, z, z)",
+              f"        la, ha = q8x4_f16x2(a{u}1)",
+              f"        lb, hb = q8x4_f16x2(b{u}1)",
+              f"        d0, d1, d2, d3 = mma_f16(la, lb, ha, hb, x{u}2, x{u}3, d0, d1, d2, d3)",
+              f"        acc_a += sa{u} * (d0 + d1)",
+              f"        acc_b += sb{u} * (d2 + d3)"]
+    body = "\n".join(L)
+    return f"""\
+@cuda.jit(launch_bounds={32 * warps})
+def gemv_mma(qs, dw, xp, y, inv):
+    red = cuda.shared.array({16 * warps}, float32)
+    lane = cuda.threadIdx.x % 32
+    warp = cuda.threadIdx.x // 32
+    g = lane >> 2
+    t = lane & 3
+    row0 = cuda.blockIdx.x * 16
+    qa = (row0 + g) * {k} + 8 * t
+    qb = (row0 + g + 8) * {k} + 8 * t
+    da = (row0 + g) * {nb}
+    db = (row0 + g + 8) * {nb}
+    xo = min(g, 2) * {k // 2} + 4 * t
+    z = float32(0.0)
+    acc_a = float32(0.0)
+    acc_b = float32(0.0)
+    for b in range(warp * {per}, warp * {per} + {per}, {unroll}):
+        pa = qa + b * 32
+        pb = qb + b * 32
+        ea = da + b
+        eb = db + b
+        px = xo + b * 16
+{body}
+    acc_a += cuda.shfl_xor_sync(0xFFFFFFFF, acc_a, 1)
+    acc_b += cuda.shfl_xor_sync(0xFFFFFFFF, acc_b, 1)
+    if t == 0:
+        red[warp * 16 + g] = acc_a
+        red[warp * 16 + g + 8] = acc_b
+    cuda.syncthreads()
+    if warp == 0 and lane < 16:
+        s = red[lane]
+        for w in range(1, {warps}):
+            s += red[w * 16 + lane]
+        y[row0 + lane] = s * inv[0]
+"""
+
+
+def mma_kernel(n: int, k: int, warps: int, unroll: int):
+    from numba import cuda, float32, int32
+
+    from fwdshim.codegen.intrinsics import ld_i32x4
+
+    ns = dict(cuda=cuda, float32=float32, int32=int32, ld_i32x4=ld_i32x4, **_intrinsics())
+    exec(compile(mma_source(n, k, warps, unroll), f"<gemv_mma {n}x{k} w{warps}u{unroll}>", "exec"), ns)  # noqa: S102
+    return ns["gemv_mma"]
+
+
+_PERM = np.array([0, 2, 1, 3, 4, 6, 5, 7])
+
+
+def split_x(x: np.ndarray) -> tuple[np.ndarray, np.float32]:
+    """(pieces int32 [3*K/2], 2^-e): x * 2^e = h1 + h2 + h3 (f16 each), each piece's halves in the
+    order the B fragments take them (x0 x2 x1 x3 x4 x6 x5 x7 in each 8), packed two to a word."""
+    top = float(np.max(np.abs(x))) or 1.0
+    e = 14 - int(np.ceil(np.log2(top)))
+    v = (x.astype(np.float32) * np.float32(2.0**e)).astype(np.float32)
+    hs = []
+    for _ in range(3):
+        h = v.astype(np.float16)
+        hs.append(h)
+        v = (v - h.astype(np.float32)).astype(np.float32)
+    p = np.stack(hs).reshape(3, -1, 8)[:, :, _PERM].reshape(3, -1)
+    return np.ascontiguousarray(p).view(np.int32).reshape(-1), np.float32(2.0**-e)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap.add_argument("--shapes", default=SHAPES, help=f"N x K pairs (default {SHAPES})")
+    ap.add_argument("--try", dest="tries", default="w4u8,w8u4,w8u8,w16u2,w16u4,w32u2,w32u4", help="warps and unroll tags, e.g. w4u8")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--results", type=Path, help="append the table to this markdown file")
+    args = ap.parse_args(argv)
+    try:
+        shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",") if s]
+        tries = [tuple(int(v) for v in _TRY.match(t).groups()) for t in args.tries.split(",") if t]
+    except (ValueError, AttributeError):
+        ap.error(f"--shapes {args.shapes!r} / --try {args.tries!r}: N x K pairs and w<warps>u<unroll> tags")
+    from gemv import Timer, Weights, gpu_ceiling, launches_for, print_table, require_gpu, time_kernel
+
+    require_gpu(ap)
+    from numba import cuda
+
+    from fwdshim.codegen import gemv
+
+    rng = np.random.default_rng(0)
+    timer = Timer()
+    name, ceiling = gpu_ceiling(timer, args.reps)
+    print(f"GPU {name}; read ceiling {ceiling:.0f} GB/s", flush=True)
+    lines = [f"### `bench/gemv_mma.py` — {name}", "", f"Read ceiling {ceiling:.0f} GB/s.", "",
+             "| N x K | kernel | us | of ceiling | max rel err |", "|---|---|---|---|---|"]
+    for n, k in shapes:
+        w = Weights(n, k, rng)
+        xh = w.x.copy_to_host()
+        qs0 = w.qs[0].copy_to_host().astype(np.float64).reshape(n, k // 32, 32)
+        dw0 = w.dw[0].copy_to_host().astype(np.float64).reshape(n, k // 32)
+        ref = ((qs0 * xh.astype(np.float64).reshape(1, -1, 32)).sum(-1) * dw0).sum(-1)
+        scale = np.abs(ref).max()
+        nbytes = w.nbytes("f32")
+        base = gemv.q8_0(n, k)
+        ms = time_kernel(timer, base, w, "f32", args.reps)
+        base.launch(*w.args(0, "f32"))
+        err = np.abs(w.y.copy_to_host() - ref).max() / scale
+        lines.append(f"| {n} x {k} | coalesced {gemv.launch_shape(n, k, 'f32').tag} | {ms * 1e3:.2f} | {nbytes / ms / 1e6 / ceiling:.1%} | {err:.1e} |")
+        print(lines[-1], flush=True)
+        pieces, inv = split_x(xh)
+        xp, dinv = cuda.to_device(pieces), cuda.to_device(np.array([inv], np.float32))
+        for warps, unroll in tries:
+            try:
+                kern = mma_kernel(n, k, warps, unroll)
+                kern[n // 16, 32 * warps](w.qs[0], w.dw[0], xp, w.y, dinv)
+                cuda.synchronize()
+            except Exception as e:  # noqa: BLE001 - a variant that does not build is reported
+                lines.append(f"| {n} x {k} | mma w{warps}u{unroll} | {type(e).__name__}: {str(e)[:120]} | | |")
+                print(lines[-1], flush=True)
+                continue
+            err = np.abs(w.y.copy_to_host() - ref).max() / scale
+            launches = launches_for(w.copies)
+
+            def record(builder, kern=kern, warps=warps):
+                for i in range(launches):
+                    kern[n // 16, 32 * warps, builder](w.qs[i % w.copies], w.dw[i % w.copies], xp, w.y, dinv)
+
+            ms = timer.replay_ms(timer.graph(record), args.reps) / launches
+            regs = kern.get_regs_per_thread() if hasattr(kern, "get_regs_per_thread") else "?"
+            lines.append(f"| {n} x {k} | mma w{warps}u{unroll} ({regs} regs) | {ms * 1e3:.2f} | {nbytes / ms / 1e6 / ceiling:.1%} | {err:.1e} |")
+            print(lines[-1], flush=True)
+        del w
+    return print_table(lines, args.results)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
