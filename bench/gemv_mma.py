@@ -268,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
                     kern[n // 16, 32 * warps, builder](w.qs[i % w.copies], w.dw[i % w.copies], xp, w.y, dinv)
 
             ms = timer.replay_ms(timer.graph(record), args.reps) / launches
-            regs = kern.get_regs_per_thread() if hasattr(kern, "get_regs_per_thread") else "?"
+            regs = kern.get_regs_per_thread()
+            regs = next(iter(regs.values())) if isinstance(regs, dict) else regs
             lines.append(f"| {n} x {k} | mma w{warps}u{unroll} ({regs} regs) | {ms * 1e3:.2f} | {nbytes / ms / 1e6 / ceiling:.1%} | {err:.1e} |")
             print(lines[-1], flush=True)
         del w

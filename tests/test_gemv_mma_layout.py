@@ -1,0 +1,90 @@
+"""`bench/gemv_mma.py`'s tensor-core GEMV, checked without a GPU: the split of x into three f16 pieces
+and the fragment layout (which bytes of which rows each lane's mma registers hold, and which x halves
+its B registers hold), by a NumPy model of `mma.sync.m16n8k16` over the kernel's own index arithmetic."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+@pytest.fixture(scope="module")
+def mma():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import gemv_mma
+    finally:
+        sys.path.remove(str(BENCH))
+    return gemv_mma
+
+
+def _halves(word) -> np.ndarray:
+    return np.array([word], np.uint32).view(np.float16).astype(np.float64)
+
+
+def _q8x4_f16x2(w):
+    """The kernel's `q8x4_f16x2`: bytes 0, 2 and 1, 3 of a word as f16 pairs 1152 + q, less 1152."""
+    c = np.uint32(0x64806480)
+    lo = (np.uint32(w) & np.uint32(0x00FF00FF)) ^ c
+    hi = ((np.uint32(w) >> np.uint32(8)) & np.uint32(0x00FF00FF)) ^ c
+    return _halves(lo) - _halves(c), _halves(hi) - _halves(c)
+
+
+def test_split_x_pieces_sum_to_x(mma):
+    x = np.random.default_rng(3).standard_normal(4096).astype(np.float32) * np.float32(7.5)
+    pieces, inv = mma.split_x(x)
+    h = pieces.view(np.float16).reshape(3, -1, 8)[:, :, np.argsort(mma._PERM)].reshape(3, -1).astype(np.float64)
+    top = np.abs(x).max()
+    assert np.abs(h[0]).max() <= 2.0**14 * 1.001 and np.abs(h[0]).max() > 2.0**13
+    back = h.sum(0) * float(inv)
+    assert np.abs(back - x).max() <= top * 2.0**-30, np.abs(back - x).max() / top
+
+
+def test_fragment_layout_computes_the_gemv(mma):
+    g = np.random.default_rng(4)
+    n, k = 32, 128
+    qs = g.integers(-127, 128, size=(n, k)).astype(np.int8)
+    dw = g.random((n, k // 32)).astype(np.float32)
+    x = g.standard_normal(k).astype(np.float32)
+    words = qs.reshape(-1).view(np.uint32)
+    xp = mma.split_x(x)[0].view(np.uint32)
+    inv = float(mma.split_x(x)[1])
+    y = np.zeros(n)
+    for row0 in range(0, n, 16):
+        acc = np.zeros((32, 2))
+        for b in range(k // 32):
+            d = np.zeros((16, 8))
+            for wi in range(2):  # the block's two words: two mmas, the second accumulating
+                a, bm = np.zeros((16, 16)), np.zeros((16, 8))
+                for lane in range(32):
+                    r, t = lane >> 2, lane & 3
+                    la, ha = _q8x4_f16x2(words[((row0 + r) * k + b * 32 + 8 * t) // 4 + wi])
+                    lb, hb = _q8x4_f16x2(words[((row0 + r + 8) * k + b * 32 + 8 * t) // 4 + wi])
+                    a[r, 2 * t : 2 * t + 2], a[r + 8, 2 * t : 2 * t + 2] = la, lb
+                    a[r, 2 * t + 8 : 2 * t + 10], a[r + 8, 2 * t + 8 : 2 * t + 10] = ha, hb
+                    if r < 3:
+                        xo = r * (k // 2) + 4 * t + b * 16
+                        bm[2 * t : 2 * t + 2, r] = _halves(xp[xo + 2 * wi])
+                        bm[2 * t + 8 : 2 * t + 10, r] = _halves(xp[xo + 2 * wi + 1])
+                d = a @ bm + d
+            for lane in range(32):
+                r, t = lane >> 2, lane & 3
+                acc[lane, 0] += dw[row0 + r, b] * (d[r, 2 * t] + d[r, 2 * t + 1])
+                acc[lane, 1] += dw[row0 + r + 8, b] * (d[r + 8, 2 * t] + d[r + 8, 2 * t + 1])
+        for r in range(8):  # lanes t = 0, 1 hold the row's columns (shfl_xor 1)
+            y[row0 + r] = (acc[4 * r, 0] + acc[4 * r + 1, 0]) * inv
+            y[row0 + r + 8] = (acc[4 * r, 1] + acc[4 * r + 1, 1]) * inv
+    ref = ((qs.astype(np.float64).reshape(n, -1, 32) * x.astype(np.float64).reshape(1, -1, 32)).sum(-1) * dw).sum(-1)
+    assert np.abs(y - ref).max() <= 1e-12 * np.abs(ref).max()
+
+
+def test_kernel_source_refuses_shapes_it_cannot_tile(mma):
+    assert "mma_f16(la, lb, ha, hb, x0_0" not in mma.mma_source(32, 128, 2, 2)  # x{u}{j} names
+    assert "mma_f16(la, lb, ha, hb, x00, x01, z, z, z, z)" in mma.mma_source(32, 128, 2, 2)
+    with pytest.raises(ValueError, match="multiple of warps \\* unroll"):
+        mma.mma_source(4096, 14336, 32, 4)
