@@ -4,7 +4,7 @@ products run as `mma.sync.m16n8k16` (f16 inputs, f32 accumulation) instead of an
 subtraction and an FMA per byte on the CUDA cores (the coalesced GEMV's ~4.5 instructions a byte,
 `bench/RESULTS.md`, which keep it under 80 % of the read ceiling).
 
-    python bench/gemv_mma.py [--shapes 4096x4096,14336x4096,4096x14336] [--try w4u8,w8u4] [--reps 20]
+    python bench/gemv_mma.py [--shapes 4096x4096,14336x4096,4096x14336] [--try w4u8,w4u1a6] [--reps 20]
 
 The kernel (`mma_kernel(n, k, warps, unroll)`): a block of `warps` warps takes 16 rows, each warp a
 contiguous `1/warps` of the row's Q8_0 blocks (split-K), `unroll` blocks' loads issued before use.
@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SHAPES = "4096x4096,14336x4096,4096x14336"
-_TRY = re.compile(r"w(\d+)u(\d+)$")
+_TRY = re.compile(r"w(\d+)u(\d+)(?:a(\d+)(x)?)?$")
 
 _MMA = ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, "
         "{$10, $11, $12, $13};")
@@ -182,13 +182,103 @@ def gemv_mma(qs, dw, xp, y, inv):
 """
 
 
-def mma_kernel(n: int, k: int, warps: int, unroll: int):
+def mma_pipelined_source(n: int, k: int, warps: int, stages: int, xcopy: bool = False) -> str:
+    """`mma_source` with the weights, scales and x's pieces through an async-copy pipeline `stages`
+    deep (one Q8_0 block a step): each thread copies its 8 bytes of rows g and g + 8, their two scales
+    and with `xcopy` (lanes g < 3) its 16 bytes of x's piece g (else read from global, L1-resident,
+    at use) into its own shared-memory slots (`cp.async`), `stages - 1` blocks ahead, and waits for
+    its own oldest copies only, so the bytes in flight are not held in registers (ptxas interleaves a register loop's loads with the previous step's
+    arithmetic: one block in flight a thread)."""
+    nb = k // 32
+    if n % 16 or k % 32 or nb % warps or stages < 2:
+        raise ValueError(f"{n}x{k}: needs N % 16 == 0, K/32 a multiple of warps ({warps}) and 2 stages or more")
+    per = nb // warps
+    threads = 32 * warps
+
+    def slot(i: int) -> str:
+        return f"({i * threads} + tid)"
+
+    def issue(t: str, i: int) -> list[str]:
+        return [f"cp_async8(sq, {slot(i)} * 4, qs, pa + ({t}) * 32)",
+                f"cp_async8(sq, {slot(i)} * 4 + 2, qs, pb + ({t}) * 32)",
+                f"cp_async4(sd, {slot(i)} * 2, dw, ea + ({t}))",
+                f"cp_async4(sd, {slot(i)} * 2 + 1, dw, eb + ({t}))"] + (
+                ["if g < 3:", f"    cp_async16(sx, {slot(i)} * 4, xp, px + ({t}) * 16)"] if xcopy else [])
+
+    L: list[str] = []
+    for t in range(stages - 1):
+        if t < per:
+            L += issue(str(t), t)
+        L.append("cp_async_commit()")
+    L.append(f"for t0 in range(0, {per}, {stages}):")
+    for i in range(stages):
+        body = [f"if t0 + {i + stages - 1} < {per}:"]
+        body += ["    " + ln for ln in issue(f"t0 + {i + stages - 1}", (i + stages - 1) % stages)]
+        body += ["cp_async_commit()", f"cp_async_wait({stages - 1})",
+                 f"a0, a1, b0, b1 = lda_i32x4(sq, {slot(i)} * 4)",
+                 f"sa = sd[{slot(i)} * 2]", f"sb = sd[{slot(i)} * 2 + 1]",
+                 "if g < 3:", f"    x0, x1, x2, x3 = lda_i32x4(sx, {slot(i)} * 4)" if xcopy else
+                 f"    x0, x1, x2, x3 = ld_i32x4(xp, px + (t0 + {i}) * 16)",
+                 "else:", "    x0 = x1 = x2 = x3 = int32(0)",
+                 "la, ha = q8x4_f16x2(a0)", "lb, hb = q8x4_f16x2(b0)",
+                 "d0, d1, d2, d3 = mma_f16(la, lb, ha, hb, x0, x1, z, z, z, z)",
+                 "la, ha = q8x4_f16x2(a1)", "lb, hb = q8x4_f16x2(b1)",
+                 "d0, d1, d2, d3 = mma_f16(la, lb, ha, hb, x2, x3, d0, d1, d2, d3)",
+                 "acc_a += sa * (d0 + d1)", "acc_b += sb * (d2 + d3)"]
+        if per % stages and i >= per % stages:
+            L.append(f"    if t0 + {i} < {per}:")
+            L += ["        " + ln for ln in body]
+        else:
+            L += ["    " + ln for ln in body]
+    body = "\n".join("    " + ln for ln in L)
+    return f"""\
+@cuda.jit(launch_bounds={threads})
+def gemv_mma(qs, dw, xp, y, inv):
+    red = cuda.shared.array({16 * warps}, float32)
+    sq = cuda.shared.array({4 * stages * threads}, int32, alignment=16)
+    sx = cuda.shared.array({4 * stages * threads if xcopy else 4}, int32, alignment=16)
+    sd = cuda.shared.array({2 * stages * threads}, float32)
+    tid = cuda.threadIdx.x
+    lane = tid % 32
+    warp = tid // 32
+    g = lane >> 2
+    t = lane & 3
+    row0 = cuda.blockIdx.x * 16
+    b0w = warp * {per}
+    pa = (row0 + g) * {k} + 8 * t + b0w * 32
+    pb = (row0 + g + 8) * {k} + 8 * t + b0w * 32
+    ea = (row0 + g) * {nb} + b0w
+    eb = (row0 + g + 8) * {nb} + b0w
+    px = min(g, 2) * {k // 2} + 4 * t + b0w * 16
+    z = float32(0.0)
+    acc_a = float32(0.0)
+    acc_b = float32(0.0)
+{body}
+    acc_a += cuda.shfl_xor_sync(0xFFFFFFFF, acc_a, 1)
+    acc_b += cuda.shfl_xor_sync(0xFFFFFFFF, acc_b, 1)
+    if t == 0:
+        red[warp * 16 + g] = acc_a
+        red[warp * 16 + g + 8] = acc_b
+    cuda.syncthreads()
+    if warp == 0 and lane < 16:
+        s = red[lane]
+        for w in range(1, {warps}):
+            s += red[w * 16 + lane]
+        y[row0 + lane] = s * inv[0]
+"""
+
+
+def mma_kernel(n: int, k: int, warps: int, unroll: int, stages: int = 0, xcopy: bool = False):
+    """The compiled kernel: `mma_source` (registers), or `mma_pipelined_source` when `stages`."""
     from numba import cuda, float32, int32
 
-    from fwdshim.codegen.intrinsics import ld_i32x4
+    from fwdshim.codegen import intrinsics as I
 
-    ns = dict(cuda=cuda, float32=float32, int32=int32, ld_i32x4=ld_i32x4, **_intrinsics())
-    exec(compile(mma_source(n, k, warps, unroll), f"<gemv_mma {n}x{k} w{warps}u{unroll}>", "exec"), ns)  # noqa: S102
+    ns = dict(cuda=cuda, float32=float32, int32=int32, ld_i32x4=I.ld_i32x4, lda_i32x4=I.lda_i32x4,
+              cp_async4=I.cp_async4, cp_async16=I.cp_async16, cp_async8=I.intrinsic(I._cp_async(8, "cp_async8")),
+              cp_async_commit=I.cp_async_commit, cp_async_wait=I.cp_async_wait, **_intrinsics())
+    src = mma_pipelined_source(n, k, warps, stages, xcopy) if stages else mma_source(n, k, warps, unroll)
+    exec(compile(src, f"<gemv_mma {n}x{k} w{warps}u{unroll}a{stages}>", "exec"), ns)  # noqa: S102
     return ns["gemv_mma"]
 
 
@@ -213,14 +303,14 @@ def split_x(x: np.ndarray) -> tuple[np.ndarray, np.float32]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--shapes", default=SHAPES, help=f"N x K pairs (default {SHAPES})")
-    ap.add_argument("--try", dest="tries", default="w4u8,w8u4,w8u8,w16u2,w16u4,w32u2,w32u4", help="warps and unroll tags, e.g. w4u8")
+    ap.add_argument("--try", dest="tries", default="w4u8,w8u4,w8u8,w16u2,w16u4,w32u2,w32u4", help="warps, unroll and (async-copy) stages tags, e.g. w4u8, w4u1a6 (x's pieces too: w4u1a6x)")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--results", type=Path, help="append the table to this markdown file")
     args = ap.parse_args(argv)
     try:
         shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",") if s]
-        tries = [tuple(int(v) for v in _TRY.match(t).groups()) for t in args.tries.split(",") if t]
-    except (ValueError, AttributeError):
+        tries = [(int(m[1]), int(m[2]), int(m[3] or 0), bool(m[4])) for m in (_TRY.match(t) for t in args.tries.split(",") if t)]
+    except (ValueError, AttributeError, TypeError):
         ap.error(f"--shapes {args.shapes!r} / --try {args.tries!r}: N x K pairs and w<warps>u<unroll> tags")
     from gemv import Timer, Weights, gpu_ceiling, launches_for, print_table, require_gpu, time_kernel
 
@@ -251,13 +341,14 @@ def main(argv: list[str] | None = None) -> int:
         print(lines[-1], flush=True)
         pieces, inv = split_x(xh)
         xp, dinv = cuda.to_device(pieces), cuda.to_device(np.array([inv], np.float32))
-        for warps, unroll in tries:
+        for warps, unroll, stages, xcopy in tries:
+            tag = f"w{warps}u{unroll}" + (f"a{stages}" if stages else "") + ("x" if xcopy else "")
             try:
-                kern = mma_kernel(n, k, warps, unroll)
+                kern = mma_kernel(n, k, warps, unroll, stages, xcopy)
                 kern[n // 16, 32 * warps](w.qs[0], w.dw[0], xp, w.y, dinv)
                 cuda.synchronize()
             except Exception as e:  # noqa: BLE001 - a variant that does not build is reported
-                lines.append(f"| {n} x {k} | mma w{warps}u{unroll} | {type(e).__name__}: {str(e)[:120]} | | |")
+                lines.append(f"| {n} x {k} | mma {tag} | {type(e).__name__}: {str(e)[:120]} | | |")
                 print(lines[-1], flush=True)
                 continue
             err = np.abs(w.y.copy_to_host() - ref).max() / scale
@@ -270,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
             ms = timer.replay_ms(timer.graph(record), args.reps) / launches
             regs = kern.get_regs_per_thread()
             regs = next(iter(regs.values())) if isinstance(regs, dict) else regs
-            lines.append(f"| {n} x {k} | mma w{warps}u{unroll} ({regs} regs) | {ms * 1e3:.2f} | {nbytes / ms / 1e6 / ceiling:.1%} | {err:.1e} |")
+            lines.append(f"| {n} x {k} | mma {tag} ({regs} regs) | {ms * 1e3:.2f} | {nbytes / ms / 1e6 / ceiling:.1%} | {err:.1e} |")
             print(lines[-1], flush=True)
         del w
     return print_table(lines, args.results)
