@@ -112,3 +112,60 @@ def test_cli_profile_needs_a_gpu(tmp_path, capsys, monkeypatch):
     assert err.startswith("fwdshim: error:") and "CUDA GPU" in err  # the simulator is no GPU
     assert cli.main(["profile", "--model", "x.gguf", "--fill", "-1"]) == 1
     assert "--fill -1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "regs, shared, threads, blocks, limiter",
+    [
+        (116, 2180, 128, 4, "registers"),  # Llama-3-8B's attention on the H200: 528 blocks a wave
+        (137, 2180, 128, 3, "registers"),  # 137 rounds up to 144 a thread
+        (95, 40960, 128, 5, "registers"),  # the gate/up launch: 5 by registers and by shared memory
+        (32, 48000, 128, 4, "shared memory"),  # 48000 + 1024 reserved a block
+        (16, 0, 1024, 2, "threads"),
+        (16, 0, 32, 32, "blocks"),
+    ],
+)
+def test_occupancy(regs, shared, threads, blocks, limiter):
+    assert P.occupancy(regs, shared, threads) == (blocks, limiter)
+
+
+def test_occupancy_columns_and_waves():
+    """With the kernels' registers and shared memory the table gives blocks an SM, the limit and the
+    grid in waves; a kernel without them keeps empty columns."""
+    plan = _plan()
+    prof = _profile(plan)
+    gate = next(k for k in prof.kernels() if k.kernel.startswith("gemv"))
+    prof.occupancy = {gate.kernel: P.Occupancy(regs=200, shared=0)}
+    prof.limits = P.SMLimits(sms=2)
+    rows = {k.kernel: k for k in prof.kernels()}
+    rec = next(r for r in prof.records if r.kernel == gate.kernel)
+    threads = rec.block[0]
+    n, limiter = P.occupancy(200, 0, threads, prof.limits)
+    assert rows[gate.kernel].blocks_per_sm == n and rows[gate.kernel].limiter == limiter == "registers"
+    assert rows[gate.kernel].waves == pytest.approx(rec.grid[0] * rec.grid[1] / (n * 2))
+    line = next(line for line in prof.table().splitlines() if line.startswith(f"| {gate.kernel} |"))
+    assert line.endswith(f"| 200 | {n} (registers) | {rows[gate.kernel].waves:.2f} |")
+    other = next(line for line in prof.table().splitlines() if line.startswith("| ") and gate.kernel not in line and "kernel" not in line)
+    assert other.endswith("|  |  |  |")
+    assert json.loads(prof.to_json())["sm_limits"]["sms"] == 2
+
+
+@pytest.mark.gpu
+def test_profile_on_the_gpu_reads_each_kernels_occupancy(tmp_path, monkeypatch):
+    """On a GPU (`FWDSHIM_GPU=1`): a tiny model's profile gives every kernel its registers, shared
+    memory, blocks an SM (at least one) and waves, on an SM of the device's own limits."""
+    from numba import cuda
+    from test_cli import tiny
+
+    from fwdshim.codegen.kernel import simulating
+    from fwdshim.frontend.importer import import_gguf
+
+    if simulating():
+        pytest.skip("the gpu suite runs on a device (FWDSHIM_GPU=1), not the simulator")
+    monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
+    prof = P.profile_model(import_gguf(tiny(tmp_path), context=16), "dequant", fill=3, reps=3)
+    assert prof.limits.sms == cuda.get_current_device().MULTIPROCESSOR_COUNT
+    rows = prof.kernels()
+    assert rows and all(k.regs and k.regs <= 255 and k.blocks_per_sm >= 1 and k.waves > 0 for k in rows), rows
+    assert any(k.shared > 0 for k in rows)  # the norms' and the attention's shared rows
+    print("\n" + prof.table())

@@ -17,6 +17,10 @@ to `fill` and times, on the GPU:
 and write (`launch_bytes`: every array argument whole, except a cache: the `fill` rows an attention
 reads, the one row an append writes), its time, GB/s (bytes read + written over the time), share of
 the read ceiling and share of the step (its time over the sum of all launches' times).
+Each kernel's occupancy (`Occupancy`, read from the compiled kernel on the GPU): registers a thread,
+static shared memory a block, the blocks an SM holds at once and what limits them (`occupancy`: the
+registers, the shared memory, the threads or the blocks an SM has, `SMLimits`), and its grid in waves
+of that many blocks on every SM — a grid just past a whole number of waves runs a thin last wave.
 `table()` prints one row per kernel sorted by its time in the step, `families()` sums by kernel
 family (the kernel name up to its sizes: `gemv_q8_0_int8`, `attention_one_word`, ...), `to_json()`,
 `plot(path)` draws the families as a PNG bar chart (matplotlib, the `profile` extra). The table and
@@ -104,6 +108,46 @@ def launch_family(launch: Launch) -> str:
     return "+".join(dict.fromkeys(family(h.name) for h in launch.holds))
 
 
+@dataclass(frozen=True)
+class SMLimits:
+    """What one streaming multiprocessor holds (defaults: the H200's, sm_90): `sms` of them, `regs`
+    32-bit registers (allocated a warp at a time in units of `reg_unit`), `shared` bytes of shared
+    memory (each block also takes `reserved_shared`), `threads` threads and `blocks` blocks."""
+
+    sms: int = 132
+    regs: int = 65536
+    reg_unit: int = 256
+    shared: int = 233472
+    reserved_shared: int = 1024
+    threads: int = 2048
+    blocks: int = 32
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """A kernel as compiled: `regs` registers a thread, `shared` bytes of static shared memory a block."""
+
+    regs: int
+    shared: int
+
+
+def occupancy(regs: int, shared: int, threads: int, limits: SMLimits = SMLimits()) -> tuple[int, str]:
+    """(blocks an SM holds at once, what limits them: `registers`, `shared memory`, `threads` or
+    `blocks`) for a block of `threads` threads using `regs` registers a thread and `shared` bytes of
+    shared memory, by CUDA's occupancy rules (registers rounded up to `limits.reg_unit` a warp).
+    E.g. 116 registers x 128 threads on an H200: 4 blocks an SM, limited by the registers."""
+    warps = -(-threads // 32)
+    per_warp = -(-regs * 32 // limits.reg_unit) * limits.reg_unit
+    by = {
+        "registers": limits.regs // max(1, per_warp * warps),
+        "shared memory": limits.shared // (shared + limits.reserved_shared),
+        "threads": limits.threads // (warps * 32),
+        "blocks": limits.blocks,
+    }
+    n = min(by.values())
+    return n, next(k for k, v in by.items() if v == n)
+
+
 def records_of(plan: LaunchPlan, fill: int) -> list[LaunchRecord]:
     """One untimed record per launch of `plan`, in graph order, with its bytes at fill `fill`."""
     out = []
@@ -127,19 +171,27 @@ class KernelRow:
     gbs: float
     ceiling_share: float
     step_share: float
+    regs: int | None = None
+    shared: int | None = None
+    blocks_per_sm: int | None = None
+    limiter: str | None = None
+    waves: float | None = None
 
 
 @dataclass
 class Profile:
     """The timed launches of one step (module docstring). `ceiling_gbs`: the read ceiling;
     `step_us`: the step's graph replayed; `floor_us`: an empty kernel's launch; `meta`: what was
-    profiled (model, numerics, fill, GPU)."""
+    profiled (model, numerics, fill, GPU); `occupancy`: each kernel's registers and shared memory
+    (by name; a kernel missing has no occupancy columns) on an SM of `limits`."""
 
     records: list[LaunchRecord]
     ceiling_gbs: float
     step_us: float | None = None
     floor_us: float | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    occupancy: dict[str, Occupancy] = field(default_factory=dict)
+    limits: SMLimits = SMLimits()
 
     @property
     def sum_us(self) -> float:
@@ -164,8 +216,15 @@ class Profile:
             us = total / len(rs)
             read, written = rs[0].read, rs[0].written
             gbs = self._gbs(read + written, us)
-            rows.append(KernelRow(name, rs[0].family, len(rs), us, total, read, written, gbs,
-                                  gbs / self.ceiling_gbs if self.ceiling_gbs else 0.0, self._share(total)))  # fmt: skip
+            row = KernelRow(name, rs[0].family, len(rs), us, total, read, written, gbs,
+                            gbs / self.ceiling_gbs if self.ceiling_gbs else 0.0, self._share(total))  # fmt: skip
+            occ = self.occupancy.get(name)
+            if occ is not None:
+                threads = math.prod(rs[0].block)
+                n, limiter = occupancy(occ.regs, occ.shared, threads, self.limits)
+                row.regs, row.shared, row.blocks_per_sm, row.limiter = occ.regs, occ.shared, n, limiter
+                row.waves = math.prod(rs[0].grid) / (n * self.limits.sms) if n else math.inf
+            rows.append(row)
         return sorted(rows, key=lambda k: (-k.total_us, k.kernel))
 
     def families(self) -> list[tuple[str, int, float, int, float]]:
@@ -190,13 +249,15 @@ class Profile:
             + (f"; the step's graph {self.step_us:.1f} us" if self.step_us is not None else "")
             + (f"; an empty launch {self.floor_us:.2f} us" if self.floor_us is not None else ""),
             "",
-            "| kernel | launches | us each | us in step | share of step | read KB | written KB | GB/s | of ceiling |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| kernel | launches | us each | us in step | share of step | read KB | written KB | GB/s | of ceiling "
+            "| regs | blocks/SM (limit) | waves |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for k in self.kernels():
+            occ = f"{k.regs} | {k.blocks_per_sm} ({k.limiter}) | {k.waves:.2f}" if k.regs is not None else " |  | "
             head.append(
                 f"| {k.kernel} | {k.launches} | {k.us:.2f} | {k.total_us:.1f} | {k.step_share:.1%} | "
-                f"{k.read / 1e3:.1f} | {k.written / 1e3:.1f} | {k.gbs:.0f} | {k.ceiling_share:.1%} |"
+                f"{k.read / 1e3:.1f} | {k.written / 1e3:.1f} | {k.gbs:.0f} | {k.ceiling_share:.1%} | {occ} |"
             )
         return "\n".join(head) + "\n"
 
@@ -208,6 +269,7 @@ class Profile:
                 "step_us": self.step_us,
                 "floor_us": self.floor_us,
                 "sum_us": self.sum_us,
+                "sm_limits": asdict(self.limits),
                 "kernels": [asdict(k) for k in self.kernels()],
                 "families": [dict(family=f, launches=n, us=us, bytes=b, step_share=s) for f, n, us, b, s in self.families()],
                 "launches": [asdict(r) for r in self.records],
@@ -374,6 +436,45 @@ def time_kernels(runtime, fill: int, reps: int = 20, min_launches: int = 32) -> 
     return out
 
 
+def _one(v) -> int:
+    """A Numba dispatcher's per-signature answer (a dict of one) as its value."""
+    return int(next(iter(v.values())) if isinstance(v, dict) else v)
+
+
+def kernel_occupancy(plan) -> dict[str, Occupancy]:
+    """Each distinct kernel of `plan` as compiled for the current GPU: registers a thread and static
+    shared memory a block (Numba's `get_regs_per_thread`, `get_shared_mem_per_block`)."""
+    out: dict[str, Occupancy] = {}
+    for launch in plan.launches:
+        k = launch.kernel
+        if k.name not in out:
+            out[k.name] = Occupancy(_one(k.fn.get_regs_per_thread()), _one(k.fn.get_shared_mem_per_block()))
+    return out
+
+
+def device_limits() -> SMLimits:
+    """The current GPU's `SMLimits` (an attribute the driver does not give keeps the H200's)."""
+    from numba import cuda
+
+    dev = cuda.get_current_device()
+    d = SMLimits()
+
+    def get(name: str, default: int) -> int:
+        try:
+            return int(getattr(dev, name))
+        except Exception:  # noqa: BLE001 - an attribute this driver or Numba does not know
+            return default
+
+    return SMLimits(
+        sms=get("MULTIPROCESSOR_COUNT", d.sms),
+        regs=get("MAX_REGISTERS_PER_MULTIPROCESSOR", d.regs),
+        shared=get("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", d.shared),
+        reserved_shared=get("RESERVED_SHARED_MEMORY_PER_BLOCK", d.reserved_shared),
+        threads=get("MAX_THREADS_PER_MULTIPROCESSOR", d.threads),
+        blocks=get("MAX_BLOCKS_PER_MULTIPROCESSOR", d.blocks),
+    )
+
+
 def profile_runtime(runtime, fill: int, reps: int = 20, meta: Mapping[str, Any] | None = None) -> Profile:
     """The `Profile` of a captured `CompiledForward` at cache fill `fill` (module docstring)."""
     import warnings
@@ -393,7 +494,8 @@ def profile_runtime(runtime, fill: int, reps: int = 20, meta: Mapping[str, Any] 
     name = cuda.get_current_device().name
     gpu = name.decode() if isinstance(name, bytes) else str(name)
     info = {"fill": fill, "gpu": gpu, **(meta or {})}
-    return Profile(records, _read_ceiling(timer, reps), step_us, _floor_us(timer, reps), info)
+    return Profile(records, _read_ceiling(timer, reps), step_us, _floor_us(timer, reps), info,
+                   kernel_occupancy(runtime.plan), device_limits())
 
 
 def profile_model(model, numerics: str = "dequant", fill: int = 0, reps: int = 20, name: str | None = None) -> Profile:
