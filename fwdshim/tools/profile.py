@@ -292,7 +292,7 @@ class Profile:
         ax.barh(names, times, color="#4c72b0")
         for i, (_, n, us, b, share) in enumerate(fams):
             gbs = self._gbs(b, us)
-            ax.text(us, i, f" {share:.1%}, {n} launches, {gbs:.0f} GB/s", va="center", fontsize=8)
+            ax.text(us, i, f" {share:.1%}, {n} launch{'' if n == 1 else 'es'}, {gbs:.0f} GB/s", va="center", fontsize=8)
         ax.set_xlabel("time in one step (us)")
         ax.set_ylabel("kernel family")
         m = self.meta
