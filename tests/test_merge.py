@@ -488,3 +488,19 @@ def test_pair_epilogues_are_bit_for_bit_their_stages(numerics):
     p1 = _tiny_layer_bit_for_bit(numerics)
     pair = [x for x in p1.merged if "_pair_silu_mul_" in x.kernel.source]
     assert len(pair) == 1 and pair[0].holds[-1].name.startswith("fused_chain_silu_mul_")
+
+
+def test_one_wave_launch_bounds(monkeypatch):
+    """`merge.one_wave_blocks`: the blocks an SM that run a merged grid in one wave (132 SMs here),
+    only when 2..ONE_WAVE_BLOCKS and within the threads and the shared memory an SM holds."""
+    from fwdshim.codegen import merge
+
+    pipeline = "sq = cuda.shared.array(8192, int32, alignment=16)\nsd = cuda.shared.array(2048, float32)\n"  # 40 KiB
+    assert merge.one_wave_blocks(384, 256, pipeline) == 3  # Llama-3-8B's Q/K/V launch: 1.45 waves unbounded
+    assert merge.one_wave_blocks(896, 128, pipeline) == 0  # 7 an SM: past the 5 its 40 KiB allow
+    assert merge.one_wave_blocks(896, 128, "") == 7
+    assert merge.one_wave_blocks(1536, 128, "") == 0  # 12 an SM: past ONE_WAVE_BLOCKS
+    assert merge.one_wave_blocks(120, 256, pipeline) == 0  # one block an SM is no bound
+    assert merge.one_wave_blocks(400, 1024, "") == 0  # 4 blocks of 1024 threads: past 2048 threads
+    monkeypatch.setattr(merge, "ONE_WAVE", False)
+    assert merge.one_wave_blocks(384, 256, pipeline) == 0

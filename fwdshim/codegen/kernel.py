@@ -55,6 +55,24 @@ def simulating() -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
+SMS = 132
+"""The streaming multiprocessors `sm_count` assumes where there is no GPU to ask (an H200's)."""
+
+
+@functools.cache
+def sm_count() -> int:
+    """The current GPU's streaming multiprocessors (grids sized in waves of blocks); `SMS` under the
+    simulator or without a GPU."""
+    if simulating():
+        return SMS
+    try:
+        from numba import cuda
+
+        return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+    except Exception:  # noqa: BLE001 - no driver, no device: plan for the H200
+        return SMS
+
+
 def cache_dir() -> Path:
     """The directory generated kernel modules are written to (created on demand)."""
     root = os.environ.get(CACHE_ENV)

@@ -58,7 +58,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from fwdshim.codegen.kernel import LATE_WAIT, Kernel, Param, build, indent, simulating
+from fwdshim.codegen.kernel import LATE_WAIT, Kernel, Param, build, indent, simulating, sm_count
 
 TAIL_THREADS = 4096
 """The most threads (grid x block) a tail may have: its work runs on one block, a round of the launch's
@@ -69,6 +69,36 @@ launches of their own: as the gate/up launch's tails they ran ~112 rounds each o
 Measured on the H200 (was 16384): Llama-3-8B's 32-layer step went from 7354 / 8436 us (dequant /
 int8-act) to 4202 / 3647 us with this and the same day's small-kernel latency work together; the two
 own launches take 1.6-1.7 us each (`fwdshim profile`)."""
+
+ONE_WAVE = True
+"""Whether a merged launch whose grid would fit in one wave at 2 to `ONE_WAVE_BLOCKS` blocks an SM
+(its shared memory allowing) gets CUDA launch bounds of that many blocks an SM (`one_wave_blocks`):
+ptxas then keeps a thread's registers within them. Llama-3-8B's dequantizing Q/K/V launch (384
+blocks of 256 threads, eight-warp GEMVs) took 117 registers, 2 blocks an SM: 1.45 waves (`fwdshim
+profile`, H200, 2026-12-01); bounded, 80 registers (32 bytes spilled, ptxas 13.0) and 3 blocks an SM,
+one wave: the 32-layer step 3244.6 -> 3153.4 us a token (`bench/decode_step.py`, one device call,
+the same greedy tokens). Of the default plans only that launch changes: the others fit in one wave
+already or need more blocks an SM than their shared memory or `ONE_WAVE_BLOCKS` allow."""
+
+ONE_WAVE_BLOCKS = 8
+"""The most blocks an SM `ONE_WAVE` asks for (more would squeeze the registers a thread too far)."""
+
+_ANY_SHARED = re.compile(r"cuda\.shared\.array\((\d+), (\w+)")
+
+
+def one_wave_blocks(total: int, block: int, src: str) -> int:
+    """The launch bounds (blocks an SM, 0 for none) of a merged launch of `total` blocks of `block`
+    threads whose source is `src` (`ONE_WAVE`): the blocks an SM that run the grid in one wave on the
+    current GPU (`kernel.sm_count`), when that is 2 to `ONE_WAVE_BLOCKS` and within what the threads
+    and the static shared memory an SM allow (every shared array of `src` counted, at 1 KiB reserved
+    a block, an H200's 228 KiB an SM)."""
+    if not ONE_WAVE:
+        return 0
+    need = -(-total // sm_count())
+    shared = sum(int(n) * np.dtype(t).itemsize for n, t in _ANY_SHARED.findall(src))
+    fits = min(ONE_WAVE_BLOCKS, 2048 // block, 233472 // (shared + 1024))
+    return need if 2 <= need <= fits else 0
+
 
 MAX_GRID = 2**31 - 1
 """The most blocks of a merged launch (CUDA's grid along x): its parts' blocks end to end."""
@@ -621,10 +651,13 @@ if cuda.threadIdx.x == 0:
     # every block runs one part first: when each part waits for earlier launches itself, after its
     # weight copies (`gemv.PRE_WAIT`), the launch adds no wait of its own at its top
     late = not pro and all(LATE_WAIT in _body(k) for k in par)
-    src = "\n\n\n".join(fns) + f"""
+    fns_src = "\n\n\n".join(fns)
+    waves = 0 if simulating() else one_wave_blocks(total, block, fns_src + body)
+    bounds = f", launch_bounds=({block}, {waves})" if waves else ""  # the simulator's `cuda.jit` takes none
+    src = fns_src + f"""
 
 
-@cuda.jit(cache=True)
+@cuda.jit(cache=True{bounds})
 def merged_k({sig}):
     _flag = cuda.shared.array(1, int32)
     _b = cuda.blockIdx.x
