@@ -121,6 +121,17 @@ def test_help_explains_every_command_and_option(capsys):
     assert "COMMAND --help" in capsys.readouterr().out
 
 
+def test_no_command_is_the_help_on_stderr_and_status_2(capsys):
+    """Bare `fwdshim` is a command line missing its command: the help goes to stderr, exit status 2
+    (it printed the help on stdout and exited 0, as if it had done something)."""
+    assert cli.main([]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("usage: fwdshim [-h] [--version] COMMAND ...\n")
+    assert all(f"\n    {c}" in err for c in ("import", "fetch-model", "run", "profile")) and "COMMAND --help" in err
+    proc = subprocess.run([EXE], capture_output=True, text=True)
+    assert (proc.returncode, proc.stdout) == (2, "") and proc.stderr.startswith("usage: fwdshim [-h] [--version] COMMAND")
+
+
 @pytest.mark.parametrize(
     "argv, why",
     [

@@ -16,7 +16,7 @@ A user error (a bad command line, a missing, truncated or non-GGUF file, an unsu
 refused step, an output that cannot be written) prints one line `fwdshim: error: ...` naming the
 file or the argument and exits 1, without a traceback; Ctrl-C prints `fwdshim: interrupted` and exits
 130. Anything else is a bug: one line `fwdshim: internal error: ...` (`FWDSHIM_TRACEBACK=1` shows
-the traceback), exit 1.
+the traceback), exit 1. `fwdshim` without a command prints its help on stderr and exits 2.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def _check_cache() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `fwdshim`. Returns the exit status (0 ok, 1 an error, 130 interrupted)."""
+    """Entry point of `fwdshim`. Returns the exit status (0 ok, 1 an error, 2 no command, 130 interrupted)."""
     import warnings
 
     warnings.formatwarning = lambda message, *_args, **_kw: f"fwdshim: warning: {message}\n"
@@ -188,9 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         if extra:  # argparse's top-level parser names itself; the options are the command's
             where = f"fwdshim {args.command}" if args.command else "fwdshim"
             raise UsageError(f"unrecognized arguments: {' '.join(extra)} (`{where} --help` lists the options)")
-        if args.command is None:
-            parser.print_help()
-            return 0
+        if args.command is None:  # as a CLI missing its required command: the help, on stderr, status 2
+            parser.print_help(sys.stderr)
+            return 2
         _check_cache()
         commands = {"import": _import, "fetch-model": _fetch, "run": _run, "profile": _profile}
         return commands[args.command](args, out)
