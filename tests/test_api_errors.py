@@ -9,12 +9,15 @@ from xdsl.dialects.builtin import ModuleOp
 
 from fwdshim import reference as R
 from fwdshim.classes import ClassId, Q8MatKind
-from fwdshim.frontend.export import random_llama, write_llama
+from fwdshim.frontend.export import byte_vocab, random_llama, write_llama
 from fwdshim.frontend.gguf_model import LlamaParams, ModelError
 from fwdshim.frontend.importer import import_gguf
+from fwdshim.frontend.tokenizer import GGUFTokenizer
 from fwdshim.passes.fuse import unfused_guards
 from fwdshim.shim.forward import ForwardShim, kernel_refusal
 from fwdshim.shim.report import report_json, report_table
+from fwdshim.tools.profile import profile_model
+from fwdshim.tools.runner import Decoder, RunError, generate, gpu_available
 
 TINY = LlamaParams(n_layer=1, d=64, ff=96, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
                    vocab=257, context_length=64)  # fmt: skip
@@ -69,6 +72,38 @@ def test_import_gguf_checks_context_and_never_writes_over_the_model(tmp_path):
         import_gguf(path, sidecar=path)
     assert path.read_bytes() == before
     assert import_gguf(path, context=32).context == 32
+
+
+def test_api_errors_name_the_parameter_not_the_cli_flag(tmp_path):
+    """A Python caller passed `requantize=`, `device=`, `fill=`, `context=`: the error names that
+    parameter, never the CLI's `--requantize`, `--device`, `--fill`, `--context`, `--chat` (it did)."""
+    path = write_llama(tmp_path / "m.gguf", TINY, random_llama(TINY, seed=5), vocab=byte_vocab())
+    with pytest.raises(ModelError) as e:
+        import_gguf(path, requantize="q9")
+    assert str(e.value) == f"{path}: unknown requantize='q9' (expected one of: 'q8_0', 'none')"
+    model = import_gguf(path, requantize="none", context=2)
+    with pytest.raises(RunError) as e:
+        Decoder(model, device="tpu")
+    assert str(e.value) == "unknown device='tpu' (expected one of: 'auto', 'gpu', 'cpu')"
+    decoder = Decoder(model, device="cpu")
+    with pytest.raises(RunError) as e:
+        generate(decoder, [1, 2, 3], 1)
+    full = "the context of 2 positions is full (import_gguf(context=...) sets a larger one; Decoder.reset() starts over)"
+    assert str(e.value) == full
+    with pytest.raises(ValueError) as e:
+        profile_model(model, fill=2)
+    assert str(e.value) == "fill=2: the caches hold 0..1 rows (the context less one)"
+    with pytest.raises(ModelError) as e:
+        GGUFTokenizer(model.reader, path).chat("hi")
+    assert str(e.value) == f"{path}: the model has no chat template (`tokenizer.chat_template`)"
+
+
+@pytest.mark.skipif(gpu_available(), reason="a GPU is here: device='gpu' runs")
+def test_decoder_on_gpu_without_one_names_the_parameter(tmp_path):
+    model = import_gguf(write_llama(tmp_path / "m.gguf", TINY, random_llama(TINY, seed=5)), context=2)
+    with pytest.raises(RunError) as e:
+        Decoder(model, device="gpu")
+    assert str(e.value) == "device='gpu': no CUDA GPU (or no fwdshim GPU runtime) here; use device='cpu'"
 
 
 def test_reference_refuses_what_the_verifier_refuses():

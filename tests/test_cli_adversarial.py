@@ -30,6 +30,7 @@ from fwdshim.frontend.export import byte_vocab, copy_metadata, random_llama, wri
 from fwdshim.frontend.gguf_model import LlamaParams
 from fwdshim.frontend.importer import import_gguf
 from fwdshim.frontend.tokenizer import GGUFTokenizer
+from fwdshim.tools.runner import gpu_available
 import seeds
 
 TINY = LlamaParams(n_layer=2, d=64, ff=96, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
@@ -158,6 +159,13 @@ def test_no_command_is_the_help_on_stderr_and_status_2(capsys):
 def test_bad_command_line_is_one_line_before_any_work(capsys, argv, why):
     # `m` / `m.gguf` do not exist: the command line is judged before the model is looked at
     assert fails(capsys, argv, why) == ""
+
+
+@pytest.mark.skipif(gpu_available(), reason="a GPU is here: --device gpu runs")
+def test_device_gpu_without_one_is_the_flag_before_any_work(capsys):
+    # the flag, not the API's `device='gpu'`; `m` does not exist: said before the model is looked at
+    assert fails(capsys, ["run", "--model", "m", "--prompt", "x", "--device", "gpu"],
+                 "fwdshim: error: --device gpu: no CUDA GPU (or no fwdshim GPU runtime) here; use --device cpu\n") == ""
 
 
 def test_bad_command_line_from_the_console_script():

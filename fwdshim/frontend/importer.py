@@ -116,7 +116,7 @@ def import_gguf(
     path = Path(path)
     if requantize not in REQUANTIZE_MODES:
         raise ModelError(
-            f"{path}: unknown --requantize `{requantize}` (expected one of: {', '.join(REQUANTIZE_MODES)})"
+            f"{path}: unknown requantize={requantize!r} (expected one of: {', '.join(map(repr, REQUANTIZE_MODES))})"
         )
     if context is not None:
         if isinstance(context, bool) or not isinstance(context, int):

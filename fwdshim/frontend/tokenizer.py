@@ -168,7 +168,7 @@ class GGUFTokenizer:
         Raises: ModelError when the file has no chat template."""
         if not self.chat_template:
             raise ModelError(
-                f"{self.path}: the model has no chat template (`tokenizer.chat_template`); run without --chat"
+                f"{self.path}: the model has no chat template (`tokenizer.chat_template`)"
             )
         from jinja2 import TemplateError
         from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -186,7 +186,7 @@ class GGUFTokenizer:
         name = lambda i: self.tokens[i] if i is not None and 0 <= i < len(self.tokens) else ""  # noqa: E731
 
         def fails(why: str, line: str = "") -> ModelError:
-            return ModelError(f"{self.path}: the chat template (`tokenizer.chat_template`{line}) fails: {why}; run without --chat")
+            return ModelError(f"{self.path}: the chat template (`tokenizer.chat_template`{line}) fails: {why}")
 
         try:
             with _time_limit(TEMPLATE_SECONDS):

@@ -465,7 +465,8 @@ def _run(args, out: _Output) -> int:
 
     from fwdshim.frontend.importer import import_gguf
     from fwdshim.frontend.cache import damaged_cache_hint, models_dir, resolve_model
-    from fwdshim.tools.runner import Decoder, RunError, generate
+    from fwdshim.frontend.gguf_model import ModelError
+    from fwdshim.tools.runner import Decoder, generate, gpu_available
     from fwdshim.frontend.tokenizer import GGUFTokenizer
 
     if args.max_tokens < 1:
@@ -477,6 +478,8 @@ def _run(args, out: _Output) -> int:
         args.prompt.encode("utf-8")
     except UnicodeEncodeError:  # bytes that are not UTF-8 reach argv as lone surrogates
         raise UsageError("--prompt: not UTF-8 text") from None
+    if args.device == "gpu" and not gpu_available():  # before the import: nothing it does would help
+        raise UsageError("--device gpu: no CUDA GPU (or no fwdshim GPU runtime) here; use --device cpu")
     logits_out = _path_arg(args.logits_out, "--logits-out")
     if logits_out is not None:
         if _is_stdout(args.logits_out, logits_out):
@@ -501,7 +504,10 @@ def _run(args, out: _Output) -> int:
     tok = GGUFTokenizer(model.reader, model.gguf_path)
     for line in tok.warnings:
         print(f"fwdshim: warning: {line}", file=sys.stderr)
-    prompt = tok.chat(args.prompt) if args.chat else args.prompt
+    try:
+        prompt = tok.chat(args.prompt) if args.chat else args.prompt
+    except ModelError as e:  # the template's fault, said by the tokenizer; the way round it is a flag
+        raise ModelError(f"{e}; run without --chat") from None
     ids = tok.encode(prompt)
     if not ids:
         raise UsageError("--prompt: the text has no tokens")

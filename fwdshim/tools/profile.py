@@ -508,7 +508,7 @@ def profile_model(model, numerics: str = "dequant", fill: int = 0, reps: int = 2
     rt = CompiledForward(_func(module), model.weights)
     cap = rt.capacity()
     if cap is not None and not 0 <= fill <= cap:
-        raise ValueError(f"--fill {fill}: the caches hold 0..{cap} rows (the context less one)")
+        raise ValueError(f"fill={fill}: the caches hold 0..{cap} rows (the context less one)")
     p = model.params
     meta = {"model": name or model.gguf_path.name, "numerics": numerics, "layers": p.n_layer, "d": p.d, "context": model.context}
     return profile_runtime(rt, fill, reps, meta)

@@ -266,9 +266,9 @@ class Decoder:
 
     def __init__(self, model: ImportedModel, numerics: str = "dequant", device: str = "auto"):
         if device not in DEVICES:
-            raise RunError(f"unknown device `{device}` (expected one of: {', '.join(DEVICES)})")
+            raise RunError(f"unknown device={device!r} (expected one of: {', '.join(map(repr, DEVICES))})")
         if device == "gpu" and not gpu_available():
-            raise RunError("--device gpu: no CUDA GPU (or no fwdshim GPU runtime) here; use --device cpu")
+            raise RunError("device='gpu': no CUDA GPU (or no fwdshim GPU runtime) here; use device='cpu'")
         use_gpu = device == "gpu" or (device == "auto" and gpu_available())
         self.model = model
         self.params: LlamaParams = model.params
@@ -301,7 +301,7 @@ class Decoder:
     def step(self, token: int) -> np.ndarray:
         """Run the step for `token` at the next position; returns its logits (`float32 [vocab]`)."""
         if self.full:
-            raise RunError(f"the context of {self.capacity} positions is full (raise --context; Decoder.reset() starts over)")
+            raise RunError(f"the context of {self.capacity} positions is full (import_gguf(context=...) sets a larger one; Decoder.reset() starts over)")
         if not 0 <= token < self._embd.shape[0]:
             raise RunError(f"token id {token} is outside the vocabulary of {self._embd.shape[0]}")
         pos = self.pos
@@ -392,7 +392,7 @@ def _generate_on_device(
             raise RunError(f"token id {tok} is outside the vocabulary of {vocab}")
     start = decoder.pos
     if start + len(prompt) > decoder.capacity:
-        raise RunError(f"the context of {decoder.capacity} positions is full (raise --context; Decoder.reset() starts over)")
+        raise RunError(f"the context of {decoder.capacity} positions is full (import_gguf(context=...) sets a larger one; Decoder.reset() starts over)")
     gen = Generation(prompt_ids=prompt)
     t0 = time.perf_counter()
     loop.feed(start, prompt)
