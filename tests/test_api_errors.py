@@ -68,6 +68,9 @@ def test_import_gguf_checks_context_and_never_writes_over_the_model(tmp_path):
                          (True, "context True"), (1, "holds no cached row"), (12257, "holds at most 12256")):  # fmt: skip
         with pytest.raises(ModelError, match=why):
             import_gguf(path, context=context)
+    with pytest.raises(ModelError) as e:
+        import_gguf(path, context=1)
+    assert str(e.value) == f"{path}: a context of 1 position holds no cached row (need at least 2)"  # was `1 positions`
     with pytest.raises(ModelError, match="the sidecar for converted weights is the model itself"):
         import_gguf(path, sidecar=path)
     assert path.read_bytes() == before

@@ -83,7 +83,7 @@ def test_import_weights_option_chooses_the_converted_file(tmp_path, capsys):
     assert f"1 tensor converted into {side}" in capsys.readouterr().err
     assert not (tmp_path / "step.weights.gguf").exists()
     assert {t.name: t.tensor_type for t in gguf.GGUFReader(side).tensors}["blk.0.ffn_up.weight"] == QT.Q8_0
-    assert f"// weights: {side} (1 tensors converted by fwdshim)" in out.read_text()
+    assert f"// weights: {side} (1 tensor converted by fwdshim)" in out.read_text()
     # --weights with the IR on stdout; and never over the model or the IR itself
     assert cli.main(["import", str(path), "--requantize", "q8_0", "--weights", str(tmp_path / "s.gguf")]) == 0
     assert str(tmp_path / "s.gguf") in capsys.readouterr().out and (tmp_path / "s.gguf").is_file()

@@ -8,6 +8,7 @@ the importer un-permuted), fed the same Q8_0-rounded values.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -121,6 +122,17 @@ def test_step_signature_and_ops(tmp_path):
     assert len(norms) == 5 and all(isinstance(n.next_op, fwd.ElementwiseOp) for n in norms)
     assert all(abs(n.eps.value.data - 1e-5) < 1e-12 for n in norms)
     assert sum(isinstance(op, fwd.MatmulOp) for op in f.walk()) == 2 * 7 + 1
+
+
+def test_header_counts_one_in_the_singular(tmp_path):
+    """The IR's heading comment said `1 layers`, `1 heads / 1 kv heads`, `1 tensors converted`."""
+    one = dataclasses.replace(TINY, n_layer=1, d=32, h=1, kv=1, hd=32, rope_dim=32)
+    path, _ = tiny(tmp_path, params=one, types={"blk.0.ffn_up.weight": QT.Q4_1})
+    text = import_gguf(path, requantize="q8_0", sidecar=tmp_path / "side.gguf").text
+    assert text.startswith("// fwdshim import of tiny.gguf: llama, 1 layer, d 32, ff 96, 1 head / 1 kv head of 32, ")
+    assert f"// weights: {tmp_path / 'side.gguf'} (1 tensor converted by fwdshim)\n" in text
+    two = import_gguf(tiny(tmp_path, "two.gguf")[0], context=32).text
+    assert two.startswith("// fwdshim import of two.gguf: llama, 2 layers, d 64, ff 96, 4 heads / 2 kv heads of 16, ")
 
 
 def test_untied_output_reads_output_weight(tmp_path):

@@ -122,7 +122,8 @@ def import_gguf(
         if isinstance(context, bool) or not isinstance(context, int):
             raise ModelError(f"{path}: context {context!r}: a whole number of positions")
         if context < 2:
-            raise ModelError(f"{path}: a context of {context} positions holds no cached row (need at least 2)")
+            positions = "position" if context == 1 else "positions"
+            raise ModelError(f"{path}: a context of {context} {positions} holds no cached row (need at least 2)")
         if context > MAX_CONTEXT:
             raise ModelError(f"{path}: a context of {context} positions: the attention holds at most {MAX_CONTEXT}")
     if sidecar is not None and path.exists() and Path(sidecar).exists() and Path(sidecar).samefile(path):

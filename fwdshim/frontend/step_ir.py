@@ -126,15 +126,21 @@ def _moe(emit, weight, wt, p: LlamaParams, s: str, b: str, h1: str) -> str:
     return f"%{s}moe"
 
 
+def _count(n: int, noun: str) -> str:
+    """`1 layer`, `2 layers`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def describe(p: LlamaParams, source: Path, weights: Path, converted: dict[str, QT], context: int) -> str:
     """The comment lines heading an imported step: the model, where its weights are, the context."""
-    mix = f", {p.n_expert} experts top-{p.top_k}" if p.moe else ""
+    mix = f", {_count(p.n_expert, 'expert')} top-{p.top_k}" if p.moe else ""
     lines = [
-        f"// fwdshim import of {source.name}: llama, {p.n_layer} layers, d {p.d}, ff {p.ff}{mix}, "
-        f"{p.h} heads / {p.kv} kv heads of {p.hd}, rope base {p.rope_base:g}"
+        f"// fwdshim import of {source.name}: llama, {_count(p.n_layer, 'layer')}, d {p.d}, ff {p.ff}{mix}, "
+        f"{_count(p.h, 'head')} / {_count(p.kv, 'kv head')} of {p.hd}, rope base {p.rope_base:g}"
         + (" (frequencies divided by their rope factors)" if p.rope_factors else "")
         + f", vocab {p.vocab}",
-        f"// weights: {weights}" + (f" ({len(converted)} tensors converted by fwdshim)" if converted else ""),
+        f"// weights: {weights}"
+        + (f" ({_count(len(converted), 'tensor')} converted by fwdshim)" if converted else ""),
         "// the Q/K rows of each layer are un-permuted from GGUF's interleaved layout when loaded",
         f"// context capacity l = {context}; per token the runner passes the embedding row, the rope angles",
         "// and the cache rows written so far, and appends the returned k, v rows",
