@@ -206,7 +206,7 @@ def _bad_models(tmp_path: Path) -> dict[str, tuple[Path, str]]:
         "no heads": ({"llama.attention.head_count": (0, VT.UINT32)}, "`llama.attention.head_count` = 0"),
         "no kv heads": ({"llama.attention.head_count_kv": (0, VT.UINT32)}, "`llama.attention.head_count_kv` = 0"),
         "rope wider than head": ({"llama.rope.dimension_count": (32, VT.UINT32)},
-                                 "`llama.rope.dimension_count` = 32: rope turns an even number of a head's 16"),
+                                 "`llama.rope.dimension_count` = 32 but heads are 16 wide: a rope turns no more"),
         "odd rope": ({"llama.rope.dimension_count": (15, VT.UINT32)}, "`llama.rope.dimension_count` = 15"),
         "negative eps": ({"llama.attention.layer_norm_rms_epsilon": (-1.0, VT.FLOAT32)},
                          "`llama.attention.layer_norm_rms_epsilon` = -1.0: must be non-negative"),

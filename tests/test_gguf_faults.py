@@ -8,6 +8,7 @@ changed); beside each kind a sibling of our own, a byte edit or a rewrite of a t
 
 from __future__ import annotations
 
+import dataclasses
 import mmap
 import os
 import struct
@@ -88,6 +89,32 @@ def test_case_file_is_one_line(tmp_path, capsys, case, command):
     path = CASES / f"{case}.gguf"
     why = CASE_ERRORS.get(case) or (RUN_ONLY[case] if command == "run" else None)
     one_line(capsys, argv(command, path, tmp_path), path, why)
+
+
+# ---------------------------------------------------------------------------------------------
+# hyperparameters the kernels cannot run: refused at import, naming the key (they imported, then
+# `run` failed in fwd-legalize with a line per refused op naming the cached step's .mlir)
+
+UNRUNNABLE = {
+    "kv heads past heads": (dataclasses.replace(TINY, kv=8),
+                            "`llama.attention.head_count_kv` = 8 > `llama.attention.head_count` = 4: "
+                            "more key/value heads than query heads"),
+    "uneven groups": (dataclasses.replace(TINY, d=96, h=6, kv=4),
+                      "`llama.attention.head_count` = 6 is not a multiple of `llama.attention.head_count_kv` = 4: "
+                      "the query heads do not group evenly over the key/value heads"),
+    "partial rotary": (dataclasses.replace(TINY, rope_dim=8),
+                       "`llama.rope.dimension_count` = 8 but heads are 16 wide: "
+                       "partial rotary embeddings are not supported"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["import", "run"])
+@pytest.mark.parametrize("case", sorted(UNRUNNABLE))
+def test_unrunnable_hyperparameters_are_one_line_at_import(tmp_path, capsys, case, command):
+    params, why = UNRUNNABLE[case]
+    path = write_llama(tmp_path / "m.gguf", params, random_llama(params, seed=11), vocab=byte_vocab(MERGES))
+    one_line(capsys, argv(command, path, tmp_path), path, why)
+    assert not (tmp_path / "step.mlir").exists()
 
 
 # ---------------------------------------------------------------------------------------------

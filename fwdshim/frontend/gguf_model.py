@@ -181,7 +181,9 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
     """The `llama` hyperparameters of a file.
 
     Raises: ModelError naming the key, for another architecture, a missing key, or a value the step
-    cannot be built from (not a number, no layers, no heads, a rope wider than the head, ...)."""
+    cannot be built from (not a number, no layers, no heads, a rope wider than the head, ...) or its
+    kernels cannot run (query heads that do not group evenly over the key/value heads, a partial
+    rotary: `fwd-legalize` would refuse the imported step, at `fwdshim run`)."""
     arch = field_value(reader, "general.architecture")
     if arch is None:
         raise ModelError(f"{path}: no `general.architecture` in the GGUF metadata")
@@ -217,6 +219,16 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
 
     d, h = count("embedding_length"), count("attention.head_count")
     kv = count("attention.head_count_kv", h)
+    if kv > h:  # the attention groups query heads over the key/value heads (the seed's K17)
+        raise ModelError(
+            f"{path}: `llama.attention.head_count_kv` = {kv} > `llama.attention.head_count` = {h}: "
+            "more key/value heads than query heads"
+        )
+    if h % kv:
+        raise ModelError(
+            f"{path}: `llama.attention.head_count` = {h} is not a multiple of `llama.attention.head_count_kv` "
+            f"= {kv}: the query heads do not group evenly over the key/value heads"
+        )
     if field_value(reader, "llama.attention.key_length") is None and d % h:
         raise ModelError(f"{path}: embedding length {d} is not a whole number of {h} heads")
     hd = count("attention.key_length", d // h)
@@ -226,7 +238,10 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
             f"{path}: values of {vd} per head, keys of {hd}: fwdshim imports heads as wide for both"
         )
     rope_dim = count("rope.dimension_count", hd)
-    if rope_dim % 2 or rope_dim > hd:
+    if rope_dim != hd:  # the rope kernel turns every dimension of a head (the seed's K07)
+        why = "partial rotary embeddings are not supported" if rope_dim < hd else "a rope turns no more dimensions than a head has"
+        raise ModelError(f"{path}: `llama.rope.dimension_count` = {rope_dim} but heads are {hd} wide: {why}")
+    if rope_dim % 2:
         raise ModelError(
             f"{path}: `llama.rope.dimension_count` = {rope_dim}: rope turns an even number of a head's "
             f"{hd} dimensions"
