@@ -115,6 +115,24 @@ def _intrinsics():
     return dict(mma_f16=mma_f16, q8x4_f16x2=q8x4_f16x2, ld_i32x2=ld_i32x2, ld_f32=ld_f32)
 
 
+def _epilogue(warps: int) -> str:
+    """The kernels' end: lanes t = 0, 1 add their columns (`shfl_xor` 1), the warps' row sums meet in
+    shared memory in warp order, y = the sum over 2^e."""
+    return f"""\
+    acc_a += cuda.shfl_xor_sync(0xFFFFFFFF, acc_a, 1)
+    acc_b += cuda.shfl_xor_sync(0xFFFFFFFF, acc_b, 1)
+    if t == 0:
+        red[warp * 16 + g] = acc_a
+        red[warp * 16 + g + 8] = acc_b
+    cuda.syncthreads()
+    if warp == 0 and lane < 16:
+        s = red[lane]
+        for w in range(1, {warps}):
+            s += red[w * 16 + lane]
+        y[row0 + lane] = s * inv[0]
+"""
+
+
 def mma_source(n: int, k: int, warps: int, unroll: int) -> str:
     """The kernel's source (see the module docstring): params `qs int8 [n*k]`, `dw f32 [n*k/32]`, `xp
     int32 [3*k/2]` (the pieces, `split_x`), `y f32 [n]`, `inv f32 [1]` (2^-e)."""
@@ -168,18 +186,7 @@ def gemv_mma(qs, dw, xp, y, inv):
         eb = db + b
         px = xo + b * 16
 {body}
-    acc_a += cuda.shfl_xor_sync(0xFFFFFFFF, acc_a, 1)
-    acc_b += cuda.shfl_xor_sync(0xFFFFFFFF, acc_b, 1)
-    if t == 0:
-        red[warp * 16 + g] = acc_a
-        red[warp * 16 + g + 8] = acc_b
-    cuda.syncthreads()
-    if warp == 0 and lane < 16:
-        s = red[lane]
-        for w in range(1, {warps}):
-            s += red[w * 16 + lane]
-        y[row0 + lane] = s * inv[0]
-"""
+""" + _epilogue(warps)
 
 
 def mma_pipelined_source(n: int, k: int, warps: int, stages: int, xcopy: bool = False) -> str:
@@ -254,18 +261,7 @@ def gemv_mma(qs, dw, xp, y, inv):
     acc_a = float32(0.0)
     acc_b = float32(0.0)
 {body}
-    acc_a += cuda.shfl_xor_sync(0xFFFFFFFF, acc_a, 1)
-    acc_b += cuda.shfl_xor_sync(0xFFFFFFFF, acc_b, 1)
-    if t == 0:
-        red[warp * 16 + g] = acc_a
-        red[warp * 16 + g + 8] = acc_b
-    cuda.syncthreads()
-    if warp == 0 and lane < 16:
-        s = red[lane]
-        for w in range(1, {warps}):
-            s += red[w * 16 + lane]
-        y[row0 + lane] = s * inv[0]
-"""
+""" + _epilogue(warps)
 
 
 def mma_kernel(n: int, k: int, warps: int, unroll: int, stages: int = 0, xcopy: bool = False):

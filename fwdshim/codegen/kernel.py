@@ -55,7 +55,39 @@ def simulating() -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
-SMS = 132
+@dataclass(frozen=True)
+class SMLimits:
+    """What one streaming multiprocessor holds (defaults: the H200's, sm_90): `sms` of them, `regs`
+    32-bit registers (allocated a warp at a time in units of `reg_unit`), `shared` bytes of shared
+    memory (each block also takes `reserved_shared`), `threads` threads and `blocks` blocks."""
+
+    sms: int = 132
+    regs: int = 65536
+    reg_unit: int = 256
+    shared: int = 233472
+    reserved_shared: int = 1024
+    threads: int = 2048
+    blocks: int = 32
+
+
+def occupancy(regs: int, shared: int, threads: int, limits: SMLimits = SMLimits()) -> tuple[int, str]:
+    """(blocks an SM holds at once, what limits them: `registers`, `shared memory`, `threads` or
+    `blocks`) for a block of `threads` threads using `regs` registers a thread and `shared` bytes of
+    shared memory, by CUDA's occupancy rules (registers rounded up to `limits.reg_unit` a warp).
+    E.g. 116 registers x 128 threads on an H200: 4 blocks an SM, limited by the registers."""
+    warps = -(-threads // 32)
+    per_warp = -(-regs * 32 // limits.reg_unit) * limits.reg_unit
+    by = {
+        "registers": limits.regs // max(1, per_warp * warps),
+        "shared memory": limits.shared // (shared + limits.reserved_shared),
+        "threads": limits.threads // (warps * 32),
+        "blocks": limits.blocks,
+    }
+    n = min(by.values())
+    return n, next(k for k, v in by.items() if v == n)
+
+
+SMS = SMLimits().sms
 """The streaming multiprocessors `sm_count` assumes where there is no GPU to ask (an H200's)."""
 
 

@@ -58,7 +58,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from fwdshim.codegen.kernel import LATE_WAIT, Kernel, Param, build, indent, simulating, sm_count
+from fwdshim.codegen.kernel import LATE_WAIT, Kernel, Param, build, indent, occupancy, simulating, sm_count
 
 TAIL_THREADS = 4096
 """The most threads (grid x block) a tail may have: its work runs on one block, a round of the launch's
@@ -91,12 +91,12 @@ def one_wave_blocks(total: int, block: int, src: str) -> int:
     threads whose source is `src` (`ONE_WAVE`): the blocks an SM that run the grid in one wave on the
     current GPU (`kernel.sm_count`), when that is 2 to `ONE_WAVE_BLOCKS` and within what the threads
     and the static shared memory an SM allow (every shared array of `src` counted, at 1 KiB reserved
-    a block, an H200's 228 KiB an SM)."""
+    a block, `kernel.SMLimits`)."""
     if not ONE_WAVE:
         return 0
     need = -(-total // sm_count())
     shared = sum(int(n) * np.dtype(t).itemsize for n, t in _ANY_SHARED.findall(src))
-    fits = min(ONE_WAVE_BLOCKS, 2048 // block, 233472 // (shared + 1024))
+    fits = min(ONE_WAVE_BLOCKS, occupancy(0, shared, block)[0])  # the threads and shared memory an SM holds
     return need if 2 <= need <= fits else 0
 
 

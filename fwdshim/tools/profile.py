@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from fwdshim.codegen.kernel import SMLimits, occupancy  # noqa: F401 - the profile's occupancy rules
 from fwdshim.codegen.plan import Launch, LaunchPlan
 
 L2_BYTES = 60 * 2**20
@@ -109,43 +110,11 @@ def launch_family(launch: Launch) -> str:
 
 
 @dataclass(frozen=True)
-class SMLimits:
-    """What one streaming multiprocessor holds (defaults: the H200's, sm_90): `sms` of them, `regs`
-    32-bit registers (allocated a warp at a time in units of `reg_unit`), `shared` bytes of shared
-    memory (each block also takes `reserved_shared`), `threads` threads and `blocks` blocks."""
-
-    sms: int = 132
-    regs: int = 65536
-    reg_unit: int = 256
-    shared: int = 233472
-    reserved_shared: int = 1024
-    threads: int = 2048
-    blocks: int = 32
-
-
-@dataclass(frozen=True)
 class Occupancy:
     """A kernel as compiled: `regs` registers a thread, `shared` bytes of static shared memory a block."""
 
     regs: int
     shared: int
-
-
-def occupancy(regs: int, shared: int, threads: int, limits: SMLimits = SMLimits()) -> tuple[int, str]:
-    """(blocks an SM holds at once, what limits them: `registers`, `shared memory`, `threads` or
-    `blocks`) for a block of `threads` threads using `regs` registers a thread and `shared` bytes of
-    shared memory, by CUDA's occupancy rules (registers rounded up to `limits.reg_unit` a warp).
-    E.g. 116 registers x 128 threads on an H200: 4 blocks an SM, limited by the registers."""
-    warps = -(-threads // 32)
-    per_warp = -(-regs * 32 // limits.reg_unit) * limits.reg_unit
-    by = {
-        "registers": limits.regs // max(1, per_warp * warps),
-        "shared memory": limits.shared // (shared + limits.reserved_shared),
-        "threads": limits.threads // (warps * 32),
-        "blocks": limits.blocks,
-    }
-    n = min(by.values())
-    return n, next(k for k, v in by.items() if v == n)
 
 
 def records_of(plan: LaunchPlan, fill: int) -> list[LaunchRecord]:
