@@ -77,8 +77,10 @@ ptxas then keeps a thread's registers within them. Llama-3-8B's dequantizing Q/K
 blocks of 256 threads, eight-warp GEMVs) took 117 registers, 2 blocks an SM: 1.45 waves (`fwdshim
 profile`, H200, 2026-12-01); bounded, 80 registers (32 bytes spilled, ptxas 13.0) and 3 blocks an SM,
 one wave: the 32-layer step 3244.6 -> 3153.4 us a token (`bench/decode_step.py`, one device call,
-the same greedy tokens). Of the default plans only that launch changes: the others fit in one wave
-already or need more blocks an SM than their shared memory or `ONE_WAVE_BLOCKS` allow."""
+the same greedy tokens). Of the default plans' launches only that one's registers change (by ptxas
+13.0 on sm_90): SmolLM2's gate/up launches (384 blocks of 256 threads) get bounds of 3 blocks an SM
+and keep their 64 / 32 registers; the others need more blocks an SM than their shared memory or
+`ONE_WAVE_BLOCKS` allow, or fit in one wave at one block an SM."""
 
 ONE_WAVE_BLOCKS = 8
 """The most blocks an SM `ONE_WAVE` asks for (more would squeeze the registers a thread too far)."""
