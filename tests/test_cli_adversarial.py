@@ -355,8 +355,19 @@ def test_a_context_length_of_0_or_1_takes_the_default_and_says_so(tmp_path, caps
 def test_prompt_longer_than_the_context(tmp_path, capsys):
     path = tiny(tmp_path)
     out = fails(capsys, run_argv(path, context=8, prompt="abc " * 20),
-                "--prompt: its 40 tokens fill the context of 8 positions (raise --context: the model's own length is 256, the kernels hold at most 12256)")  # fmt: skip
+                "--prompt: its 40 tokens do not fit the context of 8 positions (raise --context: the model's own length is 256, the kernels hold at most 12256)")  # fmt: skip
     assert out == ""
+
+
+def test_prompt_of_exactly_the_context_yields_one_token(tmp_path, capsys):
+    """A prompt filling every position still has the last position's logits: one token, then the
+    context is full (it was refused as if it did not fit)."""
+    path = tiny(tmp_path)
+    assert cli.main(run_argv(path, context=8, prompt="abc " * 4, max_tokens=5)) == 0
+    err = capsys.readouterr().err
+    assert "fwdshim: 1 token" in err and "; stopped: context full: 8 positions, raise --context\n" in err, err
+    assert cli.main(run_argv(path, context=8, prompt="abc " * 4 + "a", max_tokens=5)) == 1
+    assert "its 9 tokens do not fit the context of 8 positions" in capsys.readouterr().err
 
 
 def test_context_full_says_so(tmp_path, capsys):

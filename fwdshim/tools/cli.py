@@ -511,9 +511,9 @@ def _run(args, out: _Output) -> int:
     ids = tok.encode(prompt)
     if not ids:
         raise UsageError("--prompt: the text has no tokens")
-    if len(ids) >= model.context:
+    if len(ids) > model.context:  # a prompt of exactly the context still yields one token
         raise UsageError(
-            f"--prompt: its {len(ids)} tokens fill the context of {model.context} positions "
+            f"--prompt: its {len(ids)} tokens do not fit the context of {model.context} positions "
             f"(raise --context: {_context_room(model)})"
         )
     from fwdshim.codegen.kernel import CACHE_STATS
