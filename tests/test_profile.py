@@ -111,7 +111,12 @@ def test_cli_profile_needs_a_gpu(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert err.startswith("fwdshim: error:") and "CUDA GPU" in err  # the simulator is no GPU
     assert cli.main(["profile", "--model", "x.gguf", "--fill", "-1"]) == 1
-    assert "--fill -1" in capsys.readouterr().err
+    assert capsys.readouterr().err == "fwdshim: error: --fill -1: give a fill of 0 or more (cache rows)\n"
+    assert cli.main(["profile", "--model", "x.gguf", "--reps", "0"]) == 1
+    assert capsys.readouterr().err == "fwdshim: error: --reps 0: give at least one replay\n"
+    # a fill past --context is said before any GPU is looked for (the model's own context: once read)
+    assert cli.main(["profile", "--model", "x.gguf", "--context", "64", "--fill", "64"]) == 1
+    assert capsys.readouterr().err == "fwdshim: error: --fill 64: the caches hold at most 63 rows (the context less one)\n"
 
 
 @pytest.mark.parametrize(

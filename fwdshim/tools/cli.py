@@ -89,7 +89,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Write one decode step of a GGUF llama model as `fwd` IR (for fwdshim-opt). "
         "Weights keep their types unless --requantize q8_0; converted weights (requantized ones, "
         "norms widened to F32) go into STEP.weights.gguf beside the output (-o step.mlir writes "
-        "step.weights.gguf; --weights chooses another file; into the cache when writing to stdout).",
+        "step.weights.gguf; --weights chooses another file; into the cache when writing to stdout). "
+        "When nothing is converted no such file is written: the IR's `// weights:` line names the "
+        "model's own file.",
     )  # fmt: skip
     imp.add_argument("model", metavar="MODEL",
                      help="a GGUF file of architecture llama, or a known model name (smollm2)")  # fmt: skip
@@ -588,8 +590,12 @@ def _profile(args, out: _Output) -> int:
     from fwdshim.tools.runner import gpu_available
 
     _check_context(args.context)
-    if args.fill < 0 or args.reps < 1:
-        raise UsageError(f"--fill {args.fill} --reps {args.reps}: give a fill of 0 or more and at least one replay")
+    if args.fill < 0:
+        raise UsageError(f"--fill {args.fill}: give a fill of 0 or more (cache rows)")
+    if args.reps < 1:
+        raise UsageError(f"--reps {args.reps}: give at least one replay")
+    if args.context is not None and args.fill > args.context - 1:  # the model's own context: once it is read
+        raise UsageError(f"--fill {args.fill}: the caches hold at most {args.context - 1} rows (the context less one)")
     path = resolve_model(args.model)
     stem = f"{path.stem}.{args.numerics}.fill{args.fill}.profile"
     json_out = _path_arg(args.output, "-o") or Path(f"{stem}.json")
