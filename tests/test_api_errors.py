@@ -119,3 +119,17 @@ def test_reference_refuses_what_the_verifier_refuses():
         R.softcap(x, 0.0)
     want = x / np.sqrt(np.mean(x.astype(np.float64) ** 2, axis=-1, keepdims=True) + np.float32(1e-5))
     assert np.allclose(R.rms_norm(x, eps=1e-5), want, rtol=1e-6)
+
+
+def test_import_gguf_takes_a_known_model_name(tmp_path, monkeypatch):
+    """`import_gguf("smollm2")` fetches the named model as `fwdshim import smollm2` does (here a tiny
+    file stands in for the download); an unknown name is a missing file."""
+    from fwdshim.frontend import cache
+
+    path = write_llama(tmp_path / "named.gguf", TINY, random_llama(TINY, seed=3), vocab=byte_vocab([]))
+    asked = []
+    monkeypatch.setattr(cache, "fetch_model", lambda name, quiet=False: asked.append(name) or path)
+    m = import_gguf("smollm2", requantize="none", context=8)
+    assert asked == ["smollm2"] and m.source_path == path and m.params.d == TINY.d
+    with pytest.raises(ModelError, match="no such file"):
+        import_gguf(str(tmp_path / "smollm3"), context=8)

@@ -102,7 +102,9 @@ def import_gguf(
     source_name: str | None = None,
     progress: bool = False,
 ) -> ImportedModel:
-    """Import a GGUF `llama` model (see the module docstring).
+    """Import a GGUF `llama` model (see the module docstring). `path`: the `.gguf` file, or a known
+    model name (`frontend.cache.MODELS`, e.g. `"smollm2"`: fetched into the cache on first use, as
+    `fwdshim import smollm2` does).
 
     `requantize`: `"q8_0"` (this function's default, kept for the API's callers: every weight but F32,
     F16, BF16 and Q8_0 requantized to Q8_0) or `"none"` (weights as the file stores them: the default
@@ -113,6 +115,11 @@ def import_gguf(
     `source_name`: the file name the step's ops are located in (default `<file>.decode_step.mlir`).
     Raises: ModelError (an unknown `requantize`, a `context` that is not a whole number in
     2..`limits.MAX_CONTEXT`, a `sidecar` that is the model itself, a malformed or unsupported file)."""
+    if isinstance(path, str):
+        from fwdshim.frontend.cache import MODELS, fetch_model
+
+        if path in MODELS:
+            path = fetch_model(path, quiet=not progress)
     path = Path(path)
     if requantize not in REQUANTIZE_MODES:
         raise ModelError(
