@@ -223,6 +223,7 @@ def test_help_lists_every_available_pass_once_and_xdsl_options():
     assert "  fwd-legalize{numerics=… mode=… explain=…}" in section
     assert "      numerics  dequant (default) | int8-act | two-pass-int8" in section
     assert "      mode      strict (default) | mark" in section
+    assert "      explain   true | false (default)" in section  # an unset flag is off (said "default unset")
     assert "      order     shim (default) | shared" in section
     assert section[section.index("  fwd-lower-numba") + 1].startswith("      Plan the Numba CUDA kernel launches")
     # xDSL's own options follow; its passes after fwdshim's, in -p's help, without fwdshim's

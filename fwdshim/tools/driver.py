@@ -323,6 +323,8 @@ def _pass_help() -> str:
         for f in fields:
             default = f.default if f.default is not dataclasses.MISSING else None
             values = _option_values(f.name, f.type)
+            if default is None and values == ["true", "false"]:  # an unset flag is off
+                default = False
             shown = " | ".join(f"{v} (default)" if v == _show(default) else v for v in values) or str(f.type)
             if default is None or _show(default) not in values:
                 shown += f"; default {_show(default)}"
