@@ -56,6 +56,7 @@ from fwdshim.dialects.fwd import (
     RopeOp,
     SiluOp,
     StageOp,
+    ViewOp,
     WeightOp,
     YieldOp,
     dims_of,
@@ -142,6 +143,13 @@ def quantize(n, out_n, fmt=QuantFormat.ONE_WORD, out_fmt=None) -> QuantizeOp:
     )
 
 
+def view(x, out, offset=None, access=None) -> ViewOp:
+    props = {} if offset is None else ints(offset=offset)
+    if access is not None:
+        props["access"] = ArrayAttr([AccessAttr(access)])
+    return ViewOp(operands=[v(x)], result_types=[out], properties=props)
+
+
 def fused(cls: str, covers, in_types, out_types, build_parts, arg_types=None) -> FusedOp:
     """A fused op whose region's block gets `arg_types` (default: the operand types)."""
     block = Block(arg_types=arg_types if arg_types is not None else in_types)
@@ -202,6 +210,13 @@ BAD = [
     ("moe result", lambda: moe(out=t(1536)), "moe result has the size of x"),
     ("quantize size", lambda: quantize(576, 512), "quantize result holds 512 values, x has 576"),
     ("quantize format", lambda: quantize(576, 576, out_fmt=QuantFormat.TWO_WORDS), "quantize result format differs from `format`"),
+    ("view past end", lambda: view(t(96), t(64), offset=40), "view of 64 values at offset 40 reads past the end of x (40 + 64 > 96)"),
+    ("view larger", lambda: view(t(96), t(2, 64)), "view of 128 values at offset 0 reads past the end of x (0 + 128 > 96)"),
+    ("view negative offset", lambda: view(t(96), t(32), offset=-8), "view offset is negative (-8)"),
+    ("view strided offset", lambda: view(t(96), t(32), offset=96, access=Access.STRIDED), "view offset 96 is past the end of x (96 values)"),
+    ("view empty", lambda: view(t(96), t(0), offset=8), "fwd.view yields no values (tensor<0xf32>)"),
+    ("view of scalar", lambda: view(f32, t(32)), "view x is a tensor, not f32"),
+    ("view to scalar", lambda: view(t(96), f32), "view result is a tensor, not f32"),
     ("fused class", lambda: fused("add_norm_silu", [0], [A576], [A576], silu_parts()), "unknown fused class `add_norm_silu`"),
     ("fused covers order", lambda: fused("norm_weight", [2, 1], [A576], [A576], silu_parts()), "fused covers are not strictly increasing"),
     ("fused no parts", lambda: fused("norm_weight", [], [], [], lambda b: b.add_op(yield_())), "fused op has no parts"),
@@ -239,6 +254,10 @@ GOOD = [
     ("matmul rows", lambda: matmul(t(4, 576), WeightsType((192, 576), GgmlType.Q8_0), t(4, 192))),
     ("matmul dense", lambda: matmul(A576, t(192, 576), t(192))),
     ("elementwise row", lambda: ew(t(9, 64), t(64), t(9, 64), row=True)),
+    ("view", lambda: view(t(96), t(2, 16), offset=8)),
+    ("view to the end", lambda: view(t(96), t(32), offset=64)),
+    ("view whole", lambda: view(t(96), t(96))),
+    ("view strided", lambda: view(t(576), t(9, 64), offset=64, access=Access.STRIDED)),
     ("norm full", lambda: norm(A576, A576, weight=A576, residual=A576, bias=A576)),
     ("norm per head", lambda: norm(t(9, 64), t(9, 64), weight=t(64))),
     ("attention", lambda: attention()),

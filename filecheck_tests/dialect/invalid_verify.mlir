@@ -267,6 +267,56 @@ func.func @quantize_format(%x: tensor<576xf32>) -> !fwd.qact<576, two_words> {
 
 // -----
 
+func.func @view_past_end(%x: tensor<96xf32>) -> tensor<64xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: view of 64 values at offset 40 reads past the end of x (40 + 64 > 96)
+  %v = fwd.view %x offset 40 : tensor<96xf32> -> tensor<64xf32>
+  func.return %v : tensor<64xf32>
+}
+
+// -----
+
+func.func @view_larger(%x: tensor<96xf32>) -> tensor<2x64xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: view of 128 values at offset 0 reads past the end of x (0 + 128 > 96)
+  %v = fwd.view %x : tensor<96xf32> -> tensor<2x64xf32>
+  func.return %v : tensor<2x64xf32>
+}
+
+// -----
+
+func.func @view_negative_offset(%x: tensor<96xf32>) -> tensor<32xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: view offset is negative (-8)
+  %v = fwd.view %x offset -8 : tensor<96xf32> -> tensor<32xf32>
+  func.return %v : tensor<32xf32>
+}
+
+// -----
+
+// A view read other than whole does not say how far it reaches: its first value is inside x.
+func.func @view_strided_offset(%x: tensor<96xf32>) -> tensor<32xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: view offset 96 is past the end of x (96 values)
+  %v = fwd.view %x offset 96 access [#fwd.access<strided>] : tensor<96xf32> -> tensor<32xf32>
+  func.return %v : tensor<32xf32>
+}
+
+// -----
+
+// A view of no values is refused as every typed stage yielding none is (a negative size does not parse).
+func.func @view_empty(%x: tensor<96xf32>) -> tensor<0xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fwd.view yields no values (tensor<0xf32>)
+  %v = fwd.view %x offset 8 : tensor<96xf32> -> tensor<0xf32>
+  func.return %v : tensor<0xf32>
+}
+
+// -----
+
+func.func @view_of_scalar(%x: f32) -> tensor<32xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: view x is a tensor, not f32
+  %v = fwd.view %x : f32 -> tensor<32xf32>
+  func.return %v : tensor<32xf32>
+}
+
+// -----
+
 func.func @fused_class(%x: tensor<576xf32>) -> tensor<576xf32> {
   // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: unknown fused class `add_norm_silu`
   %f = fwd.fused add_norm_silu covers [0] ins(%x) : (tensor<576xf32>) -> tensor<576xf32> {

@@ -675,7 +675,11 @@ class QuantizeOp(StageOp):
 
 @irdl_op_definition
 class ViewOp(StageOp):
-    """A view into another buffer at `offset` values (the forward refuses views)."""
+    """A view into another buffer at `offset` values (the forward refuses views).
+
+    Read `whole` (the default), its values are `offset ... offset + size - 1` of the flattened `x`,
+    all inside it. Another access (`strided`, `rows`, `part`) does not say how far the view reaches,
+    so only its first value is checked to lie inside `x`."""
 
     name = "fwd.view"
     x = operand_def()
@@ -683,6 +687,21 @@ class ViewOp(StageOp):
     result = result_def()
     traits = traits_def(Pure())
     assembly_format = "$x (`offset` $offset^)? " + _STAGE_SUFFIX + " `:` type($x) `->` type($result)"
+
+    def verify_shapes(self) -> None:
+        for what, t in (("x", self.x.type), ("result", self.result.type)):
+            if not isinstance(t, TensorType):
+                raise VerifyException(f"view {what} is a tensor, not {t}")
+        offset = _int(self, "offset") or 0
+        _want(offset >= 0, f"view offset is negative ({offset})")
+        n, size = numel(self.x.type), numel(self.result.type)
+        if self.accesses()[0] != "whole":
+            _want(offset < n, f"view offset {offset} is past the end of x ({n} values)")  # type: ignore[operator]
+            return
+        _want(
+            offset + size <= n,  # type: ignore[operator]
+            f"view of {size} values at offset {offset} reads past the end of x ({offset} + {size} > {n})",
+        )
 
 
 @irdl_op_definition
