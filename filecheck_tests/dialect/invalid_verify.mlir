@@ -75,6 +75,39 @@ func.func @elementwise_shape(%a: tensor<576xf32>, %b: tensor<192xf32>) -> tensor
 
 // -----
 
+func.func @elementwise_row_width(%a: tensor<9x64xf32>, %b: tensor<32xf32>) -> tensor<9x64xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: elementwise row b has 32 values for rows of 64 (a is 9x64)
+  %s = fwd.elementwise mul %a, %b row : tensor<9x64xf32>, tensor<32xf32> -> tensor<9x64xf32>
+  func.return %s : tensor<9x64xf32>
+}
+
+// -----
+
+// The row may come first; a row of 64 in a flat 576 is not one of its rows (rows are the last dim).
+func.func @elementwise_row_first(%a: tensor<64xf32>, %b: tensor<576xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: elementwise row a has 64 values for rows of 576 (b is 576)
+  %s = fwd.elementwise sub %a, %b row : tensor<64xf32>, tensor<576xf32> -> tensor<576xf32>
+  func.return %s : tensor<576xf32>
+}
+
+// -----
+
+func.func @elementwise_row_result(%a: tensor<9x64xf32>, %b: tensor<64xf32>) -> tensor<64xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: elementwise row result has the shape of a (64 is not 9x64)
+  %s = fwd.elementwise mul %a, %b row : tensor<9x64xf32>, tensor<64xf32> -> tensor<64xf32>
+  func.return %s : tensor<64xf32>
+}
+
+// -----
+
+func.func @elementwise_row_scalar(%a: tensor<64xf32>, %b: f32) -> tensor<64xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: elementwise `row` operands are tensors of rank 1 or more, not tensor<64xf32> and f32
+  %s = fwd.elementwise mul %a, %b row : tensor<64xf32>, f32 -> tensor<64xf32>
+  func.return %s : tensor<64xf32>
+}
+
+// -----
+
 func.func @norm_unranked(%x: f32) -> f32 {
   // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fwd.rms_norm x is a ranked tensor
   %n = fwd.rms_norm %x eps 1.0e-05 : f32 -> f32

@@ -377,10 +377,25 @@ class ElementwiseOp(StageOp):
 
     def verify_shapes(self) -> None:
         if self.row is not None:
+            self.verify_row()
             return
         _want(
             dims_of(self.a.type) == dims_of(self.b.type) == dims_of(self.result.type),
             "elementwise operands and result agree in shape unless `row`",
+        )
+
+    def verify_row(self) -> None:
+        """With `row`: the operand of fewer values (`b` when both hold as many) is one row, as wide as
+        the other's rows (its last dim); the result has the other's shape."""
+        a, b = self.a.type, self.b.type
+        if not dims_of(a) or not dims_of(b):
+            raise VerifyException(f"elementwise `row` operands are tensors of rank 1 or more, not {a} and {b}")
+        (row, rt), (block, bt) = (("a", a), ("b", b)) if numel(a) < numel(b) else (("b", b), ("a", a))  # type: ignore[operator]
+        width = dims_of(bt)[-1]  # type: ignore[index]
+        _want(numel(rt) == width, f"elementwise row {row} has {numel(rt)} values for rows of {width} ({block} is {_dims(bt)})")
+        _want(
+            dims_of(self.result.type) == dims_of(bt),
+            f"elementwise row result has the shape of {block} ({_dims(self.result.type)} is not {_dims(bt)})",
         )
 
 
