@@ -56,6 +56,7 @@ from fwdshim.dialects.fwd import (
     RopeOp,
     SiluOp,
     StageOp,
+    TransposeOp,
     ViewOp,
     WeightOp,
     YieldOp,
@@ -82,6 +83,10 @@ def ints(**kw) -> dict:
 
 def silu(x, out) -> SiluOp:
     return SiluOp(operands=[v(x)], result_types=[out])
+
+
+def transpose(x, out) -> TransposeOp:
+    return TransposeOp(operands=[v(x)], result_types=[out])
 
 
 def matmul(x, w, out) -> MatmulOp:
@@ -180,6 +185,11 @@ A576 = t(576)
 BAD = [
     ("access count", lambda: SiluOp(operands=[v(A576)], result_types=[A576], properties={"access": ArrayAttr([AccessAttr(Access.WHOLE)] * 2)}), "`access` gives 2 entries for 1 operands"),
     ("unary size", lambda: silu(A576, t(64)), "fwd.silu result has 64 values for 576 inputs"),
+    ("transpose size", lambda: transpose(t(4, 8), t(8, 8)), "fwd.transpose result has 64 values for 32 inputs"),
+    ("transpose not permuted", lambda: transpose(t(4, 8), t(2, 16)), "transpose result is 2x16, not 8x4 (x is 4x8, its dims reversed)"),
+    ("transpose same shape", lambda: transpose(t(4, 8), t(4, 8)), "transpose result is 4x8, not 8x4 (x is 4x8, its dims reversed)"),
+    ("transpose rank 3", lambda: transpose(t(2, 3, 4), t(3, 2, 4)), "transpose result is 3x2x4, not 4x3x2 (x is 2x3x4, its dims reversed)"),
+    ("transpose scalar", lambda: transpose(f32, f32), "transpose x and result are tensors, not f32 -> f32"),
     ("weight type", lambda: WeightOp(result_types=[f32], properties={"name": StringAttr("w")}), "fwd.weight result is !fwd.weights or a tensor"),
     ("matmul rank", lambda: matmul(A576, WeightsType((8, 1536, 576), GgmlType.Q8_0), t(1536)), "matmul w is a rank-2 weight [N, K]"),
     ("matmul scalar", lambda: matmul(f32, WeightsType((192, 576), GgmlType.Q8_0), t(192)), "matmul x and result are ranked tensors"),
@@ -255,6 +265,10 @@ def test_fused_part_not_a_stage():
 GOOD = [
     ("silu", lambda: silu(A576, A576)),
     ("silu reshaped", lambda: silu(t(9, 64), A576)),
+    ("transpose", lambda: transpose(t(4, 32), t(32, 4))),
+    ("transpose square", lambda: transpose(t(8, 8), t(8, 8))),
+    ("transpose of a vector", lambda: transpose(A576, A576)),
+    ("transpose rank 3", lambda: transpose(t(2, 3, 4), t(4, 3, 2))),
     ("matmul", lambda: matmul(A576, WeightsType((192, 576), GgmlType.Q8_0), t(192))),
     ("matmul rows", lambda: matmul(t(4, 576), WeightsType((192, 576), GgmlType.Q8_0), t(4, 192))),
     ("matmul dense", lambda: matmul(A576, t(192, 576), t(192))),

@@ -26,6 +26,30 @@ func.func @transpose_size(%x: tensor<4x8xf32>) -> tensor<8x8xf32> {
 
 // -----
 
+func.func @transpose_not_permuted(%x: tensor<4x8xf32>) -> tensor<2x16xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: transpose result is 2x16, not 8x4 (x is 4x8, its dims reversed)
+  %t = fwd.transpose %x : tensor<4x8xf32> -> tensor<2x16xf32>
+  func.return %t : tensor<2x16xf32>
+}
+
+// -----
+
+func.func @transpose_same_shape(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: transpose result is 4x8, not 8x4 (x is 4x8, its dims reversed)
+  %t = fwd.transpose %x : tensor<4x8xf32> -> tensor<4x8xf32>
+  func.return %t : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @transpose_rank3(%x: tensor<2x3x4xf32>) -> tensor<3x2x4xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: transpose result is 3x2x4, not 4x3x2 (x is 2x3x4, its dims reversed)
+  %t = fwd.transpose %x : tensor<2x3x4xf32> -> tensor<3x2x4xf32>
+  func.return %t : tensor<3x2x4xf32>
+}
+
+// -----
+
 // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:1: error: fwd.weight result is !fwd.weights or a tensor
 %w = fwd.weight "blk.0.attn_q.weight" : f32
 

@@ -354,7 +354,17 @@ class SiluOp(UnaryOp):
 
 @irdl_op_definition
 class TransposeOp(UnaryOp):
+    """`[R, C] -> [C, R]`: the result's dims are x's reversed (a rank-1 x is its own transpose)."""
+
     name = "fwd.transpose"
+
+    def verify_shapes(self) -> None:
+        super().verify_shapes()
+        xd, yd = dims_of(self.x.type), dims_of(self.result.type)
+        if xd is None or yd is None:
+            raise VerifyException(f"transpose x and result are tensors, not {self.x.type} -> {self.result.type}")
+        want = tuple(reversed(xd))
+        _want(yd == want, f"transpose result is {_dims(self.result.type)}, not {'x'.join(map(str, want))} (x is {_dims(self.x.type)}, its dims reversed)")
 
 
 @irdl_op_definition
