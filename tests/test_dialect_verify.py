@@ -262,6 +262,22 @@ def test_fused_part_not_a_stage():
     assert str(e.value).splitlines()[0] == "fused part fwd.weight is not a stage"
 
 
+def test_fused_body_sees_only_its_arguments():
+    def build(block: Block):
+        outside = v(A576)
+        outside.name_hint = "y"
+        s = ew(A576, A576, A576)
+        s.operands = (block.args[0], outside)
+        block.add_ops([s, yield_(s.result)])
+
+    op = fused("elementwise_chains", [0], [A576], [A576], build)
+    with pytest.raises(VerifyException) as e:
+        op.verify()
+    assert str(e.value).splitlines()[0] == (
+        "fused body uses %y (fwd.elementwise operand 1), defined outside it: a fused op's body sees only its own arguments"
+    )
+
+
 GOOD = [
     ("silu", lambda: silu(A576, A576)),
     ("silu reshaped", lambda: silu(t(9, 64), A576)),

@@ -489,6 +489,49 @@ func.func @fused_yields_argument(%x: tensor<576xf32>) -> (tensor<576xf32>, tenso
 
 // -----
 
+func.func @fused_uses_outside_value(%x: tensor<576xf32>, %y: tensor<576xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused body uses %y (fwd.elementwise operand 1), defined outside it: a fused op's body sees only its own arguments
+  %f = fwd.fused elementwise_chains covers [0] ins(%x) : (tensor<576xf32>) -> tensor<576xf32> {
+  ^bb0(%a: tensor<576xf32>):
+    %s = fwd.elementwise add %a, %y : tensor<576xf32>, tensor<576xf32> -> tensor<576xf32>
+    fwd.yield %s : tensor<576xf32>
+  }
+  func.return %f : tensor<576xf32>
+}
+
+// -----
+
+// A nested fused op sees only its own arguments too, not those of the fused op around it.
+func.func @fused_nested_uses_outer_value(%x: tensor<576xf32>, %y: tensor<576xf32>, %w: tensor<576xf32>) -> tensor<576xf32> {
+  %f = fwd.fused add_norm covers [0, 1, 2] ins(%x, %y, %w) : (tensor<576xf32>, tensor<576xf32>, tensor<576xf32>) -> tensor<576xf32> {
+  ^bb0(%a: tensor<576xf32>, %b: tensor<576xf32>, %c: tensor<576xf32>):
+    %s = fwd.elementwise add %a, %b : tensor<576xf32>, tensor<576xf32> -> tensor<576xf32>
+    // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:5: error: fused body uses %c (fwd.elementwise operand 1), defined outside it: a fused op's body sees only its own arguments
+    %n = fwd.fused norm_weight covers [1, 2] ins(%s) : (tensor<576xf32>) -> tensor<576xf32> {
+    ^bb0(%s1: tensor<576xf32>):
+      %n1 = fwd.rms_norm %s1 eps 1.0e-05 : tensor<576xf32> -> tensor<576xf32>
+      %n2 = fwd.elementwise mul %n1, %c : tensor<576xf32>, tensor<576xf32> -> tensor<576xf32>
+      fwd.yield %n2 : tensor<576xf32>
+    }
+    fwd.yield %n : tensor<576xf32>
+  }
+  func.return %f : tensor<576xf32>
+}
+
+// -----
+
+func.func @fused_uses_own_result(%x: tensor<576xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused body uses %f (fwd.elementwise operand 1), the fused op's own result: a fused op's body sees only its own arguments
+  %f = fwd.fused elementwise_chains covers [0] ins(%x) : (tensor<576xf32>) -> tensor<576xf32> {
+  ^bb0(%a: tensor<576xf32>):
+    %s = fwd.elementwise add %a, %f : tensor<576xf32>, tensor<576xf32> -> tensor<576xf32>
+    fwd.yield %s : tensor<576xf32>
+  }
+  func.return %f : tensor<576xf32>
+}
+
+// -----
+
 func.func @fused_part_not_stage() -> tensor<576xf32> {
   // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused part fwd.weight is not a stage
   %f = fwd.fused elementwise_chains covers [0, 1] : () -> tensor<576xf32> {

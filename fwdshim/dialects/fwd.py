@@ -729,6 +729,33 @@ class ViewOp(StageOp):
         )
 
 
+class FusedBodyIsolated(IsolatedFromAbove):
+    """xDSL's `IsolatedFromAbove`, its error in the dialect's words (xDSL's names the part by its
+    Python repr). A nested fused op checks its own body."""
+
+    def verify(self, op: Operation) -> None:
+        for part in _parts_within(op):
+            for i, v in enumerate(part.operands):
+                if op.is_ancestor(v.owner) and v.owner is not op:
+                    continue
+                name = f"%{v.name_hint}" if v.name_hint else "a value"
+                where = "the fused op's own result" if v.owner is op else "defined outside it"
+                raise VerifyException(
+                    f"fused body uses {name} ({part.name} operand {i}), {where}: a fused op's body sees only its own arguments"
+                )
+
+
+def _parts_within(op: Operation) -> Iterator[Operation]:
+    """The ops in `op`'s regions, nested ones too, but not inside an op isolated from above itself."""
+    regions = list(op.regions)
+    while regions:
+        for block in regions.pop().blocks:
+            for child in block.ops:
+                yield child
+                if not child.has_trait(IsolatedFromAbove):
+                    regions += child.regions
+
+
 @irdl_op_definition
 class FusedOp(StageOp):
     """One fused kernel of class `class`: its parts in a region, in program order, ending in `fwd.yield`.
@@ -742,7 +769,7 @@ class FusedOp(StageOp):
     ins = var_operand_def()
     res = var_result_def()
     body = region_def("single_block")
-    traits = traits_def(IsolatedFromAbove())
+    traits = traits_def(FusedBodyIsolated())
     custom_directives = (Kw,)
     TYPED: ClassVar[bool] = False
     assembly_format = (
