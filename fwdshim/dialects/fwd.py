@@ -364,7 +364,11 @@ class TransposeOp(UnaryOp):
         if xd is None or yd is None:
             raise VerifyException(f"transpose x and result are tensors, not {self.x.type} -> {self.result.type}")
         want = tuple(reversed(xd))
-        _want(yd == want, f"transpose result is {_dims(self.result.type)}, not {'x'.join(map(str, want))} (x is {_dims(self.x.type)}, its dims reversed)")
+        if yd != want:
+            raise VerifyException(
+                f"transpose result is {_dims(self.result.type)}, not {'x'.join(map(str, want))}"
+                f" (x is {_dims(self.x.type)}, its dims reversed)"
+            )
 
 
 @irdl_op_definition
@@ -400,13 +404,17 @@ class ElementwiseOp(StageOp):
         a, b = self.a.type, self.b.type
         if not dims_of(a) or not dims_of(b):
             raise VerifyException(f"elementwise `row` operands are tensors of rank 1 or more, not {a} and {b}")
-        (row, rt), (block, bt) = (("a", a), ("b", b)) if numel(a) < numel(b) else (("b", b), ("a", a))  # type: ignore[operator]
+        b_is_row = numel(b) <= numel(a)  # type: ignore[operator]
+        (row, rt), (block, bt) = (("b", b), ("a", a)) if b_is_row else (("a", a), ("b", b))
         width = dims_of(bt)[-1]  # type: ignore[index]
-        _want(numel(rt) == width, f"elementwise row {row} has {numel(rt)} values for rows of {width} ({block} is {_dims(bt)})")
-        _want(
-            dims_of(self.result.type) == dims_of(bt),
-            f"elementwise row result has the shape of {block} ({_dims(self.result.type)} is not {_dims(bt)})",
-        )
+        if numel(rt) != width:
+            raise VerifyException(
+                f"elementwise row {row} has {numel(rt)} values for rows of {width} ({block} is {_dims(bt)})"
+            )
+        if dims_of(self.result.type) != dims_of(bt):
+            raise VerifyException(
+                f"elementwise row result has the shape of {block} ({_dims(self.result.type)} is not {_dims(bt)})"
+            )
 
 
 DEFAULT_EPS = 1e-5
@@ -723,10 +731,10 @@ class ViewOp(StageOp):
         if self.accesses()[0] != "whole":
             _want(offset < n, f"view offset {offset} is past the end of x ({n} values)")  # type: ignore[operator]
             return
-        _want(
-            offset + size <= n,  # type: ignore[operator]
-            f"view of {size} values at offset {offset} reads past the end of x ({offset} + {size} > {n})",
-        )
+        if offset + size > n:  # type: ignore[operator]
+            raise VerifyException(
+                f"view of {size} values at offset {offset} reads past the end of x ({offset} + {size} > {n})"
+            )
 
 
 class FusedBodyIsolated(IsolatedFromAbove):
@@ -741,7 +749,8 @@ class FusedBodyIsolated(IsolatedFromAbove):
                 name = f"%{v.name_hint}" if v.name_hint else "a value"
                 where = "the fused op's own result" if v.owner is op else "defined outside it"
                 raise VerifyException(
-                    f"fused body uses {name} ({part.name} operand {i}), {where}: a fused op's body sees only its own arguments"
+                    f"fused body uses {name} ({part.name} operand {i}), {where}:"
+                    " a fused op's body sees only its own arguments"
                 )
 
 
