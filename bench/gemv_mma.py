@@ -19,6 +19,10 @@ h3 with each h the f16 rounding of what is left (33 bits of mantissa for values 
 largest); y is divided by 2^e at the end (exact). Here they are split on the host; a plan's kernel
 would split them in a prologue.
 
+`t` tags (`w16u4t`) read the weights in `tile_q8_0`'s layout, made once at load time for the
+fragments: a warp's load of a block is 512 contiguous bytes (the row layout's is 32 bytes of each of
+16 rows) — not yet measured on a GPU (2026-12-01: the session's device time was spent).
+
 Checked against float64 (relative error printed); timed by graph replay over weight copies past 4x
 the L2 as `bench/gemv.py`, with the coalesced GEMV's default launch and the read ceiling in the same
 run.
@@ -37,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SHAPES = "4096x4096,14336x4096,4096x14336"
-_TRY = re.compile(r"w(\d+)u(\d+)(?:a(\d+)(x)?)?$")
+_TRY = re.compile(r"w(\d+)u(\d+)(?:a(\d+)(x)?)?(t)?$")
 
 _MMA = ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, "
         "{$10, $11, $12, $13};")
@@ -133,15 +137,35 @@ def _epilogue(warps: int) -> str:
 """
 
 
-def mma_source(n: int, k: int, warps: int, unroll: int) -> str:
+def tile_q8_0(qs: np.ndarray, dw: np.ndarray, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The weights in the layout `mma_source(tiled=True)` reads (made once, at load time): for each
+    16-row tile and Q8_0 block, 512 contiguous bytes, lane `g * 4 + t`'s 16 at `16 * lane` (bytes
+    `8t .. 8t + 7` of the block in row g, then the same in row g + 8), so a warp's load of a block is one
+    coalesced 512-byte read; the scales as `[tile][block][16 rows]` float32."""
+    nb = k // 32
+    q = qs.reshape(n // 16, 16, nb, 4, 8)  # tile, row in tile, block, t, 8 bytes
+    lanes = np.concatenate([q[:, :8], q[:, 8:]], axis=-1)  # tile, g, block, t, 16 bytes (row g, row g+8)
+    tiled = lanes.transpose(0, 2, 1, 3, 4).reshape(-1)  # tile, block, g, t, 16: lane = g * 4 + t
+    scales = dw.reshape(n // 16, 16, nb).transpose(0, 2, 1).reshape(-1)
+    return np.ascontiguousarray(tiled), np.ascontiguousarray(scales)
+
+
+def mma_source(n: int, k: int, warps: int, unroll: int, tiled: bool = False) -> str:
     """The kernel's source (see the module docstring): params `qs int8 [n*k]`, `dw f32 [n*k/32]`, `xp
-    int32 [3*k/2]` (the pieces, `split_x`), `y f32 [n]`, `inv f32 [1]` (2^-e)."""
+    int32 [3*k/2]` (the pieces, `split_x`), `y f32 [n]`, `inv f32 [1]` (2^-e). `tiled`: `qs`, `dw` in
+    `tile_q8_0`'s layout (one 16-byte load a lane a block, the warp's 512 bytes contiguous) instead of
+    rows (two 8-byte loads a lane a block, 32 bytes of each of 16 rows)."""
     nb = k // 32
     if n % 16 or k % 32 or nb % (warps * unroll):
         raise ValueError(f"{n}x{k}: needs N % 16 == 0 and K/32 a multiple of warps * unroll ({warps * unroll})")
     per = nb // warps
     L = []
     for u in range(unroll):
+        if tiled:
+            L += [f"        a{u}0, a{u}1, b{u}0, b{u}1 = ld_i32x4(qs, pa + {512 * u})",
+                  f"        sa{u} = ld_f32(dw, ea + {16 * u})",
+                  f"        sb{u} = ld_f32(dw, ea + {16 * u + 8})"]
+            continue
         L += [f"        a{u}0, a{u}1 = ld_i32x2(qs, pa + {32 * u})",
               f"        b{u}0, b{u}1 = ld_i32x2(qs, pb + {32 * u})",
               f"        sa{u} = ld_f32(dw, ea + {u})",
@@ -162,6 +186,13 @@ def mma_source(n: int, k: int, warps: int, unroll: int) -> str:
               f"        acc_a += sa{u} * (d0 + d1)",
               f"        acc_b += sb{u} * (d2 + d3)"]
     body = "\n".join(L)
+    if tiled:
+        starts = f"qa = cuda.blockIdx.x * {nb * 512} + lane * 16\n    da = cuda.blockIdx.x * {nb * 16} + g"
+        steps = "pa = qa + b * 512\n        ea = da + b * 16"
+    else:
+        starts = (f"qa = (row0 + g) * {k} + 8 * t\n    qb = (row0 + g + 8) * {k} + 8 * t\n"
+                  f"    da = (row0 + g) * {nb}\n    db = (row0 + g + 8) * {nb}")
+        steps = "pa = qa + b * 32\n        pb = qb + b * 32\n        ea = da + b\n        eb = db + b"
     return f"""\
 @cuda.jit(launch_bounds={32 * warps})
 def gemv_mma(qs, dw, xp, y, inv):
@@ -171,19 +202,13 @@ def gemv_mma(qs, dw, xp, y, inv):
     g = lane >> 2
     t = lane & 3
     row0 = cuda.blockIdx.x * 16
-    qa = (row0 + g) * {k} + 8 * t
-    qb = (row0 + g + 8) * {k} + 8 * t
-    da = (row0 + g) * {nb}
-    db = (row0 + g + 8) * {nb}
+    {starts}
     xo = min(g, 2) * {k // 2} + 4 * t
     z = float32(0.0)
     acc_a = float32(0.0)
     acc_b = float32(0.0)
     for b in range(warp * {per}, warp * {per} + {per}, {unroll}):
-        pa = qa + b * 32
-        pb = qb + b * 32
-        ea = da + b
-        eb = db + b
+        {steps}
         px = xo + b * 16
 {body}
 """ + _epilogue(warps)
@@ -264,7 +289,7 @@ def gemv_mma(qs, dw, xp, y, inv):
 """ + _epilogue(warps)
 
 
-def mma_kernel(n: int, k: int, warps: int, unroll: int, stages: int = 0, xcopy: bool = False):
+def mma_kernel(n: int, k: int, warps: int, unroll: int, stages: int = 0, xcopy: bool = False, tiled: bool = False):
     """The compiled kernel: `mma_source` (registers), or `mma_pipelined_source` when `stages`."""
     from numba import cuda, float32, int32
 
@@ -273,7 +298,7 @@ def mma_kernel(n: int, k: int, warps: int, unroll: int, stages: int = 0, xcopy: 
     ns = dict(cuda=cuda, float32=float32, int32=int32, ld_i32x4=I.ld_i32x4, lda_i32x4=I.lda_i32x4,
               cp_async4=I.cp_async4, cp_async16=I.cp_async16, cp_async8=I.intrinsic(I._cp_async(8, "cp_async8")),
               cp_async_commit=I.cp_async_commit, cp_async_wait=I.cp_async_wait, **_intrinsics())
-    src = mma_pipelined_source(n, k, warps, stages, xcopy) if stages else mma_source(n, k, warps, unroll)
+    src = mma_pipelined_source(n, k, warps, stages, xcopy) if stages else mma_source(n, k, warps, unroll, tiled)
     exec(compile(src, f"<gemv_mma {n}x{k} w{warps}u{unroll}a{stages}>", "exec"), ns)  # noqa: S102
     return ns["gemv_mma"]
 
@@ -299,13 +324,14 @@ def split_x(x: np.ndarray) -> tuple[np.ndarray, np.float32]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--shapes", default=SHAPES, help=f"N x K pairs (default {SHAPES})")
-    ap.add_argument("--try", dest="tries", default="w4u8,w8u4,w8u8,w16u2,w16u4,w32u2,w32u4", help="warps, unroll and (async-copy) stages tags, e.g. w4u8, w4u1a6 (x's pieces too: w4u1a6x)")
+    ap.add_argument("--try", dest="tries", default="w16u4,w8u4t,w16u2t,w16u4t,w32u2t,w4u8t", help="warps, unroll and (async-copy) stages tags, e.g. w4u8, w4u1a6 (x's pieces too: w4u1a6x); "
+                    "a `t` suffix reads `tile_q8_0`'s layout (w16u4t)")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--results", type=Path, help="append the table to this markdown file")
     args = ap.parse_args(argv)
     try:
         shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",") if s]
-        tries = [(int(m[1]), int(m[2]), int(m[3] or 0), bool(m[4])) for m in (_TRY.match(t) for t in args.tries.split(",") if t)]
+        tries = [(int(m[1]), int(m[2]), int(m[3] or 0), bool(m[4]), bool(m[5])) for m in (_TRY.match(t) for t in args.tries.split(",") if t)]
     except (ValueError, AttributeError, TypeError):
         ap.error(f"--shapes {args.shapes!r} / --try {args.tries!r}: N x K pairs and w<warps>u<unroll> tags")
     from gemv import Timer, Weights, gpu_ceiling, launches_for, print_table, require_gpu, time_kernel
@@ -337,11 +363,15 @@ def main(argv: list[str] | None = None) -> int:
         print(lines[-1], flush=True)
         pieces, inv = split_x(xh)
         xp, dinv = cuda.to_device(pieces), cuda.to_device(np.array([inv], np.float32))
-        for warps, unroll, stages, xcopy in tries:
-            tag = f"w{warps}u{unroll}" + (f"a{stages}" if stages else "") + ("x" if xcopy else "")
+        tq, td = (cuda.to_device(a) for a in tile_q8_0(w.qs[0].copy_to_host(), w.dw[0].copy_to_host(), n, k))
+        for warps, unroll, stages, xcopy, tiled in tries:
+            tag = f"w{warps}u{unroll}" + (f"a{stages}" if stages else "") + ("x" if xcopy else "") + ("t" if tiled else "")
             try:
-                kern = mma_kernel(n, k, warps, unroll, stages, xcopy)
-                kern[n // 16, 32 * warps](w.qs[0], w.dw[0], xp, w.y, dinv)
+                if tiled and stages:
+                    raise ValueError("the tiled layout is read in registers (no a<stages>)")
+                kern = mma_kernel(n, k, warps, unroll, stages, xcopy, tiled)
+                # checked on the tiled copy; timed over the row-major copies (the same addresses read)
+                kern[n // 16, 32 * warps](tq if tiled else w.qs[0], td if tiled else w.dw[0], xp, w.y, dinv)
                 cuda.synchronize()
             except Exception as e:  # noqa: BLE001 - a variant that does not build is reported
                 lines.append(f"| {n} x {k} | mma {tag} | {type(e).__name__}: {str(e)[:120]} | | |")

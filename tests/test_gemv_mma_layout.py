@@ -88,3 +88,28 @@ def test_kernel_source_refuses_shapes_it_cannot_tile(mma):
     assert "mma_f16(la, lb, ha, hb, x00, x01, z, z, z, z)" in mma.mma_source(32, 128, 2, 2)
     with pytest.raises(ValueError, match="multiple of warps \\* unroll"):
         mma.mma_source(4096, 14336, 32, 4)
+
+
+def test_tiled_layout_gives_each_lane_its_rows_bytes(mma):
+    """`tile_q8_0` and the tiled kernel's indexing (`qa = tile * nb * 512 + lane * 16`, a block 512 bytes
+    on; scales at `tile * nb * 16 + g` + 16 a block, + 8 for row g + 8): each lane's 16 bytes are the
+    8 bytes at 8t of its block in rows g and g + 8, as the row-major kernel loads them."""
+    g_ = np.random.default_rng(5)
+    n, k = 48, 96
+    nb = k // 32
+    qs = g_.integers(-127, 128, size=n * k).astype(np.int8)
+    dw = g_.random(n * nb).astype(np.float32)
+    tq, td = mma.tile_q8_0(qs, dw, n, k)
+    assert tq.shape == qs.shape and td.shape == dw.shape
+    rows = qs.reshape(n, k)
+    for tile in range(n // 16):
+        for b in range(nb):
+            for lane in range(32):
+                g, t = lane >> 2, lane & 3
+                pa = tile * nb * 512 + lane * 16 + b * 512
+                want = np.concatenate([rows[tile * 16 + g, b * 32 + 8 * t : b * 32 + 8 * t + 8],
+                                       rows[tile * 16 + g + 8, b * 32 + 8 * t : b * 32 + 8 * t + 8]])
+                assert (tq[pa : pa + 16] == want).all(), (tile, b, lane)
+                ea = tile * nb * 16 + g + b * 16
+                assert td[ea] == dw[(tile * 16 + g) * nb + b] and td[ea + 8] == dw[(tile * 16 + g + 8) * nb + b]
+    assert "ld_i32x4(qs, pa + 512)" in mma.mma_source(n, k, 1, 3, tiled=True)
