@@ -202,7 +202,7 @@ def gemv_k(qs, dw{two}, {xs}, y{ropes}):
     tag = "q8_0" if act == "f32" else "q8_0_int8"
     name = f"gemv_{tag}_{m}x{n}x{k}_r{rows_per_warp}w{warps}u{unroll}s{split}"
     what = "dequantizing in-kernel" if act == "f32" else "int8 activations"
-    notes = f"Q8_0 GEMV {n}x{k} ({what}) over {m} rows"
+    notes = f"Q8_0 GEMV {n}x{k} ({what}) over {m} row{'s' if m != 1 else ''}"
     if rope is not None:
         params, name, notes = _with_rope_params(params, name, notes, n, *rope)
     if pair is not None:
@@ -666,7 +666,7 @@ def gemv_k(qs, dw, {xs}, y):
     tag = "q8_0" if act == "f32" else "q8_0_int8"
     what = "dequantizing in-kernel" if act == "f32" else "int8 activations"
     name = f"gemv_{tag}_{m}x{n}x{k}_{shape.tag}"
-    notes = f"Q8_0 GEMV {n}x{k} ({what}) over {m} rows"
+    notes = f"Q8_0 GEMV {n}x{k} ({what}) over {m} row{'s' if m != 1 else ''}"
     if rope is not None:
         body = body.replace(f"def gemv_k(qs, dw, {xs}, y):", f"def gemv_k(qs, dw, {xs}, y, angles, z):", 1)
         params, name, notes = _with_rope_params(params, name, notes, n, *rope)
@@ -786,4 +786,4 @@ def dense_k(w, x, y):
         Param("y", "float32", m * n, "out", f"[{m}, {n}]"),
     ]
     grid = (-(-n // warps), m)
-    return build(f"gemv_dense_{dtype}_{m}x{n}x{k}", body, "dense_k", grid, (32 * warps,), params, f"{dtype} GEMV {n}x{k} over {m} rows")
+    return build(f"gemv_dense_{dtype}_{m}x{n}x{k}", body, "dense_k", grid, (32 * warps,), params, f"{dtype} GEMV {n}x{k} over {m} row{'s' if m != 1 else ''}")

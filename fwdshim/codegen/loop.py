@@ -181,7 +181,7 @@ class DeviceLoop:
         """Enqueue one step at the loop's position; returns that position."""
         p = self.pos
         if p >= self.positions:
-            raise ValueError(f"the context of {self.positions} positions is full")
+            raise ValueError(f"the context of {self.positions} position{'s' if self.positions != 1 else ''} is full")
         if self._device_pos != p:
             self.rt.set_cache_len(p)
         if self.graph is None:
