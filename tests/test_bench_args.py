@@ -12,6 +12,15 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
+def _bench(name: str):
+    """The bench script `name` imported as a module (its folder on sys.path while it imports)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(BENCH))
+
+
 @pytest.mark.parametrize(
     "script, args, message",
     [
@@ -25,6 +34,11 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
         ("attention.py", ["--try", "b128u4"], "--try: `b128u4` is not an attention launch tag"),
         ("attention.py", ["--fill", "1024"], "--fill 1024, --context 1024: needs 0 <= fill < context"),
         ("compile_time.py", ["--numerics", "int4"], "argument --numerics: invalid choice: 'int4'"),
+        ("occupancy.py", ["--shapes", "gpt9"], "--shapes 'gpt9': of smollm2, llama8b"),
+        ("occupancy.py", ["--numerics", "int4"], "--numerics 'int4': of dequant, int8-act, two-pass-int8"),
+        ("occupancy.py", ["--arch", "hopper"], "--arch 'hopper': an architecture such as sm_90"),
+        ("occupancy.py", ["--cap", "80,lots"], "--cap '80,lots': register counts, comma-separated"),
+        ("occupancy.py", ["--cap", "8"], "--cap '8': register counts from 16 to 255"),
     ],
     ids=lambda v: v if isinstance(v, str) and v.endswith(".py") else None,
 )
@@ -36,12 +50,29 @@ def test_a_bad_argument_is_one_usage_error(script, args, message):
 
 
 def test_attention_launch_tags_round_trip():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import attention as bench_attention
-    finally:
-        sys.path.remove(str(BENCH))
+    bench_attention = _bench("attention")
     assert bench_attention.parse_tag("b128u4s17o5") == (128, 4, 17, 5)
     assert bench_attention.parse_tag("b64u2s9") == (64, 2, 9, None)
     for t in ("b128u4s17o5", "b128u4s17o0", "b64u2s9"):
         assert bench_attention.tag(bench_attention.parse_tag(t)) == t
+
+
+def test_occupancy_without_ptxas_is_one_line(monkeypatch, capsys):
+    occ = _bench("occupancy")
+    monkeypatch.setattr(occ, "find_ptxas", lambda: None)
+    with pytest.raises(SystemExit) as e:
+        occ.main(["--shapes", "smollm2"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err == "occupancy.py: no ptxas here (a CUDA toolkit's bin on PATH, or CUDA_HOME): nothing to assemble with\n"
+
+
+def test_occupancy_reads_ptxas_lines():
+    occ = _bench("occupancy")
+    text = ("ptxas info    : Compiling entry function 'k' for 'sm_90'\n"
+            "ptxas info    : Function properties for k\n"
+            "    0 bytes stack frame, 32 bytes spill stores, 32 bytes spill loads\n"
+            "ptxas info    : Used 80 registers, used 1 barriers, 41216 bytes smem, 400 bytes cmem[0]\n")
+    assert occ.parse_ptxas(text) == (80, 32, 41216)
+    assert occ.parse_ptxas("ptxas info    : Used 28 registers, 392 bytes cmem[0]") == (28, 0, 0)
+    with pytest.raises(ValueError, match="no register count"):
+        occ.parse_ptxas("ptxas fatal   : Unresolved extern function")
