@@ -154,20 +154,26 @@ def before_shape(n: int, k: int, act: str) -> tuple:
     return (32, 2, 4, 2, 2) if n <= 4096 else (32, 2, 4, 2, 1)
 
 
-def torch_replay_ms(graph, reps: int, launches: int) -> float:
-    """ms a launch of a captured torch CUDA graph of `launches` launches, replayed `reps` times
-    between two events (after one warm replay)."""
+def torch_ms(fn, reps: int) -> float:
+    """ms a call of `fn` (torch work on the current stream), called `reps` times between two CUDA
+    events after one warm call."""
     import torch
 
-    graph.replay()
+    fn()
     torch.cuda.synchronize()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(reps):
-        graph.replay()
+        fn()
     stop.record()
     stop.synchronize()
-    return start.elapsed_time(stop) / reps / launches
+    return start.elapsed_time(stop) / reps
+
+
+def torch_replay_ms(graph, reps: int, launches: int) -> float:
+    """ms a launch of a captured torch CUDA graph of `launches` launches, replayed `reps` times
+    between two events (after one warm replay)."""
+    return torch_ms(graph.replay, reps) / launches
 
 
 def gpu_ceiling(timer, reps: int) -> tuple[str, float]:
@@ -352,15 +358,7 @@ def read_ceiling(timer: Timer, reps: int) -> tuple[float, float]:
     ms = timer.replay_ms(timer.graph(record), reps)
     numba_gbs = 4 * words / ms / 1e6
     f = t.view(torch.float32)
-    f.sum()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        f.sum()
-    stop.record()
-    stop.synchronize()
-    torch_gbs = 4 * words / (start.elapsed_time(stop) / reps) / 1e6
+    torch_gbs = 4 * words / torch_ms(f.sum, reps) / 1e6
     torch.cuda.empty_cache()
     return numba_gbs, torch_gbs
 
