@@ -21,7 +21,18 @@ would split them in a prologue.
 
 `t` tags (`w16u4t`) read the weights in `tile_q8_0`'s layout, made once at load time for the
 fragments: a warp's load of a block is 512 contiguous bytes (the row layout's is 32 bytes of each of
-16 rows) — not yet measured on a GPU (2026-12-01: the session's device time was spent).
+16 rows). `p<n>` tags (`w8u2p2`, `mma_prefetch_source`) read that layout with each loop iteration's
+loads `n` groups ahead in registers (ptxas otherwise issues each block's loads after the previous
+block's mma: one block in flight a thread). `i` tags (`iw8u4p1`, `imma_source`) are the int8-act
+GEMV on int8 tensor cores: a Q8_0 block of 16 rows is one `mma.m16n8k32.s8` (its quants the A
+fragment as `tile_q8_0_imma` lays them out, no unpacking), timed against the dp4a GEMV.
+
+H200, 2026-12-01 (twelfth session; `bench/RESULTS.md`): the prefetching tensor-core dequant GEMV
+reaches 63-64 / 82.5-83.6 / 83.5-85.6 % of the read ceiling (4096², 14336x4096, 4096x14336; the
+coalesced dequant GEMV 57-58 / 75 / 78-79 %); the int8 tensor-core GEMV 65 / 84.5 / 86.3 % (the dp4a
+GEMV 68 / 83 / 87 %): both where the int8-act and torch's fp16 GEMVs stop. Not in any plan: a plan's
+kernel needs x's pieces from its producer (splitting them in the GEMV costs more instructions than it
+saves) and the tiled layout at load time.
 
 Checked against float64 (relative error printed); timed by graph replay over weight copies past 4x
 the L2 as `bench/gemv.py`, with the coalesced GEMV's default launch and the read ceiling in the same
@@ -41,10 +52,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SHAPES = "4096x4096,14336x4096,4096x14336"
-_TRY = re.compile(r"w(\d+)u(\d+)(?:a(\d+)(x)?)?(t)?$")
+_TRY = re.compile(r"w(\d+)u(\d+)(?:a(\d+)(x)?)?(t|p\d*)?$")
+_ITRY = re.compile(r"iw(\d+)u(\d+)p(\d+)$")
 
 _MMA = ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, "
         "{$10, $11, $12, $13};")
+# int8 x int8 -> int32, exact; C is zero (each block's dot is scaled on its own, as the dp4a GEMV does)
+_IMMA = ("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, "
+         "{0, 0, 0, 0};")
 _Q8_F16 = """{
  .reg .b32 t0, t1, c;
  mov.b32 c, 0x64806480;
@@ -116,7 +131,34 @@ def _intrinsics():
 
         return signature(types.float32, a, i), codegen
 
-    return dict(mma_f16=mma_f16, q8x4_f16x2=q8x4_f16x2, ld_i32x2=ld_i32x2, ld_f32=ld_f32)
+    @intrinsic
+    def ld_f32x2(typingctx, a, i):
+        rtype = types.UniTuple(types.float32, 2)
+
+        def codegen(context, builder, sig, args):
+            ptr = _pointer(context, builder, sig.args[0], args[0], args[1], f32)
+            asm = ir.InlineAsm(ir.FunctionType(ir.LiteralStructType([f32] * 2), [f32.as_pointer()]),
+                               "ld.global.nc.v2.f32 {$0, $1}, [$2];", "=f,=f,l", side_effect=True)
+            res = builder.call(asm, [ptr])
+            return _tuple(context, builder, rtype, [builder.extract_value(res, j) for j in range(2)])
+
+        return signature(rtype, a, i), codegen
+
+    @intrinsic
+    def mma_s8(typingctx, a0, a1, a2, a3, b0, b1):
+        rtype = types.UniTuple(types.int32, 4)
+
+        def codegen(context, builder, sig, args):
+            ins = [context.cast(builder, v, t, types.int32) for v, t in zip(args, sig.args)]
+            asm = ir.InlineAsm(ir.FunctionType(ir.LiteralStructType([i32] * 4), [i32] * 6), _IMMA,
+                               "=r,=r,=r,=r,r,r,r,r,r,r")
+            res = builder.call(asm, ins)
+            return _tuple(context, builder, rtype, [builder.extract_value(res, j) for j in range(4)])
+
+        return signature(rtype, a0, a1, a2, a3, b0, b1), codegen
+
+    return dict(mma_f16=mma_f16, q8x4_f16x2=q8x4_f16x2, ld_i32x2=ld_i32x2, ld_f32=ld_f32, ld_f32x2=ld_f32x2,
+                mma_s8=mma_s8)
 
 
 def _epilogue(warps: int) -> str:
@@ -141,12 +183,14 @@ def tile_q8_0(qs: np.ndarray, dw: np.ndarray, n: int, k: int) -> tuple[np.ndarra
     """The weights in the layout `mma_source(tiled=True)` reads (made once, at load time): for each
     16-row tile and Q8_0 block, 512 contiguous bytes, lane `g * 4 + t`'s 16 at `16 * lane` (bytes
     `8t .. 8t + 7` of the block in row g, then the same in row g + 8), so a warp's load of a block is one
-    coalesced 512-byte read; the scales as `[tile][block][16 rows]` float32."""
+    coalesced 512-byte read; the scales as `[tile][block][8 g][rows g, g + 8]` float32 (one 8-byte load
+    a lane a block)."""
     nb = k // 32
     q = qs.reshape(n // 16, 16, nb, 4, 8)  # tile, row in tile, block, t, 8 bytes
     lanes = np.concatenate([q[:, :8], q[:, 8:]], axis=-1)  # tile, g, block, t, 16 bytes (row g, row g+8)
     tiled = lanes.transpose(0, 2, 1, 3, 4).reshape(-1)  # tile, block, g, t, 16: lane = g * 4 + t
-    scales = dw.reshape(n // 16, 16, nb).transpose(0, 2, 1).reshape(-1)
+    d = dw.reshape(n // 16, 2, 8, nb)  # tile, half, g, block
+    scales = d.transpose(0, 3, 2, 1).reshape(-1)  # tile, block, g, half
     return np.ascontiguousarray(tiled), np.ascontiguousarray(scales)
 
 
@@ -163,8 +207,7 @@ def mma_source(n: int, k: int, warps: int, unroll: int, tiled: bool = False) -> 
     for u in range(unroll):
         if tiled:
             L += [f"        a{u}0, a{u}1, b{u}0, b{u}1 = ld_i32x4(qs, pa + {512 * u})",
-                  f"        sa{u} = ld_f32(dw, ea + {16 * u})",
-                  f"        sb{u} = ld_f32(dw, ea + {16 * u + 8})"]
+                  f"        sa{u}, sb{u} = ld_f32x2(dw, ea + {16 * u})"]
             continue
         L += [f"        a{u}0, a{u}1 = ld_i32x2(qs, pa + {32 * u})",
               f"        b{u}0, b{u}1 = ld_i32x2(qs, pb + {32 * u})",
@@ -187,7 +230,7 @@ def mma_source(n: int, k: int, warps: int, unroll: int, tiled: bool = False) -> 
               f"        acc_b += sb{u} * (d2 + d3)"]
     body = "\n".join(L)
     if tiled:
-        starts = f"qa = cuda.blockIdx.x * {nb * 512} + lane * 16\n    da = cuda.blockIdx.x * {nb * 16} + g"
+        starts = f"qa = cuda.blockIdx.x * {nb * 512} + lane * 16\n    da = cuda.blockIdx.x * {nb * 16} + 2 * g"
         steps = "pa = qa + b * 512\n        ea = da + b * 16"
     else:
         starts = (f"qa = (row0 + g) * {k} + 8 * t\n    qb = (row0 + g + 8) * {k} + 8 * t\n"
@@ -213,6 +256,69 @@ def gemv_mma(qs, dw, xp, y, inv):
 {body}
 """ + _epilogue(warps)
 
+
+def mma_prefetch_source(n: int, k: int, warps: int, unroll: int, ahead: int = 1) -> str:
+    """The tiled kernel (`tile_q8_0`'s layout) with its loads `ahead` groups ahead in registers: each
+    iteration issues the loads of the group `ahead` on (`unroll` blocks: quants 16 bytes a lane, scale
+    pairs 8, x pieces 16), then computes the current group, so `ahead` groups are in flight while it
+    computes (ptxas places a loop's loads after its mmas; with `ahead` 1 they then overlap only the
+    loop's branch). No branch on the lane: lanes g >= 3 load piece 2 again (columns 3..7 of the tile are
+    then copies, never read), and lane t = 1 takes its column 2 only (`d1 * m`, m = 0 off lane t = 0)."""
+    nb = k // 32
+    if n % 16 or k % 32 or nb % (warps * unroll):
+        raise ValueError(f"{n}x{k}: needs N % 16 == 0 and K/32 a multiple of warps * unroll ({warps * unroll})")
+    per = nb // warps
+    groups = per // unroll
+
+    def loads(lv: int, at: str) -> list[str]:
+        out = []
+        for u in range(unroll):
+            out += [f"q{lv}_{u}0, q{lv}_{u}1, q{lv}_{u}2, q{lv}_{u}3 = ld_i32x4(qs, qa + ({at} + {u}) * 512)",
+                    f"s{lv}_{u}a, s{lv}_{u}b = ld_f32x2(dw, da + ({at} + {u}) * 16)",
+                    f"x{lv}_{u}0, x{lv}_{u}1, x{lv}_{u}2, x{lv}_{u}3 = ld_i32x4(xp, xo + ({at} + {u}) * 16)"]
+        return out
+
+    def last(expr: str) -> str:  # a group index clamped to the warp's last group (its loads then repeat)
+        return f"b0 + min({expr}, {groups - 1}) * {unroll}"
+
+    pro = []
+    for lv in range(ahead):
+        pro += loads(lv, last(str(lv)))
+    body = loads(ahead, last(f"it + {ahead}"))
+    for u in range(unroll):
+        body += [f"la, ha = q8x4_f16x2(q0_{u}0)", f"lb, hb = q8x4_f16x2(q0_{u}2)",
+                 f"d0, d1, d2, d3 = mma_f16(la, lb, ha, hb, x0_{u}0, x0_{u}1, z, z, z, z)",
+                 f"la, ha = q8x4_f16x2(q0_{u}1)", f"lb, hb = q8x4_f16x2(q0_{u}3)",
+                 f"d0, d1, d2, d3 = mma_f16(la, lb, ha, hb, x0_{u}2, x0_{u}3, d0, d1, d2, d3)",
+                 f"acc_a += s0_{u}a * (d0 + d1 * m)", f"acc_b += s0_{u}b * (d2 + d3 * m)"]
+    for lv in range(ahead):
+        for u in range(unroll):
+            body += [f"q{lv}_{u}0, q{lv}_{u}1, q{lv}_{u}2, q{lv}_{u}3 = q{lv + 1}_{u}0, q{lv + 1}_{u}1, q{lv + 1}_{u}2, q{lv + 1}_{u}3",
+                     f"s{lv}_{u}a, s{lv}_{u}b = s{lv + 1}_{u}a, s{lv + 1}_{u}b",
+                     f"x{lv}_{u}0, x{lv}_{u}1, x{lv}_{u}2, x{lv}_{u}3 = x{lv + 1}_{u}0, x{lv + 1}_{u}1, x{lv + 1}_{u}2, x{lv + 1}_{u}3"]
+    pro_s = "\n".join("    " + ln for ln in pro)
+    loop = "\n".join("        " + ln for ln in body)
+    return f"""\
+@cuda.jit(launch_bounds={32 * warps})
+def gemv_mma(qs, dw, xp, y, inv):
+    red = cuda.shared.array({16 * warps}, float32)
+    lane = cuda.threadIdx.x % 32
+    warp = cuda.threadIdx.x // 32
+    g = lane >> 2
+    t = lane & 3
+    row0 = cuda.blockIdx.x * 16
+    qa = cuda.blockIdx.x * {nb * 512} + lane * 16
+    da = cuda.blockIdx.x * {nb * 16} + 2 * g
+    xo = min(g, 2) * {k // 2} + 4 * t
+    m = float32(1.0) if t == 0 else float32(0.0)
+    z = float32(0.0)
+    acc_a = float32(0.0)
+    acc_b = float32(0.0)
+    b0 = warp * {per}
+{pro_s}
+    for it in range({groups}):
+{loop}
+""" + _epilogue(warps)
 
 def mma_pipelined_source(n: int, k: int, warps: int, stages: int, xcopy: bool = False) -> str:
     """`mma_source` with the weights, scales and x's pieces through an async-copy pipeline `stages`
@@ -289,8 +395,9 @@ def gemv_mma(qs, dw, xp, y, inv):
 """ + _epilogue(warps)
 
 
-def mma_kernel(n: int, k: int, warps: int, unroll: int, stages: int = 0, xcopy: bool = False, tiled: bool = False):
-    """The compiled kernel: `mma_source` (registers), or `mma_pipelined_source` when `stages`."""
+def mma_kernel(n: int, k: int, warps: int, unroll: int, stages: int = 0, xcopy: bool = False, tiled: bool | str = False):
+    """The compiled kernel: `mma_source` (registers; `tiled`: `tile_q8_0`'s layout), `mma_prefetch_source`
+    when `tiled` is `"p<ahead>"`, or `mma_pipelined_source` when `stages`."""
     from numba import cuda, float32, int32
 
     from fwdshim.codegen import intrinsics as I
@@ -298,9 +405,106 @@ def mma_kernel(n: int, k: int, warps: int, unroll: int, stages: int = 0, xcopy: 
     ns = dict(cuda=cuda, float32=float32, int32=int32, ld_i32x4=I.ld_i32x4, lda_i32x4=I.lda_i32x4,
               cp_async4=I.cp_async4, cp_async16=I.cp_async16, cp_async8=I.intrinsic(I._cp_async(8, "cp_async8")),
               cp_async_commit=I.cp_async_commit, cp_async_wait=I.cp_async_wait, **_intrinsics())
-    src = mma_pipelined_source(n, k, warps, stages, xcopy) if stages else mma_source(n, k, warps, unroll, tiled)
+    if stages:
+        src = mma_pipelined_source(n, k, warps, stages, xcopy)
+    elif str(tiled).startswith("p"):
+        src = mma_prefetch_source(n, k, warps, unroll, int(tiled[1:] or 1))
+    else:
+        src = mma_source(n, k, warps, unroll, bool(tiled))
     exec(compile(src, f"<gemv_mma {n}x{k} w{warps}u{unroll}a{stages}>", "exec"), ns)  # noqa: S102
     return ns["gemv_mma"]
+
+
+def tile_q8_0_imma(qs: np.ndarray, dw: np.ndarray, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The weights in the layout `imma_source` reads: for each 16-row tile and Q8_0 block, 512
+    contiguous bytes, lane `g * 4 + t`'s 16 at `16 * lane` — its A fragment of `mma.m16n8k32.s8`
+    (bytes 4t..4t+3 of row g, the same of row g + 8, then bytes 16+4t..16+4t+3 of rows g and g + 8);
+    the scales as `tile_q8_0`'s pairs."""
+    nb = k // 32
+    q = qs.reshape(n // 16, 2, 8, nb, 2, 4, 4)  # tile, half (row g / g + 8), g, block, k half, t, 4 bytes
+    tiled = q.transpose(0, 3, 2, 5, 4, 1, 6).reshape(-1)  # tile, block, g, t, k half, half, 4
+    return np.ascontiguousarray(tiled), tile_q8_0(qs, dw, n, k)[1]
+
+
+def imma_source(n: int, k: int, warps: int, unroll: int, ahead: int = 1) -> str:
+    """The int8-act Q8_0 GEMV on the tensor cores: `y[r] = sum_b (dw[r, b] * xd[b]) * (q[r, b] . xq[b])`,
+    each block's int32 dot one `mma.sync.m16n8k32.s8` (the 16 rows' quants are its A fragment as
+    `tile_q8_0_imma` lays them out, xq's 32 bytes its B fragment in every column, so no unpacking and
+    every lane gets its rows' dots), the float sum in the dp4a GEMV's form. Loads `ahead` groups of
+    `unroll` blocks ahead in registers, split-K over `warps` warps as `mma_prefetch_source`. Params
+    `qs int8 [n*k]` (tiled), `dw f32` (pairs), `xq int8 [k]`, `xd f32 [k/32]`, `y f32 [n]`."""
+    nb = k // 32
+    if n % 16 or k % 32 or nb % (warps * unroll):
+        raise ValueError(f"{n}x{k}: needs N % 16 == 0 and K/32 a multiple of warps * unroll ({warps * unroll})")
+    per = nb // warps
+    groups = per // unroll
+
+    def loads(lv: int, at: str) -> list[str]:
+        out = []
+        for u in range(unroll):
+            out += [f"q{lv}_{u}0, q{lv}_{u}1, q{lv}_{u}2, q{lv}_{u}3 = ld_i32x4(qs, qa + ({at} + {u}) * 512)",
+                    f"s{lv}_{u}a, s{lv}_{u}b = ld_f32x2(dw, da + ({at} + {u}) * 16)",
+                    f"x{lv}_{u}0 = ld_i32(xq, xo + ({at} + {u}) * 32)",
+                    f"x{lv}_{u}1 = ld_i32(xq, xo + ({at} + {u}) * 32 + 16)",
+                    f"e{lv}_{u} = ld_f32(xd, {at} + {u})"]
+        return out
+
+    def last(expr: str) -> str:
+        return f"b0 + min({expr}, {groups - 1}) * {unroll}"
+
+    pro = []
+    for lv in range(ahead):
+        pro += loads(lv, last(str(lv)))
+    body = loads(ahead, last(f"it + {ahead}"))
+    for u in range(unroll):
+        body += [f"d0, d1, d2, d3 = mma_s8(q0_{u}0, q0_{u}1, q0_{u}2, q0_{u}3, x0_{u}0, x0_{u}1)",
+                 f"acc_a += (s0_{u}a * e0_{u}) * float32(d0)", f"acc_b += (s0_{u}b * e0_{u}) * float32(d2)"]
+    for lv in range(ahead):
+        for u in range(unroll):
+            a, b = f"{lv}_{u}", f"{lv + 1}_{u}"
+            body += [f"q{a}0, q{a}1, q{a}2, q{a}3 = q{b}0, q{b}1, q{b}2, q{b}3",
+                     f"s{a}a, s{a}b, x{a}0, x{a}1, e{a} = s{b}a, s{b}b, x{b}0, x{b}1, e{b}"]
+    pro_s = "\n".join("    " + ln for ln in pro)
+    loop = "\n".join("        " + ln for ln in body)
+    return f"""\
+@cuda.jit(launch_bounds={32 * warps})
+def gemv_imma(qs, dw, xq, xd, y):
+    red = cuda.shared.array({16 * warps}, float32)
+    lane = cuda.threadIdx.x % 32
+    warp = cuda.threadIdx.x // 32
+    g = lane >> 2
+    t = lane & 3
+    row0 = cuda.blockIdx.x * 16
+    qa = cuda.blockIdx.x * {nb * 512} + lane * 16
+    da = cuda.blockIdx.x * {nb * 16} + 2 * g
+    xo = 4 * t
+    acc_a = float32(0.0)
+    acc_b = float32(0.0)
+    b0 = warp * {per}
+{pro_s}
+    for it in range({groups}):
+{loop}
+    if t == 0:
+        red[warp * 16 + g] = acc_a
+        red[warp * 16 + g + 8] = acc_b
+    cuda.syncthreads()
+    if warp == 0 and lane < 16:
+        s = red[lane]
+        for w in range(1, {warps}):
+            s += red[w * 16 + lane]
+        y[row0 + lane] = s
+"""
+
+
+def imma_kernel(n: int, k: int, warps: int, unroll: int, ahead: int = 1):
+    """The compiled `imma_source` kernel."""
+    from numba import cuda, float32, int32
+
+    from fwdshim.codegen import intrinsics as I
+
+    ns = dict(cuda=cuda, float32=float32, int32=int32, ld_i32x4=I.ld_i32x4, ld_i32=I.ld_i32, **_intrinsics())
+    exec(compile(imma_source(n, k, warps, unroll, ahead), f"<gemv_imma {n}x{k} w{warps}u{unroll}p{ahead}>", "exec"), ns)  # noqa: S102
+    return ns["gemv_imma"]
 
 
 _PERM = np.array([0, 2, 1, 3, 4, 6, 5, 7])
@@ -324,14 +528,17 @@ def split_x(x: np.ndarray) -> tuple[np.ndarray, np.float32]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--shapes", default=SHAPES, help=f"N x K pairs (default {SHAPES})")
-    ap.add_argument("--try", dest="tries", default="w16u4,w8u4t,w16u2t,w16u4t,w32u2t,w4u8t", help="warps, unroll and (async-copy) stages tags, e.g. w4u8, w4u1a6 (x's pieces too: w4u1a6x); "
-                    "a `t` suffix reads `tile_q8_0`'s layout (w16u4t)")
+    ap.add_argument("--try", dest="tries", default="w8u4p1,w8u2p2,w16u1p4,iw4u8p1,iw16u4p1,iw8u8p1", help="warps, unroll and (async-copy) stages tags, e.g. w4u8, w4u1a6 (x's pieces too: w4u1a6x); "
+                    "a `t` suffix reads `tile_q8_0`'s layout (w16u4t), `p<n>` that layout with its loads n groups ahead (w8u2p2); "
+                    "an `i` prefix: the int8-act GEMV on int8 tensor cores (iw8u4p1, `imma_source`)")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--results", type=Path, help="append the table to this markdown file")
     args = ap.parse_args(argv)
     try:
         shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",") if s]
-        tries = [(int(m[1]), int(m[2]), int(m[3] or 0), bool(m[4]), bool(m[5])) for m in (_TRY.match(t) for t in args.tries.split(",") if t)]
+        tags = [t for t in args.tries.split(",") if t]
+        itries = [(int(m[1]), int(m[2]), int(m[3])) for m in (_ITRY.match(t) for t in tags if t.startswith("i"))]
+        tries = [(int(m[1]), int(m[2]), int(m[3] or 0), bool(m[4]), m[5] or "") for m in (_TRY.match(t) for t in tags if not t.startswith("i"))]
     except (ValueError, AttributeError, TypeError):
         ap.error(f"--shapes {args.shapes!r} / --try {args.tries!r}: N x K pairs and w<warps>u<unroll> tags")
     from gemv import Timer, Weights, gpu_ceiling, launches_for, print_table, require_gpu, time_kernel
@@ -365,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
         xp, dinv = cuda.to_device(pieces), cuda.to_device(np.array([inv], np.float32))
         tq, td = (cuda.to_device(a) for a in tile_q8_0(w.qs[0].copy_to_host(), w.dw[0].copy_to_host(), n, k))
         for warps, unroll, stages, xcopy, tiled in tries:
-            tag = f"w{warps}u{unroll}" + (f"a{stages}" if stages else "") + ("x" if xcopy else "") + ("t" if tiled else "")
+            tag = f"w{warps}u{unroll}" + (f"a{stages}" if stages else "") + ("x" if xcopy else "") + tiled
             try:
                 if tiled and stages:
                     raise ValueError("the tiled layout is read in registers (no a<stages>)")
@@ -389,8 +596,55 @@ def main(argv: list[str] | None = None) -> int:
             regs = next(iter(regs.values())) if isinstance(regs, dict) else regs
             lines.append(f"| {n} x {k} | mma {tag} ({regs} regs) | {ms * 1e3:.2f} | {nbytes / ms / 1e6 / ceiling:.1%} | {err:.1e} |")
             print(lines[-1], flush=True)
+        if itries:
+            _imma_rows(lines, timer, w, n, k, itries, ceiling, args.reps)
         del w
     return print_table(lines, args.results)
+
+
+def _imma_rows(lines, timer, w, n, k, itries, ceiling, reps) -> None:
+    """The int8-act rows: the coalesced dp4a GEMV's default launch, then each `iw<warps>u<unroll>p<ahead>`
+    (checked against float64 on `tile_q8_0_imma`'s copy, timed over the row-major copies)."""
+    from gemv import launches_for, time_kernel
+    from numba import cuda
+
+    from fwdshim.codegen import gemv
+
+    qs0 = w.qs[0].copy_to_host()
+    xq, xd = w.xq.copy_to_host().astype(np.float64), w.xd.copy_to_host().astype(np.float64)
+    dots = (qs0.astype(np.float64).reshape(n, -1, 32) * xq.reshape(1, -1, 32)).sum(-1)
+    ref = (dots * w.dw[0].copy_to_host().astype(np.float64).reshape(n, -1) * xd.reshape(1, -1)).sum(-1)
+    scale = np.abs(ref).max()
+    nbytes = w.nbytes("int8")
+    base = gemv.q8_0_int8(n, k)
+    ms = time_kernel(timer, base, w, "int8", reps)
+    base.launch(*w.args(0, "int8"))
+    err = np.abs(w.y.copy_to_host() - ref).max() / scale
+    lines.append(f"| {n} x {k} | int8-act coalesced {gemv.launch_shape(n, k, 'int8').tag} | {ms * 1e3:.2f} | {nbytes / ms / 1e6 / ceiling:.1%} | {err:.1e} |")
+    print(lines[-1], flush=True)
+    tq, td = (cuda.to_device(a) for a in tile_q8_0_imma(qs0, w.dw[0].copy_to_host(), n, k))
+    for warps, unroll, ahead in itries:
+        tag = f"iw{warps}u{unroll}p{ahead}"
+        try:
+            kern = imma_kernel(n, k, warps, unroll, ahead)
+            kern[n // 16, 32 * warps](tq, td, w.xq, w.xd, w.y)
+            cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - a variant that does not build is reported
+            lines.append(f"| {n} x {k} | int8-act imma {tag} | {type(e).__name__}: {str(e)[:120]} | | |")
+            print(lines[-1], flush=True)
+            continue
+        err = np.abs(w.y.copy_to_host() - ref).max() / scale
+        launches = launches_for(w.copies)
+
+        def record(builder, kern=kern, warps=warps):
+            for i in range(launches):
+                kern[n // 16, 32 * warps, builder](w.qs[i % w.copies], w.dw[i % w.copies], w.xq, w.xd, w.y)
+
+        ms = timer.replay_ms(timer.graph(record), reps) / launches
+        regs = kern.get_regs_per_thread()
+        regs = next(iter(regs.values())) if isinstance(regs, dict) else regs
+        lines.append(f"| {n} x {k} | int8-act imma {tag} ({regs} regs) | {ms * 1e3:.2f} | {nbytes / ms / 1e6 / ceiling:.1%} | {err:.1e} |")
+        print(lines[-1], flush=True)
 
 
 if __name__ == "__main__":

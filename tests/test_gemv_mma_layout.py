@@ -45,7 +45,10 @@ def test_split_x_pieces_sum_to_x(mma):
     assert np.abs(back - x).max() <= top * 2.0**-30, np.abs(back - x).max() / top
 
 
-def test_fragment_layout_computes_the_gemv(mma):
+@pytest.mark.parametrize("copies", [False, True], ids=["zero-columns", "copied-columns"])
+def test_fragment_layout_computes_the_gemv(mma, copies):
+    """`copies`: as `mma_prefetch_source`, lanes g >= 3 load piece 2 again (no branch) and lane t = 1
+    takes its column 2 only (`d1 * m`)."""
     g = np.random.default_rng(4)
     n, k = 32, 128
     qs = g.integers(-127, 128, size=(n, k)).astype(np.int8)
@@ -67,15 +70,16 @@ def test_fragment_layout_computes_the_gemv(mma):
                     lb, hb = _q8x4_f16x2(words[((row0 + r + 8) * k + b * 32 + 8 * t) // 4 + wi])
                     a[r, 2 * t : 2 * t + 2], a[r + 8, 2 * t : 2 * t + 2] = la, lb
                     a[r, 2 * t + 8 : 2 * t + 10], a[r + 8, 2 * t + 8 : 2 * t + 10] = ha, hb
-                    if r < 3:
-                        xo = r * (k // 2) + 4 * t + b * 16
+                    if r < 3 or copies:
+                        xo = min(r, 2) * (k // 2) + 4 * t + b * 16
                         bm[2 * t : 2 * t + 2, r] = _halves(xp[xo + 2 * wi])
                         bm[2 * t + 8 : 2 * t + 10, r] = _halves(xp[xo + 2 * wi + 1])
                 d = a @ bm + d
             for lane in range(32):
                 r, t = lane >> 2, lane & 3
-                acc[lane, 0] += dw[row0 + r, b] * (d[r, 2 * t] + d[r, 2 * t + 1])
-                acc[lane, 1] += dw[row0 + r + 8, b] * (d[r + 8, 2 * t] + d[r + 8, 2 * t + 1])
+                m = 1.0 if (t == 0 or not copies) else 0.0
+                acc[lane, 0] += dw[row0 + r, b] * (d[r, 2 * t] + d[r, 2 * t + 1] * m)
+                acc[lane, 1] += dw[row0 + r + 8, b] * (d[r + 8, 2 * t] + d[r + 8, 2 * t + 1] * m)
         for r in range(8):  # lanes t = 0, 1 hold the row's columns (shfl_xor 1)
             y[row0 + r] = (acc[4 * r, 0] + acc[4 * r + 1, 0]) * inv
             y[row0 + r + 8] = (acc[4 * r, 1] + acc[4 * r + 1, 1]) * inv
@@ -92,7 +96,7 @@ def test_kernel_source_refuses_shapes_it_cannot_tile(mma):
 
 def test_tiled_layout_gives_each_lane_its_rows_bytes(mma):
     """`tile_q8_0` and the tiled kernel's indexing (`qa = tile * nb * 512 + lane * 16`, a block 512 bytes
-    on; scales at `tile * nb * 16 + g` + 16 a block, + 8 for row g + 8): each lane's 16 bytes are the
+    on; scale pairs at `tile * nb * 16 + 2g` + 16 a block, row g then row g + 8): each lane's 16 bytes are the
     8 bytes at 8t of its block in rows g and g + 8, as the row-major kernel loads them."""
     g_ = np.random.default_rng(5)
     n, k = 48, 96
@@ -110,6 +114,49 @@ def test_tiled_layout_gives_each_lane_its_rows_bytes(mma):
                 want = np.concatenate([rows[tile * 16 + g, b * 32 + 8 * t : b * 32 + 8 * t + 8],
                                        rows[tile * 16 + g + 8, b * 32 + 8 * t : b * 32 + 8 * t + 8]])
                 assert (tq[pa : pa + 16] == want).all(), (tile, b, lane)
-                ea = tile * nb * 16 + g + b * 16
-                assert td[ea] == dw[(tile * 16 + g) * nb + b] and td[ea + 8] == dw[(tile * 16 + g + 8) * nb + b]
+                ea = tile * nb * 16 + 2 * g + b * 16
+                assert td[ea] == dw[(tile * 16 + g) * nb + b] and td[ea + 1] == dw[(tile * 16 + g + 8) * nb + b]
     assert "ld_i32x4(qs, pa + 512)" in mma.mma_source(n, k, 1, 3, tiled=True)
+    src = mma.mma_prefetch_source(n, k, 1, 1, ahead=2)
+    assert "da = cuda.blockIdx.x * 48 + 2 * g" in src and "ld_f32x2(dw, da + (b0 + min(it + 2, 2) * 1 + 0) * 16)" in src
+
+
+def test_imma_fragments_compute_the_int8_gemv(mma):
+    """`tile_q8_0_imma` and `imma_source`'s indexing, by a NumPy model of `mma.m16n8k32.row.col.s8`
+    (A: a0 row g k 4t.., a1 row g + 8, a2 row g k 16 + 4t.., a3 row g + 8; B: b0 k 4t.. col g, b1 k
+    16 + 4t..; D: d0 row g col 2t, d2 row g + 8): every lane's d0 and d2 are its rows' exact dots."""
+    g_ = np.random.default_rng(6)
+    n, k = 32, 96
+    nb = k // 32
+    qs = g_.integers(-127, 128, size=n * k).astype(np.int8)
+    dw = g_.random(n * nb).astype(np.float32)
+    xq = g_.integers(-127, 128, size=k).astype(np.int8)
+    xd = g_.random(nb).astype(np.float32)
+    tq, td = mma.tile_q8_0_imma(qs, dw, n, k)
+    y = np.zeros(n)
+    for tile in range(n // 16):
+        acc = np.zeros((32, 2))
+        for b in range(nb):
+            a, bm = np.zeros((16, 32)), np.zeros((32, 8))
+            for lane in range(32):
+                g, t = lane >> 2, lane & 3
+                qa = tile * nb * 512 + lane * 16 + b * 512
+                frag = tq[qa : qa + 16].astype(np.float64)
+                a[g, 4 * t : 4 * t + 4], a[g + 8, 4 * t : 4 * t + 4] = frag[0:4], frag[4:8]
+                a[g, 16 + 4 * t : 20 + 4 * t], a[g + 8, 16 + 4 * t : 20 + 4 * t] = frag[8:12], frag[12:16]
+                xo = 4 * t + b * 32
+                bm[4 * t : 4 * t + 4, g], bm[16 + 4 * t : 20 + 4 * t, g] = xq[xo : xo + 4], xq[xo + 16 : xo + 20]
+            d = a @ bm
+            for lane in range(32):
+                g, t = lane >> 2, lane & 3
+                da = tile * nb * 16 + 2 * g + b * 16
+                acc[lane, 0] += float(td[da]) * float(xd[b]) * d[g, 2 * t]
+                acc[lane, 1] += float(td[da + 1]) * float(xd[b]) * d[g + 8, 2 * t]
+        for g in range(8):
+            assert (acc[4 * g : 4 * g + 4, 0] == acc[4 * g, 0]).all()  # every t holds the row's sum
+            y[tile * 16 + g], y[tile * 16 + g + 8] = acc[4 * g]
+    dots = (qs.astype(np.float64).reshape(n, nb, 32) * xq.astype(np.float64).reshape(1, nb, 32)).sum(-1)
+    ref = (dots * dw.reshape(n, nb) * xd.reshape(1, nb)).sum(-1)
+    assert np.abs(y - ref).max() <= 1e-12 * np.abs(ref).max()
+    src = mma.imma_source(n, k, 1, 1, ahead=1)
+    assert "ld_i32(xq, xo + (b0 + min(it + 1, 2) * 1 + 0) * 32 + 16)" in src and "mma_s8(q0_00, q0_01, q0_02, q0_03" in src
