@@ -42,3 +42,27 @@ def test_ci_runs_the_readme_lines():
     commands = [ln for ln in quick_start() if not ln.startswith("#")]
     assert out.stdout.splitlines() == commands[1:]
     assert 'eval "$tests" || status=$?' in script
+
+
+def test_every_fwdshim_opt_command_of_the_readme_runs_as_pasted():
+    """Each `fwdshim-opt ...` span of the README is a whole command (no `…` to fill in) that exits 0
+    and prints what the text around it says (README once gave `-p '…,fwd-lower-numba'`)."""
+    import os
+    import shlex
+    import shutil
+
+    text = (ROOT / "README.md").read_text()
+    spans = [s for s in re.findall(r"`(fwdshim-opt [^`]*)`", text) if s != "fwdshim-opt --help"]
+    assert len(spans) >= 2 and not [s for s in spans if "…" in s]
+    exe = shutil.which("fwdshim-opt")
+    assert exe is not None
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    outs = {}
+    for span in spans:
+        out = subprocess.run([exe, *shlex.split(span)[1:]], cwd=ROOT, capture_output=True, text=True, env=env)
+        assert out.returncode == 0 and "Traceback" not in out.stderr, (span, out.stderr)
+        outs[span] = out.stdout
+    lowered = [s for s in spans if "fwd-lower-numba" in s and "-t numba" in s]
+    assert len(lowered) == 1
+    assert outs[lowered[0]].startswith("// launch plan @decode_step: 15 stages, ")
+    assert "\n# ---- kernel " in outs[lowered[0]]
