@@ -469,7 +469,23 @@ def test_moe_import_through_the_cli(tmp_path, capsys):
 def test_requantize_none_refuses_mxfp4_at_the_op(tmp_path, capsys):
     path = tiny(tmp_path, types={"blk.1.ffn_down.weight": QT.MXFP4, "blk.0.ffn_up.weight": QT.Q4_1})
     err = _refusal_names_the_matmul(capsys, run_argv(path, "--requantize", "none"))
-    assert err.count("\n") == 1 and "error: a matmul over MXFP4 weights" in err
+    assert err.count("\n") == 2 and "error: a matmul over MXFP4 weights" in err
+
+
+def test_only_a_refused_run_leaves_its_step_file_and_says_why(tmp_path, capsys):
+    """A run that compiles writes no step IR into the cache (it wrote one per --context); a refused
+    run writes the one its error locates, and its last line says why it is kept."""
+    ok = tiny(tmp_path)
+    for context in (32, 64):
+        assert cli.main(run_argv(ok, "--requantize", "none", context=context)) == 0
+    capsys.readouterr()
+    assert cached(tmp_path) == []
+    bad = tiny(tmp_path, "mx.gguf", types={"blk.1.ffn_down.weight": QT.MXFP4})
+    err = _refusal_names_the_matmul(capsys, run_argv(bad, "--requantize", "none", context=64))
+    (step,) = cached(tmp_path)
+    where = tmp_path / "cache" / "models" / step
+    assert step.startswith("mx.") and step.endswith(".none.ctx64.decode_step.mlir")
+    assert err.splitlines()[-1] == f"  (the step's IR is kept in {where} for these locations; deleting it is safe)"
 
 
 def _refusal_names_the_matmul(capsys, argv):
@@ -699,7 +715,7 @@ def test_concurrent_runs_share_one_cache(tmp_path):
     names = cached(tmp_path)
     sidecars = [n for n in names if n.endswith(".gguf")]
     assert len(sidecars) == 1 and sidecars[0].startswith("tiny.") and sidecars[0].endswith(".q8_0.gguf")
-    assert [n for n in names if n.endswith(".mlir")] and not [n for n in names if n.startswith(".")]
+    assert not [n for n in names if n.endswith(".mlir")] and not [n for n in names if n.startswith(".")]  # no step file: none was refused
 
 
 def test_run_reports_each_phase_on_a_terminal(tmp_path, capsys, monkeypatch):

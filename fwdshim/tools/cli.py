@@ -452,6 +452,16 @@ def _import_model(import_gguf, hint, args, path: Path, dest: Path | None, sideca
         raise ModelError(f"{e}{hint(args.model)}") from None
 
 
+def _keep_refused_step(message: str, step_file: Path, text: str) -> str:
+    """A refusal's `message`, its `file:line:col` in `step_file`: the step's IR is written there (only
+    for a refused run: a run that compiles writes no step file), and a last line says why it is kept."""
+    if str(step_file) not in message:
+        return message
+    step_file.parent.mkdir(parents=True, exist_ok=True)
+    _write_file(step_file, "the step file", lambda f: f.write(text.encode()))
+    return f"{message}\n(the step's IR is kept in {step_file} for these locations; deleting it is safe)"
+
+
 def _fetch(args, out: _Output) -> int:
     from fwdshim.frontend.cache import MODELS, fetch_model
 
@@ -468,7 +478,7 @@ def _run(args, out: _Output) -> int:
     from fwdshim.frontend.importer import import_gguf
     from fwdshim.frontend.cache import damaged_cache_hint, models_dir, resolve_model
     from fwdshim.frontend.gguf_model import ModelError
-    from fwdshim.tools.runner import Decoder, generate, gpu_available
+    from fwdshim.tools.runner import Decoder, RunError, generate, gpu_available
     from fwdshim.frontend.tokenizer import GGUFTokenizer
 
     if args.max_tokens < 1:
@@ -500,9 +510,6 @@ def _run(args, out: _Output) -> int:
     converted = f", {_plural(len(model.converted), 'tensor')} converted" if model.converted else ""
     status.line("import", f"{path.name}: {_plural(p.n_layer, 'layer')}, context {model.context}{converted}", t)
     _note_context(args, model)
-    step_file.parent.mkdir(parents=True, exist_ok=True)
-    # the step as compiled, so that a refusal's file:line:col can be opened
-    _write_file(step_file, "the step file", lambda f: f.write(model.text.encode()))
     tok = GGUFTokenizer(model.reader, model.gguf_path)
     for line in tok.warnings:
         print(f"fwdshim: warning: {line}", file=sys.stderr)
@@ -522,7 +529,10 @@ def _run(args, out: _Output) -> int:
 
     t = time.perf_counter()
     before = dict(CACHE_STATS)
-    decoder = Decoder(model, args.numerics, args.device)
+    try:
+        decoder = Decoder(model, args.numerics, args.device)
+    except RunError as e:
+        raise RunError(_keep_refused_step(str(e), step_file, model.text)) from None
     hits, written = (CACHE_STATS[k] - before[k] for k in ("hits", "written"))
     kernels = f"; kernel cache: {hits} hits, {written} written" if hits + written else ""
     status.line("compile", f"{decoder.stages} stages, forward-shim{{numerics={args.numerics}}}, "
