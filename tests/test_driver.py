@@ -415,3 +415,29 @@ def test_a_target_option_given_twice_is_one_line(tmp_path):
     r = opt(str(path), "-t", "numba{plan_only=true plan_only=false}")
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr.strip() == "fwdshim-opt: error: -t: option `plan_only` given twice to `numba` (numba{plan_only=true plan_only=false})"
+
+
+def test_planning_and_printing_kernels_write_nothing_into_the_cache(tmp_path, monkeypatch):
+    """`-t 'numba{plan_only=true}'` (and `-t numba`, `fwd-lower-numba`) print the plan and source
+    without writing kernel modules into `$FWDSHIM_CACHE/kernels` (planning wrote one per kernel);
+    the first launch of a kernel writes its module."""
+    import numpy as np
+
+    from fwdshim.codegen import unary
+    from fwdshim.codegen.kernel import cache_dir
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("FWDSHIM_CACHE", str(cache))
+    layer = str(EXAMPLES / "llama_layer.mlir")
+    pipeline = "forward-shim{numerics=int8-act},fwd-lower-numba"
+    plan = opt(layer, "-p", pipeline, "-t", "numba{plan_only=true}")
+    assert plan.returncode == 0 and plan.stdout.startswith("// launch plan @decode_step: 15 stages, 6 kernels,")
+    assert "# ---- kernel " not in plan.stdout
+    source = opt(layer, "-p", pipeline, "-t", "numba")
+    assert source.returncode == 0 and source.stdout.count("\n# ---- kernel ") >= 6
+    assert not cache.exists()
+    k = unary.elementwise("add", 53)  # a size no other test builds: compile_kernel caches per process
+    assert not cache.exists()
+    out = k.run(a=np.arange(53, dtype=np.float32), b=np.ones(53, dtype=np.float32))
+    assert np.array_equal(out["y"], np.arange(53, dtype=np.float32) + 1)
+    assert [p.name.startswith("elementwise_add_53_") for p in cache_dir().glob("*.py")] == [True]

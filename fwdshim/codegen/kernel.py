@@ -11,7 +11,9 @@ what runs. This module turns such a string into a launchable kernel:
   cache needs that real file; the file name hashes the source, the numba-cuda version and the
   execution mode, so a file is never rewritten once written (a rewrite would invalidate Numba's
   cache index). Cached in memory per `KernelSource` (`functools.cache`).
-- `Kernel`: what a kernel family factory returns — the dispatcher, its launch configuration and its
+- `Kernel`: what a kernel family factory returns — the dispatcher (a `LazyDispatcher`: `compile_kernel`
+  runs on its first launch or attribute, so planning and printing kernels write nothing to the
+  cache), its launch configuration and its
   parameters in launch order, each a `Param` (name, dtype, number of elements, in/out). Every array
   parameter is a 1-D C-contiguous array (pass `a.reshape(-1)` of the logical shape that the family's
   docstring gives); launch as `k.fn[k.grid, k.block](*arrays)`, on a GPU also
@@ -344,6 +346,25 @@ def compile_kernel(ks: KernelSource):
     return getattr(module, ks.entry)
 
 
+class LazyDispatcher:
+    """`compile_kernel(ks)`'s dispatcher, made on first use (a launch `fn[grid, block]`, or any of its
+    attributes): planning a step and printing its kernels (`fwd-lower-numba`, `-t numba`) write
+    nothing into the kernel cache; only a kernel that runs (or is compiled) is written there."""
+
+    __slots__ = ("ks",)
+
+    def __init__(self, ks: KernelSource) -> None:
+        self.ks = ks
+
+    def __getitem__(self, config):
+        return compile_kernel(self.ks)[config]
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name == "ks":  # copy and pickle probe these before `ks` is set
+            raise AttributeError(name)
+        return getattr(compile_kernel(self.ks), name)
+
+
 PDL_MODES = ("off", "wait", "ahead", "early")
 
 
@@ -421,14 +442,15 @@ def _with_pdl(body: str, entry: str, mode: str | None = None) -> str:
 
 
 def build(name: str, body: str, entry: str, grid, block, params, notes: str = "") -> Kernel:
-    """Prefix `body` with the prelude, compile it and wrap it as a `Kernel`."""
+    """Prefix `body` with the prelude and wrap it as a `Kernel` (its `fn` a `LazyDispatcher`: the
+    source is written to the cache and imported when the kernel is first launched or compiled)."""
     global _PDL_CHECKED
     if not _PDL_CHECKED:
         _PDL_CHECKED = True
         _pdl_mode()  # its warning, once, for a value that is none of the modes
     body = _with_pdl(body, entry)
     source = f'"""fwdshim kernel {name}: {notes}"""\n' + prelude() + "\n\n" + body
-    fn = compile_kernel(KernelSource(name, source, entry))
+    fn = LazyDispatcher(KernelSource(name, source, entry))
     return Kernel(name, source, fn, tuple(grid), tuple(block), tuple(params), notes)
 
 
