@@ -91,7 +91,7 @@ def test_api_errors_name_the_parameter_not_the_cli_flag(tmp_path):
     decoder = Decoder(model, device="cpu")
     with pytest.raises(RunError) as e:
         generate(decoder, [1, 2, 3], 1)
-    full = "the context of 2 positions is full (import_gguf(context=...) sets a larger one; Decoder.reset() starts over)"
+    full = "the prompt's 3 tokens do not fit the context of 2 positions (import_gguf(context=...) sets a larger one; Decoder.reset() starts over)"
     assert str(e.value) == full
     with pytest.raises(ValueError) as e:
         profile_model(model, fill=2)
@@ -133,3 +133,49 @@ def test_import_gguf_takes_a_known_model_name(tmp_path, monkeypatch):
     assert asked == ["smollm2"] and m.source_path == path and m.params.d == TINY.d
     with pytest.raises(ModelError, match="no such file"):
         import_gguf(str(tmp_path / "smollm3"), context=8)
+
+
+def test_generate_refuses_bad_arguments_before_any_step(tmp_path):
+    """`generate` checks `max_tokens` and every prompt id before stepping: on the CPU a bad id, an
+    overlong prompt or `max_tokens=0` had stepped the prompt into the cache first (the next call then
+    continued after it; 0 returned no token), and a float id was an IndexError."""
+    path = write_llama(tmp_path / "m.gguf", TINY, random_llama(TINY, seed=5), vocab=byte_vocab())
+    decoder = Decoder(import_gguf(path, requantize="none", context=8), device="cpu")
+    cases = [
+        (([5, 6, 257], 2), "token id 257 is outside the vocabulary of 257"),
+        (([5, -1], 2), "token id -1 is outside the vocabulary of 257"),
+        (([5, 6.0], 2), "token id 6.0 is not an integer"),
+        (([True], 2), "token id True is not an integer"),
+        ((list(range(9)), 2), "the prompt's 9 tokens do not fit the context of 8 positions (import_gguf"),
+        (([5], 0), "max_tokens=0: ask for at least one token"),
+        (([5], -3), "max_tokens=-3: ask for at least one token"),
+        (([5], 2.0), "max_tokens=2.0: ask for at least one token"),
+    ]
+    for (ids, n), why in cases:
+        with pytest.raises(RunError) as e:
+            generate(decoder, ids, n)
+        assert str(e.value).startswith(why) and decoder.pos == 0, (ids, n)
+    first = generate(decoder, [np.int64(5), 6], 1)
+    assert first.prompt_ids == [5, 6] and type(first.prompt_ids[0]) is int and decoder.pos == 2
+    with pytest.raises(RunError) as e:
+        generate(decoder, [1] * 7, 1)
+    assert str(e.value).startswith("the prompt's 7 tokens do not fit the context of 8 positions, 2 of them held")
+    assert decoder.pos == 2
+    generate(decoder, [1] * 6, 1)
+    with pytest.raises(RunError) as e:
+        generate(decoder, [1], 1)
+    assert str(e.value).startswith("the context of 8 positions is full (import_gguf") and decoder.pos == 8
+    decoder.reset()
+    assert generate(decoder, [5, 6], 1).tokens == first.tokens
+
+
+def test_decode_refuses_ids_outside_the_vocabulary(tmp_path):
+    """`tokenizers` decoded an id past the vocabulary as no text at all and failed on a negative one
+    (OverflowError)."""
+    path = write_llama(tmp_path / "m.gguf", TINY, random_llama(TINY, seed=5), vocab=byte_vocab())
+    tok = GGUFTokenizer(import_gguf(path, requantize="none", context=8).reader, path)
+    assert tok.decode(tok.encode("abc")) == "abc" and tok.decode([np.int32(97)]) == tok.decode([97])
+    for bad in (tok.vocab_size, -1, 2.5):
+        with pytest.raises(ModelError) as e:
+            tok.decode([97, bad])
+        assert str(e.value) == f"{path}: token id {bad!r} is not an id of the vocabulary (0 to {tok.vocab_size - 1})"

@@ -26,6 +26,7 @@ import threading
 from pathlib import Path
 
 import gguf
+import numpy as np
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
 from fwdshim.frontend.gguf_model import ModelError, field_value
@@ -159,8 +160,15 @@ class GGUFTokenizer:
         return ids
 
     def decode(self, ids: list[int], *, skip_special: bool = False) -> str:
-        """The text of token ids."""
-        return self._tok.decode(list(ids), skip_special_tokens=skip_special)
+        """The text of token ids.
+
+        Raises: ModelError for an id that is no integer or outside the vocabulary (`tokenizers` left
+        one past the end out of the text without a word, and failed on a negative one)."""
+        ids = list(ids)
+        for i in ids:
+            if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < len(self.tokens):
+                raise ModelError(f"{self.path}: token id {i!r} is not an id of the vocabulary (0 to {len(self.tokens) - 1})")
+        return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special)
 
     def chat(self, prompt: str, system: str | None = None) -> str:
         """`prompt` as one user turn of the file's chat template, ready for the assistant's answer.

@@ -332,10 +332,9 @@ def generate(
     token that is not a stop token; `logits=False` keeps no logits (on the GPU they then never leave
     the device, and step t+1 is enqueued before t's pick is read). Raises RunError for an empty
     prompt, a full context, a token outside the vocabulary, or logits that are not finite (NaN or
-    inf: the text would be noise)."""
-    prompt = list(prompt_ids)
-    if not prompt:
-        raise RunError("the prompt has no tokens")
+    inf: the text would be noise); every fault of the arguments (`max_tokens` below 1, an id that is
+    no integer, outside the vocabulary or past the context) before any step, the cache untouched."""
+    prompt = _checked_request(decoder, prompt_ids, max_tokens)
     if getattr(decoder.forward, "loop", None) is not None:
         return _generate_on_device(decoder, prompt, max_tokens, set(stop_ids), on_token, logits, on_prompt_token)
     stops = set(stop_ids)
@@ -370,6 +369,31 @@ def generate(
     return gen
 
 
+def _checked_request(decoder: Decoder, prompt_ids: Iterable[int], max_tokens: int) -> list[int]:
+    """The prompt's ids as ints, once `generate`'s arguments are checked: RunError before any step
+    (the CPU path stepped the prompt first, so a bad id or an overlong prompt left the cache holding
+    the tokens before it, and `max_tokens=0` decoded the prompt to return nothing)."""
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1:
+        raise RunError(f"max_tokens={max_tokens!r}: ask for at least one token")
+    prompt = list(prompt_ids)
+    if not prompt:
+        raise RunError("the prompt has no tokens")
+    vocab = decoder._embd.shape[0]
+    for tok in prompt:
+        if isinstance(tok, bool) or not isinstance(tok, (int, np.integer)):
+            raise RunError(f"token id {tok!r} is not an integer")
+        if not 0 <= tok < vocab:
+            raise RunError(f"token id {tok} is outside the vocabulary of {vocab}")
+    if decoder.pos + len(prompt) > decoder.capacity:
+        room = "(import_gguf(context=...) sets a larger one; Decoder.reset() starts over)"
+        if decoder.full:
+            raise RunError(f"the context of {decoder.capacity} positions is full {room}")
+        held = f", {decoder.pos} of them held" if decoder.pos else ""
+        n = f"{len(prompt)} token{'s' if len(prompt) != 1 else ''}"
+        raise RunError(f"the prompt's {n} do not fit the context of {decoder.capacity} positions{held} {room}")
+    return [int(tok) for tok in prompt]
+
+
 def _check_finite(decoder: Decoder, pos: int, nxt: int, value: float) -> None:
     if not np.isfinite(value):  # argmax finds a NaN or +inf first: one look, not a scan
         raise RunError(
@@ -386,13 +410,7 @@ def _generate_on_device(
     """`generate` through the GPU's device loop: the prompt's ids uploaded once, then one graph
     launch a step; without `keep` the next step is enqueued before this one's pick is read."""
     loop = decoder.forward.loop  # type: ignore[union-attr]
-    vocab = decoder._embd.shape[0]
-    for tok in prompt:
-        if not 0 <= tok < vocab:
-            raise RunError(f"token id {tok} is outside the vocabulary of {vocab}")
     start = decoder.pos
-    if start + len(prompt) > decoder.capacity:
-        raise RunError(f"the context of {decoder.capacity} positions is full (import_gguf(context=...) sets a larger one; Decoder.reset() starts over)")
     gen = Generation(prompt_ids=prompt)
     t0 = time.perf_counter()
     loop.feed(start, prompt)
