@@ -261,6 +261,14 @@ def test_bad_metadata_and_tensors_name_the_key(tmp_path, capsys):
         assert err.count("\n") == 1 and "Traceback" not in err, case
 
 
+def test_a_name_with_control_characters_stays_on_the_errors_line(tmp_path, capsys):
+    """A metadata key read from the file holding a carriage return or a separator (which `splitlines`
+    breaks at) is printed escaped: the error was split over two lines, the key's start overwritten."""
+    model = rewrite(tiny(tmp_path), tmp_path / "k.gguf", kv={"llama.a\rtention.x\x1cy": (2, VT.UINT32)})
+    fails(capsys, ["import", str(model), "-o", str(tmp_path / "k.mlir")],
+          f"{model}: metadata key `llama.a\\rtention.x\\x1cy` = 2 is not one fwdshim reads")  # fmt: skip
+
+
 def test_chat_template_that_fails_is_one_line(tmp_path, capsys):
     good = tiny(tmp_path)
     broken = rewrite(good, tmp_path / "t1.gguf", kv={"tokenizer.chat_template": ("{{ messages[0].content ", VT.STRING)})

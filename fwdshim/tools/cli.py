@@ -227,11 +227,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _error(message: str) -> int:
-    lines = message.strip().splitlines() or ["failed"]
-    print(f"fwdshim: error: {lines[0]}", file=sys.stderr)
+    lines = message.strip().split("\n") or ["failed"]
+    print(f"fwdshim: error: {_printable(lines[0])}", file=sys.stderr)
     for line in lines[1:]:
-        print(f"  {line}", file=sys.stderr)
+        print(f"  {_printable(line)}", file=sys.stderr)
     return 1
+
+
+def _printable(line: str) -> str:
+    """`line` with every character that is not printable escaped as Python writes it (`\\r`,
+    `\\x1c`): a key or tensor name read from a file that holds a carriage return or a separator
+    (which `splitlines` breaks at) stays on the error's one line."""
+    if line.isprintable():
+        return line
+    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in line)
 
 
 class _Output:
@@ -512,7 +521,7 @@ def _run(args, out: _Output) -> int:
     _note_context(args, model)
     tok = GGUFTokenizer(model.reader, model.gguf_path)
     for line in tok.warnings:
-        print(f"fwdshim: warning: {line}", file=sys.stderr)
+        print(f"fwdshim: warning: {_printable(line)}", file=sys.stderr)
     try:
         prompt = tok.chat(args.prompt) if args.chat else args.prompt
     except ModelError as e:  # the template's fault, said by the tokenizer; the way round it is a flag
