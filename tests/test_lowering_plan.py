@@ -229,6 +229,29 @@ def test_pass_attaches_the_plan():
     LowerNumbaPass.__doc__.splitlines()[0].startswith("Plan the Numba CUDA kernel launches")
 
 
+def test_a_pass_after_the_lowering_drops_its_plan():
+    """`-p 'fwd-lower-numba,forward-shim'`: the plan of the unfused step described ops that fusion
+    replaced, yet `-t numba` printed it (18 stages where the fused step has 14) and the IR kept its
+    `fwd.plan` and `fwd.kernels`. Each rewriting pass now drops them, and `plan_of` answers None for
+    a function changed since its plan."""
+    from fwdshim.passes.lower_numba import LowerNumbaPass, plan_of
+    from fwdshim.tools.numba_target import NumbaTarget
+    from test_lowering_modules import context
+
+    m = parse(llama_src(**TINY))
+    LowerNumbaPass().apply(context(), m)
+    f = next(iter(m.body.block.ops))
+    assert len(plan_of(f).stages) == 18 and "fwd.kernels" in str(m)
+    pipeline(m, "dequant")
+    assert plan_of(f) is None and "fwd.plan" not in str(m) and "fwd.kernels" not in str(m)
+    out = io.StringIO()
+    NumbaTarget(plan_only=True).emit(context(), m, out)
+    assert out.getvalue() == tiny_plan("dequant").text()
+    assert out.getvalue().startswith("// launch plan @decode_step: 14 stages, ")
+    LowerNumbaPass().apply(context(), m)
+    assert len(plan_of(f).stages) == 14 and f.attributes["fwd.plan"].data["stages"].value.data == 14
+
+
 def test_target_prints_the_llama_example_plan():
     from fwdshim.tools.driver import main
 

@@ -34,6 +34,7 @@ from fwdshim.passes.options import NumericsPass
 from fwdshim.passes.rules import RULES, ChipRule, FuseContext, Match, compose, dependents_between
 from fwdshim.shim.protocol import Shim
 from fwdshim.shim.refusal import REMARK_ATTR as REMARK
+from fwdshim.passes.plan_attrs import forget_plan
 
 """The discardable attribute that records why a rule's match was not fused: `"<rule>: <reason>"`."""
 
@@ -250,4 +251,5 @@ class FusePass(NumericsPass):
             raise ValueError(f"option `order` of `fwd-fuse` takes shim or shared, not `{self.order}`")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        forget_plan(op)
         fuse_module(op, self.shim, RULES if self.order == "shared" else None)

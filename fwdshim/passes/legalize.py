@@ -38,6 +38,7 @@ from fwdshim.shim.forward import ForwardShim
 from fwdshim.shim.legality import DECOMPOSED_ATTR, check
 from fwdshim.shim.refusal import REFUSED_ATTR, Refusal
 from fwdshim.shim.report import report_table
+from fwdshim.passes.plan_attrs import forget_plan
 
 MODES = ("strict", "mark")
 
@@ -127,6 +128,7 @@ class LegalizePass(NumericsPass):
             raise ValueError(f"option `mode` of `fwd-legalize` takes strict or mark, not `{self.mode}`")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        forget_plan(op)
         shim = self.shim
         refused = legalize(shim, op)
         targets = {target for target, _ in refused}

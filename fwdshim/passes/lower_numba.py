@@ -6,7 +6,8 @@ holds stages (a legalized module: run `forward-shim` or `fwd-legalize` first) an
 - to the IR, as attributes that print with the module: on the function `fwd.plan = {stages = S,
   kernels = K, buffers = B}`, and on every stage `fwd.kernels = ["<kernel name>", ...]`;
 - to Python, as `plan_of(func)`, a side table keyed by the function op (the runtime and the
-  `-t numba` target read it; the target builds the plan itself when the pass did not run).
+  `-t numba` target read it; the target builds the plan itself when the pass did not run, or when a
+  pass after it changed the function).
 
 A stage it cannot lower (refused, marked `fwd.refused`, or with no kernel) fails the pass with one
 `file:line:col: error: <reason>` line per stage.
@@ -26,16 +27,20 @@ from xdsl.utils.exceptions import PassFailedException
 from fwdshim.codegen.plan import PlanError, build_plan, functions
 from fwdshim.diagnostics import error_at
 from fwdshim.dialects.fwd import stages
+from fwdshim.passes.plan_attrs import KERNELS_ATTR, PLAN_ATTR
 
-PLAN_ATTR = "fwd.plan"
-KERNELS_ATTR = "fwd.kernels"
 
 _PLANS: "weakref.WeakKeyDictionary[FuncOp, object]" = weakref.WeakKeyDictionary()
 
 
 def plan_of(func: FuncOp):
-    """The `LaunchPlan` the pass attached to `func`, or None."""
-    return _PLANS.get(func)
+    """The `LaunchPlan` the pass attached to `func`, or None (also when a pass after it changed the
+    function: the plan no longer describes it; `-t numba` printed such a stale plan)."""
+    got = _PLANS.get(func)
+    if got is None:
+        return None
+    plan, text = got
+    return plan if str(func) == text else None
 
 
 def _enclosing_func(op) -> FuncOp | None:
@@ -63,7 +68,6 @@ class LowerNumbaPass(ModulePass):
             except PlanError as e:
                 errors.append(str(e))
                 continue
-            _PLANS[func] = plan
             func.attributes[PLAN_ATTR] = DictionaryAttr(
                 {
                     "stages": IntegerAttr(len(plan.stages), i64),
@@ -73,5 +77,6 @@ class LowerNumbaPass(ModulePass):
             )
             for stage_op, sp in zip(stages(func), plan.stages, strict=True):
                 stage_op.attributes[KERNELS_ATTR] = ArrayAttr([StringAttr(launch.name) for launch in sp.launches])
+            _PLANS[func] = (plan, str(func))
         if errors:
             raise PassFailedException("\n".join(errors))

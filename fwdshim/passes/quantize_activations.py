@@ -29,6 +29,7 @@ from fwdshim.dialects.fwd import FusedOp, QuantizeOp, StageOp, dims_of, numel
 from fwdshim.passes.options import NumericsPass
 from fwdshim.passes.ir_order import comes_before
 from fwdshim.shim.protocol import Shim
+from fwdshim.passes.plan_attrs import forget_plan
 
 
 def _defined_before(q: Operation, consumer: Operation) -> bool:
@@ -112,6 +113,7 @@ class QuantizeActivationsPass(NumericsPass):
     `fwd-fuse`); `two-pass-int8`: `two_words` blocks, a stage of their own."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        forget_plan(op)
         quantize_activations(op, self.shim)
 
 
