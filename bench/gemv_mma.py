@@ -30,9 +30,11 @@ fragment as `tile_q8_0_imma` lays them out, no unpacking), timed against the dp4
 H200, 2026-12-01 (twelfth session; `bench/RESULTS.md`): the prefetching tensor-core dequant GEMV
 reaches 63-64 / 82.5-83.6 / 83.5-85.6 % of the read ceiling (4096², 14336x4096, 4096x14336; the
 coalesced dequant GEMV 57-58 / 75 / 78-79 %); the int8 tensor-core GEMV 65 / 84.5 / 86.3 % (the dp4a
-GEMV 68 / 83 / 87 %): both where the int8-act and torch's fp16 GEMVs stop. Not in any plan: a plan's
+GEMV 68 / 83 / 87 %): both where the int8-act and torch's fp16 GEMVs stop. `d` tags (`dw8u4p1`) are
+the dequant GEMV on the int8 tensor cores over x's four int8 pieces (`split_x_i8`, a power-of-two scale
+a block): 61.9 / 82.0 / 81.3 % at the float32 GEMV's error (1.1-1.5e-7). Not in any plan: a plan's
 kernel needs x's pieces from its producer (splitting them in the GEMV costs more instructions than it
-saves) and the tiled layout at load time.
+saves; int8 pieces are a quantize format, as int8-act's `xq`/`xd`) and the tiled layout at load time.
 
 Checked against float64 (relative error printed); timed by graph replay over weight copies past 4x
 the L2 as `bench/gemv.py`, with the coalesced GEMV's default launch and the read ceiling in the same
@@ -53,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SHAPES = "4096x4096,14336x4096,4096x14336"
 _TRY = re.compile(r"w(\d+)u(\d+)(?:a(\d+)(x)?)?(t|p\d*)?$")
-_ITRY = re.compile(r"iw(\d+)u(\d+)p(\d+)$")
+_ITRY = re.compile(r"([id])w(\d+)u(\d+)p(\d+)$")
 
 _MMA = ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, "
         "{$10, $11, $12, $13};")
@@ -426,16 +428,22 @@ def tile_q8_0_imma(qs: np.ndarray, dw: np.ndarray, n: int, k: int) -> tuple[np.n
     return np.ascontiguousarray(tiled), tile_q8_0(qs, dw, n, k)[1]
 
 
-def imma_source(n: int, k: int, warps: int, unroll: int, ahead: int = 1) -> str:
+def imma_source(n: int, k: int, warps: int, unroll: int, ahead: int = 1, pieces: int = 1) -> str:
     """The int8-act Q8_0 GEMV on the tensor cores: `y[r] = sum_b (dw[r, b] * xd[b]) * (q[r, b] . xq[b])`,
     each block's int32 dot one `mma.sync.m16n8k32.s8` (the 16 rows' quants are its A fragment as
     `tile_q8_0_imma` lays them out, xq's 32 bytes its B fragment in every column, so no unpacking and
     every lane gets its rows' dots), the float sum in the dp4a GEMV's form. Loads `ahead` groups of
     `unroll` blocks ahead in registers, split-K over `warps` warps as `mma_prefetch_source`. Params
-    `qs int8 [n*k]` (tiled), `dw f32` (pairs), `xq int8 [k]`, `xd f32 [k/32]`, `y f32 [n]`."""
+    `qs int8 [n*k]` (tiled), `dw f32` (pairs), `xq int8 [k]`, `xd f32 [k/32]`, `y f32 [n]`.
+
+    `pieces=4`: the dequantizing GEMV on the same tensor cores — `xq int8 [4*k]` holds x's four int8
+    pieces (`split_x_i8`: x = xd[b] * (p0 + p1/2^7 + p2/2^14 + p3/2^21), xd a power of two), piece j
+    the B fragment's column j (lanes g >= 4 load piece 3 again: columns 4..7, never read), so one mma
+    gives the four dots; lane t = 0 adds columns 0 and 1 (times 1 and 2^-7), lane t = 1 columns 2
+    and 3 (2^-14, 2^-21), summed by `shfl_xor` at the end."""
     nb = k // 32
-    if n % 16 or k % 32 or nb % (warps * unroll):
-        raise ValueError(f"{n}x{k}: needs N % 16 == 0 and K/32 a multiple of warps * unroll ({warps * unroll})")
+    if n % 16 or k % 32 or nb % (warps * unroll) or pieces not in (1, 4):
+        raise ValueError(f"{n}x{k}: needs N % 16 == 0, K/32 a multiple of warps * unroll ({warps * unroll}), 1 or 4 pieces")
     per = nb // warps
     groups = per // unroll
 
@@ -444,7 +452,7 @@ def imma_source(n: int, k: int, warps: int, unroll: int, ahead: int = 1) -> str:
         for u in range(unroll):
             out += [f"q{lv}_{u}0, q{lv}_{u}1, q{lv}_{u}2, q{lv}_{u}3 = ld_i32x4(qs, qa + ({at} + {u}) * 512)",
                     f"s{lv}_{u}a, s{lv}_{u}b = ld_f32x2(dw, da + ({at} + {u}) * 16)",
-                    f"x{lv}_{u}0 = ld_i32(xq, xo + ({at} + {u}) * 32)",
+                    f"x{lv}_{u}0 = ld_i32(xq, xo + ({at} + {u}) * 32)",  # piece min(g, 3) with pieces=4
                     f"x{lv}_{u}1 = ld_i32(xq, xo + ({at} + {u}) * 32 + 16)",
                     f"e{lv}_{u} = ld_f32(xd, {at} + {u})"]
         return out
@@ -457,8 +465,12 @@ def imma_source(n: int, k: int, warps: int, unroll: int, ahead: int = 1) -> str:
         pro += loads(lv, last(str(lv)))
     body = loads(ahead, last(f"it + {ahead}"))
     for u in range(unroll):
-        body += [f"d0, d1, d2, d3 = mma_s8(q0_{u}0, q0_{u}1, q0_{u}2, q0_{u}3, x0_{u}0, x0_{u}1)",
-                 f"acc_a += (s0_{u}a * e0_{u}) * float32(d0)", f"acc_b += (s0_{u}b * e0_{u}) * float32(d2)"]
+        body.append(f"d0, d1, d2, d3 = mma_s8(q0_{u}0, q0_{u}1, q0_{u}2, q0_{u}3, x0_{u}0, x0_{u}1)")
+        if pieces == 1:
+            body += [f"acc_a += (s0_{u}a * e0_{u}) * float32(d0)", f"acc_b += (s0_{u}b * e0_{u}) * float32(d2)"]
+        else:
+            body += [f"acc_a += (s0_{u}a * e0_{u}) * (float32(d0) * c0 + float32(d1) * c1)",
+                     f"acc_b += (s0_{u}b * e0_{u}) * (float32(d2) * c0 + float32(d3) * c1)"]
     for lv in range(ahead):
         for u in range(unroll):
             a, b = f"{lv}_{u}", f"{lv + 1}_{u}"
@@ -466,6 +478,8 @@ def imma_source(n: int, k: int, warps: int, unroll: int, ahead: int = 1) -> str:
                      f"s{a}a, s{a}b, x{a}0, x{a}1, e{a} = s{b}a, s{b}b, x{b}0, x{b}1, e{b}"]
     pro_s = "\n".join("    " + ln for ln in pro)
     loop = "\n".join("        " + ln for ln in body)
+    shfl = "" if pieces == 1 else ("    acc_a += cuda.shfl_xor_sync(0xFFFFFFFF, acc_a, 1)\n"
+                                   "    acc_b += cuda.shfl_xor_sync(0xFFFFFFFF, acc_b, 1)\n")
     return f"""\
 @cuda.jit(launch_bounds={32 * warps})
 def gemv_imma(qs, dw, xq, xd, y):
@@ -477,14 +491,16 @@ def gemv_imma(qs, dw, xq, xd, y):
     row0 = cuda.blockIdx.x * 16
     qa = cuda.blockIdx.x * {nb * 512} + lane * 16
     da = cuda.blockIdx.x * {nb * 16} + 2 * g
-    xo = 4 * t
+    xo = {"4 * t" if pieces == 1 else f"min(g, 3) * {k} + 4 * t"}
+    c0 = float32(1.0) if t == 0 else (float32(2.0 ** -14) if t == 1 else float32(0.0))
+    c1 = float32(2.0 ** -7) if t == 0 else (float32(2.0 ** -21) if t == 1 else float32(0.0))
     acc_a = float32(0.0)
     acc_b = float32(0.0)
     b0 = warp * {per}
 {pro_s}
     for it in range({groups}):
 {loop}
-    if t == 0:
+{shfl}    if t == 0:
         red[warp * 16 + g] = acc_a
         red[warp * 16 + g + 8] = acc_b
     cuda.syncthreads()
@@ -496,18 +512,38 @@ def gemv_imma(qs, dw, xq, xd, y):
 """
 
 
-def imma_kernel(n: int, k: int, warps: int, unroll: int, ahead: int = 1):
+def imma_kernel(n: int, k: int, warps: int, unroll: int, ahead: int = 1, pieces: int = 1):
     """The compiled `imma_source` kernel."""
     from numba import cuda, float32, int32
 
     from fwdshim.codegen import intrinsics as I
 
     ns = dict(cuda=cuda, float32=float32, int32=int32, ld_i32x4=I.ld_i32x4, ld_i32=I.ld_i32, **_intrinsics())
-    exec(compile(imma_source(n, k, warps, unroll, ahead), f"<gemv_imma {n}x{k} w{warps}u{unroll}p{ahead}>", "exec"), ns)  # noqa: S102
+    exec(compile(imma_source(n, k, warps, unroll, ahead, pieces), f"<gemv_imma {n}x{k} w{warps}u{unroll}p{ahead}x{pieces}>", "exec"), ns)  # noqa: S102
     return ns["gemv_imma"]
 
 
 _PERM = np.array([0, 2, 1, 3, 4, 6, 5, 7])
+
+
+def split_x_i8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(pieces int8 [4*K], scales f32 [K/32]): each 32-value block of x as `s * (p0 + p1/2^7 + p2/2^14 +
+    p3/2^21)`, s the power of two putting the block's largest magnitude in (63.5, 127], each p the
+    rounding of what is left times 2^7 (|p1..p3| <= 64): every step exact, what is left under s * 2^-22
+    (the block's largest value to ~2^-28). Piece j at `j * K` (the B fragment's column j)."""
+    xb = x.astype(np.float64).reshape(-1, 32)
+    top = np.abs(xb).max(1)
+    e = np.where(top > 0, np.ceil(np.log2(np.where(top > 0, top, 1.0) / 127.0)), 0.0)
+    sc = 2.0**e
+    r = xb / sc[:, None]
+    ps = []
+    for _ in range(4):
+        p = np.rint(r)
+        ps.append(p)
+        r = (r - p) * 128.0
+    pieces = np.stack(ps).reshape(4, -1)
+    assert np.abs(pieces).max() <= 127
+    return np.ascontiguousarray(pieces.astype(np.int8)).reshape(-1), sc.astype(np.float32)
 
 
 def split_x(x: np.ndarray) -> tuple[np.ndarray, np.float32]:
@@ -530,15 +566,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", default=SHAPES, help=f"N x K pairs (default {SHAPES})")
     ap.add_argument("--try", dest="tries", default="w8u4p1,w8u2p2,w16u1p4,iw4u8p1,iw16u4p1,iw8u8p1", help="warps, unroll and (async-copy) stages tags, e.g. w4u8, w4u1a6 (x's pieces too: w4u1a6x); "
                     "a `t` suffix reads `tile_q8_0`'s layout (w16u4t), `p<n>` that layout with its loads n groups ahead (w8u2p2); "
-                    "an `i` prefix: the int8-act GEMV on int8 tensor cores (iw8u4p1, `imma_source`)")
+                    "an `i` prefix: the int8-act GEMV on int8 tensor cores (iw8u4p1, `imma_source`), a `d` prefix the dequant GEMV "
+                    "on them over x's four int8 pieces (dw8u4p1)")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--results", type=Path, help="append the table to this markdown file")
     args = ap.parse_args(argv)
     try:
         shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",") if s]
         tags = [t for t in args.tries.split(",") if t]
-        itries = [(int(m[1]), int(m[2]), int(m[3])) for m in (_ITRY.match(t) for t in tags if t.startswith("i"))]
-        tries = [(int(m[1]), int(m[2]), int(m[3] or 0), bool(m[4]), m[5] or "") for m in (_TRY.match(t) for t in tags if not t.startswith("i"))]
+        itries = [(int(m[2]), int(m[3]), int(m[4])) for m in (_ITRY.match(t) for t in tags if t.startswith("i"))]
+        dtries = [(int(m[2]), int(m[3]), int(m[4])) for m in (_ITRY.match(t) for t in tags if t.startswith("d"))]
+        tries = [(int(m[1]), int(m[2]), int(m[3] or 0), bool(m[4]), m[5] or "") for m in (_TRY.match(t) for t in tags if t[0] not in "id")]
     except (ValueError, AttributeError, TypeError):
         ap.error(f"--shapes {args.shapes!r} / --try {args.tries!r}: N x K pairs and w<warps>u<unroll> tags")
     from gemv import Timer, Weights, gpu_ceiling, launches_for, print_table, require_gpu, time_kernel
@@ -596,10 +634,47 @@ def main(argv: list[str] | None = None) -> int:
             regs = next(iter(regs.values())) if isinstance(regs, dict) else regs
             lines.append(f"| {n} x {k} | mma {tag} ({regs} regs) | {ms * 1e3:.2f} | {nbytes / ms / 1e6 / ceiling:.1%} | {err:.1e} |")
             print(lines[-1], flush=True)
+        if dtries:
+            _dmma_rows(lines, timer, w, n, k, dtries, ceiling, args.reps, ref, scale)
         if itries:
             _imma_rows(lines, timer, w, n, k, itries, ceiling, args.reps)
         del w
     return print_table(lines, args.results)
+
+
+def _dmma_rows(lines, timer, w, n, k, dtries, ceiling, reps, ref, scale) -> None:
+    """The dequant rows on int8 tensor cores: each `dw<warps>u<unroll>p<ahead>` (`imma_source(pieces=4)`
+    over `split_x_i8`'s pieces of x), checked against float64 on `tile_q8_0_imma`'s copy, timed over the
+    row-major copies; its bytes are the dequant GEMV's (x's pieces and scales: 4K + K/8 bytes, not 4K)."""
+    from gemv import launches_for
+    from numba import cuda
+
+    pieces, sc = split_x_i8(w.x.copy_to_host())
+    xp, xs = cuda.to_device(pieces), cuda.to_device(sc)
+    nbytes = w.nbytes("f32")
+    tq, td = (cuda.to_device(a) for a in tile_q8_0_imma(w.qs[0].copy_to_host(), w.dw[0].copy_to_host(), n, k))
+    for warps, unroll, ahead in dtries:
+        tag = f"dw{warps}u{unroll}p{ahead}"
+        try:
+            kern = imma_kernel(n, k, warps, unroll, ahead, pieces=4)
+            kern[n // 16, 32 * warps](tq, td, xp, xs, w.y)
+            cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - a variant that does not build is reported
+            lines.append(f"| {n} x {k} | dequant imma {tag} | {type(e).__name__}: {str(e)[:120]} | | |")
+            print(lines[-1], flush=True)
+            continue
+        err = np.abs(w.y.copy_to_host() - ref).max() / scale
+        launches = launches_for(w.copies)
+
+        def record(builder, kern=kern, warps=warps):
+            for i in range(launches):
+                kern[n // 16, 32 * warps, builder](w.qs[i % w.copies], w.dw[i % w.copies], xp, xs, w.y)
+
+        ms = timer.replay_ms(timer.graph(record), reps) / launches
+        regs = kern.get_regs_per_thread()
+        regs = next(iter(regs.values())) if isinstance(regs, dict) else regs
+        lines.append(f"| {n} x {k} | dequant imma {tag} ({regs} regs) | {ms * 1e3:.2f} | {nbytes / ms / 1e6 / ceiling:.1%} | {err:.1e} |")
+        print(lines[-1], flush=True)
 
 
 def _imma_rows(lines, timer, w, n, k, itries, ceiling, reps) -> None:

@@ -160,3 +160,48 @@ def test_imma_fragments_compute_the_int8_gemv(mma):
     assert np.abs(y - ref).max() <= 1e-12 * np.abs(ref).max()
     src = mma.imma_source(n, k, 1, 1, ahead=1)
     assert "ld_i32(xq, xo + (b0 + min(it + 1, 2) * 1 + 0) * 32 + 16)" in src and "mma_s8(q0_00, q0_01, q0_02, q0_03" in src
+
+
+def test_int8_pieces_of_x_and_the_dequant_imma(mma):
+    """`split_x_i8` gives x back to 2^-22 of each block's scale, and `imma_source(pieces=4)`'s fragments
+    (piece min(g, 3) in column g, lanes t = 0, 1 weighting columns 0..3 by 1, 2^-7, 2^-14, 2^-21, summed
+    by `shfl_xor` 1) compute the dequant GEMV: a NumPy model of the kernel against float64."""
+    g_ = np.random.default_rng(7)
+    n, k = 16, 64
+    nb = k // 32
+    x = (g_.standard_normal(k) * np.exp(g_.uniform(-6, 6, k))).astype(np.float32)
+    pieces, sc = mma.split_x_i8(x)
+    p = pieces.astype(np.float64).reshape(4, k)
+    back = (p[0] + p[1] / 2**7 + p[2] / 2**14 + p[3] / 2**21).reshape(nb, 32) * sc.astype(np.float64)[:, None]
+    assert np.all(np.abs(back - x.reshape(nb, 32)) <= sc[:, None].astype(np.float64) * 2.0**-22)
+    assert np.all(np.log2(sc) == np.round(np.log2(sc)))  # powers of two
+    qs = g_.integers(-127, 128, size=n * k).astype(np.int8)
+    dw = g_.random(n * nb).astype(np.float32)
+    tq, td = mma.tile_q8_0_imma(qs, dw, n, k)
+    acc = np.zeros((32, 2))
+    for b in range(nb):
+        a, bm = np.zeros((16, 32)), np.zeros((32, 8))
+        for lane in range(32):
+            g, t = lane >> 2, lane & 3
+            frag = tq[b * 512 + lane * 16 : b * 512 + lane * 16 + 16].astype(np.float64)
+            a[g, 4 * t : 4 * t + 4], a[g + 8, 4 * t : 4 * t + 4] = frag[0:4], frag[4:8]
+            a[g, 16 + 4 * t : 20 + 4 * t], a[g + 8, 16 + 4 * t : 20 + 4 * t] = frag[8:12], frag[12:16]
+            xo = min(g, 3) * k + 4 * t + b * 32
+            bm[4 * t : 4 * t + 4, g] = pieces[xo : xo + 4]
+            bm[16 + 4 * t : 20 + 4 * t, g] = pieces[xo + 16 : xo + 20]
+        d = a @ bm
+        for lane in range(32):
+            g, t = lane >> 2, lane & 3
+            c0, c1 = {0: (1.0, 2.0**-7), 1: (2.0**-14, 2.0**-21)}.get(t, (0.0, 0.0))
+            da = 2 * g + b * 16
+            e = float(sc[b])
+            acc[lane, 0] += float(td[da]) * e * (d[g, 2 * t] * c0 + d[g, 2 * t + 1] * c1)
+            acc[lane, 1] += float(td[da + 1]) * e * (d[g + 8, 2 * t] * c0 + d[g + 8, 2 * t + 1] * c1)
+    y = np.zeros(n)
+    for g in range(8):
+        y[g], y[g + 8] = acc[4 * g] + acc[4 * g + 1]
+    ref = ((qs.astype(np.float64).reshape(n, nb, 32) * x.astype(np.float64).reshape(1, nb, 32)).sum(-1) * dw.reshape(n, nb)).sum(-1)
+    assert np.abs(y - ref).max() <= 2.0**-20 * np.abs(ref).max()
+    src = mma.imma_source(n, k, 1, 1, pieces=4)
+    assert "xo = min(g, 3) * 64 + 4 * t" in src and "acc_a += cuda.shfl_xor_sync(0xFFFFFFFF, acc_a, 1)" in src
+    assert "shfl_xor" not in mma.imma_source(n, k, 1, 1)
