@@ -76,3 +76,22 @@ def test_occupancy_reads_ptxas_lines():
     assert occ.parse_ptxas("ptxas info    : Used 28 registers, 392 bytes cmem[0]") == (28, 0, 0)
     with pytest.raises(ValueError, match="no register count"):
         occ.parse_ptxas("ptxas fatal   : Unresolved extern function")
+
+
+def test_occupancy_largest_loop_reads_sass():
+    """`largest_loop` takes the longest backward branch's range and counts its opcodes by `_MIX`."""
+    occ = _bench("occupancy")
+    sass = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   LDG.E.128.CONSTANT R4, desc[UR4][R2.64] ;
+        /*0020*/                   PRMT R8, R4, 0x7440, R9 ;
+        /*0030*/                   FADD R8, R8, -8388736 ;
+        /*0040*/                   FFMA R10, R8, R12, R10 ;
+        /*0050*/               @P0 BRA 0x10 ;
+        /*0060*/                   HMMA.16816.F32 R4, R8, R12, RZ ;
+        /*0070*/               @!P1 BRA 0x60 ;
+        /*0080*/                   EXIT ;
+        /*0090*/                   BRA 0x90;
+"""
+    assert occ.largest_loop(sass) == (5, {"LDG": 1, "FFMA": 1, "FADD": 1, "PRMT": 1})
+    assert occ.largest_loop("        /*0000*/                   EXIT ;\n") is None
