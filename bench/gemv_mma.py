@@ -111,18 +111,25 @@ def _intrinsics():
 
         return signature(rtype, w), codegen
 
-    @intrinsic
-    def ld_i32x2(typingctx, a, i):
-        rtype = types.UniTuple(types.int32, 2)
+    def ld_v2(elem, ty, kind: str, reg: str):
+        """A read-only global load of two `elem`s (8 bytes) at `a[i]`, returned as a pair of `ty`."""
 
-        def codegen(context, builder, sig, args):
-            ptr = _pointer(context, builder, sig.args[0], args[0], args[1], i32)
-            asm = ir.InlineAsm(ir.FunctionType(ir.LiteralStructType([i32] * 2), [i32.as_pointer()]),
-                               "ld.global.nc.v2.b32 {$0, $1}, [$2];", "=r,=r,l", side_effect=True)
-            res = builder.call(asm, [ptr])
-            return _tuple(context, builder, rtype, [builder.extract_value(res, j) for j in range(2)])
+        def typer(typingctx, a, i):
+            rtype = types.UniTuple(ty, 2)
 
-        return signature(rtype, a, i), codegen
+            def codegen(context, builder, sig, args):
+                ptr = _pointer(context, builder, sig.args[0], args[0], args[1], elem)
+                asm = ir.InlineAsm(ir.FunctionType(ir.LiteralStructType([elem] * 2), [elem.as_pointer()]),
+                                   f"ld.global.nc.v2.{kind} {{$0, $1}}, [$2];", f"={reg},={reg},l", side_effect=True)
+                res = builder.call(asm, [ptr])
+                return _tuple(context, builder, rtype, [builder.extract_value(res, j) for j in range(2)])
+
+            return signature(rtype, a, i), codegen
+
+        return intrinsic(typer)
+
+    ld_i32x2 = ld_v2(i32, types.int32, "b32", "r")
+    ld_f32x2 = ld_v2(f32, types.float32, "f32", "f")
 
     @intrinsic
     def ld_f32(typingctx, a, i):
@@ -132,19 +139,6 @@ def _intrinsics():
             return builder.call(asm, [ptr])
 
         return signature(types.float32, a, i), codegen
-
-    @intrinsic
-    def ld_f32x2(typingctx, a, i):
-        rtype = types.UniTuple(types.float32, 2)
-
-        def codegen(context, builder, sig, args):
-            ptr = _pointer(context, builder, sig.args[0], args[0], args[1], f32)
-            asm = ir.InlineAsm(ir.FunctionType(ir.LiteralStructType([f32] * 2), [f32.as_pointer()]),
-                               "ld.global.nc.v2.f32 {$0, $1}, [$2];", "=f,=f,l", side_effect=True)
-            res = builder.call(asm, [ptr])
-            return _tuple(context, builder, rtype, [builder.extract_value(res, j) for j in range(2)])
-
-        return signature(rtype, a, i), codegen
 
     @intrinsic
     def mma_s8(typingctx, a0, a1, a2, a3, b0, b1):
@@ -163,12 +157,13 @@ def _intrinsics():
                 mma_s8=mma_s8)
 
 
-def _epilogue(warps: int) -> str:
-    """The kernels' end: lanes t = 0, 1 add their columns (`shfl_xor` 1), the warps' row sums meet in
-    shared memory in warp order, y = the sum over 2^e."""
-    return f"""\
-    acc_a += cuda.shfl_xor_sync(0xFFFFFFFF, acc_a, 1)
-    acc_b += cuda.shfl_xor_sync(0xFFFFFFFF, acc_b, 1)
+def _epilogue(warps: int, shfl: bool = True, scale: str = " * inv[0]") -> str:
+    """The kernels' end: lanes t = 0, 1 add their columns (`shfl_xor` 1; not with `shfl=False`, where
+    every lane holds its rows' sums), the warps' row sums meet in shared memory in warp order, y = the
+    sum `scale`d (over 2^e by default)."""
+    add = ("    acc_a += cuda.shfl_xor_sync(0xFFFFFFFF, acc_a, 1)\n"
+           "    acc_b += cuda.shfl_xor_sync(0xFFFFFFFF, acc_b, 1)\n") if shfl else ""
+    return add + f"""\
     if t == 0:
         red[warp * 16 + g] = acc_a
         red[warp * 16 + g + 8] = acc_b
@@ -177,7 +172,7 @@ def _epilogue(warps: int) -> str:
         s = red[lane]
         for w in range(1, {warps}):
             s += red[w * 16 + lane]
-        y[row0 + lane] = s * inv[0]
+        y[row0 + lane] = s{scale}
 """
 
 
@@ -259,6 +254,53 @@ def gemv_mma(qs, dw, xp, y, inv):
 """ + _epilogue(warps)
 
 
+def _tiles(n: int, k: int, warps: int, unroll: int) -> tuple[int, int, int]:
+    """(Q8_0 blocks a row, blocks a warp, groups of `unroll` a warp) of a 16-row-tile kernel; ValueError
+    for a shape it cannot tile."""
+    nb = k // 32
+    if n % 16 or k % 32 or nb % (warps * unroll):
+        raise ValueError(f"{n}x{k}: needs N % 16 == 0 and K/32 a multiple of warps * unroll ({warps * unroll})")
+    return nb, nb // warps, nb // warps // unroll
+
+
+def _tile_loads(lv: int, at: str, u: int) -> list[str]:
+    """A lane's loads of block `at + u` of its tile (level `lv` of `_ahead`): 16 bytes of quants, 8 of
+    scales (`tile_q8_0`'s / `tile_q8_0_imma`'s layouts)."""
+    return [f"q{lv}_{u}0, q{lv}_{u}1, q{lv}_{u}2, q{lv}_{u}3 = ld_i32x4(qs, qa + ({at} + {u}) * 512)",
+            f"s{lv}_{u}a, s{lv}_{u}b = ld_f32x2(dw, da + ({at} + {u}) * 16)"]
+
+
+def _ahead(loads, regs: list[str], compute: list[str], unroll: int, ahead: int, groups: int, per: int) -> str:
+    """The accumulators, prologue and loop of a warp's `per` blocks, its loads `ahead` groups of `unroll` blocks ahead in
+    registers: `loads(lv, at)` the lines loading level `lv` (0: the group computed now) from the group
+    at block `at`, `regs` the templates (`{lv}`, `{u}`) of the registers a block's loads fill, `compute`
+    the lines using level 0; each iteration loads level `ahead`, computes, then shifts the levels down.
+    A group index past the warp's last is clamped to it (its loads then repeat, never used)."""
+
+    def last(expr: str) -> str:
+        return f"b0 + min({expr}, {groups - 1}) * {unroll}"
+
+    pro = [ln for lv in range(ahead) for ln in loads(lv, last(str(lv)))]
+    body = loads(ahead, last(f"it + {ahead}")) + compute
+    for lv in range(ahead):
+        for u in range(unroll):
+            body.append(", ".join(r.format(lv=lv, u=u) for r in regs) + " = " + ", ".join(r.format(lv=lv + 1, u=u) for r in regs))
+    return (f"    acc_a = float32(0.0)\n    acc_b = float32(0.0)\n    b0 = warp * {per}\n" + "\n".join("    " + ln for ln in pro)
+            + f"\n    for it in range({groups}):\n" + "\n".join("        " + ln for ln in body) + "\n")
+
+
+_TILE_HEAD = """\
+    red = cuda.shared.array({red}, float32)
+    lane = cuda.threadIdx.x % 32
+    warp = cuda.threadIdx.x // 32
+    g = lane >> 2
+    t = lane & 3
+    row0 = cuda.blockIdx.x * 16
+    qa = cuda.blockIdx.x * {qstep} + lane * 16
+    da = cuda.blockIdx.x * {dstep} + 2 * g
+"""
+
+
 def mma_prefetch_source(n: int, k: int, warps: int, unroll: int, ahead: int = 1) -> str:
     """The tiled kernel (`tile_q8_0`'s layout) with its loads `ahead` groups ahead in registers: each
     iteration issues the loads of the group `ahead` on (`unroll` blocks: quants 16 bytes a lane, scale
@@ -266,61 +308,31 @@ def mma_prefetch_source(n: int, k: int, warps: int, unroll: int, ahead: int = 1)
     computes (ptxas places a loop's loads after its mmas; with `ahead` 1 they then overlap only the
     loop's branch). No branch on the lane: lanes g >= 3 load piece 2 again (columns 3..7 of the tile are
     then copies, never read), and lane t = 1 takes its column 2 only (`d1 * m`, m = 0 off lane t = 0)."""
-    nb = k // 32
-    if n % 16 or k % 32 or nb % (warps * unroll):
-        raise ValueError(f"{n}x{k}: needs N % 16 == 0 and K/32 a multiple of warps * unroll ({warps * unroll})")
-    per = nb // warps
-    groups = per // unroll
+    nb, per, groups = _tiles(n, k, warps, unroll)
 
     def loads(lv: int, at: str) -> list[str]:
         out = []
         for u in range(unroll):
-            out += [f"q{lv}_{u}0, q{lv}_{u}1, q{lv}_{u}2, q{lv}_{u}3 = ld_i32x4(qs, qa + ({at} + {u}) * 512)",
-                    f"s{lv}_{u}a, s{lv}_{u}b = ld_f32x2(dw, da + ({at} + {u}) * 16)",
-                    f"x{lv}_{u}0, x{lv}_{u}1, x{lv}_{u}2, x{lv}_{u}3 = ld_i32x4(xp, xo + ({at} + {u}) * 16)"]
+            out += _tile_loads(lv, at, u) + [f"x{lv}_{u}0, x{lv}_{u}1, x{lv}_{u}2, x{lv}_{u}3 = ld_i32x4(xp, xo + ({at} + {u}) * 16)"]
         return out
 
-    def last(expr: str) -> str:  # a group index clamped to the warp's last group (its loads then repeat)
-        return f"b0 + min({expr}, {groups - 1}) * {unroll}"
-
-    pro = []
-    for lv in range(ahead):
-        pro += loads(lv, last(str(lv)))
-    body = loads(ahead, last(f"it + {ahead}"))
+    compute = []
     for u in range(unroll):
-        body += [f"la, ha = q8x4_f16x2(q0_{u}0)", f"lb, hb = q8x4_f16x2(q0_{u}2)",
-                 f"d0, d1, d2, d3 = mma_f16(la, lb, ha, hb, x0_{u}0, x0_{u}1, z, z, z, z)",
-                 f"la, ha = q8x4_f16x2(q0_{u}1)", f"lb, hb = q8x4_f16x2(q0_{u}3)",
-                 f"d0, d1, d2, d3 = mma_f16(la, lb, ha, hb, x0_{u}2, x0_{u}3, d0, d1, d2, d3)",
-                 f"acc_a += s0_{u}a * (d0 + d1 * m)", f"acc_b += s0_{u}b * (d2 + d3 * m)"]
-    for lv in range(ahead):
-        for u in range(unroll):
-            body += [f"q{lv}_{u}0, q{lv}_{u}1, q{lv}_{u}2, q{lv}_{u}3 = q{lv + 1}_{u}0, q{lv + 1}_{u}1, q{lv + 1}_{u}2, q{lv + 1}_{u}3",
-                     f"s{lv}_{u}a, s{lv}_{u}b = s{lv + 1}_{u}a, s{lv + 1}_{u}b",
-                     f"x{lv}_{u}0, x{lv}_{u}1, x{lv}_{u}2, x{lv}_{u}3 = x{lv + 1}_{u}0, x{lv + 1}_{u}1, x{lv + 1}_{u}2, x{lv + 1}_{u}3"]
-    pro_s = "\n".join("    " + ln for ln in pro)
-    loop = "\n".join("        " + ln for ln in body)
+        compute += [f"la, ha = q8x4_f16x2(q0_{u}0)", f"lb, hb = q8x4_f16x2(q0_{u}2)",
+                    f"d0, d1, d2, d3 = mma_f16(la, lb, ha, hb, x0_{u}0, x0_{u}1, z, z, z, z)",
+                    f"la, ha = q8x4_f16x2(q0_{u}1)", f"lb, hb = q8x4_f16x2(q0_{u}3)",
+                    f"d0, d1, d2, d3 = mma_f16(la, lb, ha, hb, x0_{u}2, x0_{u}3, d0, d1, d2, d3)",
+                    f"acc_a += s0_{u}a * (d0 + d1 * m)", f"acc_b += s0_{u}b * (d2 + d3 * m)"]
+    regs = [f"{r}{{lv}}_{{u}}{j}" for r in "qx" for j in range(4)] + ["s{lv}_{u}a", "s{lv}_{u}b"]
+    loop = _ahead(loads, regs, compute, unroll, ahead, groups, per)
     return f"""\
 @cuda.jit(launch_bounds={32 * warps})
 def gemv_mma(qs, dw, xp, y, inv):
-    red = cuda.shared.array({16 * warps}, float32)
-    lane = cuda.threadIdx.x % 32
-    warp = cuda.threadIdx.x // 32
-    g = lane >> 2
-    t = lane & 3
-    row0 = cuda.blockIdx.x * 16
-    qa = cuda.blockIdx.x * {nb * 512} + lane * 16
-    da = cuda.blockIdx.x * {nb * 16} + 2 * g
+{_TILE_HEAD.format(red=16 * warps, qstep=nb * 512, dstep=nb * 16)}\
     xo = min(g, 2) * {k // 2} + 4 * t
     m = float32(1.0) if t == 0 else float32(0.0)
     z = float32(0.0)
-    acc_a = float32(0.0)
-    acc_b = float32(0.0)
-    b0 = warp * {per}
-{pro_s}
-    for it in range({groups}):
-{loop}
-""" + _epilogue(warps)
+{loop}""" + _epilogue(warps)
 
 def mma_pipelined_source(n: int, k: int, warps: int, stages: int, xcopy: bool = False) -> str:
     """`mma_source` with the weights, scales and x's pieces through an async-copy pipeline `stages`
@@ -441,75 +453,37 @@ def imma_source(n: int, k: int, warps: int, unroll: int, ahead: int = 1, pieces:
     the B fragment's column j (lanes g >= 4 load piece 3 again: columns 4..7, never read), so one mma
     gives the four dots; lane t = 0 adds columns 0 and 1 (times 1 and 2^-7), lane t = 1 columns 2
     and 3 (2^-14, 2^-21), summed by `shfl_xor` at the end."""
-    nb = k // 32
-    if n % 16 or k % 32 or nb % (warps * unroll) or pieces not in (1, 4):
-        raise ValueError(f"{n}x{k}: needs N % 16 == 0, K/32 a multiple of warps * unroll ({warps * unroll}), 1 or 4 pieces")
-    per = nb // warps
-    groups = per // unroll
+    if pieces not in (1, 4):
+        raise ValueError(f"pieces={pieces}: 1 (int8-act) or 4 (dequant)")
+    nb, per, groups = _tiles(n, k, warps, unroll)
 
     def loads(lv: int, at: str) -> list[str]:
         out = []
         for u in range(unroll):
-            out += [f"q{lv}_{u}0, q{lv}_{u}1, q{lv}_{u}2, q{lv}_{u}3 = ld_i32x4(qs, qa + ({at} + {u}) * 512)",
-                    f"s{lv}_{u}a, s{lv}_{u}b = ld_f32x2(dw, da + ({at} + {u}) * 16)",
+            out += _tile_loads(lv, at, u) + [
                     f"x{lv}_{u}0 = ld_i32(xq, xo + ({at} + {u}) * 32)",  # piece min(g, 3) with pieces=4
                     f"x{lv}_{u}1 = ld_i32(xq, xo + ({at} + {u}) * 32 + 16)",
                     f"e{lv}_{u} = ld_f32(xd, {at} + {u})"]
         return out
 
-    def last(expr: str) -> str:
-        return f"b0 + min({expr}, {groups - 1}) * {unroll}"
-
-    pro = []
-    for lv in range(ahead):
-        pro += loads(lv, last(str(lv)))
-    body = loads(ahead, last(f"it + {ahead}"))
+    compute = []
     for u in range(unroll):
-        body.append(f"d0, d1, d2, d3 = mma_s8(q0_{u}0, q0_{u}1, q0_{u}2, q0_{u}3, x0_{u}0, x0_{u}1)")
+        compute.append(f"d0, d1, d2, d3 = mma_s8(q0_{u}0, q0_{u}1, q0_{u}2, q0_{u}3, x0_{u}0, x0_{u}1)")
         if pieces == 1:
-            body += [f"acc_a += (s0_{u}a * e0_{u}) * float32(d0)", f"acc_b += (s0_{u}b * e0_{u}) * float32(d2)"]
+            compute += [f"acc_a += (s0_{u}a * e0_{u}) * float32(d0)", f"acc_b += (s0_{u}b * e0_{u}) * float32(d2)"]
         else:
-            body += [f"acc_a += (s0_{u}a * e0_{u}) * (float32(d0) * c0 + float32(d1) * c1)",
-                     f"acc_b += (s0_{u}b * e0_{u}) * (float32(d2) * c0 + float32(d3) * c1)"]
-    for lv in range(ahead):
-        for u in range(unroll):
-            a, b = f"{lv}_{u}", f"{lv + 1}_{u}"
-            body += [f"q{a}0, q{a}1, q{a}2, q{a}3 = q{b}0, q{b}1, q{b}2, q{b}3",
-                     f"s{a}a, s{a}b, x{a}0, x{a}1, e{a} = s{b}a, s{b}b, x{b}0, x{b}1, e{b}"]
-    pro_s = "\n".join("    " + ln for ln in pro)
-    loop = "\n".join("        " + ln for ln in body)
-    shfl = "" if pieces == 1 else ("    acc_a += cuda.shfl_xor_sync(0xFFFFFFFF, acc_a, 1)\n"
-                                   "    acc_b += cuda.shfl_xor_sync(0xFFFFFFFF, acc_b, 1)\n")
+            compute += [f"acc_a += (s0_{u}a * e0_{u}) * (float32(d0) * c0 + float32(d1) * c1)",
+                        f"acc_b += (s0_{u}b * e0_{u}) * (float32(d2) * c0 + float32(d3) * c1)"]
+    regs = [f"q{{lv}}_{{u}}{j}" for j in range(4)] + ["s{lv}_{u}a", "s{lv}_{u}b", "x{lv}_{u}0", "x{lv}_{u}1", "e{lv}_{u}"]
+    loop = _ahead(loads, regs, compute, unroll, ahead, groups, per)
     return f"""\
 @cuda.jit(launch_bounds={32 * warps})
 def gemv_imma(qs, dw, xq, xd, y):
-    red = cuda.shared.array({16 * warps}, float32)
-    lane = cuda.threadIdx.x % 32
-    warp = cuda.threadIdx.x // 32
-    g = lane >> 2
-    t = lane & 3
-    row0 = cuda.blockIdx.x * 16
-    qa = cuda.blockIdx.x * {nb * 512} + lane * 16
-    da = cuda.blockIdx.x * {nb * 16} + 2 * g
+{_TILE_HEAD.format(red=16 * warps, qstep=nb * 512, dstep=nb * 16)}\
     xo = {"4 * t" if pieces == 1 else f"min(g, 3) * {k} + 4 * t"}
     c0 = float32(1.0) if t == 0 else (float32(2.0 ** -14) if t == 1 else float32(0.0))
     c1 = float32(2.0 ** -7) if t == 0 else (float32(2.0 ** -21) if t == 1 else float32(0.0))
-    acc_a = float32(0.0)
-    acc_b = float32(0.0)
-    b0 = warp * {per}
-{pro_s}
-    for it in range({groups}):
-{loop}
-{shfl}    if t == 0:
-        red[warp * 16 + g] = acc_a
-        red[warp * 16 + g + 8] = acc_b
-    cuda.syncthreads()
-    if warp == 0 and lane < 16:
-        s = red[lane]
-        for w in range(1, {warps}):
-            s += red[w * 16 + lane]
-        y[row0 + lane] = s
-"""
+{loop}""" + _epilogue(warps, shfl=pieces == 4, scale="")
 
 
 def imma_kernel(n: int, k: int, warps: int, unroll: int, ahead: int = 1, pieces: int = 1):
@@ -579,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
         tries = [(int(m[1]), int(m[2]), int(m[3] or 0), bool(m[4]), m[5] or "") for m in (_TRY.match(t) for t in tags if t[0] not in "id")]
     except (ValueError, AttributeError, TypeError):
         ap.error(f"--shapes {args.shapes!r} / --try {args.tries!r}: N x K pairs and w<warps>u<unroll> tags")
-    from gemv import Timer, Weights, gpu_ceiling, launches_for, print_table, require_gpu, time_kernel
+    from gemv import Timer, Weights, gpu_ceiling, print_table, require_gpu, time_kernel
 
     require_gpu(ap)
     from numba import cuda
@@ -611,116 +585,89 @@ def main(argv: list[str] | None = None) -> int:
         tq, td = (cuda.to_device(a) for a in tile_q8_0(w.qs[0].copy_to_host(), w.dw[0].copy_to_host(), n, k))
         for warps, unroll, stages, xcopy, tiled in tries:
             tag = f"w{warps}u{unroll}" + (f"a{stages}" if stages else "") + ("x" if xcopy else "") + tiled
-            try:
+
+            def make(warps=warps, unroll=unroll, stages=stages, xcopy=xcopy, tiled=tiled):
                 if tiled and stages:
                     raise ValueError("the tiled layout is read in registers (no a<stages>)")
-                kern = mma_kernel(n, k, warps, unroll, stages, xcopy, tiled)
-                # checked on the tiled copy; timed over the row-major copies (the same addresses read)
-                kern[n // 16, 32 * warps](tq if tiled else w.qs[0], td if tiled else w.dw[0], xp, w.y, dinv)
-                cuda.synchronize()
-            except Exception as e:  # noqa: BLE001 - a variant that does not build is reported
-                lines.append(f"| {n} x {k} | mma {tag} | {type(e).__name__}: {str(e)[:120]} | | |")
-                print(lines[-1], flush=True)
-                continue
-            err = np.abs(w.y.copy_to_host() - ref).max() / scale
-            launches = launches_for(w.copies)
+                return mma_kernel(n, k, warps, unroll, stages, xcopy, tiled)
 
-            def record(builder, kern=kern, warps=warps):
-                for i in range(launches):
-                    kern[n // 16, 32 * warps, builder](w.qs[i % w.copies], w.dw[i % w.copies], xp, w.y, dinv)
-
-            ms = timer.replay_ms(timer.graph(record), args.reps) / launches
-            regs = kern.get_regs_per_thread()
-            regs = next(iter(regs.values())) if isinstance(regs, dict) else regs
-            lines.append(f"| {n} x {k} | mma {tag} ({regs} regs) | {ms * 1e3:.2f} | {nbytes / ms / 1e6 / ceiling:.1%} | {err:.1e} |")
-            print(lines[-1], flush=True)
+            check = (tq if tiled else w.qs[0], td if tiled else w.dw[0], xp, w.y, dinv)
+            _time_row(lines, timer, w, f"mma {tag}", warps, make, check, lambda c, w=w: (w.qs[c], w.dw[c], xp, w.y, dinv),
+                      ref, scale, nbytes / ceiling, args.reps)
         if dtries:
-            _dmma_rows(lines, timer, w, n, k, dtries, ceiling, args.reps, ref, scale)
+            _imma_rows(lines, timer, w, n, k, dtries, ceiling, args.reps, 4, ref, scale)
         if itries:
-            _imma_rows(lines, timer, w, n, k, itries, ceiling, args.reps)
+            _imma_rows(lines, timer, w, n, k, itries, ceiling, args.reps, 1)
         del w
     return print_table(lines, args.results)
 
 
-def _dmma_rows(lines, timer, w, n, k, dtries, ceiling, reps, ref, scale) -> None:
-    """The dequant rows on int8 tensor cores: each `dw<warps>u<unroll>p<ahead>` (`imma_source(pieces=4)`
-    over `split_x_i8`'s pieces of x), checked against float64 on `tile_q8_0_imma`'s copy, timed over the
-    row-major copies; its bytes are the dequant GEMV's (x's pieces and scales: 4K + K/8 bytes, not 4K)."""
-    from gemv import launches_for
-    from numba import cuda
-
-    pieces, sc = split_x_i8(w.x.copy_to_host())
-    xp, xs = cuda.to_device(pieces), cuda.to_device(sc)
-    nbytes = w.nbytes("f32")
-    tq, td = (cuda.to_device(a) for a in tile_q8_0_imma(w.qs[0].copy_to_host(), w.dw[0].copy_to_host(), n, k))
-    for warps, unroll, ahead in dtries:
-        tag = f"dw{warps}u{unroll}p{ahead}"
-        try:
-            kern = imma_kernel(n, k, warps, unroll, ahead, pieces=4)
-            kern[n // 16, 32 * warps](tq, td, xp, xs, w.y)
-            cuda.synchronize()
-        except Exception as e:  # noqa: BLE001 - a variant that does not build is reported
-            lines.append(f"| {n} x {k} | dequant imma {tag} | {type(e).__name__}: {str(e)[:120]} | | |")
-            print(lines[-1], flush=True)
-            continue
-        err = np.abs(w.y.copy_to_host() - ref).max() / scale
-        launches = launches_for(w.copies)
-
-        def record(builder, kern=kern, warps=warps):
-            for i in range(launches):
-                kern[n // 16, 32 * warps, builder](w.qs[i % w.copies], w.dw[i % w.copies], xp, xs, w.y)
-
-        ms = timer.replay_ms(timer.graph(record), reps) / launches
-        regs = kern.get_regs_per_thread()
-        regs = next(iter(regs.values())) if isinstance(regs, dict) else regs
-        lines.append(f"| {n} x {k} | dequant imma {tag} ({regs} regs) | {ms * 1e3:.2f} | {nbytes / ms / 1e6 / ceiling:.1%} | {err:.1e} |")
-        print(lines[-1], flush=True)
-
-
-def _imma_rows(lines, timer, w, n, k, itries, ceiling, reps) -> None:
-    """The int8-act rows: the coalesced dp4a GEMV's default launch, then each `iw<warps>u<unroll>p<ahead>`
-    (checked against float64 on `tile_q8_0_imma`'s copy, timed over the row-major copies)."""
-    from gemv import launches_for, time_kernel
+def _imma_rows(lines, timer, w, n, k, tries, ceiling, reps, pieces: int, ref=None, scale=None) -> None:
+    """Rows of `imma_source` kernels, each `<i|d>w<warps>u<unroll>p<ahead>` of `tries` checked against
+    float64 on `tile_q8_0_imma`'s copy and timed over the row-major copies (the same addresses read).
+    `pieces=1`: int8-act (x as the bench's `xq`, `xd`; first the dp4a GEMV's default launch, as the
+    baseline); `pieces=4`: dequant over `split_x_i8`'s pieces of x against `ref` (its bytes counted as the
+    dequant GEMV's)."""
+    from gemv import time_kernel
     from numba import cuda
 
     from fwdshim.codegen import gemv
 
     qs0 = w.qs[0].copy_to_host()
-    xq, xd = w.xq.copy_to_host().astype(np.float64), w.xd.copy_to_host().astype(np.float64)
-    dots = (qs0.astype(np.float64).reshape(n, -1, 32) * xq.reshape(1, -1, 32)).sum(-1)
-    ref = (dots * w.dw[0].copy_to_host().astype(np.float64).reshape(n, -1) * xd.reshape(1, -1)).sum(-1)
-    scale = np.abs(ref).max()
-    nbytes = w.nbytes("int8")
-    base = gemv.q8_0_int8(n, k)
-    ms = time_kernel(timer, base, w, "int8", reps)
-    base.launch(*w.args(0, "int8"))
-    err = np.abs(w.y.copy_to_host() - ref).max() / scale
-    lines.append(f"| {n} x {k} | int8-act coalesced {gemv.launch_shape(n, k, 'int8').tag} | {ms * 1e3:.2f} | {nbytes / ms / 1e6 / ceiling:.1%} | {err:.1e} |")
-    print(lines[-1], flush=True)
-    tq, td = (cuda.to_device(a) for a in tile_q8_0_imma(qs0, w.dw[0].copy_to_host(), n, k))
-    for warps, unroll, ahead in itries:
-        tag = f"iw{warps}u{unroll}p{ahead}"
-        try:
-            kern = imma_kernel(n, k, warps, unroll, ahead)
-            kern[n // 16, 32 * warps](tq, td, w.xq, w.xd, w.y)
-            cuda.synchronize()
-        except Exception as e:  # noqa: BLE001 - a variant that does not build is reported
-            lines.append(f"| {n} x {k} | int8-act imma {tag} | {type(e).__name__}: {str(e)[:120]} | | |")
-            print(lines[-1], flush=True)
-            continue
+    if pieces == 1:
+        kind, act, prefix = "int8-act", "int8", "i"
+        xq, xd = w.xq, w.xd
+        xqh, xdh = xq.copy_to_host().astype(np.float64), xd.copy_to_host().astype(np.float64)
+        dots = (qs0.astype(np.float64).reshape(n, -1, 32) * xqh.reshape(1, -1, 32)).sum(-1)
+        ref = (dots * w.dw[0].copy_to_host().astype(np.float64).reshape(n, -1) * xdh.reshape(1, -1)).sum(-1)
+        scale = np.abs(ref).max()
+        base = gemv.q8_0_int8(n, k)
+        ms = time_kernel(timer, base, w, act, reps)
+        base.launch(*w.args(0, act))
         err = np.abs(w.y.copy_to_host() - ref).max() / scale
-        launches = launches_for(w.copies)
-
-        def record(builder, kern=kern, warps=warps):
-            for i in range(launches):
-                kern[n // 16, 32 * warps, builder](w.qs[i % w.copies], w.dw[i % w.copies], w.xq, w.xd, w.y)
-
-        ms = timer.replay_ms(timer.graph(record), reps) / launches
-        regs = kern.get_regs_per_thread()
-        regs = next(iter(regs.values())) if isinstance(regs, dict) else regs
-        lines.append(f"| {n} x {k} | int8-act imma {tag} ({regs} regs) | {ms * 1e3:.2f} | {nbytes / ms / 1e6 / ceiling:.1%} | {err:.1e} |")
+        lines.append(f"| {n} x {k} | int8-act coalesced {gemv.launch_shape(n, k, act).tag} | {ms * 1e3:.2f} | {w.nbytes(act) / ms / 1e6 / ceiling:.1%} | {err:.1e} |")
         print(lines[-1], flush=True)
+    else:
+        kind, act, prefix = "dequant", "f32", "d"
+        xq, xd = (cuda.to_device(a) for a in split_x_i8(w.x.copy_to_host()))
+    nbytes = w.nbytes(act)
+    tq, td = (cuda.to_device(a) for a in tile_q8_0_imma(qs0, w.dw[0].copy_to_host(), n, k))
+    for warps, unroll, ahead in tries:
+        _time_row(lines, timer, w, f"{kind} imma {prefix}w{warps}u{unroll}p{ahead}", warps,
+                  lambda warps=warps, unroll=unroll, ahead=ahead: imma_kernel(n, k, warps, unroll, ahead, pieces),
+                  (tq, td, xq, xd, w.y), lambda c: (w.qs[c], w.dw[c], xq, xd, w.y), ref, scale, nbytes / ceiling, reps)
 
+
+def _time_row(lines, timer, w, label: str, warps: int, make, check: tuple, args_of, ref, scale, per_ceiling: float,
+              reps: int) -> None:
+    """One table row: `make()`'s kernel launched once on `check` (the layout it reads) and compared with
+    float64 `ref` (relative to `scale`), then timed by graph replay over `args_of(copy)` for the weight
+    copies past L2; `per_ceiling` is the bytes it reads over the read ceiling (GB/s). A kernel that does
+    not build or launch is a row saying why."""
+    from gemv import launches_for
+    from numba import cuda
+
+    n, k = w.n, w.k
+    try:
+        kern = make()
+        kern[n // 16, 32 * warps](*check)
+        cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - a variant that does not build is reported
+        lines.append(f"| {n} x {k} | {label} | {type(e).__name__}: {str(e)[:120]} | | |")
+        print(lines[-1], flush=True)
+        return
+    err = np.abs(w.y.copy_to_host() - ref).max() / scale
+    launches = launches_for(w.copies)
+
+    def record(builder):
+        for i in range(launches):
+            kern[n // 16, 32 * warps, builder](*args_of(i % w.copies))
+
+    ms = timer.replay_ms(timer.graph(record), reps) / launches
+    regs = kern.get_regs_per_thread()
+    regs = next(iter(regs.values())) if isinstance(regs, dict) else regs
+    lines.append(f"| {n} x {k} | {label} ({regs} regs) | {ms * 1e3:.2f} | {per_ceiling / ms / 1e6:.1%} | {err:.1e} |")
+    print(lines[-1], flush=True)
 
 if __name__ == "__main__":
     raise SystemExit(main())
