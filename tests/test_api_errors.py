@@ -17,7 +17,7 @@ from fwdshim.passes.fuse import unfused_guards
 from fwdshim.shim.forward import ForwardShim, kernel_refusal
 from fwdshim.shim.report import report_json, report_table
 from fwdshim.tools.profile import profile_model
-from fwdshim.tools.runner import Decoder, RunError, generate, gpu_available
+from fwdshim.tools.runner import Decoder, RunError, compile_step, generate, gpu_available
 
 TINY = LlamaParams(n_layer=1, d=64, ff=96, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
                    vocab=257, context_length=64)  # fmt: skip
@@ -179,3 +179,64 @@ def test_decode_refuses_ids_outside_the_vocabulary(tmp_path):
         with pytest.raises(ModelError) as e:
             tok.decode([97, bad])
         assert str(e.value) == f"{path}: token id {bad!r} is not an id of the vocabulary (0 to {tok.vocab_size - 1})"
+
+
+def test_wrong_argument_types_name_the_parameter(tmp_path):
+    """A wrong-type argument to the README's Python API is ModelError / RunError naming the parameter
+    and what it takes: `import_gguf(123)` was pathlib's TypeError ("expected str, bytes or
+    os.PathLike object, not int"), `Decoder("m.gguf")` an AttributeError on `.params`, `generate(d, 5, 1)`
+    "'int' object is not iterable", `tok.encode(3)` tokenizers' "TextInputSequence must be str"."""
+    path = write_llama(tmp_path / "m.gguf", TINY, random_llama(TINY, seed=5), vocab=byte_vocab())
+    accepts = "a GGUF file's path (a str or os.PathLike) or a known model's name (\"smollm2\")"
+    model_cases = [
+        (lambda: import_gguf(123), f"path=123 (int): {accepts}"),
+        (lambda: import_gguf(None), f"path=None (NoneType): {accepts}"),
+        (lambda: import_gguf(b"m.gguf"), f"path=b'm.gguf' (bytes): {accepts}"),
+        (lambda: import_gguf(path, sidecar=7),
+         "sidecar=7 (int): the path (a str or os.PathLike) to write converted weights to, or None"),
+        (lambda: import_gguf(path, source_name=3),
+         "source_name=3 (int): a file name (a str) to locate the step's ops in, or None"),
+    ]  # fmt: skip
+    for call, want in model_cases:
+        with pytest.raises(ModelError) as e:
+            call()
+        assert str(e.value) == want
+    model = import_gguf(path, requantize="none", context=8)
+    with pytest.raises(ModelError) as e:
+        GGUFTokenizer(model, path)
+    assert str(e.value) == f"{path}: reader=<ImportedModel>: a gguf.GGUFReader (an ImportedModel's `reader`)"
+    with pytest.raises(ModelError) as e:
+        GGUFTokenizer(model.reader, 3)
+    assert str(e.value) == "path=3 (int): the GGUF file's path (a str or os.PathLike), named in errors"
+    tok = GGUFTokenizer(model.reader, path)
+    tok_cases = [
+        (lambda: tok.encode(3), "text=3 (int): a str"),
+        (lambda: tok.encode(b"ab"), "text=b'ab' (bytes): a str"),
+        (lambda: tok.decode(97), "ids=97 (int): a sequence of token ids (integers)"),
+        (lambda: tok.decode("ab"), "ids='ab' (str): a sequence of token ids (integers)"),
+        (lambda: tok.chat(None), "prompt=None (NoneType): a str"),
+    ]
+    for call, want in tok_cases:
+        with pytest.raises(ModelError) as e:
+            call()
+        assert str(e.value) == f"{path}: {want}"
+    decoder = Decoder(model, device="cpu")
+    run_cases = [
+        (lambda: compile_step(model.module), "model=<ModuleOp>: an ImportedModel (import_gguf's result)"),
+        (lambda: Decoder(None), "model=None (NoneType): an ImportedModel (import_gguf's result)"),
+        (lambda: generate(model, [1], 1), "decoder=<ImportedModel>: a Decoder"),
+        (lambda: generate(decoder, 5, 1),
+         "prompt_ids=5 (int): an iterable of token ids (GGUFTokenizer.encode gives them)"),
+        (lambda: generate(decoder, "ab", 1),
+         "prompt_ids='ab' (str): an iterable of token ids (GGUFTokenizer.encode gives them)"),
+        (lambda: generate(decoder, [1], 1, stop_ids=2), "stop_ids=2 (int): an iterable of token ids"),
+        (lambda: generate(decoder, [1], 2, on_token="print"),
+         "on_token='print' (str): a callable taking a token id, or None"),
+        (lambda: decoder.step("a"), "token id 'a' is not an integer"),
+    ]  # fmt: skip
+    for call, want in run_cases:
+        with pytest.raises(RunError) as e:
+            call()
+        assert str(e.value) == want
+    assert decoder.pos == 0
+    assert generate(decoder, [5, 6], 1, stop_ids=[], on_token=print).prompt_ids == [5, 6]

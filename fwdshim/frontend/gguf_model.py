@@ -68,6 +68,25 @@ class ModelError(Exception):
     """A model file fwdshim cannot import; `str(e)` is one line naming the file and the problem."""
 
 
+def path_argument(name: str, value, accepts: str) -> Path:
+    """`value` as a Path, or ModelError naming the parameter `name` and what it `accepts` (pathlib's
+    own TypeError named neither: `import_gguf(123)` said "expected str, bytes or os.PathLike")."""
+    if isinstance(value, (str, PathLike)):
+        try:
+            return Path(value)
+        except TypeError:  # an os.PathLike whose __fspath__ gives bytes
+            pass
+    raise ModelError(f"{name}={argument_text(value)}: {accepts}")
+
+
+def argument_text(value) -> str:
+    """A wrong argument as an error names it: a plain value's short repr and its type (`123 (int)`),
+    another object's type alone (`<ImportedModel>`: its repr is long, with addresses)."""
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return f"{_short(value)} ({type(value).__name__})"
+    return f"<{type(value).__name__}>"
+
+
 # ---------------------------------------------------------------------------------------------
 # the file and its hyperparameters
 

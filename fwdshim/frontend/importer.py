@@ -18,7 +18,8 @@ from fwdshim.frontend.cache import sidecar_path, source_stamp
 from fwdshim.frontend.export import NotStorable, write_converted
 from fwdshim.frontend.gguf_model import (
     CONVERTED_KEY, REQUANTIZE_MODES, SOURCE_KEY, LlamaParams, ModelError, ModelWeights,
-    _one_line, check_file, check_layout, check_tensors, conversions, field_value, open_gguf, read_params,
+    _one_line, argument_text, check_file, check_layout, check_tensors, conversions, field_value, open_gguf,
+    path_argument, read_params,
 )  # fmt: skip
 from fwdshim.frontend.step_ir import describe, parse_step, step_text
 from fwdshim.limits import DEFAULT_CONTEXT, MAX_CONTEXT
@@ -113,14 +114,19 @@ def import_gguf(
     `llama.context_length` when that is shorter). `sidecar`: where to write the converted GGUF when
     tensors need converting (default: the model cache, keyed on the file; reused when present).
     `source_name`: the file name the step's ops are located in (default `<file>.decode_step.mlir`).
-    Raises: ModelError (an unknown `requantize`, a `context` that is not a whole number in
-    2..`limits.MAX_CONTEXT`, a `sidecar` that is the model itself, a malformed or unsupported file)."""
-    if isinstance(path, str):
-        from fwdshim.frontend.cache import MODELS, fetch_model
+    Raises: ModelError (a `path` or `sidecar` that is no path, an unknown `requantize`, a `context`
+    that is not a whole number in 2..`limits.MAX_CONTEXT`, a `sidecar` that is the model itself, a
+    malformed or unsupported file)."""
+    from fwdshim.frontend.cache import MODELS, fetch_model
 
-        if path in MODELS:
-            path = fetch_model(path, quiet=not progress)
-    path = Path(path)
+    if isinstance(path, str) and path in MODELS:
+        path = fetch_model(path, quiet=not progress)
+    known = ", ".join(f'"{name}"' for name in MODELS)
+    path = path_argument("path", path, f"a GGUF file's path (a str or os.PathLike) or a known model's name ({known})")
+    if sidecar is not None:
+        sidecar = path_argument("sidecar", sidecar, "the path (a str or os.PathLike) to write converted weights to, or None")
+    if source_name is not None and not isinstance(source_name, str):
+        raise ModelError(f"source_name={argument_text(source_name)}: a file name (a str) to locate the step's ops in, or None")
     if requantize not in REQUANTIZE_MODES:
         raise ModelError(
             f"{path}: unknown requantize={requantize!r} (expected one of: {', '.join(map(repr, REQUANTIZE_MODES))})"

@@ -23,13 +23,14 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 import gguf
 import numpy as np
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
-from fwdshim.frontend.gguf_model import ModelError, field_value
+from fwdshim.frontend.gguf_model import ModelError, argument_text, field_value, path_argument
 
 _GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 _LLAMA3_SPLIT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -69,7 +70,12 @@ class GGUFTokenizer:
     named like an end of turn), `vocab_size`."""
 
     def __init__(self, reader: gguf.GGUFReader, path: str | Path):
-        self.path = Path(path)
+        self.path = path_argument("path", path, "the GGUF file's path (a str or os.PathLike), named in errors")
+        if not isinstance(reader, gguf.GGUFReader):
+            raise ModelError(
+                f"{path}: reader={argument_text(reader)}: a gguf.GGUFReader "
+                "(an ImportedModel's `reader`)"
+            )
         kind = field_value(reader, "tokenizer.ggml.model")
         if kind is None:
             raise ModelError(f"{path}: no tokenizer in the GGUF metadata (`tokenizer.ggml.model`)")
@@ -142,7 +148,8 @@ class GGUFTokenizer:
 
         Raises: ModelError when the vocabulary spells some character of `text` with no token (a
         file without every byte's token, or with two tokens of one spelling): BPE would drop it, and
-        the model would read another text."""
+        the model would read another text, and for a `text` that is not a str."""
+        self._check_text("text", text)
         ids = self._tok.encode(text, add_special_tokens=False).ids
         back = self._tok.decode(ids, skip_special_tokens=False)
         if back != text:  # byte-level BPE round-trips every text its vocabulary can spell
@@ -159,11 +166,20 @@ class GGUFTokenizer:
             ids = [self.bos_id, *ids]
         return ids
 
+    def _check_text(self, name: str, value, alternative: str = "") -> None:
+        if not isinstance(value, str):
+            raise ModelError(f"{self.path}: {name}={argument_text(value)}: a str{alternative}")
+
     def decode(self, ids: list[int], *, skip_special: bool = False) -> str:
         """The text of token ids.
 
         Raises: ModelError for an id that is no integer or outside the vocabulary (`tokenizers` left
-        one past the end out of the text without a word, and failed on a negative one)."""
+        one past the end out of the text without a word, and failed on a negative one), and for `ids`
+        that are no sequence of ids (a str, a single int)."""
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+            raise ModelError(
+                f"{self.path}: ids={argument_text(ids)}: a sequence of token ids (integers)"
+            )
         ids = list(ids)
         for i in ids:
             if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < len(self.tokens):
@@ -173,7 +189,11 @@ class GGUFTokenizer:
     def chat(self, prompt: str, system: str | None = None) -> str:
         """`prompt` as one user turn of the file's chat template, ready for the assistant's answer.
 
-        Raises: ModelError when the file has no chat template."""
+        Raises: ModelError when the file has no chat template, or `prompt` (`system`) is not a str
+        (not None)."""
+        self._check_text("prompt", prompt)
+        if system is not None:
+            self._check_text("system", system, " or None")
         if not self.chat_template:
             raise ModelError(
                 f"{self.path}: the model has no chat template (`tokenizer.chat_template`)"

@@ -37,7 +37,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from fwdshim.classes import NUMERICS
 from fwdshim.dialects import fwd
-from fwdshim.frontend.gguf_model import LlamaParams
+from fwdshim.frontend.gguf_model import LlamaParams, argument_text
 from fwdshim.frontend.importer import ImportedModel
 
 DEVICES = ("auto", "gpu", "cpu")
@@ -50,7 +50,9 @@ class RunError(Exception):
 def compile_step(model: ImportedModel, numerics: str = "dequant") -> ModuleOp:
     """A copy of the model's step module through `forward-shim{numerics}` (quantize, fuse, legalize).
 
-    Raises: RunError with the pass's diagnostics (e.g. a refused op at its location)."""
+    Raises: RunError with the pass's diagnostics (e.g. a refused op at its location), or for a
+    `model` that is not an ImportedModel or an unknown `numerics`."""
+    _check_model(model)
     if numerics not in NUMERICS:
         raise RunError(f"unknown numerics `{numerics}` (expected one of: {', '.join(NUMERICS)})")
     from fwdshim.dialects.fwd import Fwd
@@ -65,6 +67,14 @@ def compile_step(model: ImportedModel, numerics: str = "dequant") -> ModuleOp:
     except DiagnosticException as e:
         raise RunError(_summarize(str(e), numerics)) from None
     return module
+
+
+def _check_model(model) -> None:
+    """RunError unless `model` is an ImportedModel (a path or a ModuleOp was an AttributeError)."""
+    if not isinstance(model, ImportedModel):
+        raise RunError(
+            f"model={argument_text(model)}: an ImportedModel (import_gguf's result)"
+        )
 
 
 def _summarize(message: str, numerics: str, keep: int = 3) -> str:
@@ -265,6 +275,7 @@ class Decoder:
     an unknown device, or `gpu` without a GPU."""
 
     def __init__(self, model: ImportedModel, numerics: str = "dequant", device: str = "auto"):
+        _check_model(model)
         if device not in DEVICES:
             raise RunError(f"unknown device={device!r} (expected one of: {', '.join(map(repr, DEVICES))})")
         if device == "gpu" and not gpu_available():
@@ -302,6 +313,8 @@ class Decoder:
         """Run the step for `token` at the next position; returns its logits (`float32 [vocab]`)."""
         if self.full:
             raise RunError(f"the context of {self.capacity} positions is full (import_gguf(context=...) sets a larger one; Decoder.reset() starts over)")
+        if isinstance(token, bool) or not isinstance(token, (int, np.integer)):
+            raise RunError(f"token id {token!r} is not an integer")
         if not 0 <= token < self._embd.shape[0]:
             raise RunError(f"token id {token} is outside the vocabulary of {self._embd.shape[0]}")
         pos = self.pos
@@ -335,6 +348,10 @@ def generate(
     inf: the text would be noise); every fault of the arguments (`max_tokens` below 1, an id that is
     no integer, outside the vocabulary or past the context) before any step, the cache untouched."""
     prompt = _checked_request(decoder, prompt_ids, max_tokens)
+    stop_ids = _checked_ids("stop_ids", stop_ids)
+    for name, fn in (("on_token", on_token), ("on_prompt_token", on_prompt_token)):
+        if fn is not None and not callable(fn):
+            raise RunError(f"{name}={argument_text(fn)}: a callable taking a token id, or None")
     if getattr(decoder.forward, "loop", None) is not None:
         return _generate_on_device(decoder, prompt, max_tokens, set(stop_ids), on_token, logits, on_prompt_token)
     stops = set(stop_ids)
@@ -373,9 +390,11 @@ def _checked_request(decoder: Decoder, prompt_ids: Iterable[int], max_tokens: in
     """The prompt's ids as ints, once `generate`'s arguments are checked: RunError before any step
     (the CPU path stepped the prompt first, so a bad id or an overlong prompt left the cache holding
     the tokens before it, and `max_tokens=0` decoded the prompt to return nothing)."""
+    if not isinstance(decoder, Decoder):
+        raise RunError(f"decoder={argument_text(decoder)}: a Decoder")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1:
         raise RunError(f"max_tokens={max_tokens!r}: ask for at least one token")
-    prompt = list(prompt_ids)
+    prompt = _checked_ids("prompt_ids", prompt_ids, " (GGUFTokenizer.encode gives them)")
     if not prompt:
         raise RunError("the prompt has no tokens")
     vocab = decoder._embd.shape[0]
@@ -392,6 +411,14 @@ def _checked_request(decoder: Decoder, prompt_ids: Iterable[int], max_tokens: in
         n = f"{len(prompt)} token{'s' if len(prompt) != 1 else ''}"
         raise RunError(f"the prompt's {n} do not fit the context of {decoder.capacity} positions{held} {room}")
     return [int(tok) for tok in prompt]
+
+
+def _checked_ids(name: str, ids, hint: str = "") -> list:
+    """`ids` as a list, RunError naming `name` unless an iterable that is not a str (a str's
+    characters are no ids; an int was "'int' object is not iterable")."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise RunError(f"{name}={argument_text(ids)}: an iterable of token ids{hint}")
+    return list(ids)
 
 
 def _check_finite(decoder: Decoder, pos: int, nxt: int, value: float) -> None:
