@@ -34,6 +34,7 @@ from fwdshim.codegen import argmax as argmax_kernels
 from fwdshim.codegen import embed
 from fwdshim.codegen.kernel import Kernel
 from fwdshim.codegen.fused import CACHE_LEN
+from fwdshim.codegen.runtime import allocation_failure, out_of_memory
 
 EVENTS = 4
 """Steps that may be in flight (each has an event the host waits on)."""
@@ -53,10 +54,32 @@ def embedding_table(wd: Any) -> tuple[str, dict[str, np.ndarray]]:
     return "f32", {"e": np.ascontiguousarray(wd.f32, dtype=np.float32).reshape(-1)}
 
 
+def loop_bytes(embedding: Any, positions: int, angle_width: int) -> int:
+    """The device bytes a `DeviceLoop` allocates beside its runtime, counted before anything is
+    allocated (`CompiledForward(extra_bytes=)`): the embedding table as `embedding_table` lays it
+    out (Q8_0: int8 quants and a float32 scale per 32; F16: 2 bytes a value; else 4), the angle table
+    (`positions` rows of `angle_width` float32) and the token ids; the argmax's partials (a few KiB)
+    left out."""
+    vocab, d = embedding.shape
+    ggml = embedding.ggml.value
+    per_row = d + d // 32 * 4 if ggml == "q8_0" else d * (2 if ggml == "f16" else 4)
+    return vocab * per_row + positions * angle_width * 4 + (positions + 2) * 4
+
+
 class DeviceLoop:
     """A decode step whose inputs and greedy pick are made on the device (module docstring)."""
 
     def __init__(self, runtime: Any, embedding: Any, angle_table: np.ndarray) -> None:
+        """A CUDA out-of-memory error while allocating or capturing is `runtime.DeviceMemoryError`
+        (one line: the step's need, the device's free and total memory)."""
+        try:
+            self._setup(runtime, embedding, angle_table)
+        except Exception as e:
+            if not out_of_memory(e):
+                raise
+            raise allocation_failure(runtime.memory, e) from None
+
+    def _setup(self, runtime: Any, embedding: Any, angle_table: np.ndarray) -> None:
         from numba import cuda
 
         self.rt = runtime

@@ -34,14 +34,21 @@ step keeps working and costs nothing.
 Kernel source lives in the kernel cache directory (`codegen.kernel.cache_dir`), so Numba's on-disk
 cache makes a second compile of the same model fast.
 
+Device memory: before allocating anything, the step's need (`step_memory`: every buffer part and
+weight the runtime allocates, plus what the caller allocates beside it, `extra`) is compared with
+the free memory of the CUDA context (`device_memory`); a step that does not fit is a
+`DeviceMemoryError` (`memory_refusal`: one line, the GiB needed and the GiB free of the total). An
+allocation the device still refuses (CUDA out of memory, from Numba or cuda.core) is the same error.
+
 Errors: `ValueError` for an input of the wrong size or dtype, an unknown input name, or a cache
 length outside `0..l-1`; `MissingWeight` for a weight the store lacks; `PlanError` for IR the plan
-cannot lower.
+cannot lower; `DeviceMemoryError` for a step the device's memory does not hold.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -80,6 +87,12 @@ PACK_ALIGN = 256
 """Byte alignment of each buffer inside the packed step allocation (16-byte vector loads need 16)."""
 
 
+def _aligned(n: int, dtype: str) -> int:
+    """The bytes of `n` elements of `dtype` in the packed allocation (at least one byte, rounded up
+    to `PACK_ALIGN`)."""
+    return -(-max(1, n * np.dtype(dtype).itemsize) // PACK_ALIGN) * PACK_ALIGN
+
+
 def _packed_parts(plan: LaunchPlan) -> list[tuple[str, str, int, int, str]]:
     """(buffer, part, byte offset, elements, dtype) of the packed step buffers: the non-cache inputs
     and `%cache_len`, in plan order."""
@@ -89,8 +102,122 @@ def _packed_parts(plan: LaunchPlan) -> list[tuple[str, str, int, int, str]]:
             continue
         for p in buf.parts:
             out.append((buf.name, p.name, off, p.size, p.dtype))
-            off += -(-max(1, p.size * np.dtype(p.dtype).itemsize) // PACK_ALIGN) * PACK_ALIGN
+            off += _aligned(p.size, p.dtype)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# device memory
+
+GIB = 1 << 30
+
+
+class DeviceMemoryError(MemoryError):
+    """A step the device's memory does not hold: refused before allocating (`memory_refusal`), or an
+    allocation the device refused (CUDA out of memory); `str(e)` is one line."""
+
+
+@dataclass(frozen=True)
+class StepMemory:
+    """The device bytes a step allocates: `buffers` (the packed step buffers, caches, intermediates
+    and outputs), `weights`, `extra` (what the caller allocates beside the runtime: the device loop's
+    tables) and the `largest` buffer (name, bytes)."""
+
+    buffers: int
+    weights: int
+    extra: int = 0
+    largest: tuple[str, int] = ("", 0)
+
+    @property
+    def total(self) -> int:
+        return self.buffers + self.weights + self.extra
+
+    def describe(self) -> str:
+        """`the step needs 745.1 GiB of device memory (745.1 GiB of buffers, the largest %x 372.5 GiB;
+        0.0 GiB of weights)`, one line."""
+        parts = [f"{gib(self.buffers)} GiB of buffers", f"{gib(self.weights)} GiB of weights"]
+        if self.largest[1]:
+            parts[0] += f", the largest {self.largest[0]} {gib(self.largest[1])} GiB"
+        if self.extra:
+            parts.append(f"{gib(self.extra)} GiB for the decode loop")
+        return f"the step needs {gib(self.total)} GiB of device memory ({'; '.join(parts)})"
+
+
+def gib(n: float) -> str:
+    """`n` bytes in GiB: one decimal from 1 GiB, three significant digits below (`0.000153`)."""
+    x = n / GIB
+    return f"{x:.1f}" if x >= 1 or x == 0 else f"{x:.3g}"
+
+
+def step_memory(plan: LaunchPlan, extra: int = 0) -> StepMemory:
+    """The device bytes `CompiledForward` allocates for `plan` (its packed step buffers and every
+    other buffer part, weights counted apart), with `extra` bytes the caller allocates beside it."""
+    packed = sum(_aligned(n, t) for *_, n, t in _packed_parts(plan))
+    buffers, weights, largest = max(packed, PACK_ALIGN), 0, ("", 0)
+    for buf in plan.buffers:
+        size = sum(p.size * np.dtype(p.dtype).itemsize for p in buf.parts)
+        if buf.role == "weight":
+            weights += size
+            continue
+        if buf.role not in ("input", "step"):  # the packed ones are counted in `packed`
+            buffers += size
+        if size > largest[1]:
+            largest = (buf.name, size)
+    return StepMemory(buffers, weights, extra, largest)
+
+
+def memory_refusal(need: StepMemory, free: float, total: float) -> str | None:
+    """Why a step needing `need` does not fit a device with `free` of `total` bytes (one line), or
+    None when it fits."""
+    if need.total <= free:
+        return None
+    return f"{need.describe()}; the device has {gib(free)} GiB free of {gib(total)} GiB"
+
+
+def device_memory() -> tuple[float, float] | None:
+    """(free, total) bytes of the current CUDA context (Numba's `get_memory_info`; the simulator says
+    infinite), or None where the memory manager cannot say."""
+    from numba import cuda
+
+    try:
+        info = cuda.current_context().get_memory_info()
+    except NotImplementedError:  # an external memory manager (a pool) that does not report
+        return None
+    return info[0], info[1]
+
+
+def check_memory(need: StepMemory) -> None:
+    """DeviceMemoryError when `need` exceeds the free memory of the current context."""
+    mem = device_memory()
+    why = memory_refusal(need, *mem) if mem is not None else None
+    if why is not None:
+        raise DeviceMemoryError(why)
+
+
+OUT_OF_MEMORY = 2
+"""`CUDA_ERROR_OUT_OF_MEMORY`, the driver's code of a refused allocation."""
+
+
+def out_of_memory(e: BaseException) -> bool:
+    """Whether `e` is the device refusing an allocation: Numba's `CudaAPIError` of code
+    `CUDA_ERROR_OUT_OF_MEMORY`, or an error naming it (cuda.core's `CUDAError`: `CUDA_ERROR_OUT_OF_MEMORY:
+    out of memory`; the runtime API's `cudaErrorMemoryAllocation`)."""
+    if type(e).__name__ == "CudaAPIError" and getattr(e, "code", None) == OUT_OF_MEMORY:
+        return True
+    text = str(e)
+    return "CUDA_ERROR_OUT_OF_MEMORY" in text or "cudaErrorMemoryAllocation" in text
+
+
+def allocation_failure(need: StepMemory, e: BaseException) -> DeviceMemoryError:
+    """The one-line error of an allocation the device refused while setting up a step of `need`."""
+    try:
+        mem = device_memory()
+    except Exception:  # noqa: BLE001 - the error says what it can without the figures
+        mem = None
+    has = f"; the device has {gib(mem[0])} GiB free of {gib(mem[1])} GiB" if mem is not None else ""
+    return DeviceMemoryError(
+        f"the device is out of memory (CUDA_ERROR_OUT_OF_MEMORY): {need.describe()}{has}"
+    )
 
 
 def _names(name: str) -> tuple[str, str]:
@@ -102,15 +229,30 @@ class CompiledForward:
 
     def __init__(
         self, func: Operation, weights: WeightStore, *, plan: LaunchPlan | None = None,
-        entry: str | None = None, capture: bool | None = None,
+        entry: str | None = None, capture: bool | None = None, extra_bytes: int = 0,
     ) -> None:  # fmt: skip
         """`func`: a legalized `func.func` or the module holding it (`entry` picks a function);
-        `capture`: build the graph (default: on a GPU, never under the simulator)."""
+        `capture`: build the graph (default: on a GPU, never under the simulator); `extra_bytes`:
+        device memory the caller allocates beside the step (the device loop's), counted in the check
+        made before allocating (DeviceMemoryError when the step does not fit the free memory)."""
         from numba import cuda
 
         self.cuda = cuda
         self.plan = plan if plan is not None else plan_for(func, entry)
         self.simulated = simulating()
+        self.memory = step_memory(self.plan, extra_bytes)
+        """The device bytes the step needs (`step_memory`), checked before anything is allocated."""
+        check_memory(self.memory)
+        try:
+            self._setup(weights, capture)
+        except Exception as e:
+            if not out_of_memory(e):
+                raise
+            raise allocation_failure(self.memory, e) from None
+
+    def _setup(self, weights: WeightStore, capture: bool | None) -> None:
+        """Allocate the buffers, upload the weights and capture the graph (the constructor's body)."""
+        cuda = self.cuda
         self.stream: Any = 0
         if not self.simulated:
             from cuda.core import Device, StreamOptions
@@ -123,7 +265,7 @@ class CompiledForward:
             self.stream = self.device.create_stream(options=StreamOptions(nonblocking=False))
         self.arrays: dict[tuple[str, str], Any] = {}
         packed = _packed_parts(self.plan)
-        nbytes = sum(-(-max(1, n * np.dtype(t).itemsize) // PACK_ALIGN) * PACK_ALIGN for *_, n, t in packed)
+        nbytes = sum(_aligned(n, t) for *_, n, t in packed)
         self.packed = cuda.to_device(np.zeros(max(nbytes, PACK_ALIGN), dtype=np.uint8))
         self._stage = cuda.pinned_array(max(nbytes, PACK_ALIGN), dtype=np.uint8)
         self._stage[:] = 0

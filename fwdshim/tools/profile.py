@@ -470,11 +470,14 @@ def profile_runtime(runtime, fill: int, reps: int = 20, meta: Mapping[str, Any] 
 def profile_model(model, numerics: str = "dequant", fill: int = 0, reps: int = 20, name: str | None = None) -> Profile:
     """Compile `model` (an `ImportedModel`) under `numerics` for the GPU and profile its step at
     cache fill `fill` (at most the context less one)."""
-    from fwdshim.codegen.runtime import CompiledForward
-    from fwdshim.tools.runner import _func, compile_step
+    from fwdshim.codegen.runtime import CompiledForward, DeviceMemoryError
+    from fwdshim.tools.runner import RunError, _func, compile_step
 
     module = compile_step(model, numerics)
-    rt = CompiledForward(_func(module), model.weights)
+    try:
+        rt = CompiledForward(_func(module), model.weights)
+    except DeviceMemoryError as e:  # the step does not fit the device: one line, as `fwdshim run` says it
+        raise RunError(f"{model.gguf_path}: {e}") from None
     cap = rt.capacity()
     if cap is not None and not 0 <= fill <= cap:
         raise ValueError(f"fill={fill}: the caches hold 0..{cap} rows (the context less one)")

@@ -180,12 +180,30 @@ class GpuForward:
     name = "gpu"
 
     def __init__(self, module: ModuleOp, model: ImportedModel, profile: bool = False):
-        from fwdshim.codegen.loop import DeviceLoop
+        """RunError, before anything is allocated, for a step (with the device loop's tables) that
+        needs more device memory than is free; and for an allocation the device refuses."""
+        from fwdshim.codegen.runtime import DeviceMemoryError, allocation_failure, out_of_memory
+
+        try:
+            self._setup(module, model)
+        except Exception as e:
+            if not isinstance(e, DeviceMemoryError):
+                if not out_of_memory(e):
+                    raise
+                e = allocation_failure(self.runtime.memory, e)  # the logits' page-locked copy
+            raise RunError(f"{model.gguf_path}: {e}") from None
+        self.profile = profile
+        self.timings: dict[str, float] = {}
+
+    def _setup(self, module: ModuleOp, model: ImportedModel) -> None:
+        from fwdshim.codegen.loop import DeviceLoop, loop_bytes
         from fwdshim.codegen.runtime import CompiledForward
 
         from numba import cuda
 
-        self.runtime = CompiledForward(_func(module), model.weights)
+        embedding = model.weights.get("token_embd.weight")
+        extra = loop_bytes(embedding, model.context, angles_of(model.params, 0).size)
+        self.runtime = CompiledForward(_func(module), model.weights, extra_bytes=extra)
         self.capacity = self.runtime.capacity() or 0
         self._logits_dev = self.runtime._outputs()[0].reshape(-1)
         self._logits = cuda.pinned_array(self._logits_dev.size, dtype=np.float32)  # one DMA back
@@ -193,9 +211,7 @@ class GpuForward:
         self.loop: DeviceLoop | None = None
         if not self._host_append:
             table = np.stack([angles_of(model.params, p).reshape(-1) for p in range(self.capacity + 1)])
-            self.loop = DeviceLoop(self.runtime, model.weights.get("token_embd.weight"), table)
-        self.profile = profile
-        self.timings: dict[str, float] = {}
+            self.loop = DeviceLoop(self.runtime, embedding, table)
 
     def token_step(self, token: int, pos: int) -> np.ndarray:
         """One step of the device loop on `token` at `pos`; its logits (a fresh host array)."""
