@@ -188,7 +188,7 @@ class GpuForward:
             self._setup(module, model)
         except Exception as e:
             if not isinstance(e, DeviceMemoryError):
-                if not out_of_memory(e):
+                if not out_of_memory(e) or not hasattr(self, "runtime"):
                     raise
                 e = allocation_failure(self.runtime.memory, e)  # the logits' page-locked copy
             raise RunError(f"{model.gguf_path}: {e}") from None
