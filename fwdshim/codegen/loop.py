@@ -34,7 +34,7 @@ from fwdshim.codegen import argmax as argmax_kernels
 from fwdshim.codegen import embed
 from fwdshim.codegen.kernel import Kernel
 from fwdshim.codegen.fused import CACHE_LEN
-from fwdshim.codegen.runtime import allocation_failure, out_of_memory
+from fwdshim.codegen.runtime import allocations
 
 EVENTS = 4
 """Steps that may be in flight (each has an event the host waits on)."""
@@ -72,12 +72,8 @@ class DeviceLoop:
     def __init__(self, runtime: Any, embedding: Any, angle_table: np.ndarray) -> None:
         """A CUDA out-of-memory error while allocating or capturing is `runtime.DeviceMemoryError`
         (one line: the step's need, the device's free and total memory)."""
-        try:
+        with allocations(lambda: runtime.memory):
             self._setup(runtime, embedding, angle_table)
-        except Exception as e:
-            if not out_of_memory(e):
-                raise
-            raise allocation_failure(runtime.memory, e) from None
 
     def _setup(self, runtime: Any, embedding: Any, angle_table: np.ndarray) -> None:
         from numba import cuda

@@ -47,7 +47,8 @@ cannot lower; `DeviceMemoryError` for a step the device's memory does not hold.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -220,6 +221,22 @@ def allocation_failure(need: StepMemory, e: BaseException) -> DeviceMemoryError:
     )
 
 
+@contextmanager
+def allocations(need) -> Iterator[None]:
+    """Run a setup that allocates device memory: a CUDA out-of-memory error inside it becomes
+    `allocation_failure(need(), e)` (one line), `need` a callable giving the step's `StepMemory` (None:
+    the error is left as it is, nothing known to say); every other error passes unchanged."""
+    try:
+        yield
+    except DeviceMemoryError:
+        raise
+    except Exception as e:
+        known = need() if out_of_memory(e) else None
+        if known is None:
+            raise
+        raise allocation_failure(known, e) from None
+
+
 def _names(name: str) -> tuple[str, str]:
     return (name, name[1:]) if name.startswith("%") else (f"%{name}", name)
 
@@ -243,12 +260,8 @@ class CompiledForward:
         self.memory = step_memory(self.plan, extra_bytes)
         """The device bytes the step needs (`step_memory`), checked before anything is allocated."""
         check_memory(self.memory)
-        try:
+        with allocations(lambda: self.memory):
             self._setup(weights, capture)
-        except Exception as e:
-            if not out_of_memory(e):
-                raise
-            raise allocation_failure(self.memory, e) from None
 
     def _setup(self, weights: WeightStore, capture: bool | None) -> None:
         """Allocate the buffers, upload the weights and capture the graph (the constructor's body)."""

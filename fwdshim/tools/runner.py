@@ -182,15 +182,12 @@ class GpuForward:
     def __init__(self, module: ModuleOp, model: ImportedModel, profile: bool = False):
         """RunError, before anything is allocated, for a step (with the device loop's tables) that
         needs more device memory than is free; and for an allocation the device refuses."""
-        from fwdshim.codegen.runtime import DeviceMemoryError, allocation_failure, out_of_memory
+        from fwdshim.codegen.runtime import DeviceMemoryError, allocations
 
-        try:
-            self._setup(module, model)
-        except Exception as e:
-            if not isinstance(e, DeviceMemoryError):
-                if not out_of_memory(e) or not hasattr(self, "runtime"):
-                    raise
-                e = allocation_failure(self.runtime.memory, e)  # the logits' page-locked copy
+        try:  # an out-of-memory error once the runtime exists (the logits' page-locked copy) says its need
+            with allocations(lambda: getattr(getattr(self, "runtime", None), "memory", None)):
+                self._setup(module, model)
+        except DeviceMemoryError as e:
             raise RunError(f"{model.gguf_path}: {e}") from None
         self.profile = profile
         self.timings: dict[str, float] = {}
@@ -329,10 +326,7 @@ class Decoder:
         """Run the step for `token` at the next position; returns its logits (`float32 [vocab]`)."""
         if self.full:
             raise RunError(f"the context of {self.capacity} positions is full (import_gguf(context=...) sets a larger one; Decoder.reset() starts over)")
-        if isinstance(token, bool) or not isinstance(token, (int, np.integer)):
-            raise RunError(f"token id {token!r} is not an integer")
-        if not 0 <= token < self._embd.shape[0]:
-            raise RunError(f"token id {token} is outside the vocabulary of {self._embd.shape[0]}")
+        _check_token(token, self._embd.shape[0])
         pos = self.pos
         if getattr(self.forward, "loop", None) is not None:
             logits = self.forward.token_step(token, pos)  # type: ignore[union-attr]
@@ -402,6 +396,14 @@ def generate(
     return gen
 
 
+def _check_token(tok, vocab: int) -> None:
+    """RunError unless `tok` is an integer token id of a vocabulary of `vocab`."""
+    if isinstance(tok, bool) or not isinstance(tok, (int, np.integer)):
+        raise RunError(f"token id {tok!r} is not an integer")
+    if not 0 <= tok < vocab:
+        raise RunError(f"token id {tok} is outside the vocabulary of {vocab}")
+
+
 def _checked_request(decoder: Decoder, prompt_ids: Iterable[int], max_tokens: int) -> list[int]:
     """The prompt's ids as ints, once `generate`'s arguments are checked: RunError before any step
     (the CPU path stepped the prompt first, so a bad id or an overlong prompt left the cache holding
@@ -415,10 +417,7 @@ def _checked_request(decoder: Decoder, prompt_ids: Iterable[int], max_tokens: in
         raise RunError("the prompt has no tokens")
     vocab = decoder._embd.shape[0]
     for tok in prompt:
-        if isinstance(tok, bool) or not isinstance(tok, (int, np.integer)):
-            raise RunError(f"token id {tok!r} is not an integer")
-        if not 0 <= tok < vocab:
-            raise RunError(f"token id {tok} is outside the vocabulary of {vocab}")
+        _check_token(tok, vocab)
     if decoder.pos + len(prompt) > decoder.capacity:
         room = "(import_gguf(context=...) sets a larger one; Decoder.reset() starts over)"
         if decoder.full:
