@@ -36,8 +36,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-SHAPES = {"smollm2": (9, 3, 64), "llama8b": (32, 8, 128)}
-"""(query heads, kv heads, head width) of each shape."""
+SHAPES = {"smollm2": (9, 3, 64), "llama8b": (32, 8, 128), "llama8b_kv": (8, 8, 128)}
+"""(query heads, kv heads, head width) of each shape. `llama8b_kv` is a probe, not a model: Llama-3-8B's
+eight kv heads with a query head each — the grid and bytes a kernel taking a kv head's query heads
+together in one block would have (its time a bound on what such grouping could save)."""
 L2_BYTES = 60 * 2**20
 MIN_LAUNCHES = 64
 _TAG = re.compile(r"b(\d+)u(\d+)s(\d+)(?:o(\d+))?$")
@@ -216,7 +218,7 @@ def bench_torch(caches: Caches, reps: int) -> float | None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--shapes", default="smollm2,llama8b", help="comma-separated: smollm2, llama8b")
+    ap.add_argument("--shapes", default="smollm2,llama8b", help="comma-separated: smollm2, llama8b, llama8b_kv (a probe)")
     ap.add_argument("--fill", type=int, default=512, help="cache rows written (default 512)")
     ap.add_argument("--context", type=int, default=1024, help="positions the cache holds plus one (default 1024)")
     ap.add_argument("--sweep", action="store_true", help="also time sweep_launches' launch shapes")
