@@ -5,7 +5,8 @@ must read, an empty kernel of the same grid and torch's `scaled_dot_product_atte
     python bench/attention.py [--shapes smollm2,llama8b] [--fill 512] [--context 1024] [--sweep]
                               [--try b256u4s16,...] [--reps 20] [--jobs 8] [--json FILE] [--results FILE]
 
-Shapes: `smollm2` (9 query heads over 3 kv heads of 64) and `llama8b` (32 over 8 of 128), a cache of
+Shapes: `smollm2` (9 query heads over 3 kv heads of 64), `llama8b` (32 over 8 of 128) and the probe
+`llama8b_kv` (8 over 8 of 128: a kv head's grid and bytes, `SHAPES`), a cache of
 `context - 1` rows holding `fill` of them (the kernel reads `pos = fill` from the device). Each
 kernel is timed by graph replay over copies of the caches passing 4x the 60 MB L2 (each launch reads
 its rows from HBM), at least 64 launches a graph. Bytes: the `fill` K and V rows of every kv head

@@ -34,7 +34,11 @@ import numpy as np
 from fwdshim.codegen.kernel import Kernel, Param, build, indent
 
 NEXT_BYTES = 8 << 20
-"""The most bytes of the next launch's weights a launch prefetches into L2 (0: no prefetch)."""
+"""The most bytes of the next launch's weights a launch prefetches into L2 (0: no prefetch). More was
+slower on the H200 (2026-12-01, `bench/decode_step.py`, Llama-3-8B shape, int8-act): 20 MiB (the
+attention asking for the O projection's 17.8 MB) 2825.4 -> 2892.6 us a token, and heads of the larger
+GEMVs' weights asked for by the one-block norms and quantize 3557-3876 (bench/RESULTS.md): a launch
+is held by the megabytes it asks for."""
 
 MIN_SLICE = 4096
 """The fewest bytes one block asks for in one prefetch (a small part is one block's request)."""
