@@ -87,6 +87,51 @@ def test_pre_wait_copies_wait_after_the_pipeline_prologue(monkeypatch):
     np.testing.assert_array_equal(outs[True].view(np.uint32), outs[False].view(np.uint32))
 
 
+@pytest.mark.parametrize("act", ["f32", "int8"])
+@pytest.mark.parametrize(("n", "k", "shape"), [
+    (40, 576, (16, 2, 8, 1, 1)),  # one full step and a tail of 4 pieces (SmolLM2's int8-act rows)
+    (24, 1536, (16, 4, 8, 1, 4)),  # a tail only, four warps a row (SmolLM2's dequant rows)
+    (9, 2048, (16, 1, 4, 2, 1)),  # four full steps, unrolled 2: the loop straightened
+    (6, 544, (4, 3, 2, 1, 2)),  # 4-byte pieces, rows past N in the last group
+])  # fmt: skip
+def test_short_rows_load_their_weights_before_the_wait(monkeypatch, act, n, k, shape):
+    """`gemv.PRE_WAIT_LOADS`: a GEMV of at most that many steps issues every weight load (quants and
+    scales) before `pdl_wait()`, reads its activations after it, and computes the same bits as the
+    kernel that waits first."""
+    import numpy as np
+    import seeds
+
+    from fwdshim.codegen import gemv
+
+    g = seeds.rng()
+    shape = gemv.Shape(*shape)
+    qs, dw = g.integers(-127, 128, size=n * k, dtype=np.int8), (g.random(n * k // 32) * 0.02).astype(np.float32)
+    if act == "f32":
+        acts = dict(x=g.standard_normal(k).astype(np.float32))
+    else:
+        acts = dict(xq=g.integers(-127, 128, size=k, dtype=np.int8), xd=(g.random(k // 32) * 0.05).astype(np.float32))
+    monkeypatch.setattr(kernel, "PDL", "ahead")
+    outs = {}
+    for hoist in (4, 0):
+        monkeypatch.setattr(gemv, "PRE_WAIT_LOADS", hoist)
+        kern = gemv.gemv_q8(n, k, 1, act, shape)
+        lines = [ln.strip() for ln in kern.body.splitlines()]
+        top = lines.index(next(ln for ln in lines if ln.startswith("def gemv_k(")))
+        wait = lines.index("pdl_wait()")
+        before, after = "\n".join(lines[top:wait]), "\n".join(lines[wait:])
+        if hoist:
+            assert lines[wait - 1] == kernel.LATE_WAIT and lines.count("pdl_wait()") == 1
+            assert "(qs, " in before and "dw[" in before and "(qs, " not in after and "dw[" not in after
+            assert "(x, " not in before and "(xq, " not in before and "for " not in before
+        else:
+            assert wait == top + 1
+        outs[hoist] = kern.run(qs=qs, dw=dw, **acts)["y"]
+    np.testing.assert_array_equal(outs[4].view(np.uint32), outs[0].view(np.uint32))
+    ref = (qs.reshape(n, k // 32, 32).astype(np.float64) * dw.reshape(n, k // 32, 1))
+    x = acts["x"].astype(np.float64) if act == "f32" else (acts["xq"].reshape(-1, 32) * acts["xd"][:, None].astype(np.float64)).ravel()
+    np.testing.assert_allclose(outs[4], ref.reshape(n, k) @ x, rtol=2e-5, atol=2e-5 * np.abs(ref.reshape(n, k) @ x).max())
+
+
 def test_a_merged_set_of_late_waiting_parts_adds_no_wait(monkeypatch):
     """A merged parallel set whose every part waits after its weight copies opens with no wait of its
     own; with a part that waits at its top, the launch waits first."""
@@ -94,6 +139,7 @@ def test_a_merged_set_of_late_waiting_parts_adds_no_wait(monkeypatch):
 
     monkeypatch.setattr(kernel, "PDL", "ahead")
     monkeypatch.setattr(gemv, "PRE_WAIT", True)
+    monkeypatch.setattr(gemv, "PRE_WAIT_LOADS", 0)  # the short-row part then waits at its top
     piped = gemv.Shape(16, 2, 2, 1, 1, stages=2)
     for second, late in ((piped, True), (gemv.Shape(16, 1, 2, 1, 1), False)):
         parts = [gemv.gemv_q8(n, 512, 1, "f32", s) for n, s in zip((5, 3), (piped, second), strict=True)]

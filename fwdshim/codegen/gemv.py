@@ -31,6 +31,9 @@ on the first threads only), `unroll` steps' loads issued before they are used:
   steps ahead) and waits for its own oldest copies (`cp_async_wait`), so the bytes in flight are not
   held in registers; the adds are those of the same shape without it (`unroll` 1). Shared memory:
   `pipeline_bytes` (20 bytes a thread, row and stage; a merged launch's parts share one allocation).
+- short rows (at most `PRE_WAIT_LOADS` steps, no pipeline, one block a row group): every weight load
+  is issued before the kernel waits for the launches before it (programmatic dependent launch), the
+  activations read after it.
 
 With `split > 1` the warps' parts of a row are summed through shared memory in warp order. The
 order of the float adds depends on the launch shape only (the same bits every run). 16-byte loads
@@ -319,24 +322,34 @@ def _weights(r: int, two: bool) -> tuple[str, str]:
     return ("qs2", "dw2") if two and r % 2 else ("qs", "dw")
 
 
-def _coalesced_step(rows: int, us: list[str], act: str, vec: int, two: bool = False) -> str:
-    """The statements of one (unrolled) step: for each piece index `us[u]`, every row's quant and
-    scale loads (`_weights`), then the activation loads, then the dot products into `acc{r}`."""
+def _step_parts(rows: int, us: list[str], act: str, vec: int, two: bool = False, tag: str = "") -> tuple[list[str], list[str]]:
+    """One (unrolled) step as (its weight loads, the rest): for each piece index `us[u]`, every row's
+    quant and scale loads (`_weights`); then the activation loads and the dot products into `acc{r}`.
+    `tag` tells the registers of steps held at once apart (`_coalesced_step`'s with none)."""
     shift = 1 if vec == 16 else 3  # piece -> its block of 32
-    lines: list[str] = []
+    loads: list[str] = []
     for u, c in enumerate(us):
         for r in range(rows):
             qs, dw = _weights(r, two)
+            q = f"q{r}_{tag}{u}"
             if vec == 16:
-                lines.append(f"q{r}_{u}_0, q{r}_{u}_1, q{r}_{u}_2, q{r}_{u}_3 = ld_i32x4({qs}, w{r} + {c} * 16)")
+                loads.append(f"{q}_0, {q}_1, {q}_2, {q}_3 = ld_i32x4({qs}, w{r} + {c} * 16)")
             else:
-                lines.append(f"q{r}_{u}_0 = ld_i32({qs}, w{r} + {c} * 4)")
-            lines.append(f"s{r}_{u} = {dw}[d{r} + ({c} >> {shift})]")
+                loads.append(f"{q}_0 = ld_i32({qs}, w{r} + {c} * 4)")
+            loads.append(f"s{r}_{tag}{u} = {dw}[d{r} + ({c} >> {shift})]")
+    rest: list[str] = []
     for u, c in enumerate(us):
-        lines += _act_loads(u, c, act, vec)
+        rest += _act_loads(u, c, act, vec)
     for u in range(len(us)):
-        lines += _piece_dots(rows, u, act, vec)
-    return "\n".join(lines)
+        rest += _piece_dots(rows, u, act, vec, tag)
+    return loads, rest
+
+
+def _coalesced_step(rows: int, us: list[str], act: str, vec: int, two: bool = False) -> str:
+    """The statements of one (unrolled) step: for each piece index `us[u]`, every row's quant and
+    scale loads (`_weights`), then the activation loads, then the dot products into `acc{r}`."""
+    loads, rest = _step_parts(rows, us, act, vec, two)
+    return "\n".join(loads + rest)
 
 
 def _act_loads(u: int, c: str, act: str, vec: int) -> list[str]:
@@ -351,22 +364,24 @@ def _act_loads(u: int, c: str, act: str, vec: int) -> list[str]:
     return [load, f"xs{u} = xd[xdo + ({c} >> {shift})]"]
 
 
-def _piece_dots(rows: int, u: int, act: str, vec: int) -> list[str]:
-    """Every row's dot product of piece `u` (quants `q{r}_{u}_*`, scale `s{r}_{u}`) into `acc{r}`."""
+def _piece_dots(rows: int, u: int, act: str, vec: int, tag: str = "") -> list[str]:
+    """Every row's dot product of piece `u` (quants `q{r}_{tag}{u}_*`, scale `s{r}_{tag}{u}`) into
+    `acc{r}`."""
     words = vec // 4
     lines: list[str] = []
     for r in range(rows):
+        q, sc = f"q{r}_{tag}{u}", f"s{r}_{tag}{u}"
         if act == "int8":
             dot = "int32(0)"
             for j in reversed(range(words)):
-                dot = f"dp4a(q{r}_{u}_{j}, xq{u}_{j}, {dot})"
-            lines.append(f"acc{r} += (s{r}_{u} * xs{u}) * float32({dot})")
+                dot = f"dp4a({q}_{j}, xq{u}_{j}, {dot})"
+            lines.append(f"acc{r} += ({sc} * xs{u}) * float32({dot})")
             continue
         for j in range(words):
-            lines.append(f"f0, f1, f2, f3 = s8x4_f32(q{r}_{u}_{j})")
+            lines.append(f"f0, f1, f2, f3 = s8x4_f32({q}_{j})")
             terms = " + ".join(f"f{i} * x{u}_{4 * j + i}" for i in range(4))
             lines.append(f"p{j % 2} += {terms}" if j >= 2 else f"p{j} = {terms}")
-        lines.append(f"acc{r} += s{r}_{u} * (p0 + p1)" if words > 1 else f"acc{r} += s{r}_{u} * p0")
+        lines.append(f"acc{r} += {sc} * (p0 + p1)" if words > 1 else f"acc{r} += {sc} * p0")
     return lines
 
 
@@ -383,6 +398,32 @@ before waiting for the launches before it (`kernel.pdl_lines` after the pipeline
 launch's blocks wait while the launch before runs, so their first copies overlap it. Measured on the
 H200 (2026-11-30, `bench/decode_step.py`, fill 512, us a token, off -> on): Llama-3-8B dequant
 3576.2 -> 3461.9, int8-act 3007.8 -> 2965.4; SmolLM2 unchanged (732.7 -> 733.1, 829.9 -> 829.4)."""
+
+
+PRE_WAIT_LOADS = 4
+"""A GEMV of short rows — at most this many steps of a warp group's pieces, no async-copy pipeline,
+one block a row group — loads all its weights (quants and scales, into registers) before it waits
+for the launches before it (`kernel.pdl_lines`, the kernel marked `kernel.LATE_WAIT`): under
+`FWDSHIM_PDL=ahead` its blocks are scheduled while the launch before runs, so its one DRAM round trip
+overlaps that launch and only the activation's L2 round trip is left after the wait (0: none). The
+sums are the same as without (the same statements, the loads moved up)."""
+
+
+def _hoists(shape: "Shape", steps: int) -> bool:
+    """Whether a GEMV of `shape` with `steps` full steps a warp group loads its weights before its
+    wait (`PRE_WAIT_LOADS`)."""
+    return 0 < PRE_WAIT_LOADS and _kernel.PDL != "off" and not shape.stages and not shape.blocks and steps <= PRE_WAIT_LOADS
+
+
+def _zeros(loads: list[str]) -> list[str]:
+    """Statements giving the registers `loads` assign zeros of their types first (quants int32,
+    scales float32): a load under a condition then leaves every register defined."""
+    out = []
+    for ln in loads:
+        names = ln.split(" = ")[0].split(", ")
+        zero = "int32(0)" if names[0].startswith("q") else "float32(0.0)"
+        out.append(f"{', '.join(names)} = {', '.join([zero] * len(names))}")
+    return out
 
 
 def _pipelined(rows: int, steps: int, stages: int, width: int, threads: int, act: str, after_prologue: Sequence[str] = (),
@@ -598,6 +639,18 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     steps, tail = divmod(k // vec, width)
     main = steps - steps % unroll
     lines = [f"acc{r} = float32(0.0)" for r in range(rows)]
+    early: list[str] = []  # the weight loads before the wait (`PRE_WAIT_LOADS`)
+    if _hoists(shape, steps):
+        if steps:
+            loads, rest = _step_parts(rows, [f"c{u}" for u in range(steps)], act, vec, two, tag="e")
+            early += [f"c{u} = {u * width} + kl" for u in range(steps)] + loads
+            lines += rest
+        if tail:
+            loads, rest = _step_parts(rows, ["ct"], act, vec, two, tag="t")
+            early += _zeros(loads) + [f"ct = {steps * width} + kl", f"if kl < {tail}:"] + ["    " + ln for ln in loads]
+            lines += [f"if kl < {tail}:"] + ["    " + ln for ln in rest]
+        early += [_kernel.LATE_WAIT, *_kernel.pdl_lines()]
+        steps = main = tail = 0
     if shape.stages:
         if vec != 16 or shape.blocks or shape.prefetch or unroll != 1 or not steps or shape.stages < 2:
             raise ValueError(f"an async-copy pipeline of {shape.stages} stages (16-byte pieces, unroll 1, one block a row group, at least one full step, 2 stages or more): {shape.tag}")
@@ -627,7 +680,7 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
         pick = "\n".join(
             f"w{r} = min(row0 + {r}, {n - 1}) * {k}\nd{r} = min(row0 + {r}, {n - 1}) * {nb}" for r in range(rows)
         )
-    work = pick + "\n" + "\n".join(lines) + "\n" + _dedent1(stores)
+    work = pick + "\n" + "\n".join(early + lines) + "\n" + _dedent1(stores)
     n_blocks = -(-nv // per_block)
     xs = "x" if act == "f32" else "xq, xd"
     if shape.stages:
