@@ -72,6 +72,13 @@ def test_step_memory_counts_every_buffer_and_weight():
     assert need.total == 799_999_999_996 + 123
 
 
+def test_the_plan_text_says_the_memory_the_step_needs():
+    """`fwdshim-opt -t numba` on a step too large for any GPU prints its need in the plan's header,
+    the line a device refuses it with (the refusal itself comes at allocation)."""
+    lines = plan_for(_parse(HUGE)).text().splitlines()
+    assert lines[2] == "//   the step needs 745.1 GiB of device memory (745.1 GiB of buffers, the largest %x 372.5 GiB; 0.0 GiB of weights)"
+
+
 def test_memory_refusal_compares_the_need_with_the_free_memory():
     need = step_memory(plan_for(_parse(HUGE)))
     assert memory_refusal(need, *H200) == (

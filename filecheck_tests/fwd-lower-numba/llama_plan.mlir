@@ -8,6 +8,7 @@
 
 // INT8:      // launch plan @decode_step: 15 stages, 6 kernels, 33 buffers
 // INT8-NEXT: //   inputs (%x, %angles, %k_cache, %v_cache) -> outputs (%out, %k_r, %v)
+// INT8-NEXT: //   the step needs {{[0-9.]+}} GiB of device memory ({{.*}} GiB of buffers, the largest %{{[a-z_]+}} {{.*}} GiB; {{.*}} GiB of weights)
 // INT8-NEXT: // buffers:
 // INT8-NEXT: //   %x {{ +}}input{{ +}}f32[576] = data f32[576]
 // INT8-NEXT: //   %angles {{ +}}input{{ +}}f32[2x32] = data f32[64]

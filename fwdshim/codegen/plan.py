@@ -199,12 +199,21 @@ class LaunchPlan:
             seen.setdefault(launch.kernel.name, launch.kernel)
         return list(seen.values())
 
+    def memory_line(self) -> str:
+        """`the step needs 0.0133 GiB of device memory (…)`: what `CompiledForward` allocates for the
+        plan (`codegen.runtime.step_memory`), the line a device with less free memory refuses it with."""
+        from fwdshim.codegen.runtime import step_memory
+
+        return step_memory(self).describe()
+
     def text(self) -> str:
-        """The legible plan: a header, the buffer table, then each stage with its launches."""
+        """The legible plan: a header (its stages, kernels and buffers, inputs and outputs, the device
+        memory it needs), the buffer table, then each stage with its launches."""
         lines = [
             f"// launch plan @{self.function}: {len(self.stages)} stages, {self.kernel_count} kernels, "
             f"{len(self.buffers)} buffers",
             f"//   inputs ({', '.join(self.inputs)}) -> outputs ({', '.join(self.outputs)})",
+            f"//   {self.memory_line()}",
             "// buffers:",
         ]
         width = max((len(b.name) for b in self.buffers), default=0)
