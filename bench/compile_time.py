@@ -62,9 +62,12 @@ def main(argv: list[str] | None = None) -> int:
             k.compile()
         t["kernels"] = time.perf_counter() - s
         s = time.perf_counter()
-        from fwdshim.codegen.runtime import CompiledForward
+        from fwdshim.codegen.runtime import CompiledForward, DeviceMemoryError
 
-        rt = CompiledForward(_func(module), model.weights, plan=plan)
+        try:
+            rt = CompiledForward(_func(module), model.weights, plan=plan)
+        except DeviceMemoryError as e:  # a step larger than the device: one line, as `fwdshim run` says it
+            ap.exit(1, f"{ap.prog}: {e}\n")
         t["runtime"] = time.perf_counter() - s
         s = time.perf_counter()
         import numpy as np
