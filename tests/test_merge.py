@@ -56,13 +56,19 @@ def test_merged_launches_are_bit_for_bit_their_stages(numerics):
 
 
 @sim_only
+@pytest.mark.parametrize("at_wait", [True, False], ids=["prologue-at-wait", "prologue-first"])
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
-def test_prologues_are_bit_for_bit_their_stages(monkeypatch, numerics):
+def test_prologues_are_bit_for_bit_their_stages(monkeypatch, numerics, at_wait):
     """With one-warp GEMVs (the block of the tiny layer's 32-value RMS norms) every norm before a set of
     GEMVs, and the silu·mul (or quantize) before the down projection, runs as the set's prologue:
     each block computes it into shared memory first, block 0 also stores it. Every output and
-    every buffer is bit for bit the stage launches'."""
+    every buffer is bit for bit the stage launches'. With `PRE_WAIT_PROLOGUE` the short-row parts
+    issue their weight loads first and run the prologue (`_pro`) at their wait, with no wait at the
+    launch's top."""
     from fwdshim.codegen import gemv
+    from fwdshim.codegen.kernel import LATE_WAIT
+
+    monkeypatch.setattr(merge, "PRE_WAIT_PROLOGUE", at_wait)
 
     def fresh():
         gemv.q8_0.cache_clear()
@@ -85,6 +91,13 @@ def test_prologues_are_bit_for_bit_their_stages(monkeypatch, numerics):
     pros = [launch.holds[0].name for launch in p1.merged if launch.prologue]
     assert pros[0].startswith("rms_norm_w") and any(p.startswith("rms_norm_res_w_sum") for p in pros), pros
     assert "every block first: stage 0 rms_norm_w" in p1.text()
+    for launch in (x for x in p1.merged if x.prologue):
+        src = launch.kernel.source
+        entry = src[src.index("def merged_k(") :].splitlines()
+        assert ("    _pro(" in src) == at_wait and ("    pdl_wait()" in entry) != at_wait, launch.name
+        if at_wait:  # each part: its weight loads, the wait, then the prologue
+            part = src[src.index("def part0(") :]
+            assert part.index("(qs, ") < part.index(LATE_WAIT) < part.index("    _pro(") < part.index("xd[" if numerics == "int8-act" else "(x, ")
 
 
 @sim_only

@@ -672,6 +672,8 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
         lines.append(indent(_coalesced_step(rows, ["c0"], act, vec, two), 1))
     lines += [f"acc{r} = warp_sum(acc{r})" for r in range(rows)]
     shared, guard, stores = _row_stores(nv, rows, warps, split, rope, pair)
+    if nv % per_block == 0 and not (shape.blocks and shape.blocks < -(-nv // per_block)):
+        guard = ""  # no group of the grid starts past the rows: the kernel never returns early
     if rope is not None:  # pair q of the group: rows (i, i + half) of head h, pair index row0 / 2 + q
         pick = _pair_rows(n, rows, *rope) + "\n" + "\n".join(f"w{r} = rr{r} * {k}\nd{r} = rr{r} * {nb}" for r in range(rows))
     elif two:  # pair q of the group: row i of both matrices, i = row0 / 2 + q

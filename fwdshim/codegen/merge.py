@@ -58,7 +58,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from fwdshim.codegen.kernel import LATE_WAIT, Kernel, Param, build, indent, occupancy, simulating, sm_count
+from fwdshim.codegen.kernel import LATE_WAIT, Kernel, Param, build, indent, occupancy, pdl_lines, simulating, sm_count
 
 TAIL_THREADS = 4096
 """The most threads (grid x block) a tail may have: its work runs on one block, a round of the launch's
@@ -177,6 +177,27 @@ def shared_decls(k: Kernel) -> list[tuple[str, int, str]]:
     """The (name, elements, dtype) of each static shared array the kernel function declares at its
     top level, in order."""
     return [(m.group(1), int(m.group(2)), m.group(3)) for m in _SHARED_DECL.finditer(_body(k))]
+
+
+PRE_WAIT_PROLOGUE = True
+"""Whether a merged launch with a prologue whose every GEMV part loads its weights before its wait
+(`gemv.PRE_WAIT_LOADS`, no early return before it) runs the prologue at that wait, inside each part
+(`_pro`): its blocks then issue their weight loads before waiting for the launches before, and the
+prologue's L2 round trips overlap that DRAM round trip. The prologue's statements, and so every
+result, are the same."""
+
+
+def _waits_late(k: Kernel) -> bool:
+    """Whether kernel `k` waits for the launches before it only after work that reads none of their
+    results (`kernel.LATE_WAIT`), at its function's top level, and never returns before that wait."""
+    lines = _body(k).splitlines()
+    try:
+        wait = lines.index("    pdl_wait()")
+    except ValueError:
+        return False
+    top = next(i for i, ln in enumerate(lines) if ln.startswith("def "))
+    before = lines[top + 1 : wait]
+    return LATE_WAIT in (ln.strip() for ln in before) and not any(ln.strip() == "return" for ln in before)
 
 
 def _device_fn(k: Kernel, fn: str, thread: bool, generic: Sequence[str] = (), hoist: bool = False) -> str:
@@ -585,12 +606,14 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
     parts = list(par) + list(tails)
     modes = dict(modes or {})
     shared = [j for j, m in modes.items() if m == "shared"]
+    inline = bool(pro) and PRE_WAIT_PROLOGUE and all(_waits_late(k) for k in par)  # the prologue at the parts' waits
     head = ""
+    decls = ""
     if len(pro) != len(pro_args):
         raise ValueError(f"{len(pro)} prologue kernels, {len(pro_args)} argument lists")
     if pro:
         align = "" if simulating() else ", alignment=16"
-        head = "".join(
+        decls = "".join(
             f"_s{j} = cuda.shared.array({arg_params[j].size}, {arg_params[j].dtype}{align})\n" for j in sorted(modes)
         )
         for c, (k, own_args) in enumerate(zip(pro, pro_args, strict=True)):
@@ -610,19 +633,31 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
             pools[(j, dtype)] = max(pools.get((j, dtype), 0), size)
     align16 = "" if simulating() else ", alignment=16"
     pool_decls = "".join(f"_h{j}_{dtype} = cuda.shared.array({size}, {dtype}{align16})\n" for (j, dtype), size in pools.items())
+    pro_args = ", ".join(names + [f"_s{j}" for j in sorted(modes)] + ["_b"]) if inline else ""
+    if inline:  # the prologue as a device function each part calls at its wait
+        fns.append("@cuda.jit(device=True, inline=True)\ndef _pro(" + pro_args + "):\n" + indent(head, 1).rstrip() + "\n    return")
+        head = ""
     for i, k in enumerate(parts):
         thread = i >= len(par) and k.block[0] != block
         own = [q.name for q, x in zip(k.params, shared_args[i], strict=True) if x in shared] if i < len(par) else []
-        fns.append(_device_fn(k, f"part{i}", thread, own, hoist=i < len(par)))
+        fn = _device_fn(k, f"part{i}", thread, own, hoist=i < len(par))
+        if inline and i < len(par):
+            m = re.search(r"^(def part\d+\(.*)\):$", fn, re.M)
+            assert m is not None
+            fn = fn[: m.end(1)] + ", " + pro_args + fn[m.end(1) :]
+            wait = "\n".join("    " + ln for ln in pdl_lines())
+            assert wait and fn.count(wait + "\n") == 1, k.name
+            fn = fn.replace(wait + "\n", wait + "\n    _pro(" + pro_args + ")\n", 1)
+        fns.append(fn)
         args = ", ".join(f"_s{x}" if (i < len(par) and x in shared) else names[x] for x in shared_args[i])
         if i < len(par):
             g = _grid1(k)
             cond = "if" if i == 0 else "elif"
             pooled = "".join(f", _h{j}_{dtype}" for j, (_, _, dtype) in enumerate(shared_decls(k)))
-            calls.append(f"{cond} _b < {start + g}:\n    part{i}({args}, _b - {start}, 0{pooled})")
+            calls.append(f"{cond} _b < {start + g}:\n    part{i}({args}, _b - {start}, 0{pooled}{', ' + pro_args if inline else ''})")
             start += g
     total = start
-    body = pool_decls + head + "\n".join(calls)
+    body = pool_decls + decls + head + "\n".join(calls)
     params = list(arg_params)
     if tails:
         params.append(Param("count", "int32", 1, "inout", "parallel blocks done (0 between launches)"))
@@ -652,7 +687,7 @@ if cuda.threadIdx.x == 0:
     sig = ", ".join(names + (["count"] if tails else []))
     # every block runs one part first: when each part waits for earlier launches itself, after its
     # weight copies (`gemv.PRE_WAIT`), the launch adds no wait of its own at its top
-    late = not pro and all(LATE_WAIT in _body(k) for k in par)
+    late = (not pro and all(LATE_WAIT in _body(k) for k in par)) or inline
     fns_src = "\n\n\n".join(fns)
     waves = 0 if simulating() else one_wave_blocks(total, block, fns_src + body)
     bounds = f", launch_bounds=({block}, {waves})" if waves else ""  # the simulator's `cuda.jit` takes none
