@@ -91,6 +91,32 @@ func.func @matmul_n(%x: tensor<576xf32>) -> tensor<576xf32> {
 
 // -----
 
+func.func @matmul_rows(%x: tensor<3x576xf32>) -> tensor<2x192xf32> {
+  %w = fwd.weight "blk.0.attn_k.weight" : !fwd.weights<192x576, q8_0>
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: matmul result is 2x192, not 3x192 (one row of 192 for each row of x, 3x576)
+  %y = fwd.matmul %x, %w : tensor<3x576xf32>, !fwd.weights<192x576, q8_0> -> tensor<2x192xf32>
+  func.return %y : tensor<2x192xf32>
+}
+
+// -----
+
+func.func @matmul_rank_of_rows(%x: tensor<576xf32>) -> tensor<1x192xf32> {
+  %w = fwd.weight "blk.0.attn_k.weight" : !fwd.weights<192x576, q8_0>
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: matmul result is 1x192, not 192 (one row of 192 for each row of x, 576)
+  %y = fwd.matmul %x, %w : tensor<576xf32>, !fwd.weights<192x576, q8_0> -> tensor<1x192xf32>
+  func.return %y : tensor<1x192xf32>
+}
+
+// -----
+
+func.func @softcap_size(%x: tensor<64xf32>) -> tensor<32xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fwd.softcap result has 32 values for 64 inputs
+  %s = fwd.softcap %x cap 3.0e+01 : tensor<64xf32> -> tensor<32xf32>
+  func.return %s : tensor<32xf32>
+}
+
+// -----
+
 func.func @elementwise_shape(%a: tensor<576xf32>, %b: tensor<192xf32>) -> tensor<576xf32> {
   // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: elementwise operands and result agree in shape unless `row`
   %s = fwd.elementwise add %a, %b : tensor<576xf32>, tensor<192xf32> -> tensor<576xf32>

@@ -328,7 +328,8 @@ class WeightOp(IRDLOperation):
 
 @irdl_op_definition
 class MatmulOp(StageOp):
-    """`y = x · wᵀ`: x `[K]` (or `[R, K]`), w `[N, K]` rows, y `[N]` (or `[R, N]`)."""
+    """`y = x · wᵀ`: x `[K]` (or `[R, K]`), w `[N, K]` rows, y `[N]` (or `[R, N]`): y has x's
+    leading dims."""
 
     name = "fwd.matmul"
     WEIGHT_OPERANDS: ClassVar[frozenset[int]] = frozenset({1})
@@ -345,6 +346,11 @@ class MatmulOp(StageOp):
         n, k = wd  # type: ignore[misc]
         _want(xd[-1] == k, f"matmul x rows have {xd[-1]} values, w rows have {k}")  # type: ignore[index]
         _want(yd[-1] == n, f"matmul result rows have {yd[-1]} values, w has {n} rows")  # type: ignore[index]
+        if xd[:-1] != yd[:-1]:  # type: ignore[index]
+            want = "x".join(map(str, (*xd[:-1], n)))  # type: ignore[index]
+            raise VerifyException(
+                f"matmul result is {_dims(self.result.type)}, not {want} (one row of {n} for each row of x, {_dims(self.x.type)})"
+            )
 
 
 @irdl_op_definition
@@ -634,12 +640,20 @@ class GatedDeltaOp(StageOp):
 
 @irdl_op_definition
 class SoftcapOp(StageOp):
+    """`c·tanh(x/c)` at each index: as many values out as in (as `fwd.silu`)."""
+
     name = "fwd.softcap"
     x = operand_def()
     cap = prop_def(FloatAttr[Float32Type])
     result = result_def()
     traits = traits_def(Pure())
     assembly_format = "$x `cap` $cap " + _STAGE_SUFFIX + " `:` type($x) `->` type($result)"
+
+    def verify_shapes(self) -> None:
+        _want(
+            numel(self.x.type) == numel(self.result.type),
+            f"{self.name} result has {numel(self.result.type)} values for {numel(self.x.type)} inputs",
+        )
 
 
 # ---------------------------------------------------------------------------------------------
