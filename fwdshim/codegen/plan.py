@@ -511,6 +511,24 @@ def functions(root: Operation) -> list[FuncOp]:
     return [f for f in root.walk() if isinstance(f, FuncOp) and any(True for _ in stages(f))]
 
 
+def unplanned_stages(root: Operation) -> list[str]:
+    """One `file:line:col: error: ...` line per stage under `root` outside any `func.func` (a stage
+    at the module's top level): `functions` plans none of them, so `fwd-lower-numba` and `-t numba`
+    both report them rather than leave them out of the plan silently."""
+    return [
+        error_at(stage, f"`{op_label(stage)}` outside a func.func: the lowering plans the stages of a decode-step function")
+        for stage in stages(root)
+        if _enclosing_func(stage) is None
+    ]
+
+
+def _enclosing_func(op: Operation) -> FuncOp | None:
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, FuncOp):
+        parent = parent.parent_op()
+    return parent
+
+
 def plans_of(module: ModuleOp) -> list[LaunchPlan]:
     """The launch plan of every function of `module` that holds stages."""
     return [build_plan(f, module) for f in functions(module)]
@@ -530,5 +548,5 @@ def plan_for(root: Operation, entry: str | None = None) -> LaunchPlan:
 
 __all__: Sequence[str] = (
     "Arg", "Buffer", "Launch", "LaunchPlan", "Part", "PlanError", "StagePlan", "build_plan",
-    "functions", "lower_stage", "plan_for", "plans_of", "value_names",
+    "functions", "lower_stage", "plan_for", "plans_of", "unplanned_stages", "value_names",
 )  # fmt: skip

@@ -24,8 +24,7 @@ from xdsl.dialects.func import FuncOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from fwdshim.codegen.plan import PlanError, build_plan, functions
-from fwdshim.diagnostics import error_at
+from fwdshim.codegen.plan import PlanError, build_plan, functions, unplanned_stages
 from fwdshim.dialects.fwd import stages
 from fwdshim.passes.plan_attrs import KERNELS_ATTR, PLAN_ATTR
 
@@ -43,13 +42,6 @@ def plan_of(func: FuncOp):
     return plan if str(func) == text else None
 
 
-def _enclosing_func(op) -> FuncOp | None:
-    parent = op.parent_op()
-    while parent is not None and not isinstance(parent, FuncOp):
-        parent = parent.parent_op()
-    return parent
-
-
 @dataclass(frozen=True)
 class LowerNumbaPass(ModulePass):
     """Plan the Numba CUDA kernel launches of each decode step (a kernel a stage, three a MoE, grouped into merged launches)."""
@@ -57,11 +49,7 @@ class LowerNumbaPass(ModulePass):
     name = "fwd-lower-numba"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        errors: list[str] = [
-            error_at(stage, f"`{stage.name}` outside a func.func: the lowering plans the stages of a decode-step function")
-            for stage in stages(op)
-            if _enclosing_func(stage) is None
-        ]
+        errors = unplanned_stages(op)
         for func in functions(op):
             try:
                 plan = build_plan(func, op)

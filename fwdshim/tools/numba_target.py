@@ -1,6 +1,7 @@
 """`fwdshim-opt -t numba`: the launch plan and the generated Numba CUDA source of every kernel.
 
-For each function holding stages (a module without one prints a line saying so): the plan (`LaunchPlan.text()`, lines starting `//`), then the
+For each function holding stages (a module without one prints a line saying so; a stage outside
+any function is an error, as in `fwd-lower-numba`): the plan (`LaunchPlan.text()`, lines starting `//`), then the
 source (`LaunchPlan.source_text()`: the prelude every kernel module starts with, once, then each
 kernel's own text under `# ---- kernel NAME`). The plan is the one `fwd-lower-numba` attached, or
 built here. A stage that cannot be lowered is an error per stage (`file:line:col: error: ...`).
@@ -15,7 +16,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.target import Target
 
-from fwdshim.codegen.plan import PlanError, build_plan, functions
+from fwdshim.codegen.plan import PlanError, build_plan, functions, unplanned_stages
 from fwdshim.passes.lower_numba import plan_of
 
 
@@ -29,7 +30,7 @@ class NumbaTarget(Target):
     """Print the launch plan without the kernel source."""
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        plans, errors = [], []
+        plans, errors = [], unplanned_stages(module)
         for func in functions(module):
             try:
                 plans.append(plan_of(func) or build_plan(func, module))
