@@ -193,6 +193,16 @@ def test_a_malformed_target_names_the_target_flag(tmp_path):
     assert r.stderr.splitlines()[0] == "fwdshim-opt: error: -t: column 21: malformed pass arguments, expected either a space or `}` here"
 
 
+def test_a_bare_boolean_option_of_the_target_is_true(tmp_path):
+    """`-t 'numba{plan_only}'` is `plan_only=true`, as a pass's bare flag (`fwd-legalize{explain}`);
+    it was xDSL's `Incompatible types: given (), expected <class 'bool'>`."""
+    path = write(tmp_path, "ok.mlir", FUNC.format(body="  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32>"))
+    bare = opt(str(path), "-t", "numba{plan_only}")
+    assert bare.returncode == 0 and bare.stderr == ""
+    assert bare.stdout == opt(str(path), "-t", "numba{plan_only=true}").stdout
+    assert bare.stdout.startswith("// launch plan @f: 1 stages") and "# ---- kernel" not in bare.stdout
+
+
 def test_empty_input_is_an_empty_module(tmp_path):
     path = write(tmp_path, "empty.mlir", "// nothing but a comment\n")
     r = opt(str(path))

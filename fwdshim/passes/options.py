@@ -1,4 +1,5 @@
-"""The option the forward's passes share: `numerics`, parsed once when the pass is made.
+"""The option the forward's passes share: `numerics`, parsed once when the pass is made; and
+`bare_flags`, which reads a boolean option written bare as true (the passes' and `-t numba`'s).
 
 `fwd-quantize-activations`, `fwd-fuse`, `fwd-legalize` and `forward-shim` derive from `NumericsPass`:
 the spelling is checked by `shim.contract.forward_shim` in `__post_init__` (a ValueError: the driver
@@ -32,18 +33,25 @@ class NumericsPass(ModulePass):
     def from_spec(cls, spec: ArgSpec):  # type: ignore[override]
         """As xDSL's, except that a boolean option written bare (`fwd-legalize{explain}`) is true, as
         in mlir-opt (xDSL read it as unset: the report was silently not printed)."""
-        hints = get_type_hints(cls)
-        params = dict(spec.parameters)
-        for f in dataclasses.fields(cls):
-            given = params.get(f.name)
-            if given is None or len(given) != 0:
-                continue
-            if hints.get(f.name) not in (bool, bool | None):
-                raise ValueError(f"{cls.name}: option `{f.name}` needs a value (`{f.name}=...`)")
-            params[f.name] = (True,)
-        return super().from_spec(ArgSpec(spec.name, params))
+        return super().from_spec(bare_flags(cls, spec))
 
     @property
     def shim(self) -> ForwardShim:
         """The shim of `numerics`, parsed when the pass was made."""
         return self._shim
+
+
+def bare_flags(cls: type, spec: ArgSpec) -> ArgSpec:
+    """`spec` with each boolean option of `cls` (a pass's or a target's dataclass) written bare
+    (`explain`, `plan_only`) given as true, as mlir-opt reads it. Raises ValueError for another
+    option written bare (`mode`): it needs a value."""
+    hints = get_type_hints(cls)
+    params = dict(spec.parameters)
+    for f in dataclasses.fields(cls):
+        given = params.get(f.name)
+        if given is None or len(given) != 0:
+            continue
+        if hints.get(f.name) not in (bool, bool | None):
+            raise ValueError(f"{cls.name}: option `{f.name}` needs a value (`{f.name}=...`)")
+        params[f.name] = (True,)
+    return ArgSpec(spec.name, params)

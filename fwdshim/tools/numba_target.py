@@ -14,10 +14,12 @@ from typing import IO
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.arg_spec import ArgSpec
 from xdsl.utils.target import Target
 
 from fwdshim.codegen.plan import PlanError, build_plan, functions, unplanned_stages
 from fwdshim.passes.lower_numba import plan_of
+from fwdshim.passes.options import bare_flags
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,12 @@ class NumbaTarget(Target):
     name = "numba"
 
     plan_only: bool = False
-    """Print the launch plan without the kernel source."""
+    """Print the launch plan without the kernel source (`numba{plan_only}` alone: true)."""
+
+    @classmethod
+    def from_spec(cls, spec: ArgSpec):  # type: ignore[override]
+        """As xDSL's, except that `plan_only` written bare is true (as a pass's boolean option)."""
+        return super().from_spec(bare_flags(cls, spec))
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
         plans, errors = [], unplanned_stages(module)
