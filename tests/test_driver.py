@@ -172,6 +172,8 @@ def test_an_unknown_option_names_its_pass(tmp_path, pipeline, name, bad, known):
         (["-p", "fwd-fuse,fwd-fuse{order=1.5}"], "-p: option `order` of `fwd-fuse` takes shim or shared, not `1.5`"),
         (["-t", "numba{plan_only=maybe}"], "-t: option `plan_only` of `numba` takes true or false, not `maybe`"),
         (["-t", "numba{bogus=1}"], "-t: `numba` has no option `bogus` (its options: plan_only)"),
+        # a list of booleans (xDSL says `given (True, False)`): named as written; a target has no pipeline to split
+        (["-t", "numba{plan_only=true,false}"], "-t: option `plan_only` of `numba` takes one value, not the list `true,false`"),
         (["-p", "forward-shim{numerics=int8-act,fwd-fuse}"], "-p: option `numerics` of `forward-shim` takes one value, "
          "not the list `int8-act,fwd-fuse` (a comma inside the braces separates values; the pipeline's passes are "
          "separated by commas after the `}`: `forward-shim{numerics=int8-act},fwd-fuse`)"),

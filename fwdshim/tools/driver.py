@@ -478,10 +478,14 @@ def _unknown_option(message: str, specs: list[tuple[str, str]]) -> str:
         for flag, text in specs:
             for pm in re.finditer(r"([\w.-]+)\{([^{}]*)\}", text):
                 for om in re.finditer(r"(?:^|\s)([A-Za-z_][\w-]*)=(\"[^\"]*\"|\S+)", pm[2]):
-                    if [v.strip().strip('"') for v in om[2].split(",")] == given:
-                        return (f"{flag}: option `{om[1]}` of `{pm[1]}` takes one value, not the list `{om[2]}` "
-                                f"(a comma inside the braces separates values; the pipeline's passes are separated "
-                                f"by commas after the `}}`: `{pm[1]}{{{om[1]}={given[0]}}},{given[1]}`)")  # fmt: skip
+                    written = [v.strip().strip('"') for v in om[2].split(",")]
+                    if [v.lower() for v in written] != [g.lower() for g in given]:  # xDSL's `True` is `true`
+                        continue
+                    one = f"{flag}: option `{om[1]}` of `{pm[1]}` takes one value, not the list `{om[2]}`"
+                    if flag == "-t":  # one target, no pipeline to split
+                        return one
+                    return (f"{one} (a comma inside the braces separates values; the pipeline's passes are separated "
+                            f"by commas after the `}}`: `{pm[1]}{{{om[1]}={written[0]}}},{written[1]}`)")  # fmt: skip
         return message
     m = re.match(r"Incompatible types: given \((.*),\), expected (.*)$", message)
     if m is not None:
