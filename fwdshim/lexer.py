@@ -15,6 +15,12 @@ xDSL's printer writes every byte of a string outside printable ASCII as an escap
 Here a literal is `STRING_LIT` when its bytes are UTF-8 (as xDSL's own docstring says it should be),
 `BYTES_LIT` only when they are not.
 
+A character outside MLIR's grammar where a token starts is named by its code point (`U+00A0
+NO-BREAK SPACE`): xDSL printed it raw (`Unexpected character:  `), invisible for a no-break space, a
+zero-width space, a byte order mark or a control character; and a digit other than `0`-`9` (`６`,
+`٣`, `²`) started a number, which Python's `int` then read as its value (`tensor<６4xf32>` was
+`tensor<64xf32>`).
+
 A decimal integer literal longer than Python converts (`sys.get_int_max_str_digits()`, 4300 digits)
 is an error at the literal (it was a ValueError where xDSL converts it). `number_literals` lists the
 numbers of a stretch of input, for errors that must name one (`LocatingParser`: an integer or float
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import re
 import sys
+import unicodedata
 
 from xdsl.utils.exceptions import ParseError
 from xdsl.utils.lexer import Input, Position, Span, Token
@@ -38,6 +45,17 @@ _ESCAPES = '\\n \\t \\\\ \\" or two hex digits'
 
 
 class FwdLexer(MLIRLexer):
+    def lex(self) -> MLIRToken:
+        """As xDSL's; a token starting with a character that is not printable ASCII and not a letter
+        is an error naming the character by its code point.
+
+        Raises: ParseError at the character."""
+        self._consume_whitespace()
+        c = self.input.at(self.pos)
+        if c is not None and not (c.isascii() and c.isprintable()) and not c.isalpha():
+            raise ParseError(Span(self.pos, self.pos + 1, self.input), _unexpected(c, self.pos))
+        return super().lex()
+
     def _lex_string_literal(self, start_pos: Position) -> MLIRToken:
         """The string literal whose opening quote is at `start_pos`: `STRING_LIT`, or `BYTES_LIT`
         when its escapes make bytes that are not UTF-8.
@@ -74,6 +92,20 @@ class FwdLexer(MLIRLexer):
         if token.kind == MLIRTokenKind.INTEGER_LIT and 0 < limit < digits and not hexadecimal:
             raise ParseError(token.span, f"integer literal too long: {digits} digits (at most {limit})")
         return token
+
+
+def _unexpected(c: str, pos: int) -> str:
+    """The message for character `c` where a token should start (at offset `pos` of the input)."""
+    code = f"U+{ord(c):04X}"
+    name = unicodedata.name(c, "")
+    what = f"{code} {name}" if name else f"{code}, a control character"
+    if c == "\ufeff" and pos == 0:
+        return f"unexpected character {what}: a byte order mark (save the file as UTF-8 without one)"
+    if c.isnumeric():
+        return f"unexpected character {what}: a number is written with the digits 0-9"
+    if c.isspace() or c == "\u200b":
+        return f"unexpected character {what}: only ASCII spaces, tabs and line breaks separate tokens"
+    return f"unexpected character {what}"
 
 
 def _is_utf8(data: bytes) -> bool:

@@ -205,6 +205,25 @@ def test_a_bare_boolean_option_of_the_target_is_true(tmp_path):
     assert bare.stdout.startswith("// launch plan @f: 1 stages") and "# ---- kernel" not in bare.stdout
 
 
+@pytest.mark.parametrize(
+    "data, where, message",
+    [
+        (b"\xef\xbb\xbf" + b"func.func @f() {\n  func.return\n}\n", "1:1",
+         "unexpected character U+FEFF ZERO WIDTH NO-BREAK SPACE: a byte order mark (save the file as UTF-8 without one)"),
+        (b"func.func @f() {\n  func.return\x00\n}\n", "2:14", "unexpected character U+0000, a control character"),
+        (b"func.func @f() {\n  func.return\n}\n\x1a", "4:1", "unexpected character U+001A, a control character"),
+    ],
+)
+def test_an_invisible_character_is_named_by_its_code_point(tmp_path, data, where, message):
+    """A byte order mark or a control character where a token starts: xDSL's message printed the
+    character itself (`Unexpected character: ` and nothing visible)."""
+    path = tmp_path / "odd.mlir"
+    path.write_bytes(data)
+    r = opt(str(path))
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.splitlines()[0] == f"{path}:{where}: error: {message}"
+
+
 def test_empty_input_is_an_empty_module(tmp_path):
     path = write(tmp_path, "empty.mlir", "// nothing but a comment\n")
     r = opt(str(path))
