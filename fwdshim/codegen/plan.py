@@ -289,9 +289,13 @@ def _shim_for(module: Operation | None, func: FuncOp):
 
 
 def _refusal(shim, op: StageOp) -> str | None:
+    """Why `op` is not lowered: its `fwd.refused` mark (any value: a mark that is not the reason
+    string `fwd-legalize{mode=mark}` writes was lowered as if unmarked), else the shim's check."""
     reason = op.attributes.get(REFUSED_ATTR)
-    if isinstance(reason, StringAttr):
+    if isinstance(reason, StringAttr) and reason.data.strip():
         return f"{reason.data} (refused by fwd-legalize)"
+    if reason is not None:
+        return f"a stage marked `{REFUSED_ATTR} = {reason}` is refused (fwd-legalize{{mode=mark}} marks one with its reason, a non-empty string)"
     r = check(shim, op)
     return None if r is None else r.reason
 

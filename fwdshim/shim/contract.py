@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, StringAttr, i64
 from xdsl.ir import Attribute, Operation
+from xdsl.utils.exceptions import DiagnosticException
 
 from fwdshim.classes import Q8MatKind
+from fwdshim.diagnostics import error_at
 from fwdshim.dialects.fwd import QuantizeOp
 from fwdshim.shim.forward import ForwardShim
 
@@ -44,14 +46,27 @@ def implied_shim(root: Operation) -> ForwardShim:
     return ForwardShim(Q8MatKind.INT8_ACT if formats else Q8MatKind.DEQUANT)
 
 
+class ContractError(DiagnosticException):
+    """A module's `fwd.numerics` names no shim: `file:line:col: error: ...` at the module."""
+
+
 def shim_of(module: Operation | None, default: ForwardShim | None = None) -> ForwardShim:
-    """The shim a legalized module names in `fwd.numerics` (DEQUANT where it names none it knows);
-    for a module without the contract, `default` (DEQUANT when None)."""
+    """The shim a legalized module names in `fwd.numerics`; for a module without the contract,
+    `default` (DEQUANT when None).
+
+    Raises: ContractError when `fwd.numerics` is there but is not a dictionary whose `shim` is one
+    of the shims' names (a typo was read as DEQUANT: the report said Dequant while the plan judged
+    by the quantize stages, and the stages were refused for reasons the IR did not ask for)."""
     numerics = None if module is None else module.attributes.get(NUMERICS_ATTR)
-    if not isinstance(numerics, DictionaryAttr):
+    if numerics is None:
         return ForwardShim() if default is None else default
-    name = numerics.data.get("shim")
+    name = numerics.data.get("shim") if isinstance(numerics, DictionaryAttr) else None
     for kind in Q8MatKind:
         if isinstance(name, StringAttr) and name.data == ForwardShim(kind).name():
             return ForwardShim(kind)
-    return ForwardShim()
+    names = ", ".join(f'"{ForwardShim(k).name()}"' for k in Q8MatKind)
+    given = f"names the shim {name}" if name is not None else f"is {numerics}"
+    assert module is not None
+    raise ContractError(
+        error_at(module, f"{NUMERICS_ATTR} {given}, not a contract naming one of {names} (as fwd-legalize writes it)")
+    )
