@@ -30,7 +30,7 @@ def _bench(name: str):
         ("decode_step.py", ["--steps", "0"], "--fill 512, --steps 0, --context 1024: needs fill >= 0"),
         ("gemv_ggml.py", ["--types", "q4_k,f32"], "--types: unknown GGML type(s) f32 (known: q4_0,"),
         ("gemv_ggml.py", ["--warps", "4,two"], "--warps '4,two': whole numbers of warps, comma-separated"),
-        ("attention.py", ["--shapes", "gpt9"], "--shapes: unknown shape 'gpt9' (known: smollm2, llama8b)"),
+        ("attention.py", ["--shapes", "gpt9"], "--shapes: unknown shape 'gpt9' (known: smollm2, llama8b, llama8b_kv)"),
         ("attention.py", ["--try", "b128u4"], "--try: `b128u4` is not an attention launch tag"),
         ("attention.py", ["--fill", "1024"], "--fill 1024, --context 1024: needs 0 <= fill < context"),
         ("compile_time.py", ["--numerics", "int4"], "argument --numerics: invalid choice: 'int4'"),

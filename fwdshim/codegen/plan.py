@@ -201,9 +201,7 @@ class LaunchPlan:
 
     def memory_line(self) -> str:
         """`the step needs 0.0133 GiB of device memory (…)`: what `CompiledForward` allocates for the
-        plan (`codegen.runtime.step_memory`), the line a device with less free memory refuses it with."""
-        from fwdshim.codegen.runtime import step_memory
-
+        plan (`step_memory`), the line a device with less free memory refuses it with."""
         return step_memory(self).describe()
 
     def text(self) -> str:
@@ -506,6 +504,84 @@ def build_plan(func: FuncOp, module: Operation | None = None, merge: bool | None
         key=lambda x: (order[x.role], seen.index(x.name)),
     )
     return LaunchPlan(func.sym_name.data, tuple(buffers), tuple(stage_plans), inputs, outputs, maintenance, merged)
+
+
+# ---------------------------------------------------------------------------------------------
+# the device memory a plan's step allocates (`codegen.runtime` allocates it and checks it first)
+
+PACK_ALIGN = 256
+"""Byte alignment of each buffer inside the packed step allocation (16-byte vector loads need 16)."""
+
+
+def _aligned(n: int, dtype: str) -> int:
+    """The bytes of `n` elements of `dtype` in the packed allocation (at least one byte, rounded up
+    to `PACK_ALIGN`)."""
+    return -(-max(1, n * np.dtype(dtype).itemsize) // PACK_ALIGN) * PACK_ALIGN
+
+
+def _packed_parts(plan: LaunchPlan) -> list[tuple[str, str, int, int, str]]:
+    """(buffer, part, byte offset, elements, dtype) of the packed step buffers: the non-cache inputs
+    and `%cache_len`, in plan order."""
+    out, off = [], 0
+    for buf in plan.buffers:
+        if buf.role not in ("input", "step"):
+            continue
+        for p in buf.parts:
+            out.append((buf.name, p.name, off, p.size, p.dtype))
+            off += _aligned(p.size, p.dtype)
+    return out
+
+
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class StepMemory:
+    """The device bytes a step allocates: `buffers` (the packed step buffers, caches, intermediates
+    and outputs), `weights`, `extra` (what the caller allocates beside the runtime: the device loop's
+    tables) and the `largest` buffer (name, bytes)."""
+
+    buffers: int
+    weights: int
+    extra: int = 0
+    largest: tuple[str, int] = ("", 0)
+
+    @property
+    def total(self) -> int:
+        return self.buffers + self.weights + self.extra
+
+    def describe(self) -> str:
+        """`the step needs 745.1 GiB of device memory (745.1 GiB of buffers, the largest %x 372.5 GiB;
+        0.0 GiB of weights)`, one line."""
+        parts = [f"{gib(self.buffers)} GiB of buffers", f"{gib(self.weights)} GiB of weights"]
+        if self.largest[1]:
+            parts[0] += f", the largest {self.largest[0]} {gib(self.largest[1])} GiB"
+        if self.extra:
+            parts.append(f"{gib(self.extra)} GiB for the decode loop")
+        return f"the step needs {gib(self.total)} GiB of device memory ({'; '.join(parts)})"
+
+
+def gib(n: float) -> str:
+    """`n` bytes in GiB: one decimal from 1 GiB, three significant digits below (`0.000153`)."""
+    x = n / GIB
+    return f"{x:.1f}" if x >= 1 or x == 0 else f"{x:.3g}"
+
+
+def step_memory(plan: LaunchPlan, extra: int = 0) -> StepMemory:
+    """The device bytes `codegen.runtime.CompiledForward` allocates for `plan` (its packed step buffers and every
+    other buffer part, weights counted apart), with `extra` bytes the caller allocates beside it."""
+    packed = sum(_aligned(n, t) for *_, n, t in _packed_parts(plan))
+    buffers, weights, largest = max(packed, PACK_ALIGN), 0, ("", 0)
+    for buf in plan.buffers:
+        size = sum(p.size * np.dtype(p.dtype).itemsize for p in buf.parts)
+        if buf.role == "weight":
+            weights += size
+            continue
+        if buf.role not in ("input", "step"):  # the packed ones are counted in `packed`
+            buffers += size
+        if size > largest[1]:
+            largest = (buf.name, size)
+    return StepMemory(buffers, weights, extra, largest)
 
 
 def functions(root: Operation) -> list[FuncOp]:

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -57,7 +56,18 @@ from xdsl.ir import Operation
 
 from fwdshim.codegen.kernel import simulating
 from fwdshim.codegen.fused import CACHE_LEN
-from fwdshim.codegen.plan import Buffer, LaunchPlan, plan_for
+from fwdshim.codegen.plan import (  # noqa: F401 - the memory accounting, re-exported where it was
+    GIB,
+    PACK_ALIGN,
+    Buffer,
+    LaunchPlan,
+    StepMemory,
+    _aligned,
+    _packed_parts,
+    gib,
+    plan_for,
+    step_memory,
+)
 from fwdshim.ggml_blocks import AFFINE, repack
 from fwdshim.weights import WeightStore
 
@@ -84,87 +94,12 @@ def _host_weight(buf: Buffer, weights: WeightStore) -> dict[str, np.ndarray]:
     return {"": np.asarray(wd.f32, dtype=np.float32).reshape(-1)}
 
 
-PACK_ALIGN = 256
-"""Byte alignment of each buffer inside the packed step allocation (16-byte vector loads need 16)."""
-
-
-def _aligned(n: int, dtype: str) -> int:
-    """The bytes of `n` elements of `dtype` in the packed allocation (at least one byte, rounded up
-    to `PACK_ALIGN`)."""
-    return -(-max(1, n * np.dtype(dtype).itemsize) // PACK_ALIGN) * PACK_ALIGN
-
-
-def _packed_parts(plan: LaunchPlan) -> list[tuple[str, str, int, int, str]]:
-    """(buffer, part, byte offset, elements, dtype) of the packed step buffers: the non-cache inputs
-    and `%cache_len`, in plan order."""
-    out, off = [], 0
-    for buf in plan.buffers:
-        if buf.role not in ("input", "step"):
-            continue
-        for p in buf.parts:
-            out.append((buf.name, p.name, off, p.size, p.dtype))
-            off += _aligned(p.size, p.dtype)
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # device memory
-
-GIB = 1 << 30
-
 
 class DeviceMemoryError(MemoryError):
     """A step the device's memory does not hold: refused before allocating (`memory_refusal`), or an
     allocation the device refused (CUDA out of memory); `str(e)` is one line."""
-
-
-@dataclass(frozen=True)
-class StepMemory:
-    """The device bytes a step allocates: `buffers` (the packed step buffers, caches, intermediates
-    and outputs), `weights`, `extra` (what the caller allocates beside the runtime: the device loop's
-    tables) and the `largest` buffer (name, bytes)."""
-
-    buffers: int
-    weights: int
-    extra: int = 0
-    largest: tuple[str, int] = ("", 0)
-
-    @property
-    def total(self) -> int:
-        return self.buffers + self.weights + self.extra
-
-    def describe(self) -> str:
-        """`the step needs 745.1 GiB of device memory (745.1 GiB of buffers, the largest %x 372.5 GiB;
-        0.0 GiB of weights)`, one line."""
-        parts = [f"{gib(self.buffers)} GiB of buffers", f"{gib(self.weights)} GiB of weights"]
-        if self.largest[1]:
-            parts[0] += f", the largest {self.largest[0]} {gib(self.largest[1])} GiB"
-        if self.extra:
-            parts.append(f"{gib(self.extra)} GiB for the decode loop")
-        return f"the step needs {gib(self.total)} GiB of device memory ({'; '.join(parts)})"
-
-
-def gib(n: float) -> str:
-    """`n` bytes in GiB: one decimal from 1 GiB, three significant digits below (`0.000153`)."""
-    x = n / GIB
-    return f"{x:.1f}" if x >= 1 or x == 0 else f"{x:.3g}"
-
-
-def step_memory(plan: LaunchPlan, extra: int = 0) -> StepMemory:
-    """The device bytes `CompiledForward` allocates for `plan` (its packed step buffers and every
-    other buffer part, weights counted apart), with `extra` bytes the caller allocates beside it."""
-    packed = sum(_aligned(n, t) for *_, n, t in _packed_parts(plan))
-    buffers, weights, largest = max(packed, PACK_ALIGN), 0, ("", 0)
-    for buf in plan.buffers:
-        size = sum(p.size * np.dtype(p.dtype).itemsize for p in buf.parts)
-        if buf.role == "weight":
-            weights += size
-            continue
-        if buf.role not in ("input", "step"):  # the packed ones are counted in `packed`
-            buffers += size
-        if size > largest[1]:
-            largest = (buf.name, size)
-    return StepMemory(buffers, weights, extra, largest)
 
 
 def memory_refusal(need: StepMemory, free: float, total: float) -> str | None:
