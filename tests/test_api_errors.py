@@ -3,8 +3,12 @@ never the user's file overwritten (found by an embedder's adversary pass, 2026-1
 
 from __future__ import annotations
 
+import os
+import stat
+
 import numpy as np
 import pytest
+from gguf import GGMLQuantizationType as QT
 from xdsl.dialects.builtin import ModuleOp
 
 from fwdshim import reference as R
@@ -240,3 +244,44 @@ def test_wrong_argument_types_name_the_parameter(tmp_path):
         assert str(e.value) == want
     assert decoder.pos == 0
     assert generate(decoder, [5, 6], 1, stop_ids=[], on_token=print).prompt_ids == [5, 6]
+
+
+def test_import_gguf_checks_its_sidecar_before_writing_it(tmp_path):
+    """`sidecar=` is checked as `fwdshim import --weights` is: a device was replaced by a regular file
+    (`sidecar="/dev/null"` as root: here a FIFO stands for it), a user's file or another model was
+    overwritten, a missing directory was made, and `sidecar=""` failed inside pathlib."""
+    types = {"blk.0.attn_norm.weight": QT.F16}  # a norm to widen to F32: the sidecar is written
+    path = write_llama(tmp_path / "m.gguf", TINY, random_llama(TINY, seed=5), vocab=byte_vocab(), types=types)
+    other = write_llama(tmp_path / "other.gguf", TINY, random_llama(TINY, seed=6))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("precious")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "dir").mkdir()
+    cases = [
+        ("", "sidecar='': an empty path; the path (a str or os.PathLike) to write converted weights to, or None"),
+        (tmp_path / "dir", f"sidecar='{tmp_path / 'dir'}': is a directory (give the path of a file to write "
+                           "converted weights to)"),
+        (fifo, f"sidecar='{fifo}': not a regular file (converted weights are a GGUF file the step reads)"),
+        (tmp_path / "no" / "w.gguf", f"sidecar='{tmp_path / 'no' / 'w.gguf'}': no such directory {tmp_path / 'no'}"),
+        (notes, f"sidecar='{notes}': the file exists and is not weights fwdshim converted (remove it, or give "
+                "another path)"),
+        (other, f"sidecar='{other}': the file exists and is not weights fwdshim converted (remove it, or give "
+                "another path)"),
+    ]  # fmt: skip
+    before = other.read_bytes()
+    for sidecar, want in cases:
+        with pytest.raises(ModelError) as e:
+            import_gguf(path, requantize="none", sidecar=sidecar)
+        assert str(e.value) == want
+    assert notes.read_text() == "precious" and other.read_bytes() == before
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and not (tmp_path / "no").exists()
+    with pytest.raises(ModelError) as e:
+        import_gguf("")
+    assert str(e.value).startswith("path='': an empty path; a GGUF file's path")  # was ".: is a directory"
+    link = tmp_path / "link.gguf"
+    link.symlink_to(tmp_path / "w.gguf")  # written through the link, which stays a link
+    for _ in range(2):  # and written again: a file fwdshim converted
+        model = import_gguf(path, requantize="none", sidecar=link)
+        assert model.gguf_path == tmp_path / "w.gguf" and link.is_symlink()
+        assert set(model.converted) == {"blk.0.attn_norm.weight"}

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import mmap
+import os
 import re
 from dataclasses import dataclass
 from os import PathLike
@@ -70,12 +71,18 @@ class ModelError(Exception):
 
 def path_argument(name: str, value, accepts: str) -> Path:
     """`value` as a Path, or ModelError naming the parameter `name` and what it `accepts` (pathlib's
-    own TypeError named neither: `import_gguf(123)` said "expected str, bytes or os.PathLike")."""
+    own TypeError named neither: `import_gguf(123)` said "expected str, bytes or os.PathLike"). An
+    empty path is refused by name too: `Path("")` is the current directory (`import_gguf("")` said
+    ".: is a directory", and `sidecar=""` failed inside pathlib)."""
     if isinstance(value, (str, PathLike)):
         try:
-            return Path(value)
-        except TypeError:  # an os.PathLike whose __fspath__ gives bytes
-            pass
+            text = os.fspath(value)
+        except TypeError:  # an os.PathLike whose __fspath__ gives no path
+            text = None
+        if text == "":
+            raise ModelError(f"{name}='': an empty path; {accepts}")
+        if isinstance(text, str):
+            return Path(text)
     raise ModelError(f"{name}={argument_text(value)}: {accepts}")
 
 

@@ -7,6 +7,7 @@ built from it (`step_ir.step_text`, `parse_step`); `gguf_model`'s docstring desc
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +72,40 @@ def _read_or_convert(path: Path, requantize: str, sidecar: str | Path | None, pr
     return reader, params, uses, out
 
 
+def _checked_sidecar(sidecar: Path, path: Path) -> Path:
+    """Where to write the converted weights the caller named: the file a symbolic link names (the link
+    stays a link), checked before any work as `fwdshim import --weights` checks it. A device such as
+    `/dev/null` was replaced by a regular file (as root), and an unrelated file or another model was
+    overwritten without a word.
+
+    Raises: ModelError naming `sidecar=` for a directory, a file that is not a regular one, the model
+    itself, an existing file that is not weights fwdshim converted, or a missing directory."""
+    target = Path(os.path.realpath(sidecar))
+    where = f"sidecar={str(sidecar)!r}"
+    if target.is_dir():
+        raise ModelError(f"{where}: is a directory (give the path of a file to write converted weights to)")
+    if path.exists() and target.exists() and target.samefile(path):
+        raise ModelError(f"{path}: the sidecar for converted weights is the model itself (give another path)")
+    if target.exists() and not target.is_file():
+        raise ModelError(f"{where}: not a regular file (converted weights are a GGUF file the step reads)")
+    if not target.parent.is_dir():
+        raise ModelError(f"{where}: no such directory {target.parent}")
+    if target.is_file() and target.stat().st_size and not _fwdshim_weights(target):
+        raise ModelError(
+            f"{where}: the file exists and is not weights fwdshim converted (remove it, or give another path)"
+        )
+    return target if os.path.islink(sidecar) else Path(sidecar)
+
+
+def _fwdshim_weights(path: Path) -> bool:
+    """`path` is a GGUF file fwdshim wrote (it holds `fwdshim.converted` or `fwdshim.source`)."""
+    try:
+        reader = open_gguf(path)
+    except ModelError:
+        return False
+    return field_value(reader, CONVERTED_KEY) is not None or field_value(reader, SOURCE_KEY) is not None
+
+
 @dataclass
 class ImportedModel:
     """A model ready to run: `module` (with `@decode_step`), `text` (its IR as written), `params`,
@@ -114,9 +149,10 @@ def import_gguf(
     `llama.context_length` when that is shorter). `sidecar`: where to write the converted GGUF when
     tensors need converting (default: the model cache, keyed on the file; reused when present).
     `source_name`: the file name the step's ops are located in (default `<file>.decode_step.mlir`).
-    Raises: ModelError (a `path` or `sidecar` that is no path, an unknown `requantize`, a `context`
-    that is not a whole number in 2..`limits.MAX_CONTEXT`, a `sidecar` that is the model itself, a
-    malformed or unsupported file)."""
+    Raises: ModelError (a `path` or `sidecar` that is no path or an empty one, an unknown
+    `requantize`, a `context` that is not a whole number in 2..`limits.MAX_CONTEXT`, a `sidecar` that
+    is a directory, a device, the model itself, an existing file that is not weights fwdshim
+    converted or in a missing directory, a malformed or unsupported file)."""
     from fwdshim.frontend.cache import MODELS, fetch_model
 
     if isinstance(path, str) and path in MODELS:
@@ -139,8 +175,8 @@ def import_gguf(
             raise ModelError(f"{path}: a context of {context} {positions} holds no cached row (need at least 2)")
         if context > MAX_CONTEXT:
             raise ModelError(f"{path}: a context of {context} positions: the attention holds at most {MAX_CONTEXT}")
-    if sidecar is not None and path.exists() and Path(sidecar).exists() and Path(sidecar).samefile(path):
-        raise ModelError(f"{path}: the sidecar for converted weights is the model itself (give another path)")
+    if sidecar is not None:
+        sidecar = _checked_sidecar(sidecar, path)
     check_layout(check_file(path))  # a cached sidecar does not vouch for its source (older code wrote it)
     cached = _cached_sidecar(path, requantize) if sidecar is None else None
     if cached is None:
