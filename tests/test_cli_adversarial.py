@@ -943,3 +943,27 @@ def test_a_character_the_vocabulary_cannot_spell_is_an_error(tmp_path, capsys, r
     assert out == "" and err == f"fwdshim: error: {path}: the vocabulary has no token for {lost}: the text cannot be encoded as written\n"
     tok = GGUFTokenizer(gguf.GGUFReader(path), path)
     assert tok.decode(tok.encode("the abc")) == "the abc"  # what it can spell, it encodes
+
+
+def test_a_line_break_in_a_name_stays_on_the_errors_line(tmp_path, capsys):
+    """A file name, metadata key or tensor name holding a line break: the error is one line, the break
+    written escaped (it was split over two lines), and the import of such a model works (its name in
+    the IR's comment line ended the comment, and the rest was parsed as IR: "does not verify")."""
+    types = {"blk.0.attn_norm.weight": QT.F16}  # converted: the IR's `// weights:` line names the sidecar
+    model = tiny(tmp_path, name="a\nb.gguf", types=types)
+    step = tmp_path / "o\x0bx.mlir"
+    assert cli.main(["import", str(model), "-o", str(step)]) == 0
+    _, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "o\\x0bx.weights.gguf" in err, err
+    head = step.read_text().splitlines()[:2]
+    assert head[0].startswith("// fwdshim import of a\\nb.gguf: llama, 2 layers")
+    assert head[1] == f"// weights: {tmp_path}/o\\x0bx.weights.gguf (1 tensor converted by fwdshim)"
+    bad = tmp_path / "bad\nname.gguf"
+    bad.write_bytes(b"hello")
+    fails(capsys, ["import", str(bad)], f"{tmp_path}/bad\\nname.gguf: not a GGUF file (it starts with b'hell'")
+    keyed = rewrite(tiny(tmp_path), tmp_path / "k.gguf", kv={"llama.a\nb": (2, VT.UINT32)})
+    fails(capsys, ["import", str(keyed)], "metadata key `llama.a\\nb` = 2 is not one fwdshim reads")
+    w = random_llama(TINY, seed=3)
+    w["blk.0.attn_norm.weight"][0] = np.nan  # F32: the run stops at its first logits (a RunError)
+    nan = write_llama(tmp_path / "nan\nm.gguf", TINY, w, vocab=byte_vocab(MERGES))
+    fails(capsys, run_argv(nan), f"{tmp_path}/nan\\nm.gguf: the logits at position 3 are not finite")

@@ -177,7 +177,8 @@ def sidecar_path(source: str | Path, requantize: str) -> Path:
     again in place when the source changes (it records `source_stamp`), so stale copies do not pile up."""
     source = Path(source).resolve()
     key = hashlib.sha1(f"{source}|{requantize}|2".encode()).hexdigest()[:12]
-    return models_dir() / f"{source.stem}.{key}.{requantize}.gguf"
+    stem = "".join(c if c.isprintable() else f"%{ord(c):02x}" for c in source.stem)  # no line break in errors
+    return models_dir() / f"{stem}.{key}.{requantize}.gguf"
 
 
 def source_stamp(source: str | Path) -> str:

@@ -131,15 +131,24 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+def _comment_text(text: str) -> str:
+    """`text` (a file name) as a comment line holds it: every character that is not printable escaped
+    as Python writes it (a line break in a model's or its weights' name ended the comment, and the
+    rest of the name was parsed as IR: "the imported step does not verify")."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def describe(p: LlamaParams, source: Path, weights: Path, converted: dict[str, QT], context: int) -> str:
     """The comment lines heading an imported step: the model, where its weights are, the context."""
     mix = f", {_count(p.n_expert, 'expert')} top-{p.top_k}" if p.moe else ""
     lines = [
-        f"// fwdshim import of {source.name}: llama, {_count(p.n_layer, 'layer')}, d {p.d}, ff {p.ff}{mix}, "
+        f"// fwdshim import of {_comment_text(source.name)}: llama, {_count(p.n_layer, 'layer')}, d {p.d}, ff {p.ff}{mix}, "
         f"{_count(p.h, 'head')} / {_count(p.kv, 'kv head')} of {p.hd}, rope base {p.rope_base:g}"
         + (" (frequencies divided by their rope factors)" if p.rope_factors else "")
         + f", vocab {p.vocab}",
-        f"// weights: {weights}"
+        f"// weights: {_comment_text(str(weights))}"
         + (f" ({_count(len(converted), 'tensor')} converted by fwdshim)" if converted else ""),
         "// the Q/K rows of each layer are un-permuted from GGUF's interleaved layout when loaded",
         f"// context capacity l = {context}; per token the runner passes the embedding row, the rope angles",

@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         return commands[args.command](args, out)
     except UsageError as e:
         out.end_line()
-        return _error(str(e))
+        return _error(str(e), one_line=True)
     except KeyboardInterrupt:
         out.end_line()
         print("fwdshim: interrupted", file=sys.stderr)
@@ -211,9 +211,12 @@ def main(argv: list[str] | None = None) -> int:
         from fwdshim.frontend.gguf_model import ModelError
         from fwdshim.tools.runner import RunError
 
-        if isinstance(e, (ModelError, RunError)):
+        if isinstance(e, ModelError):
             out.end_line()
-            return _error(str(e))
+            return _error(str(e), one_line=True)
+        if isinstance(e, RunError):  # the legality's errors, one a line: an argument's line breaks escaped
+            out.end_line()
+            return _error(_escape_arguments(str(e), sys.argv[1:] if argv is None else argv))
         if os.environ.get("FWDSHIM_TRACEBACK"):
             raise
         out.end_line()
@@ -226,12 +229,27 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _error(message: str) -> int:
-    lines = message.strip().split("\n") or ["failed"]
+def _error(message: str, one_line: bool = False) -> int:
+    """Print `message` as `fwdshim: error: ...` and return 1. `one_line`: a usage or model error, one
+    line whatever it holds (a file name, key or tensor name with a line break is printed escaped: it
+    was split over two lines); else each line of the message (the legality's errors) on its own."""
+    lines = [message.strip()] if one_line else message.strip().split("\n") or ["failed"]
     print(f"fwdshim: error: {_printable(lines[0])}", file=sys.stderr)
     for line in lines[1:]:
         print(f"  {_printable(line)}", file=sys.stderr)
     return 1
+
+
+def _escape_arguments(message: str, argv: list[str]) -> str:
+    """`message` with every command-line argument that holds a line break (a model's file name) and
+    its path spelling written escaped, so that splitting the message at its line breaks splits only
+    the lines it is made of."""
+    for arg in argv:
+        if arg.isprintable():
+            continue
+        for text in dict.fromkeys((arg, str(Path(arg)), os.path.abspath(arg))):
+            message = message.replace(text, _printable(text))
+    return message
 
 
 def _printable(line: str) -> str:
@@ -445,7 +463,7 @@ def _import(args, out: _Output) -> int:
     p = model.params
     note = f"; {_plural(len(model.converted), 'tensor')} converted into {model.gguf_path}" if model.converted else ""
     where = f"wrote {dest}" if dest is not None else "imported"
-    print(f"fwdshim: {where}: {_plural(p.n_layer, 'layer')}, context {model.context}{note}", file=sys.stderr)
+    print(_printable(f"fwdshim: {where}: {_plural(p.n_layer, 'layer')}, context {model.context}{note}"), file=sys.stderr)
     return 0
 
 
@@ -511,7 +529,8 @@ def _run(args, out: _Output) -> int:
         _check_writable(logits_out, "--logits-out", path)  # not the model itself
     key = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]  # one step file per model file
     ctx = args.context or "default"
-    step_file = models_dir() / f"{path.stem}.{key}.{args.requantize}.ctx{ctx}.decode_step.mlir"
+    stem = _printable(path.stem)  # its name heads the legality's error lines: no line break in it
+    step_file = models_dir() / f"{stem}.{key}.{args.requantize}.ctx{ctx}.decode_step.mlir"
     status = _Status(args.quiet or not _stderr_is_terminal())
     t = time.perf_counter()
     model = _import_model(import_gguf, damaged_cache_hint, args, path, step_file, None)
@@ -658,7 +677,7 @@ class _Status:
             return
         if seconds is None:
             seconds = time.perf_counter() - since if since is not None else 0.0
-        print(f"fwdshim: {phase}: {what} ({seconds:.2f} s)", file=sys.stderr, flush=True)
+        print(_printable(f"fwdshim: {phase}: {what} ({seconds:.2f} s)"), file=sys.stderr, flush=True)
 
     def bar(self, total: int, phase: str):
         from tqdm import tqdm
