@@ -285,3 +285,21 @@ def test_import_gguf_checks_its_sidecar_before_writing_it(tmp_path):
         model = import_gguf(path, requantize="none", sidecar=link)
         assert model.gguf_path == tmp_path / "w.gguf" and link.is_symlink()
         assert set(model.converted) == {"blk.0.attn_norm.weight"}
+
+
+def test_tokenizer_refuses_a_lone_surrogate_by_name(tmp_path):
+    """A str holding a lone surrogate (what `os.fsdecode` makes of bytes that are not UTF-8) was
+    tokenizers' TypeError "TextInputSequence must be str" from `encode` and `chat`."""
+    path = write_llama(tmp_path / "m.gguf", TINY, random_llama(TINY, seed=5), vocab=byte_vocab())
+    tok = GGUFTokenizer(import_gguf(path, requantize="none", context=8).reader, path)
+    tok.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    cases = [
+        (lambda: tok.encode("ab\udcff"), "text: character 2 is U+DCFF"),
+        (lambda: tok.chat("\ud800"), "prompt: character 0 is U+D800"),
+        (lambda: tok.chat("hi", system="x\udc80"), "system: character 1 is U+DC80"),
+    ]
+    for call, want in cases:
+        with pytest.raises(ModelError) as e:
+            call()
+        assert str(e.value) == f"{path}: {want}, a lone surrogate (not text: UTF-8 cannot encode it)"
+    assert tok.encode("ab") == [97, 98] and tok.chat("ab") == "ab"

@@ -148,7 +148,8 @@ class GGUFTokenizer:
 
         Raises: ModelError when the vocabulary spells some character of `text` with no token (a
         file without every byte's token, or with two tokens of one spelling): BPE would drop it, and
-        the model would read another text, and for a `text` that is not a str."""
+        the model would read another text, and for a `text` that is not a str or holds a lone
+        surrogate."""
         self._check_text("text", text)
         ids = self._tok.encode(text, add_special_tokens=False).ids
         back = self._tok.decode(ids, skip_special_tokens=False)
@@ -167,8 +168,18 @@ class GGUFTokenizer:
         return ids
 
     def _check_text(self, name: str, value, alternative: str = "") -> None:
+        """ModelError naming parameter `name` unless `value` is a str that UTF-8 encodes (a lone
+        surrogate, as `os.fsdecode` makes of bytes that are not UTF-8, failed inside tokenizers:
+        "TextInputSequence must be str")."""
         if not isinstance(value, str):
             raise ModelError(f"{self.path}: {name}={argument_text(value)}: a str{alternative}")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ModelError(
+                f"{self.path}: {name}: character {e.start} is U+{ord(value[e.start]):04X}, a lone surrogate "
+                "(not text: UTF-8 cannot encode it)"
+            ) from None
 
     def decode(self, ids: list[int], *, skip_special: bool = False) -> str:
         """The text of token ids.
@@ -190,7 +201,7 @@ class GGUFTokenizer:
         """`prompt` as one user turn of the file's chat template, ready for the assistant's answer.
 
         Raises: ModelError when the file has no chat template, or `prompt` (`system`) is not a str
-        (not None)."""
+        (not None) or holds a lone surrogate."""
         self._check_text("prompt", prompt)
         if system is not None:
             self._check_text("system", system, " or None")
