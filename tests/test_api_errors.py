@@ -303,3 +303,18 @@ def test_tokenizer_refuses_a_lone_surrogate_by_name(tmp_path):
             call()
         assert str(e.value) == f"{path}: {want}, a lone surrogate (not text: UTF-8 cannot encode it)"
     assert tok.encode("ab") == [97, 98] and tok.chat("ab") == "ab"
+
+
+def test_generate_refuses_stop_ids_that_are_no_token_ids(tmp_path):
+    """A stop id that is no integer never equals a pick: `stop_ids=["<|im_end|>"]` (a token's text, not
+    its id) ran to `max_tokens` without a word."""
+    path = write_llama(tmp_path / "m.gguf", TINY, random_llama(TINY, seed=5), vocab=byte_vocab())
+    decoder = Decoder(import_gguf(path, requantize="none", context=8), device="cpu")
+    for stops, want in ((["<|im_end|>"], "'<|im_end|>'"), ([3, 2.0], "2.0"), ({True}, "True")):
+        with pytest.raises(RunError) as e:
+            generate(decoder, [5, 6], 2, stop_ids=stops)
+        assert str(e.value) == f"stop_ids: {want} is not a token id (an integer)"
+    assert decoder.pos == 0
+    first = generate(decoder, [5, 6], 1).tokens
+    decoder.reset()
+    assert generate(decoder, [5, 6], 3, stop_ids=[np.int64(first[0])]).tokens == first  # numpy ids stop it

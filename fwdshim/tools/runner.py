@@ -356,9 +356,13 @@ def generate(
     the device, and step t+1 is enqueued before t's pick is read). Raises RunError for an empty
     prompt, a full context, a token outside the vocabulary, or logits that are not finite (NaN or
     inf: the text would be noise); every fault of the arguments (`max_tokens` below 1, an id that is
-    no integer, outside the vocabulary or past the context) before any step, the cache untouched."""
+    no integer, outside the vocabulary or past the context, a stop id that is no integer) before any
+    step, the cache untouched."""
     prompt = _checked_request(decoder, prompt_ids, max_tokens)
     stop_ids = _checked_ids("stop_ids", stop_ids)
+    bad = next((s for s in stop_ids if isinstance(s, bool) or not isinstance(s, (int, np.integer))), None)
+    if bad is not None:  # a str or float never equals a pick: the run would not stop there, without a word
+        raise RunError(f"stop_ids: {bad!r} is not a token id (an integer)")
     for name, fn in (("on_token", on_token), ("on_prompt_token", on_prompt_token)):
         if fn is not None and not callable(fn):
             raise RunError(f"{name}={argument_text(fn)}: a callable taking a token id, or None")
