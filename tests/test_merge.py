@@ -69,6 +69,7 @@ def test_prologues_are_bit_for_bit_their_stages(monkeypatch, numerics, at_wait):
     from fwdshim.codegen.kernel import LATE_WAIT
 
     monkeypatch.setattr(merge, "PRE_WAIT_PROLOGUE", at_wait)
+    monkeypatch.setattr(gemv, "PRE_WAIT_LOADS", 4)  # the parts load their weights before their wait
 
     def fresh():
         gemv.q8_0.cache_clear()
@@ -517,3 +518,30 @@ def test_one_wave_launch_bounds(monkeypatch):
     assert merge.one_wave_blocks(400, 1024, "") == 0  # 4 blocks of 1024 threads: past 2048 threads
     monkeypatch.setattr(merge, "ONE_WAVE", False)
     assert merge.one_wave_blocks(384, 256, pipeline) == 0
+
+
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
+def test_generated_calls_stay_within_cpythons_argument_limit(monkeypatch, numerics):
+    """Every call in SmolLM2's merged launches passes at most `merge.MAX_CALL_ARGS` arguments: CPython
+    compiles a longer call as `f(*args)`, which Numba's inlining refuses on a GPU (the simulator runs
+    it as Python, so only this test sees it). With the weight loads before the wait
+    (`gemv.PRE_WAIT_LOADS`) each part passes its prologue's arguments on (`_pro`): the int8-act Q/K/V
+    launch once passed 31."""
+    import ast
+
+    from fwdshim.codegen import gemv
+
+    monkeypatch.setattr(gemv, "PRE_WAIT_LOADS", 4)
+    gemv.q8_0.cache_clear()
+    gemv.q8_0_int8.cache_clear()
+    try:
+        m = pipeline(parse(llama_src(d=576, h=9, kv=3, hd=64, ff=1536, l=1024)), numerics)
+        plan = build_plan(functions(m)[0], m)
+    finally:
+        gemv.q8_0.cache_clear()
+        gemv.q8_0_int8.cache_clear()
+    at_wait = [launch.name for launch in plan.merged if "    _pro(" in launch.kernel.source]
+    assert len(at_wait) == sum(1 for launch in plan.merged if launch.prologue) >= 2, at_wait
+    for launch in plan.merged:
+        calls = [c for c in ast.walk(ast.parse(launch.kernel.source)) if isinstance(c, ast.Call)]
+        assert max(len(c.args) + len(c.keywords) for c in calls) <= merge.MAX_CALL_ARGS, launch.name

@@ -179,6 +179,10 @@ def shared_decls(k: Kernel) -> list[tuple[str, int, str]]:
     return [(m.group(1), int(m.group(2)), m.group(3)) for m in _SHARED_DECL.finditer(_body(k))]
 
 
+MAX_CALL_ARGS = 30
+"""The most arguments a generated call passes: CPython compiles a call of more as `f(*args)`, which
+Numba's inlining of device functions refuses ("Calling a closure with *args is unsupported")."""
+
 PRE_WAIT_PROLOGUE = True
 """Whether a merged launch with a prologue whose every GEMV part loads its weights before its wait
 (`gemv.PRE_WAIT_LOADS`, no early return before it) runs the prologue at that wait, inside each part
@@ -633,9 +637,14 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
             pools[(j, dtype)] = max(pools.get((j, dtype), 0), size)
     align16 = "" if simulating() else ", alignment=16"
     pool_decls = "".join(f"_h{j}_{dtype} = cuda.shared.array({size}, {dtype}{align16})\n" for (j, dtype), size in pools.items())
-    pro_args = ", ".join(names + [f"_s{j}" for j in sorted(modes)] + ["_b"]) if inline else ""
+    pro_call = ""
+    if inline:  # only the arguments the prologue reads or writes, and the calls within CPython's 30
+        used = sorted({x for own in pro_args for x in own} | set(shared))
+        pro_call = ", ".join([names[x] for x in used] + [f"_s{j}" for j in sorted(modes)] + ["_b"])
+        widest = max(len(k.params) + 2 + len(shared_decls(k)) for k in par) + len(used) + len(modes) + 1
+        inline = widest <= MAX_CALL_ARGS
     if inline:  # the prologue as a device function each part calls at its wait
-        fns.append("@cuda.jit(device=True, inline=True)\ndef _pro(" + pro_args + "):\n" + indent(head, 1).rstrip() + "\n    return")
+        fns.append("@cuda.jit(device=True, inline=True)\ndef _pro(" + pro_call + "):\n" + indent(head, 1).rstrip() + "\n    return")
         head = ""
     for i, k in enumerate(parts):
         thread = i >= len(par) and k.block[0] != block
@@ -644,17 +653,17 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
         if inline and i < len(par):
             m = re.search(r"^(def part\d+\(.*)\):$", fn, re.M)
             assert m is not None
-            fn = fn[: m.end(1)] + ", " + pro_args + fn[m.end(1) :]
+            fn = fn[: m.end(1)] + ", " + pro_call + fn[m.end(1) :]
             wait = "\n".join("    " + ln for ln in pdl_lines())
             assert wait and fn.count(wait + "\n") == 1, k.name
-            fn = fn.replace(wait + "\n", wait + "\n    _pro(" + pro_args + ")\n", 1)
+            fn = fn.replace(wait + "\n", wait + "\n    _pro(" + pro_call + ")\n", 1)
         fns.append(fn)
         args = ", ".join(f"_s{x}" if (i < len(par) and x in shared) else names[x] for x in shared_args[i])
         if i < len(par):
             g = _grid1(k)
             cond = "if" if i == 0 else "elif"
             pooled = "".join(f", _h{j}_{dtype}" for j, (_, _, dtype) in enumerate(shared_decls(k)))
-            calls.append(f"{cond} _b < {start + g}:\n    part{i}({args}, _b - {start}, 0{pooled}{', ' + pro_args if inline else ''})")
+            calls.append(f"{cond} _b < {start + g}:\n    part{i}({args}, _b - {start}, 0{pooled}{', ' + pro_call if inline else ''})")
             start += g
     total = start
     body = pool_decls + decls + head + "\n".join(calls)
