@@ -532,6 +532,7 @@ def test_generated_calls_stay_within_cpythons_argument_limit(monkeypatch, numeri
     from fwdshim.codegen import gemv
 
     monkeypatch.setattr(gemv, "PRE_WAIT_LOADS", 4)
+    monkeypatch.setattr(merge, "PRE_WAIT_PROLOGUE", True)
     gemv.q8_0.cache_clear()
     gemv.q8_0_int8.cache_clear()
     try:

@@ -406,14 +406,14 @@ one block a row group — loads all its weights (quants and scales, into registe
 for the launches before it (`kernel.pdl_lines`, the kernel marked `kernel.LATE_WAIT`): under
 `FWDSHIM_PDL=ahead` its blocks are scheduled while the launch before runs, so its one DRAM round trip
 overlaps that launch and only the activation's L2 round trip is left after the wait (0: none). The
-sums are the same as without (the same statements, the loads moved up). With it a merged launch's
-prologue runs at its parts' wait (`merge.PRE_WAIT_PROLOGUE`).
+sums are the same as without (the same statements, the loads moved up). With it and
+`merge.PRE_WAIT_PROLOGUE` a merged launch's prologue runs at its parts' wait.
 
-Off (0) until the GPU suite has run with it: at 4, on the H200 (2026-12-01, `bench/decode_step.py
---shapes smollm2 --no-torch --steps 32`) SmolLM2's dequant step took 513.9 us a token against 552.5
-without (-7 %; every GEMV launch of its layer loads before its wait); its int8-act step did not
-compile then (a merged call of 31 arguments, `merge.MAX_CALL_ARGS`, since fixed and compiled for sm_90
-without a GPU) and is unmeasured. Llama-3-8B's GEMVs are pipelined (`PRE_WAIT`) or whole-block: none
+Off (0) until the GPU suite has run with it. At 4, with the prologues at the wait, on the H200
+(2026-12-01, `bench/decode_step.py --shapes smollm2 --no-torch --steps 32`) SmolLM2's dequant step
+took 513.9 us a token against 552.5 without (-7 %; every GEMV launch of its layer loads before its
+wait); its int8-act step did not compile then (a merged call of 31 arguments, `merge.MAX_CALL_ARGS`,
+since fixed and compiled for sm_90 without a GPU) and is unmeasured. Llama-3-8B's GEMVs are pipelined (`PRE_WAIT`) or whole-block: none
 of its launches changes."""
 
 

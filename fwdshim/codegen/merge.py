@@ -183,12 +183,13 @@ MAX_CALL_ARGS = 30
 """The most arguments a generated call passes: CPython compiles a call of more as `f(*args)`, which
 Numba's inlining of device functions refuses ("Calling a closure with *args is unsupported")."""
 
-PRE_WAIT_PROLOGUE = True
+PRE_WAIT_PROLOGUE = False
 """Whether a merged launch with a prologue whose every GEMV part loads its weights before its wait
 (`gemv.PRE_WAIT_LOADS`, no early return before it) runs the prologue at that wait, inside each part
 (`_pro`): its blocks then issue their weight loads before waiting for the launches before, and the
 prologue's L2 round trips overlap that DRAM round trip. The prologue's statements, and so every
-result, are the same."""
+result, are the same. Off with `gemv.PRE_WAIT_LOADS` (measured there) until the GPU suite has run
+with both."""
 
 
 def _waits_late(k: Kernel) -> bool:
