@@ -81,6 +81,27 @@ def test_import_gguf_checks_context_and_never_writes_over_the_model(tmp_path):
     assert import_gguf(path, context=32).context == 32
 
 
+def test_integer_parameters_take_any_integral_number(tmp_path):
+    """Every integer parameter of the Python API takes any `numbers.Integral` but a bool: `import_gguf`
+    refused `context=np.int64(16)` ("a whole number of positions") while `generate` took NumPy ids."""
+    path = write_llama(tmp_path / "m.gguf", TINY, random_llama(TINY, seed=5), vocab=byte_vocab())
+    model = import_gguf(path, requantize="none", context=np.int64(16))
+    assert model.context == 16 and type(model.context) is int
+    assert import_gguf(path, requantize="none", context=np.uint16(8)).context == 8
+    for bad in (np.bool_(True), np.float64(16.0)):
+        with pytest.raises(ModelError) as e:
+            import_gguf(path, context=bad)
+        assert str(e.value) == f"{path}: context {bad!r}: a whole number of positions"
+    decoder = Decoder(model, device="cpu")
+    out = generate(decoder, [np.uint8(5), np.int16(6)], np.int64(2), stop_ids=[np.int32(-1)])
+    assert len(out.tokens) == 2 and decoder.pos == 3
+    with pytest.raises(RunError) as e:
+        generate(decoder, [5], np.bool_(True))
+    assert str(e.value) == "max_tokens=np.True_: ask for at least one token"
+    tok = GGUFTokenizer(model.reader, path)
+    assert tok.decode([np.uint8(97), np.int64(98)]) == "ab"
+
+
 def test_api_errors_name_the_parameter_not_the_cli_flag(tmp_path):
     """A Python caller passed `requantize=`, `device=`, `fill=`, `context=`: the error names that
     parameter, never the CLI's `--requantize`, `--device`, `--fill`, `--context`, `--chat` (it did)."""

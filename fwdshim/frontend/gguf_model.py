@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import mmap
+import numbers
 import os
 import re
 from dataclasses import dataclass
@@ -84,6 +85,12 @@ def path_argument(name: str, value, accepts: str) -> Path:
         if isinstance(text, str):
             return Path(text)
     raise ModelError(f"{name}={argument_text(value)}: {accepts}")
+
+
+def is_integer(value) -> bool:
+    """Whether `value` is an integral number as the Python API takes one: any `numbers.Integral`
+    (an int, a NumPy integer), never a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def argument_text(value) -> str:

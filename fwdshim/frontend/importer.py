@@ -19,8 +19,8 @@ from fwdshim.frontend.cache import sidecar_path, source_stamp
 from fwdshim.frontend.export import NotStorable, write_converted
 from fwdshim.frontend.gguf_model import (
     CONVERTED_KEY, REQUANTIZE_MODES, SOURCE_KEY, LlamaParams, ModelError, ModelWeights,
-    _one_line, argument_text, check_file, check_layout, check_tensors, conversions, field_value, open_gguf,
-    path_argument, read_params,
+    _one_line, argument_text, check_file, check_layout, check_tensors, conversions, field_value, is_integer,
+    open_gguf, path_argument, read_params,
 )  # fmt: skip
 from fwdshim.frontend.step_ir import describe, parse_step, step_text
 from fwdshim.limits import DEFAULT_CONTEXT, MAX_CONTEXT
@@ -168,8 +168,9 @@ def import_gguf(
             f"{path}: unknown requantize={requantize!r} (expected one of: {', '.join(map(repr, REQUANTIZE_MODES))})"
         )
     if context is not None:
-        if isinstance(context, bool) or not isinstance(context, int):
+        if not is_integer(context):
             raise ModelError(f"{path}: context {context!r}: a whole number of positions")
+        context = int(context)
         if context < 2:
             positions = "position" if context == 1 else "positions"
             raise ModelError(f"{path}: a context of {context} {positions} holds no cached row (need at least 2)")

@@ -27,10 +27,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import gguf
-import numpy as np
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
-from fwdshim.frontend.gguf_model import ModelError, argument_text, field_value, path_argument
+from fwdshim.frontend.gguf_model import ModelError, argument_text, field_value, is_integer, path_argument
 
 _GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 _LLAMA3_SPLIT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -199,7 +198,7 @@ class GGUFTokenizer:
             )
         ids = list(ids)
         for i in ids:
-            if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < len(self.tokens):
+            if not is_integer(i) or not 0 <= i < len(self.tokens):
                 raise ModelError(f"{self.path}: token id {i!r} is not an id of the vocabulary (0 to {len(self.tokens) - 1})")
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special)
 

@@ -37,7 +37,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from fwdshim.classes import NUMERICS
 from fwdshim.dialects import fwd
-from fwdshim.frontend.gguf_model import LlamaParams, argument_text
+from fwdshim.frontend.gguf_model import LlamaParams, argument_text, is_integer
 from fwdshim.frontend.importer import ImportedModel
 
 DEVICES = ("auto", "gpu", "cpu")
@@ -360,7 +360,7 @@ def generate(
     step, the cache untouched."""
     prompt = _checked_request(decoder, prompt_ids, max_tokens)
     stop_ids = _checked_ids("stop_ids", stop_ids)
-    bad = next((s for s in stop_ids if isinstance(s, bool) or not isinstance(s, (int, np.integer))), None)
+    bad = next((s for s in stop_ids if not is_integer(s)), None)
     if bad is not None:  # a str or float never equals a pick: the run would not stop there, without a word
         raise RunError(f"stop_ids: {bad!r} is not a token id (an integer)")
     for name, fn in (("on_token", on_token), ("on_prompt_token", on_prompt_token)):
@@ -402,7 +402,7 @@ def generate(
 
 def _check_token(tok, vocab: int) -> None:
     """RunError unless `tok` is an integer token id of a vocabulary of `vocab`."""
-    if isinstance(tok, bool) or not isinstance(tok, (int, np.integer)):
+    if not is_integer(tok):
         raise RunError(f"token id {tok!r} is not an integer")
     if not 0 <= tok < vocab:
         raise RunError(f"token id {tok} is outside the vocabulary of {vocab}")
@@ -414,7 +414,7 @@ def _checked_request(decoder: Decoder, prompt_ids: Iterable[int], max_tokens: in
     the tokens before it, and `max_tokens=0` decoded the prompt to return nothing)."""
     if not isinstance(decoder, Decoder):
         raise RunError(f"decoder={argument_text(decoder)}: a Decoder")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1:
+    if not is_integer(max_tokens) or max_tokens < 1:
         raise RunError(f"max_tokens={max_tokens!r}: ask for at least one token")
     prompt = _checked_ids("prompt_ids", prompt_ids, " (GGUFTokenizer.encode gives them)")
     if not prompt:
