@@ -420,6 +420,27 @@ def test_unwritable_outputs_fail_before_the_run(tmp_path, capsys):
     assert gguf.GGUFReader(side).tensors[0].name
 
 
+def test_an_output_path_ending_in_a_separator_names_a_directory(tmp_path, capsys):
+    """`-o nodir/` (no such directory) had written a file named `nodir`: a path ending in `/` names a
+    directory, refused in one line as an existing directory is, for every output option."""
+    path = tiny(tmp_path)
+    (tmp_path / "adir").mkdir()
+    cases = (
+        ("-o", ["import", str(path), "-o"]),
+        ("--weights", ["import", str(path), "-o", str(tmp_path / "s.mlir"), "--weights"]),
+        ("--logits-out", run_argv(path, "--logits-out")),
+        ("-o", ["profile", "--model", str(path), "-o"]),
+        ("--png", ["profile", "--model", str(path), "--png"]),
+    )
+    for option, argv in cases:
+        gone = f"{tmp_path / 'nodir'}/"
+        assert fails(capsys, [*argv, gone], f"{option} {gone}: names a directory (it ends in '/'; give a file name)") == ""
+        there = f"{tmp_path / 'adir'}/"
+        fails(capsys, [*argv, there], f"{option} {there}: is a directory (give a file name)")
+        assert not (tmp_path / "nodir").exists() and (tmp_path / "adir").is_dir(), option
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "cache", "tiny.gguf"]
+
+
 def test_outputs_write_through_links_and_into_devices_never_over_them(tmp_path, capsys):
     """A symbolic link keeps being a link (its target gets the file); a device or FIFO is written in
     place, never replaced by a regular file (as root, `--logits-out /dev/full` had replaced the device);

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from fwdshim.passes import available_passes
+from fwdshim.tools import write_whole
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -104,6 +105,25 @@ def test_unreadable_input_is_one_line(args, expected):
     r = opt(*args)
     assert r.returncode == 1
     assert r.stderr.strip() == expected
+
+
+def test_an_output_path_ending_in_a_separator_names_a_directory(tmp_path):
+    """`-o nodir/` (no such directory) had written a file named `nodir`; `--report-json rep/` said
+    "is a directory" of a directory that is not there. Both are one line naming the option, nothing
+    written; `write_whole` itself refuses such a path."""
+    path = write(tmp_path, "ok.mlir", FUNC.format(body="  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32>"))
+    (tmp_path / "adir").mkdir()
+    for flag in ("-o", "--report-json"):
+        gone, there = f"{tmp_path / 'nodir'}/", f"{tmp_path / 'adir'}/"
+        r = opt(str(path), flag, gone, *(("-o", str(tmp_path / "x.mlir")) if flag != "-o" else ()))
+        assert r.returncode == 1 and r.stdout == ""
+        assert r.stderr == f"fwdshim-opt: error: {flag} {gone}: names a directory (it ends in '/'); give a file name\n"
+        r = opt(str(path), flag, there)
+        assert r.stderr == f"fwdshim-opt: error: {flag} {there}: is a directory; give a file name\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "ok.mlir"]
+    with pytest.raises(IsADirectoryError, match="names a directory"):
+        write_whole(f"{tmp_path / 'nodir'}/", lambda f: f.write(b"x"))
+    assert not (tmp_path / "nodir").exists()
 
 
 def test_not_utf8_is_one_line(tmp_path):

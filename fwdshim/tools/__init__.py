@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Callable
@@ -14,9 +15,22 @@ def _beside(target: Path) -> Path:
     return target.with_name(f".{target.name}.{os.getpid()}.tmp")
 
 
+def names_directory(path: str | os.PathLike) -> bool:
+    """`path` ends in a separator (`out/`): it names a directory, whether or not one exists there
+    (`Path` and `realpath` drop the separator: `out/` was written as a file named `out`)."""
+    text = os.fspath(path)
+    return isinstance(text, str) and text.endswith(tuple(s for s in (os.sep, os.altsep) if s))
+
+
+def _refuse_directory(path: str | Path) -> None:
+    if names_directory(path):
+        raise IsADirectoryError(errno.EISDIR, "names a directory (the path ends in a separator)", os.fspath(path))
+
+
 def probe_write(path: str | Path) -> None:
     """Raise the OSError `write_whole(path, ...)` would meet creating its temporary file (a missing or
-    read-only directory), before any work is done."""
+    read-only directory, a path ending in a separator), before any work is done."""
+    _refuse_directory(path)
     tmp = _beside(Path(os.path.realpath(path)))
     tmp.touch()
     tmp.unlink()
@@ -26,7 +40,8 @@ def write_whole(path: str | Path, write: Callable[[IO], object], binary: bool = 
     """`write(f)` into a temporary file beside `path` (a symbolic link's target: the link stays a
     link), then moved over it in one step, keeping an existing file's permissions: the old file stays
     until the new one is whole (so the output may be the file just read), and a failed write leaves
-    it as it was. Raises OSError."""
+    it as it was. Raises OSError (IsADirectoryError for a path ending in a separator)."""
+    _refuse_directory(path)
     target = Path(os.path.realpath(path))
     tmp = _beside(target)
     try:

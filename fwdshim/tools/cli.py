@@ -30,7 +30,7 @@ from typing import NoReturn
 
 from fwdshim.classes import NUMERICS
 from fwdshim.limits import DEFAULT_CONTEXT, MAX_CONTEXT
-from fwdshim.tools import package_version, probe_write, write_whole
+from fwdshim.tools import names_directory, package_version, probe_write, write_whole
 
 REQUANTIZE = ("q8_0", "none")
 DEVICES = ("auto", "gpu", "cpu")
@@ -291,11 +291,17 @@ def _check_context(context: int | None) -> None:
 
 
 def _path_arg(value: str | None, option: str) -> Path | None:
-    """The path an option gives (None when not given). Raises: UsageError for an empty one."""
+    """The path an option gives (None when not given). Raises: UsageError for an empty one, and for
+    one ending in a separator (`out/` names a directory; `Path` drops the separator, and a file named
+    `out` was written)."""
     if value is None:
         return None
     if not value:
         raise UsageError(f"{option}: an empty path (give a file name)")
+    if names_directory(value):
+        if os.path.isdir(value):
+            raise UsageError(f"{option} {value}: is a directory (give a file name)")
+        raise UsageError(f"{option} {value}: names a directory (it ends in {value[-1]!r}; give a file name)")
     return Path(value)
 
 

@@ -25,7 +25,7 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from fwdshim.diagnostics import LocatingParser, parse_error_line, verify_located
-from fwdshim.tools import package_version, probe_write, write_whole
+from fwdshim.tools import names_directory, package_version, probe_write, write_whole
 
 
 class ChunksFailed(Exception):
@@ -599,6 +599,11 @@ def _run(args: list[str]) -> int:
             print("fwdshim-opt: error: --report-json - writes the report to stdout, where the IR goes too: "
                   "give the IR a file (-o FILE)", file=sys.stderr)  # fmt: skip
             return 1
+        for flag, name in (("-o", tool.args.output_file), ("--report-json", tool.args.report_json)):
+            if name and names_directory(name):
+                what = "is a directory" if os.path.isdir(name) else f"names a directory (it ends in {name[-1]!r})"
+                print(f"fwdshim-opt: error: {flag} {name}: {what}; give a file name", file=sys.stderr)
+                return 1
         if (why := _report_clash(tool.args.report_json, tool.args.input_file, tool.args.output_file)) is not None:
             print(f"fwdshim-opt: error: --report-json {tool.args.report_json}: {why}", file=sys.stderr)
             return 1
