@@ -60,6 +60,34 @@ func.func @chain_with_a_norm(%a: tensor<64xf32>, %b: tensor<64xf32>) {
 
 // -----
 
+// No results: every value is of one size, and the kernel would write nothing (it was refused as "ops over
+// values of different sizes": each part's size was compared with a first result that is not there).
+// CHECK: fused_shapes.mlir:[[# @LINE + 2]]:3: error: a fused elementwise_chains of parts its kernel does not compute — no results (a bare fwd.yield), where it writes the values it computes
+func.func @chain_without_results(%a: tensor<64xf32>, %b: tensor<64xf32>) {
+  fwd.fused elementwise_chains covers [0] ins(%a, %b) : (tensor<64xf32>, tensor<64xf32>) -> () {
+  ^bb0(%a_: tensor<64xf32>, %b_: tensor<64xf32>):
+    %s = fwd.elementwise add %a_, %b_ : tensor<64xf32>, tensor<64xf32> -> tensor<64xf32>
+    fwd.yield
+  }
+  func.return
+}
+
+// -----
+
+// The norm classes too (legality called it native, and fwd-lower-numba refused it: an RMS norm that
+// neither stores nor quantizes its result).
+// CHECK: fused_shapes.mlir:[[# @LINE + 2]]:3: error: a fused norm_weight of parts its kernel does not compute — no results (a bare fwd.yield), where it writes the values it computes
+func.func @norm_without_results(%x: tensor<64xf32>) {
+  fwd.fused norm_weight covers [0] ins(%x) : (tensor<64xf32>) -> () {
+  ^bb0(%x_: tensor<64xf32>):
+    %n = fwd.rms_norm %x_ : tensor<64xf32> -> tensor<64xf32>
+    fwd.yield
+  }
+  func.return
+}
+
+// -----
+
 // LEGAL: // legality report: cuda-forward:Int8Act
 // LEGAL: // 0      fwd.fused {{ +}}{{.*}}fused_shapes.mlir:[[# @LINE + 3]]:3  native kernel  norm_weight
 func.func @legal_norms(%x: tensor<64xf32>, %r: tensor<64xf32>) {

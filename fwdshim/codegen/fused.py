@@ -198,7 +198,7 @@ def elementwise_spec(flat: Flat) -> tuple[ElementwiseSpec, list[SSAValue], list[
     """The kernel spec of an elementwise chain or region, its external inputs (in first-use order)
     and the fused op's results in output order."""
     _refuse(flat, elementwise_refusal(flat))
-    n = numel(flat.op.results[0].type) if flat.op.results else None
+    n = numel(flat.op.results[0].type)
     inputs: list[SSAValue] = []
     step_of: dict[SSAValue, int] = {}
     steps: list[Step] = []

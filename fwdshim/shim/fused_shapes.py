@@ -104,6 +104,12 @@ def _names(ops: list[Operation]) -> str:
     return ", ".join(named) or "no parts"
 
 
+NO_RESULTS = "no results (a bare fwd.yield), where it writes the values it computes"
+"""Why a native class's fused op that yields nothing is refused: its kernel would compute and write
+nothing (the elementwise check had compared every part's size with the first result's, None, and
+called it "ops over values of different sizes")."""
+
+
 def _yielded_once(flat: Flat, v: SSAValue | None, what: str) -> str | None:
     n = len(flat.results_of(v)) if v is not None else 0
     return f"its {what} yielded {n} times, where it writes it once" if n > 1 else None
@@ -134,6 +140,8 @@ class NormShape:
 def norm_shape(flat: Flat) -> NormShape | str:
     """The shape of a norm class's parts, or what the kernel does not compute in them (the words
     after B07's dash)."""
+    if not flat.op.results:
+        return NO_RESULTS
     leaves = list(flat.leaves)
     add = leaves.pop(0) if leaves and isinstance(leaves[0], ElementwiseOp) else None
     if not leaves or not isinstance(leaves[0], RmsNormOp):
@@ -193,7 +201,9 @@ def norm_shape(flat: Flat) -> NormShape | str:
 
 def elementwise_refusal(flat: Flat) -> str | None:
     """What the register-carried kernel does not compute in an elementwise chain or region, or None."""
-    n = numel(flat.op.results[0].type) if flat.op.results else None
+    if not flat.op.results:
+        return NO_RESULTS
+    n = numel(flat.op.results[0].type)
     for leaf in flat.leaves:
         pointwise = isinstance(leaf, SiluOp) or (isinstance(leaf, ElementwiseOp) and leaf.row is None)
         if not pointwise:
@@ -205,6 +215,8 @@ def elementwise_refusal(flat: Flat) -> str | None:
 
 def attn_quant_refusal(flat: Flat) -> str | None:
     """What the attention kernel's quantize epilogue does not compute in an attn_output_quant, or None."""
+    if not flat.op.results:
+        return NO_RESULTS
     lv = flat.leaves
     if len(lv) != 2 or not isinstance(lv[0], AttentionOp) or not isinstance(lv[1], QuantizeOp):
         return f"{_names(lv)}, where it computes an attention and the quantize of its result"
