@@ -69,6 +69,8 @@ class LocatingParser(Parser):
     `FwdLexer` (string literals in linear time). Nesting deeper than `MAX_NESTING` is a parse error."""
 
     _depth: int = 0
+    _unknown_written_to: int = -1
+    """Where the last `loc(unknown)` written in the input ends (`parse_optional_location`)."""
 
     def __init__(self, ctx, input: str | bytes, name: str = "<unknown>", line_offset: int = 0):
         super().__init__(ctx, "", name)  # xDSL's lexer would lex the first token: it may hang
@@ -121,6 +123,14 @@ class LocatingParser(Parser):
     def _parse_location(self):
         return super()._parse_location()
 
+    def parse_optional_location(self):
+        """As xDSL's, remembering where a written `loc(unknown)` ends: `parse_operation` keeps it
+        unknown (it had put the parse position there, so printed IR did not parse back the same)."""
+        loc = super().parse_optional_location()
+        if isinstance(loc, UnknownLoc):
+            self._unknown_written_to = self._current_token.span.start
+        return loc
+
     @_nested
     def _parse_tensor_literal(self):
         return super()._parse_tensor_literal()
@@ -140,7 +150,8 @@ class LocatingParser(Parser):
             self.raise_error(message, at or span)
         except (struct.error, OverflowError) as e:
             self._number_out_of_range(span, e)
-        if isinstance(op.location, UnknownLoc):
+        written = self._unknown_written_to == self._current_token.span.start  # op's own trailing loc(unknown)
+        if isinstance(op.location, UnknownLoc) and not written:
             loc = span.get_location()
             op.location = FileLineColLoc(
                 StringAttr(loc.file), IntAttr(loc.line + self._line_offset), IntAttr(loc.col)
