@@ -194,6 +194,38 @@ def test_generate_refuses_bad_arguments_before_any_step(tmp_path):
     assert generate(decoder, [5, 6], 1).tokens == first.tokens
 
 
+def test_decoder_pos_rewinds_only_to_written_rows(tmp_path):
+    """`Decoder.pos` could be set to anything: `d.pos = -3` then `step()` read cache rows never written
+    and returned plausible logits. It rewinds within the rows written (a step at p keeps the rows before
+    it); `assume_filled` is the benchmarks' explicit way to take unwritten rows as filled."""
+    path = write_llama(tmp_path / "m.gguf", TINY, random_llama(TINY, seed=5), vocab=byte_vocab())
+    decoder = Decoder(import_gguf(path, requantize="none", context=8), device="cpu")
+    first = [decoder.step(t) for t in (5, 6, 7)]
+    for bad in (-3, 4, 2.0, True, "1", None):
+        with pytest.raises(RunError) as e:
+            decoder.pos = bad
+        assert str(e.value) == f"pos={bad!r}: a position from 0 to 3, the rows this decoder has written (Decoder.reset() starts over)"
+        assert decoder.pos == 3
+    decoder.pos = np.int64(1)  # a rewind: the step at 1 sees row 0 only, as the first time
+    assert decoder.pos == 1 and type(decoder.pos) is int
+    np.testing.assert_array_equal(decoder.step(6), first[1])
+    with pytest.raises(RunError, match=r"^pos=3: a position from 0 to 2, "):  # row 2 was computed from the old row 1
+        decoder.pos = 3
+    decoder.pos = 0
+    decoder.pos = 2  # back to where it was: nothing stepped in between
+    decoder.reset()
+    with pytest.raises(RunError, match=r"^pos=1: a position from 0 to 0, "):
+        decoder.pos = 1
+    decoder.assume_filled(5)
+    assert decoder.pos == 5 and generate(decoder, [5], 1).tokens and decoder.pos == 6
+    decoder.pos = 2
+    for bad in (-1, 8, 3.0):
+        with pytest.raises(RunError) as e:
+            decoder.assume_filled(bad)
+        assert str(e.value) == f"rows={bad!r}: a cache fill from 0 to 7 (the context less one)"
+    assert decoder.pos == 2
+
+
 def test_decode_refuses_ids_outside_the_vocabulary(tmp_path):
     """`tokenizers` decoded an id past the vocabulary as no text at all and failed on a negative one
     (OverflowError)."""

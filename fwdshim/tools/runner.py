@@ -305,14 +305,50 @@ class Decoder:
         self.stages = sum(1 for _ in fwd.stages(_func(self.module)))
         """The compiled step's stages (a fused kernel counts once; a MoE is one stage of three kernels)."""
         self.capacity = model.context
-        self.pos = 0
+        self._pos = 0
+        self._written = 0
+        """How many cache rows hold this decoder's history (`pos` may go back to any of them)."""
         self._embd = model.weights.get("token_embd.weight")
         self._rows: dict[int, np.ndarray] = {}
         """Dequantized embedding rows by token id (each dequantized once)."""
 
     def reset(self) -> None:
         """Forget every cached position (the next step is position 0)."""
-        self.pos = 0
+        self._pos = self._written = 0
+
+    @property
+    def pos(self) -> int:
+        """The next step's position: the cache rows its attention reads (0 after `reset`).
+
+        Set it to rewind: any position from 0 to the rows written (a step at position p keeps the rows
+        before it and writes row p: the rows after p, computed from the row it replaced, are no longer
+        written). Raises RunError for anything else: a step on rows never written would read whatever
+        the cache holds and return plausible logits without a word (`assume_filled` does that on
+        purpose, for benchmarks)."""
+        return self._pos
+
+    @pos.setter
+    def pos(self, value: int) -> None:
+        if not is_integer(value) or not 0 <= value <= self._written:
+            raise RunError(
+                f"pos={value!r}: a position from 0 to {self._written}, the rows this decoder has written "
+                "(Decoder.reset() starts over)"
+            )
+        self._pos = int(value)
+
+    def assume_filled(self, rows: int) -> None:
+        """For benchmarks: take the first `rows` cache rows as written, holding whatever the cache holds
+        (never decoded: the logits of the steps after them mean nothing), and make `rows` the next
+        position — to time the attention at a cache fill without decoding that many tokens.
+
+        Raises RunError unless 0 <= `rows` < `capacity` (an integer)."""
+        if not is_integer(rows) or not 0 <= rows < self.capacity:
+            raise RunError(f"rows={rows!r}: a cache fill from 0 to {self.capacity - 1} (the context less one)")
+        self._pos = self._written = int(rows)
+
+    def _advance(self, pos: int) -> None:
+        """Position `pos` was stepped: the rows up to it are written, and the next step is `pos + 1`."""
+        self._pos = self._written = pos + 1
 
     @property
     def full(self) -> bool:
@@ -335,7 +371,7 @@ class Decoder:
             if x is None:
                 x = self._rows[token] = np.ascontiguousarray(self._embd.rows(token).reshape(-1), dtype=np.float32)
             logits = self.forward.step(x, self.angles(pos), pos)
-        self.pos = pos + 1
+        self._advance(pos)
         return logits
 
 
@@ -478,7 +514,7 @@ def _generate_on_device(
             first = False
         if keep:
             gen.logits.append(loop.logits())
-        decoder.pos = p + 1
+        decoder._advance(p)
         _check_finite(decoder, p, nxt, value)
         gen.tokens.append(nxt)
         if nxt in stops:
