@@ -93,11 +93,14 @@ def test_pre_wait_copies_wait_after_the_pipeline_prologue(monkeypatch):
     (24, 1536, (16, 4, 8, 1, 4)),  # a tail only, four warps a row (SmolLM2's dequant rows)
     (9, 2048, (16, 1, 4, 2, 1)),  # four full steps, unrolled 2: the loop straightened
     (6, 544, (4, 3, 2, 1, 2)),  # 4-byte pieces, rows past N in the last group
+    (8, 32 * 138, (32, 1, 4, 2, 2)),  # whole-block lanes: two steps of 64 lanes and a tail of 10 blocks
+    (5, 32 * 101, (32, 1, 2, 1, 1)),  # whole-block lanes, one warp a row: three steps and a tail of 5
+    (8, 32 * 128, (32, 2, 4, 2, 2)),  # whole-block lanes, two rows of two steps (Llama-3-8B's int8-act O)
 ])  # fmt: skip
 def test_short_rows_load_their_weights_before_the_wait(monkeypatch, act, n, k, shape):
-    """`gemv.PRE_WAIT_LOADS`: a GEMV of at most that many steps issues every weight load (quants and
-    scales) before `pdl_wait()`, reads its activations after it, and computes the same bits as the
-    kernel that waits first."""
+    """`gemv.PRE_WAIT_LOADS`: a GEMV of at most that many steps (16- or 4-byte pieces, or whole-block
+    lanes) issues every weight load (quants and scales) before `pdl_wait()`, reads its activations
+    after it, and computes the same bits as the kernel that waits first."""
     import numpy as np
     import seeds
 
@@ -151,3 +154,18 @@ def test_a_merged_set_of_late_waiting_parts_adds_no_wait(monkeypatch):
         assert any(ln.strip() == kernel.LATE_WAIT for ln in entry) == late
         assert (entry[1:3] == ["    pdl_wait()", "    pdl_launch()"]) == (not late)
         assert "pdl_wait()" not in "\n".join(entry[1:]) or not late
+
+
+def test_whole_block_lanes_holding_too_many_blocks_wait_first(monkeypatch):
+    """A whole-block-lane GEMV that would hold more than `gemv.PRE_WAIT_BLOCKS` blocks a lane across
+    its wait (Llama-3-8B's int8-act down projection: three steps and a tail of two rows, 8) waits first."""
+    from fwdshim.codegen import gemv
+
+    monkeypatch.setattr(kernel, "PDL", "ahead")
+    monkeypatch.setattr(gemv, "PRE_WAIT_LOADS", 4)
+    held = {}
+    for shape in (gemv.Shape(32, 2, 8, 2, 4), gemv.Shape(32, 2, 4, 2, 2)):
+        lines = [ln.strip() for ln in gemv.gemv_q8(4096, 14336 if shape.split == 4 else 4096, 1, "int8", shape).body.splitlines()]
+        top = next(i for i, ln in enumerate(lines) if ln.startswith("def gemv_k("))
+        held[shape.split] = lines.index("pdl_wait()") > top + 1
+    assert held == {4: False, 2: True}

@@ -76,15 +76,23 @@ def _groups(rows: list[DotRow]) -> list[tuple[str, list[int]]]:
 def _step(rows: list[DotRow], us: list[str], act: str, names: dict[str, str]) -> str:
     """Statements for the blocks `us` (block-index variable names, one per unrolled step) of every row:
     all weight loads first, then per step the x loads and the dot products into `acc{r}`."""
+    loads, rest = _step_parts_q8(rows, us, act, names)
+    return "\n".join(loads + rest)
+
+
+def _step_parts_q8(rows: list[DotRow], us: list[str], act: str, names: dict[str, str], tag: str = "") -> tuple[list[str], list[str]]:
+    """`_step` as (its weight loads, the rest); `tag` tells the registers of steps held at once apart."""
     x, xd = names["x"], names["xd"]
-    lines: list[str] = []
+    loads: list[str] = []
     for u, b in enumerate(us):
         for r, row in enumerate(rows):
             qs, dw = row.qs or names["qs"], row.dw or names["dw"]
             wb = f"(({row.w}) + {b}) * 32"
-            lines.append(f"q{r}_{u}_0, q{r}_{u}_1, q{r}_{u}_2, q{r}_{u}_3 = ld_i32x4({qs}, {wb})")
-            lines.append(f"q{r}_{u}_4, q{r}_{u}_5, q{r}_{u}_6, q{r}_{u}_7 = ld_i32x4({qs}, {wb} + 16)")
-            lines.append(f"s{r}_{u} = {dw}[({row.w}) + {b}]")
+            q = f"q{r}_{tag}{u}"
+            loads.append(f"{q}_0, {q}_1, {q}_2, {q}_3 = ld_i32x4({qs}, {wb})")
+            loads.append(f"{q}_4, {q}_5, {q}_6, {q}_7 = ld_i32x4({qs}, {wb} + 16)")
+            loads.append(f"s{r}_{tag}{u} = {dw}[({row.w}) + {b}]")
+    lines: list[str] = []
     for u, b in enumerate(us):
         for g, (xo, members) in enumerate(_groups(rows)):
             xb = f"({xo}) + {b} * 32"
@@ -97,43 +105,58 @@ def _step(rows: list[DotRow], us: list[str], act: str, names: dict[str, str]) ->
                 lines.append(f"xq{g}_4, xq{g}_5, xq{g}_6, xq{g}_7 = ld_i32x4({x}, {xb} + 16)")
                 lines.append(f"xs{g} = {xd}[({xo}) // 32 + {b}]")
             for r in members:
-                lines.extend(_dot(r, u, g, act))
-    return "\n".join(lines)
+                lines.extend(_dot(r, u, g, act, tag))
+    return loads, lines
 
 
-def _dot(r: int, u: int, g: int, act: str) -> list[str]:
+def _dot(r: int, u: int, g: int, act: str, tag: str = "") -> list[str]:
+    q, sc = f"q{r}_{tag}{u}", f"s{r}_{tag}{u}"
     if act == "int8":
         return [
-            f"i0 = dp4a(q{r}_{u}_0, xq{g}_0, dp4a(q{r}_{u}_1, xq{g}_1, dp4a(q{r}_{u}_2, xq{g}_2, dp4a(q{r}_{u}_3, xq{g}_3, int32(0)))))",
-            f"i1 = dp4a(q{r}_{u}_4, xq{g}_4, dp4a(q{r}_{u}_5, xq{g}_5, dp4a(q{r}_{u}_6, xq{g}_6, dp4a(q{r}_{u}_7, xq{g}_7, int32(0)))))",
-            f"acc{r} += (s{r}_{u} * xs{g}) * float32(int32(i0 + i1))",
+            f"i0 = dp4a({q}_0, xq{g}_0, dp4a({q}_1, xq{g}_1, dp4a({q}_2, xq{g}_2, dp4a({q}_3, xq{g}_3, int32(0)))))",
+            f"i1 = dp4a({q}_4, xq{g}_4, dp4a({q}_5, xq{g}_5, dp4a({q}_6, xq{g}_6, dp4a({q}_7, xq{g}_7, int32(0)))))",
+            f"acc{r} += ({sc} * xs{g}) * float32(int32(i0 + i1))",
         ]
     out = []
     for j in range(8):
         c = ", ".join(f"c{i}" for i in range(4))
-        out.append(f"{c} = s8x4_f32(q{r}_{u}_{j})")
+        out.append(f"{c} = s8x4_f32({q}_{j})")
         terms = " + ".join(f"c{i} * x{g}_{4 * j + i}" for i in range(4))
         out.append(f"p{j % 2} += {terms}" if j >= 2 else f"p{j} = {terms}")
-    out.append(f"acc{r} += s{r}_{u} * (p0 + p1)")
+    out.append(f"acc{r} += {sc} * (p0 + p1)")
     return out
 
 
 def q8_dots(
     rows: list[DotRow], nb: int, act: str, *, unroll: int = 2, names: dict[str, str] | None = None,
-    lane: str = "lane", width: int = 32,
+    lane: str = "lane", width: int = 32, early: list[str] | None = None,
 ) -> str:  # fmt: skip
     """Statements leaving in `acc0..acc{R-1}` (float32, every lane of the warp) the warp's part of the
     dot products of Q8_0 rows with their vectors, over `nb` blocks of 32 (see the module docstring).
     `act`: `f32` (x float32) or `int8` (x int8 quants with block scales `xd`). `names` renames the
     arrays (`qs`, `dw`, `x`, `xd`). The blocks are dealt to `width` threads (a multiple of 32: the
     warps splitting the rows' K), the thread's index among them being the expression `lane`; with
-    `width` 32 the warp's sum is the whole dot product. Every lane of the warp must run them."""
+    `width` 32 the warp's sum is the whole dot product. Every lane of the warp must run them.
+
+    With `early` (a list) every step is written out, its weight loads appended to `early` (the
+    caller places them before its wait, `PRE_WAIT_LOADS`) and the rest returned: the same adds in
+    the same order."""
     if act not in ("f32", "int8"):
         raise ValueError(f"a Q8_0 dot over `{act}` activations")
     names = {"qs": "qs", "dw": "dw", "x": "x", "xd": "xd", **(names or {})}
     steps, tail = divmod(nb, width)
     main = steps - steps % unroll
     lines = [f"acc{r} = float32(0.0)" for r in range(len(rows))]
+    if early is not None:
+        if steps:
+            loads, rest = _step_parts_q8(rows, [f"b{u}" for u in range(steps)], act, names, "e")
+            early += [f"b{u} = {u * width} + {lane}" for u in range(steps)] + loads
+            lines += rest
+        if tail:
+            loads, rest = _step_parts_q8(rows, ["bt"], act, names, "t")
+            early += _zeros(loads) + [f"bt = {steps * width} + {lane}", f"if {lane} < {tail}:"] + ["    " + ln for ln in loads]
+            lines += [f"if {lane} < {tail}:"] + ["    " + ln for ln in rest]
+        return "\n".join(lines + [f"acc{r} = warp_sum(acc{r})" for r in range(len(rows))])
     if main:
         lines.append(f"for st in range(0, {main * width}, {unroll * width}):")
         us = [f"b{u}" for u in range(unroll)]
@@ -179,9 +202,14 @@ def _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, act, rope: tuple[in
         pick = indent(_pair_of_rows(n, rows_per_warp), 1) + "\n" + "\n".join(f"    r{r} = rr{r}" for r in range(rows_per_warp))
     else:
         pick = "\n".join(f"    r{r} = min(row0 + {r}, {n - 1})" for r in range(rows_per_warp))
-    dots = q8_dots(rows, nb, act, unroll=unroll, names=names, lane="kl", width=32 * split)
+    early: list[str] | None = [] if _hoists_blocks(*divmod(nb, 32 * split), rows_per_warp) else None
+    dots = q8_dots(rows, nb, act, unroll=unroll, names=names, lane="kl", width=32 * split, early=early)
+    if early is not None:  # the weight loads before the wait (`PRE_WAIT_LOADS`)
+        dots = "\n".join(early + [_kernel.LATE_WAIT, *_kernel.pdl_lines(), dots])
     # with split > 1 the group's warps each hold a part of every row: summed in warp order through shared memory
     shared, guard, stores = _row_stores(nv, rows_per_warp, warps, split, rope, pair)
+    if early is not None and nv % per_block == 0:
+        guard = ""  # no group of the grid starts past the rows: the kernel never returns early
     ropes = ", angles, z" if rope else ""
     two = ", qs2, dw2" if pair else ""
     if pair:
@@ -413,14 +441,29 @@ Off (0) until the GPU suite has run with it. At 4, with the prologues at the wai
 (2026-12-01, `bench/decode_step.py --shapes smollm2 --no-torch --steps 32`) SmolLM2's dequant step
 took 513.9 us a token against 552.5 without (-7 %; every GEMV launch of its layer loads before its
 wait); its int8-act step did not compile then (a merged call of 31 arguments, `merge.MAX_CALL_ARGS`,
-since fixed and compiled for sm_90 without a GPU) and is unmeasured. Llama-3-8B's GEMVs are pipelined (`PRE_WAIT`) or whole-block: none
-of its launches changes."""
+since fixed and compiled for sm_90 without a GPU) and is unmeasured. Of Llama-3-8B's GEMVs only the
+int8-act whole-block-lane ones of K 4096 (Q/K/V, O: `PRE_WAIT_BLOCKS`) load before their wait (the
+others are pipelined, `PRE_WAIT`, or wait first): unmeasured."""
 
 
 def _hoists(shape: "Shape", steps: int) -> bool:
-    """Whether a GEMV of `shape` with `steps` full steps a warp group loads its weights before its
-    wait (`PRE_WAIT_LOADS`)."""
+    """Whether a GEMV of 4- or 16-byte pieces of `shape` with `steps` full steps a warp group loads its
+    weights before its wait (`PRE_WAIT_LOADS`)."""
     return 0 < PRE_WAIT_LOADS and _kernel.PDL != "off" and not shape.stages and not shape.blocks and steps <= PRE_WAIT_LOADS
+
+
+PRE_WAIT_BLOCKS = 4
+"""The most Q8_0 blocks a lane of a whole-block-lane GEMV (vec 32) holds in registers across its wait
+(`PRE_WAIT_LOADS`: steps, the tail counted as one, times rows): 9 registers each. For sm_90 (ptxas
+13.0, no GPU) Llama-3-8B's int8-act 4096x4096 GEMV (4 blocks a lane) took 68 registers against 64
+without; its 4096x14336 (8) 125 against 60 — 2 blocks an SM, 3.88 waves — so it waits first."""
+
+
+def _hoists_blocks(steps: int, tail: int, rows: int) -> bool:
+    """Whether a whole-block-lane GEMV (vec 32) of `steps` full steps a warp group (and a `tail`) over
+    `rows` rows a group loads its weights before its wait (`PRE_WAIT_LOADS`, `PRE_WAIT_BLOCKS`)."""
+    held = (steps + (tail > 0)) * rows
+    return 0 < PRE_WAIT_LOADS and _kernel.PDL != "off" and steps <= PRE_WAIT_LOADS and held <= PRE_WAIT_BLOCKS
 
 
 def _zeros(loads: list[str]) -> list[str]:
