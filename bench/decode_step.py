@@ -3,7 +3,7 @@ host time, kernels per layer, the HBM floor, and the ratios.
 
     python bench/decode_step.py [--shapes smollm2,llama8b] [--numerics dequant,int8-act]
         [--context 1024] [--fill 512] [--steps 64] [--no-torch] [--check] [--results bench/RESULTS.md]
-        [--json FILE] [--label TEXT]
+        [--json FILE] [--label TEXT] [--set MODULE.NAME=VALUE ...]
 
 Models are random, written as Q8_0 GGUF files straight from random blocks (int8 quants and f16 scales,
 never float32 weights): `smollm2` is SmolLM2-135M's shape (30 layers, d 576, 9 heads over 3 kv heads
@@ -22,8 +22,10 @@ is decoded by `runner.Decoder` on the GPU at cache fill F (`--fill`, `Decoder.as
   eager and through `torch.compile(mode="reduce-overhead")` (CUDA graphs), `--steps` steps each.
 
 `--check` first decodes 3 tokens on the GPU and the CPU executor (SmolLM2 shape) and prints their
-relative difference. Prints one JSON object per measurement, then a table; with `--results` appends
-the table to that file.
+relative difference. `--set MODULE.NAME=VALUE` (repeatable) sets a constant of `fwdshim.codegen.MODULE`
+before anything is built (`--set gemv.PRE_WAIT_LOADS=4`), so one device call can time a tree with and
+without a switch; the table's label names it. Prints one JSON object per measurement, then a table;
+with `--results` appends the table to that file.
 """
 
 from __future__ import annotations
@@ -315,6 +317,37 @@ def bench_torch(out: list, name: str, args) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
+def codegen_settings(items: list[str]) -> list[tuple[object, str, object]]:
+    """The (module, name, value) of each `--set MODULE.NAME=VALUE`: a module-level constant of
+    `fwdshim.codegen.MODULE` (`gemv.PRE_WAIT_LOADS=4`, `merge.PRE_WAIT_PROLOGUE=True`), set before any
+    kernel is built, so one device call can time a tree both ways. ValueError (one line) for an
+    unknown module or constant, a value that is no Python literal, or one of another type."""
+    import ast
+    import importlib
+
+    out = []
+    for item in items:
+        key, eq, text = item.partition("=")
+        mod_name, dot, name = key.strip().rpartition(".")
+        if not eq or not dot or not name.isupper():
+            raise ValueError(f"--set {item!r}: MODULE.NAME=VALUE, a constant of fwdshim.codegen (gemv.PRE_WAIT_LOADS=4)")
+        try:
+            module = importlib.import_module(f"fwdshim.codegen.{mod_name}")
+        except ImportError:
+            raise ValueError(f"--set {item!r}: no module fwdshim.codegen.{mod_name}") from None
+        if not hasattr(module, name):
+            raise ValueError(f"--set {item!r}: fwdshim.codegen.{mod_name} has no constant {name}")
+        try:
+            value = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            raise ValueError(f"--set {item!r}: {text.strip()!r} is no Python literal") from None
+        old = getattr(module, name)
+        if type(value) is not type(old):
+            raise ValueError(f"--set {item!r}: {name} is a {type(old).__name__} ({old!r}), not a {type(value).__name__}")
+        out.append((module, name, value))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--shapes", default="smollm2,llama8b", help=f"model shapes, comma-separated, of {', '.join(SHAPES)} (default: both)")
@@ -327,7 +360,18 @@ def main() -> None:
     ap.add_argument("--results", default="", help="append the table to this markdown file")
     ap.add_argument("--json", default="", help="write the measurements to this file, one JSON object a line")
     ap.add_argument("--label", default="", help="a label for the table's heading")
+    ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="set a constant of fwdshim.codegen.MODULE for the run (repeatable), e.g. gemv.PRE_WAIT_LOADS=4; "
+                         "the table's label says so")  # fmt: skip
     args = ap.parse_args()
+    try:
+        settings = codegen_settings(args.set)
+    except ValueError as e:
+        ap.error(str(e))
+    for module, name, value in settings:
+        setattr(module, name, value)
+    if args.set:
+        args.label = " ".join([args.label, *(f"`{s}`" for s in args.set)]).strip()
     for name in args.shapes.split(","):
         if name not in SHAPES:
             ap.error(f"--shapes: unknown shape {name!r} (known: {', '.join(SHAPES)})")
