@@ -169,3 +169,47 @@ def test_whole_block_lanes_holding_too_many_blocks_wait_first(monkeypatch):
         top = next(i for i, ln in enumerate(lines) if ln.startswith("def gemv_k("))
         held[shape.split] = lines.index("pdl_wait()") > top + 1
     assert held == {4: False, 2: True}
+
+
+@pytest.mark.parametrize(("h", "kv", "hd", "l", "c", "splits", "quant"), [
+    (4, 2, 32, 40, 30, 3, None),  # three splits of a cache of 30 rows and more than one step each
+    (2, 1, 64, 40, 5, 4, None),  # splits past the active ones, one short split
+    (2, 1, 32, 9, 0, 1, None),  # the first token: no cache row, the split's loads all guarded off
+    (4, 2, 32, 40, 21, 2, "one_word"),  # the int8-act form, quantizing its result
+])  # fmt: skip
+def test_the_attention_loads_its_first_cache_rows_before_the_wait(monkeypatch, h, kv, hd, l, c, splits, quant):
+    """`attention.PRE_WAIT`: the split's first K and V cache rows are loaded before `pdl_wait()`, the
+    current q, k, v after it, and every output is the bits of the kernel that waits first (and within
+    the float64 reference)."""
+    import numpy as np
+    import seeds
+    from fwdshim import reference as R
+
+    from fwdshim.codegen import attention
+
+    g = seeds.rng()
+    given = dict(q=g.standard_normal(h * hd), k=g.standard_normal(kv * hd), v=g.standard_normal(kv * hd),
+                 k_cache=g.standard_normal((l - 1) * kv * hd), v_cache=g.standard_normal((l - 1) * kv * hd))  # fmt: skip
+    given = {n: a.astype(np.float32) for n, a in given.items()} | dict(pos=np.array([c], np.int32))
+    monkeypatch.setattr(kernel, "PDL", "ahead")
+    outs = {}
+    for pre in (True, False):
+        monkeypatch.setattr(attention, "PRE_WAIT", pre)
+        attention.attention.cache_clear()
+        kern = attention.attention(h, kv, hd, l, quant=quant, store_y=True, block=32, splits=splits)
+        lines = [ln.strip() for ln in kern.body.splitlines()]
+        top = lines.index(next(ln for ln in lines if ln.startswith("def attention_k(")))
+        wait = lines.index("pdl_wait()")
+        before = "\n".join(lines[top:wait])
+        if pre:
+            assert lines[wait - 1] == kernel.LATE_WAIT and "(k_cache, " in before and "(v_cache, " in before
+            assert "q[" not in before and "k[" not in before.replace("k_cache", "") and "v[" not in before.replace("v_cache", "")
+        else:
+            assert wait == top + 1
+        outs[pre] = kern.run(**given)
+    attention.attention.cache_clear()
+    for name in outs[False]:
+        assert outs[True][name].tobytes() == outs[False][name].tobytes(), name
+    kc, vc = given["k_cache"].reshape(l - 1, -1), given["v_cache"].reshape(l - 1, -1)
+    want = R.attention(given["q"], given["k"], given["v"], kc[:c], vc[:c], h, kv, hd)
+    np.testing.assert_allclose(outs[True]["y"], want, rtol=1e-5, atol=1e-5)

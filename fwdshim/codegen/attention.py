@@ -58,6 +58,7 @@ import functools
 import hashlib
 import math
 
+from fwdshim.codegen import kernel as _kernel
 from fwdshim.codegen.kernel import Kernel, Param, block_reduce, build, check_block, f32, indent, simulating
 from fwdshim.codegen.quantize import check_format, epilogue, qact_params
 from fwdshim.limits import (  # noqa: F401 - the attention's launch shape, written once in limits
@@ -85,6 +86,14 @@ operations in the same order either way."""
 COMBINE_BATCH = 8
 """Splits' outputs a combine past `COMBINE_REGISTERS` loads together per step."""
 
+
+PRE_WAIT = False
+"""Whether the attention issues its first step's cache loads (the split's first K and V rows) before
+it waits for the launches before it (`kernel.pdl_lines`, the kernel marked `kernel.LATE_WAIT`), then
+reads `q`, `k`, `v` — the Q/K/V launch's results — after the wait. The cache rows and `pos` are written
+two launches back or more (the last step's `kv_append`, the device loop's argmax), which have finished
+once this launch's blocks run under `FWDSHIM_PDL=ahead`. The scores are the same (each row's dot alone).
+Off until measured (2026-12-01: written after the session's device time was spent)."""
 
 MIN_BLOCKS = 0
 """The blocks an SM must hold at once by default (CUDA launch bounds: ptxas keeps a thread's
@@ -357,6 +366,17 @@ if tid == 0:
 {indent(merged, body_indent)}"""
     else:
         tail = f"{loop}\n{indent(single, body_indent)}"
+    if PRE_WAIT and _kernel.PDL != "off":  # the first step's cache rows before the wait, q after it
+        head_loads = "\n".join([
+            "base = r0", *v_prefetch, *score_loads, _kernel.LATE_WAIT, *_kernel.pdl_lines(), qload, *score_sums,
+            f"for base in range(r0 + {per_block}, r1, {per_block}):", indent(chr(10).join(score_loads), 1),
+            indent(chr(10).join(score_sums), 1),
+        ])  # fmt: skip
+    else:
+        head_loads = "\n".join([
+            qload, "base = r0", *v_prefetch, f"for base in range(r0, r1, {per_block}):",
+            indent(chr(10).join(score_loads), 1), indent(chr(10).join(score_sums), 1),
+        ])  # fmt: skip
     # on a GPU the block size bounds the registers (64 a thread at 1024 threads: the launch never fails
     # for want of them); the simulator's `cuda.jit` takes no launch bounds
     grid = h * ns_max
@@ -389,12 +409,7 @@ def attention_k({names}):
     r0 = sp * rows
     r1 = min(r0 + rows, c)
     last = sp == active - 1
-{indent(qload, 1)}
-    base = r0
-{indent(chr(10).join(v_prefetch), 1)}
-    for base in range(r0, r1, {per_block}):
-{indent(chr(10).join(score_loads), 2)}
-{indent(chr(10).join(score_sums), 2)}
+{indent(head_loads, 1)}
     if last and warp == 0:
 {indent(cur_k, 2)}
         s0 = {dot("kc")}
