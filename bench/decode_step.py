@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import sys
@@ -172,7 +173,7 @@ def bench_fwdshim(out: list, name: str, m, numerics: str, args, ceiling: float) 
     n_layer = dec.params.n_layer
     fill = args.fill
     # the caches taken as filled to `fill` rows without decoding them: the attention reads `fill` rows
-    fill_to = getattr(dec, "assume_filled", None) or (lambda rows: setattr(dec, "pos", rows))  # an older checkout
+    fill_to = getattr(dec, "assume_filled", None) or functools.partial(setattr, dec, "pos")  # an older checkout
     fill_to(fill)
     generate(dec, [7], 8, logits=False)  # warm-up
     fill_to(fill)
