@@ -381,8 +381,10 @@ def main() -> None:
             ap.error(f"--numerics: unknown numerics {numerics!r} (dequant, int8-act, two-pass-int8)")
     if args.fill < 0 or args.steps < 1 or args.fill + max(8, args.steps + 1) > args.context:
         ap.error(f"--fill {args.fill}, --steps {args.steps}, --context {args.context}: needs fill >= 0, steps >= 1, and the rows decoded from the fill (8 warm-up tokens, then steps + 1) within the context")
-    from numba import cuda
+    from numba import config, cuda
 
+    if config.ENABLE_CUDASIM:  # its cuda.is_available() is true
+        ap.exit(1, f"{ap.prog}: NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU\n")
     if not cuda.is_available():
         ap.exit(1, f"{ap.prog}: no CUDA GPU here (the benchmarks time kernels on a device; the tests run without one)\n")
     out: list = []

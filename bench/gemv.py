@@ -197,10 +197,17 @@ def print_table(lines: list[str], results: Path | None) -> int:
     return 0
 
 
-def require_gpu(ap: argparse.ArgumentParser) -> None:
-    """Exit with one line (status 1) when no CUDA device is here: the benchmarks time kernels on one."""
-    from numba import cuda
+SIMULATOR_ON = "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"
+"""Why a benchmark does not run under the simulator (its `cuda.is_available()` is true there)."""
 
+
+def require_gpu(ap: argparse.ArgumentParser) -> None:
+    """Exit with one line (status 1) when no CUDA device is here, or Numba's simulator stands in for
+    one (`NUMBA_ENABLE_CUDASIM=1`, as the tests set it): the benchmarks time kernels on a device."""
+    from numba import config, cuda
+
+    if config.ENABLE_CUDASIM:
+        ap.exit(1, f"{ap.prog}: {SIMULATOR_ON}\n")
     if not cuda.is_available():
         ap.exit(1, f"{ap.prog}: no CUDA GPU here (the benchmarks time kernels on a device; the tests run without one)\n")
 

@@ -159,8 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     ptxas = find_ptxas()
     if ptxas is None:
         ap.exit(2, "occupancy.py: no ptxas here (a CUDA toolkit's bin on PATH, or CUDA_HOME): nothing to assemble with\n")
-    from numba import cuda
+    from numba import config, cuda
 
+    if config.ENABLE_CUDASIM:  # its kernels are Python functions: nothing to compile to PTX
+        ap.exit(2, "occupancy.py: NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which compiles no PTX: unset it\n")
     cc = (int(m.group(1)), int(m.group(2)))
     head = "| kernel | grid | block | regs | blocks/SM (limit) | waves |" + "".join(f" at {c} regs |" for c in caps)
     head += " largest loop (SASS) |" if args.loops else ""

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -100,3 +101,31 @@ def test_occupancy_largest_loop_reads_sass():
 """
     assert occ.largest_loop(sass) == (5, {"LDG": 1, "FFMA": 1, "FADD": 1, "PRMT": 1})
     assert occ.largest_loop("        /*0000*/                   EXIT ;\n") is None
+
+
+@pytest.mark.parametrize(
+    "script, status, message",
+    [
+        ("attention.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"),
+        ("decode_step.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"),
+        ("gemv.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"),
+        ("gemv_ggml.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"),
+        ("gemv_mma.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"),
+    ],
+)
+def test_the_simulator_is_one_line_not_a_traceback(script, status, message):
+    """Under the simulator `cuda.is_available()` is true: the benchmarks refuse it by name (they timed
+    nothing and died on the fake device's missing attributes)."""
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    r = subprocess.run([sys.executable, str(BENCH / script)], capture_output=True, text=True, timeout=120, env=env)
+    assert (r.returncode, r.stderr) == (status, f"{script}: {message}\n")
+
+
+def test_occupancy_under_the_simulator_is_one_line(monkeypatch, capsys):
+    occ = _bench("occupancy")
+    monkeypatch.setattr(occ, "find_ptxas", lambda: "ptxas")
+    monkeypatch.setattr("numba.config.ENABLE_CUDASIM", True)
+    with pytest.raises(SystemExit) as e:
+        occ.main(["--shapes", "smollm2"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err == "occupancy.py: NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which compiles no PTX: unset it\n"
