@@ -45,7 +45,12 @@ def main(argv: list[str] | None = None) -> int:
 
     t["import"] = time.perf_counter() - t0
     s = time.perf_counter()
-    model = import_gguf(resolve_model(args.model), requantize="q8_0", context=args.context)
+    from fwdshim.frontend.gguf_model import ModelError
+
+    try:
+        model = import_gguf(resolve_model(args.model), requantize="q8_0", context=args.context)
+    except ModelError as e:  # a missing, damaged or unsupported model, a bad --context: `fwdshim run`'s line
+        ap.exit(1, f"{ap.prog}: error: {e}\n")
     t["model"] = time.perf_counter() - s
     s = time.perf_counter()
     module = compile_step(model, args.numerics)

@@ -129,3 +129,17 @@ def test_occupancy_under_the_simulator_is_one_line(monkeypatch, capsys):
         occ.main(["--shapes", "smollm2"])
     assert e.value.code == 2
     assert capsys.readouterr().err == "occupancy.py: NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which compiles no PTX: unset it\n"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model", "/no/such.gguf"], "/no/such.gguf: no such file, and not a known model name (smollm2)"),
+        (["--model", str(Path(__file__).resolve()), "--context", "64"], "not a GGUF file"),
+    ],
+)
+def test_compile_time_bad_model_is_one_line(args, message):
+    """A model `fwdshim run` refuses in one line is one line here too, not ModelError's traceback."""
+    r = subprocess.run([sys.executable, str(BENCH / "compile_time.py"), *args], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith("compile_time.py: error: ") and message in r.stderr and r.stderr.count("\n") == 1, r.stderr
