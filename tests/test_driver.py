@@ -492,3 +492,17 @@ def test_planning_and_printing_kernels_write_nothing_into_the_cache(tmp_path, mo
     out = k.run(a=np.arange(53, dtype=np.float32), b=np.ones(53, dtype=np.float32))
     assert np.array_equal(out["y"], np.arange(53, dtype=np.float32) + 1)
     assert [p.name.startswith("elementwise_add_53_") for p in cache_dir().glob("*.py")] == [True]
+
+
+@pytest.mark.parametrize("flag", ["-o", "--report-json"])
+def test_a_gguf_model_is_never_written_over(tmp_path, flag):
+    """`-o` and `--report-json` naming a GGUF model refuse it (`fwdshim import -o` does too): a run
+    that succeeded replaced the model with IR or JSON, exit status 0."""
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF\x03\x00\x00\x00" + bytes(16))
+    opt = [sys.executable, "-m", "fwdshim.tools.driver"]
+    r = subprocess.run([*opt, str(EXAMPLES / "llama_layer.mlir"), "-p", "forward-shim", flag, str(model)],
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr == f"fwdshim-opt: error: {flag} {model}: a GGUF model, which writing there would destroy (give another file name)\n"
+    assert model.read_bytes() == b"GGUF\x03\x00\x00\x00" + bytes(16)

@@ -574,6 +574,16 @@ def _same(a: str | None, b: str | None) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
+def _is_gguf(name: str) -> bool:
+    """`name` is an existing file that starts with GGUF's magic (a model `-o` or `--report-json` would
+    overwrite)."""
+    try:
+        with open(name, "rb") as f:
+            return os.path.isfile(name) and f.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
 def _report_clash(report: str | None, source: str | None, output: str | None) -> str | None:
     """Why `--report-json report` would overwrite the input or the IR's `-o` file, else None."""
     if _same(report, source):
@@ -603,6 +613,11 @@ def _run(args: list[str]) -> int:
             if name and names_directory(name):
                 what = "is a directory" if os.path.isdir(name) else f"names a directory (it ends in {name[-1]!r})"
                 print(f"fwdshim-opt: error: {flag} {name}: {what}; give a file name", file=sys.stderr)
+                return 1
+        for flag, name in (("-o", tool.args.output_file), ("--report-json", tool.args.report_json)):
+            if name and _is_gguf(name):
+                print(f"fwdshim-opt: error: {flag} {name}: a GGUF model, which writing there would destroy "
+                      "(give another file name)", file=sys.stderr)  # fmt: skip
                 return 1
         if (why := _report_clash(tool.args.report_json, tool.args.input_file, tool.args.output_file)) is not None:
             print(f"fwdshim-opt: error: --report-json {tool.args.report_json}: {why}", file=sys.stderr)
