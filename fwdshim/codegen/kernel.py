@@ -111,8 +111,24 @@ def cache_dir() -> Path:
     """The directory generated kernel modules are written to (created on demand)."""
     root = os.environ.get(CACHE_ENV)
     path = (Path(root) if root else Path.home() / ".cache" / "fwdshim") / "kernels"
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # a file of that name, a read-only disk
+        raise KernelCacheError(f"{path}: cannot make the kernel cache ({e.strerror or e}); {CACHE_ENV} names another cache directory") from None
     return path
+
+
+class KernelCacheError(OSError):
+    """The kernel cache cannot be made or written (the message names the path): one line, not a bug."""
+
+
+def _holds(path: Path, source: str) -> bool:
+    """`path` is a file holding exactly `source`; a damaged, partial or unreadable copy is not (it is
+    written again)."""
+    try:
+        return path.read_bytes() == source.encode()
+    except OSError:
+        return False
 
 
 _GPU_PRELUDE = '''\
@@ -330,12 +346,17 @@ def compile_kernel(ks: KernelSource):
     """Write `ks.source` to the cache directory, import it and return its `ks.entry` dispatcher."""
     module_name = f"{ks.name}_{_stamp(ks.source)}"
     path = cache_dir() / f"{module_name}.py"
-    hit = path.exists() and path.read_text() == ks.source
+    hit = _holds(path, ks.source)
     CACHE_STATS["hits" if hit else "written"] += 1
     if not hit:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(ks.source)
-        os.replace(tmp, path)
+        try:
+            tmp.write_bytes(ks.source.encode())
+            os.replace(tmp, path)
+        except OSError as e:  # a directory of that name, a full or read-only disk
+            if tmp.is_file():
+                tmp.unlink()
+            raise KernelCacheError(f"{path}: cannot write the kernel into the cache ({e.strerror or e}); {CACHE_ENV} names another cache directory") from None
     qualified = f"fwdshim_kernels.{module_name}"
     spec = importlib.util.spec_from_file_location(qualified, path)
     if spec is None or spec.loader is None:

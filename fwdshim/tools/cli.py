@@ -211,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
         from fwdshim.frontend.gguf_model import ModelError
         from fwdshim.tools.runner import RunError
 
-        if isinstance(e, ModelError):
+        from fwdshim.codegen.kernel import KernelCacheError
+
+        if isinstance(e, (ModelError, KernelCacheError)):
             out.end_line()
             return _error(str(e), one_line=True)
         if isinstance(e, RunError):  # the legality's errors, one a line: an argument's line breaks escaped
