@@ -148,14 +148,9 @@ def q8_dots(
     main = steps - steps % unroll
     lines = [f"acc{r} = float32(0.0)" for r in range(len(rows))]
     if early is not None:
-        if steps:
-            loads, rest = _step_parts_q8(rows, [f"b{u}" for u in range(steps)], act, names, "e")
-            early += [f"b{u} = {u * width} + {lane}" for u in range(steps)] + loads
-            lines += rest
-        if tail:
-            loads, rest = _step_parts_q8(rows, ["bt"], act, names, "t")
-            early += _zeros(loads) + [f"bt = {steps * width} + {lane}", f"if {lane} < {tail}:"] + ["    " + ln for ln in loads]
-            lines += [f"if {lane} < {tail}:"] + ["    " + ln for ln in rest]
+        loads, rest = _written_out(lambda us, tag: _step_parts_q8(rows, us, act, names, tag), steps, tail, width, lane, "b")
+        early += loads
+        lines += rest
         return "\n".join(lines + [f"acc{r} = warp_sum(acc{r})" for r in range(len(rows))])
     if main:
         lines.append(f"for st in range(0, {main * width}, {unroll * width}):")
@@ -466,6 +461,24 @@ def _hoists_blocks(steps: int, tail: int, rows: int) -> bool:
     return 0 < PRE_WAIT_LOADS and _kernel.PDL != "off" and steps <= PRE_WAIT_LOADS and held <= PRE_WAIT_BLOCKS
 
 
+def _written_out(step_parts, steps: int, tail: int, width: int, lane: str, idx: str) -> tuple[list[str], list[str]]:
+    """A warp group's `steps` full steps and its `tail` (pieces `{idx}0`, ... and `{idx}t`) written
+    out of any loop as (the weight loads, the rest): the tail's loads under their lane condition after
+    zeros (`_zeros`). `step_parts(us, tag)` gives one step's (loads, rest) (`_step_parts`,
+    `_step_parts_q8`); the adds are those of the looped steps, in their order."""
+    early: list[str] = []
+    rest: list[str] = []
+    if steps:
+        loads, more = step_parts([f"{idx}{u}" for u in range(steps)], "e")
+        early += [f"{idx}{u} = {u * width} + {lane}" for u in range(steps)] + loads
+        rest += more
+    if tail:
+        loads, more = step_parts([f"{idx}t"], "t")
+        early += _zeros(loads) + [f"{idx}t = {steps * width} + {lane}", f"if {lane} < {tail}:"] + ["    " + ln for ln in loads]
+        rest += [f"if {lane} < {tail}:"] + ["    " + ln for ln in more]
+    return early, rest
+
+
 def _zeros(loads: list[str]) -> list[str]:
     """Statements giving the registers `loads` assign zeros of their types first (quants int32,
     scales float32): a load under a condition then leaves every register defined."""
@@ -692,14 +705,8 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     lines = [f"acc{r} = float32(0.0)" for r in range(rows)]
     early: list[str] = []  # the weight loads before the wait (`PRE_WAIT_LOADS`)
     if _hoists(shape, steps):
-        if steps:
-            loads, rest = _step_parts(rows, [f"c{u}" for u in range(steps)], act, vec, two, tag="e")
-            early += [f"c{u} = {u * width} + kl" for u in range(steps)] + loads
-            lines += rest
-        if tail:
-            loads, rest = _step_parts(rows, ["ct"], act, vec, two, tag="t")
-            early += _zeros(loads) + [f"ct = {steps * width} + kl", f"if kl < {tail}:"] + ["    " + ln for ln in loads]
-            lines += [f"if kl < {tail}:"] + ["    " + ln for ln in rest]
+        early, rest = _written_out(lambda us, tag: _step_parts(rows, us, act, vec, two, tag), steps, tail, width, "kl", "c")
+        lines += rest
         early += [_kernel.LATE_WAIT, *_kernel.pdl_lines()]
         steps = main = tail = 0
     if shape.stages:
