@@ -423,7 +423,7 @@ H200 (2026-11-30, `bench/decode_step.py`, fill 512, us a token, off -> on): Llam
 3576.2 -> 3461.9, int8-act 3007.8 -> 2965.4; SmolLM2 unchanged (732.7 -> 733.1, 829.9 -> 829.4)."""
 
 
-PRE_WAIT_LOADS = 0
+PRE_WAIT_LOADS = 4
 """A GEMV of short rows — at most this many steps of a warp group's pieces, no async-copy pipeline,
 one block a row group — loads all its weights (quants and scales, into registers) before it waits
 for the launches before it (`kernel.pdl_lines`, the kernel marked `kernel.LATE_WAIT`): under
@@ -432,13 +432,13 @@ overlaps that launch and only the activation's L2 round trip is left after the w
 sums are the same as without (the same statements, the loads moved up). With it and
 `merge.PRE_WAIT_PROLOGUE` a merged launch's prologue runs at its parts' wait.
 
-Off (0) until the GPU suite has run with it. At 4, with the prologues at the wait, on the H200
-(2026-12-01, `bench/decode_step.py --shapes smollm2 --no-torch --steps 32`) SmolLM2's dequant step
-took 513.9 us a token against 552.5 without (-7 %; every GEMV launch of its layer loads before its
-wait); its int8-act step did not compile then (a merged call of 31 arguments, `merge.MAX_CALL_ARGS`,
-since fixed and compiled for sm_90 without a GPU) and is unmeasured. Of Llama-3-8B's GEMVs only the
-int8-act whole-block-lane ones of K 4096 (Q/K/V, O: `PRE_WAIT_BLOCKS`) load before their wait (the
-others are pipelined, `PRE_WAIT`, or wait first): unmeasured."""
+On (4) since the fourteenth session. Measured on the H200 (2026-12-01, `bench/decode_step.py
+--no-torch --steps 32`, fill 512, one run each way with `merge.PRE_WAIT_PROLOGUE`, us a token, off ->
+on): SmolLM2 dequant 555.2 -> 514.3 (-7.4 %), int8-act 649.2 -> 584.2 (-10.0 %); Llama-3-8B int8-act
+2845.5 -> 2780.9 (-2.3 %: its whole-block-lane Q/K/V and O GEMVs, `PRE_WAIT_BLOCKS`), dequant
+3133.7 -> 3134.0 (none of its GEMVs loads early: pipelined, `PRE_WAIT`). GPU suite on: 132 passed.
+Compiling takes longer (more statements before the wait): one SmolLM2 dequant layer's kernels for
+sm_90 (`bench/occupancy.py`, no GPU) 29 s -> 39 s with ptxas."""
 
 
 def _hoists(shape: "Shape", steps: int) -> bool:

@@ -183,13 +183,19 @@ MAX_CALL_ARGS = 30
 """The most arguments a generated call passes: CPython compiles a call of more as `f(*args)`, which
 Numba's inlining of device functions refuses ("Calling a closure with *args is unsupported")."""
 
-PRE_WAIT_PROLOGUE = False
+PRE_WAIT_PROLOGUE = True
 """Whether a merged launch with a prologue whose every GEMV part loads its weights before its wait
 (`gemv.PRE_WAIT_LOADS`, no early return before it) runs the prologue at that wait, inside each part
 (`_pro`): its blocks then issue their weight loads before waiting for the launches before, and the
 prologue's L2 round trips overlap that DRAM round trip. The prologue's statements, and so every
-result, are the same. Off with `gemv.PRE_WAIT_LOADS` (measured there) until the GPU suite has run
-with both."""
+result, are the same. On with `gemv.PRE_WAIT_LOADS` (measured together there, 2026-12-01).
+
+`_pro` is one device function inlined by NVVM (`forceinline`), not by Numba (`inline`): Numba's
+inlining types and lowers the prologue once a part. Measured on the H200 (2026-12-01, cold kernel
+cache, `bench/decode_step.py --shapes smollm2 --no-torch --steps 32`), SmolLM2's step built in 50.1 s
+(dequant) and 132.0 s (int8-act; its Q/K/V launch's prologue norms and quantizes, three parts) with
+Numba's inlining, 35.6 s and 45.0 s with NVVM's; us a token 514.3 -> 513.2 and 584.2 -> 581.3, the
+same tokens."""
 
 
 def _waits_late(k: Kernel) -> bool:
@@ -645,7 +651,8 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
         widest = max(len(k.params) + 2 + len(shared_decls(k)) for k in par) + len(used) + len(modes) + 1
         inline = widest <= MAX_CALL_ARGS
     if inline:  # the prologue as a device function each part calls at its wait
-        fns.append("@cuda.jit(device=True, inline=True)\ndef _pro(" + pro_call + "):\n" + indent(head, 1).rstrip() + "\n    return")
+        nvvm = "" if simulating() else ", forceinline=True"  # the simulator's `cuda.jit` takes no forceinline
+        fns.append(f"@cuda.jit(device=True{nvvm})\ndef _pro(" + pro_call + "):\n" + indent(head, 1).rstrip() + "\n    return")
         head = ""
     for i, k in enumerate(parts):
         thread = i >= len(par) and k.block[0] != block
