@@ -302,7 +302,8 @@ def test_wrong_argument_types_name_the_parameter(tmp_path):
 def test_import_gguf_checks_its_sidecar_before_writing_it(tmp_path):
     """`sidecar=` is checked as `fwdshim import --weights` is: a device was replaced by a regular file
     (`sidecar="/dev/null"` as root: here a FIFO stands for it), a user's file or another model was
-    overwritten, a missing directory was made, and `sidecar=""` failed inside pathlib."""
+    overwritten, a missing directory was made, `sidecar="new/"` was written as a file `new`, and
+    `sidecar=""` failed inside pathlib."""
     types = {"blk.0.attn_norm.weight": QT.F16}  # a norm to widen to F32: the sidecar is written
     path = write_llama(tmp_path / "m.gguf", TINY, random_llama(TINY, seed=5), vocab=byte_vocab(), types=types)
     other = write_llama(tmp_path / "other.gguf", TINY, random_llama(TINY, seed=6))
@@ -315,6 +316,8 @@ def test_import_gguf_checks_its_sidecar_before_writing_it(tmp_path):
         ("", "sidecar='': an empty path; the path (a str or os.PathLike) to write converted weights to, or None"),
         (tmp_path / "dir", f"sidecar='{tmp_path / 'dir'}': is a directory (give the path of a file to write "
                            "converted weights to)"),
+        (f"{tmp_path / 'new'}/", f"sidecar='{tmp_path / 'new'}/': names a directory (it ends in a separator; give "
+                                 "the path of a file to write converted weights to)"),  # was written as a file `new`
         (fifo, f"sidecar='{fifo}': not a regular file (converted weights are a GGUF file the step reads)"),
         (tmp_path / "no" / "w.gguf", f"sidecar='{tmp_path / 'no' / 'w.gguf'}': no such directory {tmp_path / 'no'}"),
         (notes, f"sidecar='{notes}': the file exists and is not weights fwdshim converted (remove it, or give "
@@ -328,7 +331,7 @@ def test_import_gguf_checks_its_sidecar_before_writing_it(tmp_path):
             import_gguf(path, requantize="none", sidecar=sidecar)
         assert str(e.value) == want
     assert notes.read_text() == "precious" and other.read_bytes() == before
-    assert stat.S_ISFIFO(fifo.stat().st_mode) and not (tmp_path / "no").exists()
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and not (tmp_path / "no").exists() and not (tmp_path / "new").exists()
     with pytest.raises(ModelError) as e:
         import_gguf("")
     assert str(e.value).startswith("path='': an empty path; a GGUF file's path")  # was ".: is a directory"

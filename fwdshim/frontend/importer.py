@@ -24,6 +24,7 @@ from fwdshim.frontend.gguf_model import (
 )  # fmt: skip
 from fwdshim.frontend.step_ir import describe, parse_step, step_text
 from fwdshim.limits import DEFAULT_CONTEXT, MAX_CONTEXT
+from fwdshim.tools import names_directory
 
 
 def _cached_sidecar(path: Path, requantize: str):
@@ -160,7 +161,12 @@ def import_gguf(
     known = ", ".join(f'"{name}"' for name in MODELS)
     path = path_argument("path", path, f"a GGUF file's path (a str or os.PathLike) or a known model's name ({known})")
     if sidecar is not None:
+        given = sidecar
         sidecar = path_argument("sidecar", sidecar, "the path (a str or os.PathLike) to write converted weights to, or None")
+        if names_directory(given):  # `Path` drops the separator: `dir/` was written as a file named `dir`
+            raise ModelError(
+                f"sidecar={os.fspath(given)!r}: names a directory (it ends in a separator; give the path of a file to write converted weights to)"
+            )
     if source_name is not None and not isinstance(source_name, str):
         raise ModelError(f"source_name={argument_text(source_name)}: a file name (a str) to locate the step's ops in, or None")
     if requantize not in REQUANTIZE_MODES:
