@@ -24,7 +24,6 @@ from fwdshim.frontend.gguf_model import (
 )  # fmt: skip
 from fwdshim.frontend.step_ir import describe, parse_step, step_text
 from fwdshim.limits import DEFAULT_CONTEXT, MAX_CONTEXT
-from fwdshim.tools import names_directory
 
 
 def _cached_sidecar(path: Path, requantize: str):
@@ -163,7 +162,8 @@ def import_gguf(
     if sidecar is not None:
         given = sidecar
         sidecar = path_argument("sidecar", sidecar, "the path (a str or os.PathLike) to write converted weights to, or None")
-        if names_directory(given):  # `Path` drops the separator: `dir/` was written as a file named `dir`
+        if os.fspath(given).endswith(tuple(s for s in (os.sep, os.altsep) if s)):  # as `tools.names_directory`:
+            # `Path` drops the separator, and `dir/` was written as a file named `dir`
             raise ModelError(
                 f"sidecar={os.fspath(given)!r}: names a directory (it ends in a separator; give the path of a file to write converted weights to)"
             )
