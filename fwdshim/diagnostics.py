@@ -286,6 +286,36 @@ def parse_error_line(e: ParseError) -> str:
     return "\n".join([head, *body])
 
 
+_LOCATED_LINE = re.compile(r"(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): error: ")
+
+
+def caret_under(source: str, col: int) -> str:
+    """The source line `source` and, under it, a `^` at 1-based column `col` (MLIR's snippet; a tab
+    before the column is kept, so that the caret lines up however tabs are shown)."""
+    pad = "".join(c if c == "\t" else " " for c in source[: col - 1])
+    return f"{source}\n{pad}^"
+
+
+def with_source_lines(message: str, source_line: Callable[[str, int], str | None]) -> str:
+    """`message` with each of its located error lines (`file:line:col: error: ...`) followed by the
+    source line and a caret under the column, as a parse error prints (`parse_error_line`).
+
+    `source_line(file, line)` is the text of that line as parsed, or None where it is not known (a
+    location spelled in the input naming another file, an op built in Python): that error stays one
+    line. The reasons are not touched."""
+    out: list[str] = []
+    for text in message.split("\n"):
+        out.append(text)
+        m = _LOCATED_LINE.match(text)
+        source = m and source_line(m["file"], int(m["line"]))
+        if source is None or not source.strip():
+            continue
+        col = int(m["col"])
+        if 1 <= col <= len(source):
+            out.append(caret_under(source, col))
+    return "\n".join(out)
+
+
 def _value_name(v: SSAValue) -> str:
     return f"%{v.name_hint}" if v.name_hint else "a value"
 

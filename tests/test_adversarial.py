@@ -1,7 +1,7 @@
 """fwdshim-opt and the passes against bad and odd input, as an adversarial user writes it.
 
 Each case is a defect once found: the input, and what fwdshim-opt must answer — one located error
-(`file:line:col: error: ...`) or one clear line, exit status 1, never a traceback, never a hang, never
+(`file:line:col: error: ...`, then its source line and a caret) or one clear line, exit status 1, never a traceback, never a hang, never
 an op silently dropped — or the IR a pass must leave.
 """
 
@@ -62,7 +62,7 @@ def test_use_before_definition_is_an_error_not_a_hang(tmp_path, capsys, body, li
     """xDSL checks no dominance; `fwd-fuse` went round such a cycle forever."""
     rc, out, err = opt(tmp_path, func(body), "-p", "fwd-fuse", capsys=capsys)
     assert (rc, out) == (1, "")
-    assert err.strip() == f"t.mlir:{line}:3: error: fwd.silu reads {name} before it is defined"
+    assert err.splitlines() == [f"t.mlir:{line}:3: error: fwd.silu reads {name} before it is defined", body.splitlines()[0], "  ^"]
 
 
 def test_value_of_another_branch_is_an_error(tmp_path, capsys):
@@ -99,7 +99,7 @@ def test_symbol_redefinition_names_the_second_definition(tmp_path, capsys):
     one = f"func.func @f(%x: {T576}) -> {T576} {{\n  func.return %x : {T576}\n}}\n"
     rc, _, err = opt(tmp_path, one + one, capsys=capsys)
     assert rc == 1
-    assert err.strip() == 't.mlir:4:1: error: Redefinition of symbol "f"'
+    assert err.splitlines() == ['t.mlir:4:1: error: Redefinition of symbol "f"', one.splitlines()[0], "^"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,7 +180,7 @@ def test_failed_pipeline_still_writes_the_report(tmp_path, capsys):
     ]
     lines = err.splitlines()
     assert lines[0] == "// legality report: cuda-forward:Dequant"
-    assert lines[-1] == f"t.mlir:4:3: error: {K11}"
+    assert lines[-3:] == [f"t.mlir:4:3: error: {K11}", SOFTCAP.splitlines()[3], "  ^"]
     assert any(line.startswith("// 1 ") and line.endswith(f"refused        {K11}") for line in lines)
 
 
@@ -266,7 +266,7 @@ def test_fused_class_prints_and_parses_as_a_string_where_not_a_keyword(tmp_path,
     rc, out2, err = opt(tmp_path, out, "--disable-verify", capsys=capsys)
     assert (rc, err, out2) == (0, "", out)
     rc, _, err = opt(tmp_path, out, capsys=capsys)
-    assert rc == 1 and err.strip() == "t.mlir:3:5: error: unknown fused class `two words`"
+    assert rc == 1 and err.splitlines() == ["t.mlir:3:5: error: unknown fused class `two words`", out.splitlines()[2], "    ^"]
 
 
 def test_empty_quantized_activation_type(tmp_path, capsys):
@@ -527,7 +527,8 @@ def test_a_step_with_a_branch_is_a_located_plan_error(tmp_path, capsys):
     for args in (("-p", "forward-shim,fwd-lower-numba"), ("-t", "numba{plan_only=true}")):
         rc, out, err = opt(tmp_path, text, *args, capsys=capsys)
         assert (rc, out) == (1, "")
-        assert err == "t.mlir:3:3: error: cf.br in a decode step of 2 blocks — the launch plan lowers one straight-line block\n"
+        assert err == ("t.mlir:3:3: error: cf.br in a decode step of 2 blocks — the launch plan lowers one straight-line block\n"
+                       f"  cf.br ^bb1(%y : {T576})\n  ^\n")
 
 
 @pytest.mark.parametrize("eps, said", [("-1.0e-05", "-1e-05"), ("-0.3", "-0.3"), ("-3.4e+38", "-3.4e+38")])

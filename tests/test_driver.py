@@ -84,6 +84,47 @@ def test_bad_input_is_one_located_error(tmp_path, case):
     assert first == f"{path}:{line}:{col}: error: {message}"
 
 
+REFUSED_GELU = "  %z = fwd.gelu %x, %y : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>"
+UNVERIFIED_ADD = "  %y = fwd.elementwise add %a, %b : tensor<64xf32>, tensor<32xf32> -> tensor<64xf32>"
+
+
+def test_a_refusal_prints_its_source_line_and_a_caret(tmp_path):
+    """A refused op prints as a parse error does: the located reason (the seed's words, which name
+    no op), then the source line and a `^` under the op's column (it was the first line alone)."""
+    path = write(tmp_path, "g.mlir", "func.func @f(%x: tensor<64xf32>, %y: tensor<64xf32>) -> tensor<64xf32> {\n"
+                 f"{REFUSED_GELU}\n  func.return %z : tensor<64xf32>\n}}\n")  # fmt: skip
+    r = opt(str(path), "-p", "fwd-legalize")
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr == f"{path}:2:3: error: this lane has no kernel for the op\n{REFUSED_GELU}\n  ^\n"
+    piped = opt("-", "-p", "fwd-legalize", stdin=path.read_text())  # stdin: its lines are kept as read
+    assert piped.stderr == r.stderr.replace(str(path), "stdin")
+
+
+def test_a_verify_error_prints_its_source_line_and_a_caret(tmp_path):
+    """A parsed op that fails to verify: the same three lines, the column counted in the whole file
+    under `--split-input-file` (the line is the chunk's own)."""
+    text = f"func.func @f(%a: tensor<64xf32>, %b: tensor<32xf32>) -> tensor<64xf32> {{\n{UNVERIFIED_ADD}\n  func.return %y : tensor<64xf32>\n}}\n"
+    path = write(tmp_path, "v.mlir", text)
+    r = opt(str(path))
+    assert r.returncode == 1 and r.stdout == ""
+    reason = "error: elementwise operands and result agree in shape unless `row`"
+    assert r.stderr == f"{path}:2:3: {reason}\n{UNVERIFIED_ADD}\n  ^\n"
+    split = write(tmp_path, "s.mlir", "// first chunk\n// -----\n" + text)
+    r = opt(str(split), "--split-input-file")
+    assert r.returncode == 1 and r.stderr == f"{split}:4:3: {reason}\n{UNVERIFIED_ADD}\n  ^\n"
+
+
+def test_an_error_at_a_location_of_another_file_stays_one_line(tmp_path):
+    """A location spelled in the input (`loc("elsewhere.mlir":1:1)`) names a file this run did not
+    read: no source line is made up for it."""
+    line = UNVERIFIED_ADD + ' loc("elsewhere.mlir":9:5)'
+    path = write(tmp_path, "e.mlir", f"func.func @f(%a: tensor<64xf32>, %b: tensor<32xf32>) -> tensor<64xf32> {{\n{line}\n"
+                 "  func.return %y : tensor<64xf32>\n}\n")  # fmt: skip
+    r = opt(str(path))
+    assert r.returncode == 1
+    assert r.stderr == "elsewhere.mlir:9:5: error: elementwise operands and result agree in shape unless `row`\n"
+
+
 def test_located_verify_error_in_a_later_split_chunk(tmp_path):
     ok = FUNC.format(body="  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32>")
     bad = FUNC.format(body="  %s = fwd.silu %y : tensor<192xf32> -> tensor<576xf32>")

@@ -24,7 +24,7 @@ from xdsl.ir import Attribute
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from fwdshim.diagnostics import LocatingParser, parse_error_line, verify_located
+from fwdshim.diagnostics import LocatingParser, parse_error_line, verify_located, with_source_lines
 from fwdshim.tools import names_directory, package_version, probe_write, write_whole
 
 
@@ -92,11 +92,14 @@ class PrintedNothing(Exception):
         self.target = target
 
 
-def format_error(e: ParseError | DiagnosticException) -> str:
-    """The one-line (or located) message of a parse error or a pass/verify diagnostic."""
+def format_error(e: ParseError | DiagnosticException, tool: FwdOptMain | None = None) -> str:
+    """The message of a parse error or a pass/verify diagnostic; each located error line
+    (`file:line:col: error: reason`) followed by its source line and a caret under the column, as a
+    parse error is (the source lines are those `tool` parsed; without it, a diagnostic is printed as
+    it is)."""
     if isinstance(e, ParseError):
         return _did_you_mean(parse_error_line(e))
-    return str(e)
+    return with_source_lines(str(e), tool.source_line) if tool is not None else str(e)
 
 
 class FwdOptMain(xDSLOptMain):
@@ -106,9 +109,14 @@ class FwdOptMain(xDSLOptMain):
     json_docs: list[dict[str, object]]
     """The `--report-json` reports of the chunks so far (`--split-input-file`)."""
 
+    source_lines: dict[tuple[str, int], str]
+    """The lines parsed so far, by (file, line) as the ops' locations name them (every chunk's under
+    `--split-input-file`): the source line a located diagnostic prints under its message."""
+
     def __init__(self, *args, **kwargs):
         self.json_docs = []
         self.reported = False
+        self.source_lines = {}
         super().__init__(*args, **kwargs)
 
     def run(self) -> None:
@@ -166,7 +174,7 @@ class FwdOptMain(xDSLOptMain):
                     if isinstance(e, ParseError):
                         e.span = dataclasses.replace(e.span, line_offset=offset)
                     output_stream.flush()
-                    print(format_error(e), file=sys.stderr)
+                    print(format_error(e, self), file=sys.stderr)
                     failed += 1
                 finally:
                     chunk.close()
@@ -232,11 +240,19 @@ class FwdOptMain(xDSLOptMain):
     def parse_chunk(self, chunk: IO[bytes], file_extension: str, start_offset: int = 0) -> ModuleOp | None:
         if file_extension != "mlir":
             return super().parse_chunk(chunk, file_extension, start_offset)
-        parser = LocatingParser(self.ctx, chunk.read(), self.get_input_name(), start_offset)
+        text = chunk.read().decode("utf-8")
+        name = self.get_input_name()
+        for i, line in enumerate(text.split("\n"), start=start_offset + 1):
+            self.source_lines[(name, i)] = line.removesuffix("\r")
+        parser = LocatingParser(self.ctx, text, name, start_offset)
         module = parser.parse_module(not self.args.no_implicit_module)
         if not self.args.disable_verify:
             verify_located(module)
         return module
+
+    def source_line(self, file: str, line: int) -> str | None:
+        """The text of line `line` of `file` as parsed, or None (not a file this run parsed)."""
+        return self.source_lines.get((file, line))
 
     def apply_passes(self, prog: ModuleOp) -> None:
         """Run the pipeline; verify what it leaves (xDSL does not), and when it fails still write the
@@ -639,7 +655,7 @@ def _run(args: list[str]) -> int:
               "dialect's ops, and this IR holds none); fwd IR prints as mlir or numba", file=sys.stderr)  # fmt: skip
         return 1
     except (ParseError, DiagnosticException) as e:
-        print(format_error(e), file=sys.stderr)
+        print(format_error(e, tool), file=sys.stderr)
         return 1
     except OSError as e:  # a missing input file, a directory, an unwritable output
         out = tool.args.output_file if tool is not None else None
