@@ -499,7 +499,7 @@ def test_moe_import_through_the_cli(tmp_path, capsys):
 def test_requantize_none_refuses_mxfp4_at_the_op(tmp_path, capsys):
     path = tiny(tmp_path, types={"blk.1.ffn_down.weight": QT.MXFP4, "blk.0.ffn_up.weight": QT.Q4_1})
     err = _refusal_names_the_matmul(capsys, run_argv(path, "--requantize", "none"))
-    assert err.count("\n") == 2 and "error: a matmul over MXFP4 weights" in err
+    assert err.count("\n") == 4 and "error: a matmul over MXFP4 weights" in err
 
 
 def test_only_a_refused_run_leaves_its_step_file_and_says_why(tmp_path, capsys):
@@ -522,9 +522,12 @@ def _refusal_names_the_matmul(capsys, argv):
     assert cli.main(argv) == 1
     err = capsys.readouterr().err
     loc = err.removeprefix("fwdshim: error: ").split(": error: ", 1)[0]
-    step, line, _ = loc.rsplit(":", 2)
+    step, line, col = loc.rsplit(":", 2)
     text = Path(step).read_text().splitlines()[int(line) - 1]
     assert "fwd.matmul" in text and "mxfp4" in text and "Traceback" not in err
+    # as fwdshim-opt prints a located error: the source line and a caret under the column, each a
+    # continuation line of the message (indented two spaces)
+    assert err.splitlines()[1:3] == [f"  {text}", "  " + " " * (int(col) - 1) + "^"]
     return err
 
 

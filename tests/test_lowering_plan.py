@@ -282,12 +282,13 @@ def test_ops_of_other_dialects_are_named_as_written(capsys):
     rc = main([str(src), "--allow-unregistered-dialect", "-p", "forward-shim,fwd-lower-numba"])
     err = capsys.readouterr().err.splitlines()
     inside = "a stage inside a `foo.baz` region — the launch plan lowers the function's top-level stages only"
+    line = src.read_text().splitlines()  # each error: its source line and a caret follow it
     assert rc == 1 and err == [
-        f"{src}:6:5: error: {inside}",
-        f"{src}:7:5: error: {inside}",
-        f"{src}:3:3: error: foo.bar in a decode step — the launch plan lowers fwd stages only",
-        f"{src}:5:3: error: foo.baz in a decode step — the launch plan lowers fwd stages only",
-    ]
+        f"{src}:6:5: error: {inside}", line[5], "    ^",
+        f"{src}:7:5: error: {inside}", line[6], "    ^",
+        f"{src}:3:3: error: foo.bar in a decode step — the launch plan lowers fwd stages only", line[2], "  ^",
+        f"{src}:5:3: error: foo.baz in a decode step — the launch plan lowers fwd stages only", line[4], "  ^",
+    ]  # fmt: skip
     rc = main([str(src), "--allow-unregistered-dialect", "-p", "forward-shim", "--explain"])
     out = capsys.readouterr().out
     assert rc == 0 and "read by foo.bar)" in out and "builtin.unregistered" not in out

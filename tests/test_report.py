@@ -48,7 +48,12 @@ def test_strict_errors_through_the_driver(tmp_path, capsys) -> None:
     rc, out, err = run(tmp_path, capsys, "-p", "fwd-legalize")
     src = tmp_path / "layer.mlir"
     assert rc == 1 and out == ""
-    assert err.splitlines() == [f"{src}:3:3: error: {B02}", f"{src}:4:3: error: {K11}", f"{src}:11:3: error: {S13}"]
+    line = LAYER.splitlines()  # each error: its source line and a caret under the column follow it
+    assert err.splitlines() == [
+        f"{src}:3:3: error: {B02}", line[2], "  ^",
+        f"{src}:4:3: error: {K11}", line[3], "  ^",
+        f"{src}:11:3: error: {S13}", line[10], "  ^",
+    ]  # fmt: skip
 
 
 def test_explain_table_follows_the_ir(tmp_path, capsys) -> None:

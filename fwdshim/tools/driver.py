@@ -1,8 +1,9 @@
 """`fwdshim-opt`: xDSL's opt driver with the `fwd` dialect, fwdshim's passes and targets.
 
 Beyond `xdsl-opt`: every op records where it was parsed, so parse errors, verify errors and refusals
-name `file:line:col`; user errors print one located message and exit 1, never a traceback (an
-internal error prints one line too; `FWDSHIM_TRACEBACK=1` lets its traceback through);
+name `file:line:col`, each followed by its source line and a caret (`format_error`); user errors print
+one located message and exit 1, never a traceback (an internal error prints one line too;
+`FWDSHIM_TRACEBACK=1` lets its traceback through);
 `--explain` and `--report-json FILE` report the legality verdict of every stage.
 """
 

@@ -36,6 +36,7 @@ from xdsl.dialects.func import Func, FuncOp
 from xdsl.utils.exceptions import DiagnosticException
 
 from fwdshim.classes import NUMERICS
+from fwdshim.diagnostics import with_source_lines
 from fwdshim.dialects import fwd
 from fwdshim.frontend.gguf_model import LlamaParams, argument_text, is_integer
 from fwdshim.frontend.importer import ImportedModel
@@ -50,8 +51,9 @@ class RunError(Exception):
 def compile_step(model: ImportedModel, numerics: str = "dequant") -> ModuleOp:
     """A copy of the model's step module through `forward-shim{numerics}` (quantize, fuse, legalize).
 
-    Raises: RunError with the pass's diagnostics (e.g. a refused op at its location), or for a
-    `model` that is not an ImportedModel or an unknown `numerics`."""
+    Raises: RunError with the pass's diagnostics (e.g. a refused op at its location, then its line
+    of the step's IR and a caret, as `fwdshim-opt` prints it), or for a `model` that is not an
+    ImportedModel or an unknown `numerics`."""
     _check_model(model)
     if numerics not in NUMERICS:
         raise RunError(f"unknown numerics `{numerics}` (expected one of: {', '.join(NUMERICS)})")
@@ -65,8 +67,15 @@ def compile_step(model: ImportedModel, numerics: str = "dequant") -> ModuleOp:
     try:
         ForwardShimPass(numerics=numerics).apply(ctx, module)
     except DiagnosticException as e:
-        raise RunError(_summarize(str(e), numerics)) from None
+        raise RunError(with_source_lines(_summarize(str(e), numerics), _step_line(model.text))) from None
     return module
+
+
+def _step_line(text: str) -> Callable[[str, int], str | None]:
+    """The line of the step's IR `text` a location names (every op of `model.module` is located in
+    the one file `text` was parsed as, whatever its name)."""
+    lines = text.split("\n")
+    return lambda _file, line: lines[line - 1] if 1 <= line <= len(lines) else None
 
 
 def _check_model(model) -> None:
