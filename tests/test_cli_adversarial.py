@@ -162,6 +162,34 @@ def test_bad_command_line_is_one_line_before_any_work(capsys, argv, why):
     assert fails(capsys, argv, why) == ""
 
 
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (["run", "--modle", "smollm2", "--prompt", "hi"],
+         "unrecognized arguments: --modle smollm2 (did you mean --model? `fwdshim run --help` lists the options)"),
+        (["run", "--model", "smollm2", "--promt", "hi"],
+         "unrecognized arguments: --promt hi (did you mean --prompt? `fwdshim run --help` lists the options)"),
+        (["profile", "--modle", "smollm2"],
+         "unrecognized arguments: --modle smollm2 (did you mean --model? `fwdshim profile --help` lists the options)"),
+        (["fetch-model", "--forse"],
+         "unrecognized arguments: --forse (did you mean --force? `fwdshim fetch-model --help` lists the options)"),
+        (["import", "--bogus"], "unrecognized arguments: --bogus (`fwdshim import --help` lists the options)"),
+    ],
+)  # fmt: skip
+def test_misspelled_option_is_named_before_a_missing_required_one(capsys, argv, line):
+    """A misspelled option is the error, not the required option it left missing (argparse checked the
+    required ones first: `run --modle smollm2` said `the following arguments are required: --model`)."""
+    assert fails(capsys, argv, line) == ""
+    cli.main(argv)
+    assert capsys.readouterr().err == f"fwdshim: error: {line}\n"
+
+
+def test_help_still_marks_the_required_options(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    assert "[-h] --model NAME|PATH.gguf --prompt TEXT [--max-tokens N]" in capsys.readouterr().out
+
+
 @pytest.mark.skipif(gpu_available(), reason="a GPU is here: --device gpu runs")
 def test_device_gpu_without_one_is_the_flag_before_any_work(capsys):
     # the flag, not the API's `device='gpu'`; `m` does not exist: said before the model is looked at

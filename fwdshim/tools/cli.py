@@ -164,6 +164,50 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """`argv` parsed, an unrecognized option named before a missing required one (argparse checks the
+    required ones first: `run --modle smollm2 --prompt hi` said `--model` is required), with the
+    command's closest option suggested (`--modle` -> `--model`)."""
+    parsers = [parser, *_commands(parser).values()]
+    shown = any(a in ("-h", "--help") for a in argv)  # the help's usage marks the required ones
+    required = [] if shown else [a for p in parsers for a in p._actions if a.required]
+    for action in required:
+        action.required = False
+    try:
+        args, extra = parser.parse_known_args(argv)
+    finally:
+        for action in required:
+            action.required = True
+    if extra:  # argparse's top-level parser names itself; the options are the command's
+        where = f"fwdshim {args.command}" if args.command else "fwdshim"
+        command = _commands(parser).get(args.command, parser)
+        hint = _closest_option(command, extra)
+        raise UsageError(f"unrecognized arguments: {' '.join(extra)} ({hint}`{where} --help` lists the options)")
+    return parser.parse_args(argv)
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The parser of each command of `parser`."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _closest_option(parser: argparse.ArgumentParser, extra: list[str]) -> str:
+    """`did you mean --model? ` for the first unrecognized `--option` that is close to one of
+    `parser`'s, else ''."""
+    import difflib
+
+    options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    for arg in extra:
+        if arg.startswith("--"):
+            close = difflib.get_close_matches(arg.split("=", 1)[0], options, n=1, cutoff=0.75)
+            if close:
+                return f"did you mean {close[0]}? "
+    return ""
+
+
 def _check_cache() -> None:
     """`$FWDSHIM_CACHE` (or its default) is a directory, or can be made one: else a UsageError naming it."""
     from fwdshim.frontend.cache import cache_dir
@@ -186,10 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     out = _Output()
     try:
         parser = _parser()
-        args, extra = parser.parse_known_args(argv)
-        if extra:  # argparse's top-level parser names itself; the options are the command's
-            where = f"fwdshim {args.command}" if args.command else "fwdshim"
-            raise UsageError(f"unrecognized arguments: {' '.join(extra)} (`{where} --help` lists the options)")
+        args = _parse(parser, sys.argv[1:] if argv is None else argv)
         if args.command is None:  # as a CLI missing its required command: the help, on stderr, status 2
             parser.print_help(sys.stderr)
             return 2
