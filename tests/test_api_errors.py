@@ -68,13 +68,16 @@ def test_report_functions_check_their_arguments():
 def test_import_gguf_checks_context_and_never_writes_over_the_model(tmp_path):
     path = write_llama(tmp_path / "m.gguf", TINY, random_llama(TINY, seed=5))
     before = path.read_bytes()
-    for context, why in ((64.5, "context 64.5: a whole number"), ("64", "context '64': a whole number"),
-                         (True, "context True"), (1, "holds no cached row"), (12257, "holds at most 12256")):  # fmt: skip
-        with pytest.raises(ModelError, match=why):
+    # an argument's own fault names the parameter, not the file (it said `{path}: context '64': ...`)
+    takes = "a whole number of positions, 2 to 12256, or None"
+    for context, why in ((64.5, f"context=64.5 (float): {takes}"), ("64", f"context='64' (str): {takes}"),
+                         (True, f"context=True (bool): {takes}"),
+                         (1, "context=1: at least 2 positions (a context of 1 holds no cached row)"),
+                         (0, "context=0: at least 2 positions (a context of 0 holds no cached row)"),
+                         (12257, "context=12257: the attention holds at most 12256 positions")):  # fmt: skip
+        with pytest.raises(ModelError) as e:
             import_gguf(path, context=context)
-    with pytest.raises(ModelError) as e:
-        import_gguf(path, context=1)
-    assert str(e.value) == f"{path}: a context of 1 position holds no cached row (need at least 2)"  # was `1 positions`
+        assert str(e.value) == why
     with pytest.raises(ModelError, match="the sidecar for converted weights is the model itself"):
         import_gguf(path, sidecar=path)
     assert path.read_bytes() == before
@@ -91,13 +94,13 @@ def test_integer_parameters_take_any_integral_number(tmp_path):
     for bad in (np.bool_(True), np.float64(16.0)):
         with pytest.raises(ModelError) as e:
             import_gguf(path, context=bad)
-        assert str(e.value) == f"{path}: context {bad!r}: a whole number of positions"
+        assert str(e.value) == f"context={bad!r} ({type(bad).__name__}): a whole number of positions, 2 to 12256, or None"
     decoder = Decoder(model, device="cpu")
     out = generate(decoder, [np.uint8(5), np.int16(6)], np.int64(2), stop_ids=[np.int32(-1)])
     assert len(out.tokens) == 2 and decoder.pos == 3
     with pytest.raises(RunError) as e:
         generate(decoder, [5], np.bool_(True))
-    assert str(e.value) == "max_tokens=np.True_: ask for at least one token"
+    assert str(e.value) == "max_tokens=np.True_ (bool): a whole number of tokens to generate (an int), at least 1"
     tok = GGUFTokenizer(model.reader, path)
     assert tok.decode([np.uint8(97), np.int64(98)]) == "ab"
 
@@ -106,13 +109,24 @@ def test_api_errors_name_the_parameter_not_the_cli_flag(tmp_path):
     """A Python caller passed `requantize=`, `device=`, `fill=`, `context=`: the error names that
     parameter, never the CLI's `--requantize`, `--device`, `--fill`, `--context`, `--chat` (it did)."""
     path = write_llama(tmp_path / "m.gguf", TINY, random_llama(TINY, seed=5), vocab=byte_vocab())
-    with pytest.raises(ModelError) as e:
+    with pytest.raises(ModelError) as e:  # an argument's fault: the parameter, not the model's path
         import_gguf(path, requantize="q9")
-    assert str(e.value) == f"{path}: unknown requantize='q9' (expected one of: 'q8_0', 'none')"
+    assert str(e.value) == "requantize='q9': expected one of 'q8_0', 'none'"
+    with pytest.raises(ModelError) as e:
+        import_gguf(path, requantize=8)
+    assert str(e.value) == "requantize=8 (int): expected one of 'q8_0', 'none'"
     model = import_gguf(path, requantize="none", context=2)
     with pytest.raises(RunError) as e:
         Decoder(model, device="tpu")
-    assert str(e.value) == "unknown device='tpu' (expected one of: 'auto', 'gpu', 'cpu')"
+    assert str(e.value) == "device='tpu': expected one of 'auto', 'gpu', 'cpu'"
+    numerics = "expected one of 'dequant', 'int8-act', 'two-pass-int8'"
+    for call in (lambda: Decoder(model, "int9"), lambda: compile_step(model, "int9")):  # said "unknown numerics `int9`"
+        with pytest.raises(RunError) as e:
+            call()
+        assert str(e.value) == f"numerics='int9': {numerics}"
+    with pytest.raises(RunError) as e:
+        Decoder(model, None, device="gpu")  # the argument's fault before the machine's
+    assert str(e.value) == f"numerics=None (NoneType): {numerics}"
     decoder = Decoder(model, device="cpu")
     with pytest.raises(RunError) as e:
         generate(decoder, [1, 2, 3], 1)
@@ -121,6 +135,12 @@ def test_api_errors_name_the_parameter_not_the_cli_flag(tmp_path):
     with pytest.raises(ValueError) as e:
         profile_model(model, fill=2)
     assert str(e.value) == "fill=2: the caches hold 0..1 rows (the context less one)"
+    for kw, want in (({"fill": "1"}, "fill='1' (str): a cache fill (an int), 0 to the context less one"),
+                     ({"reps": 2.0}, "reps=2.0 (float): a whole number of replays (an int), at least 1"),
+                     ({"reps": 0}, "reps=0: at least one replay")):  # fmt: skip
+        with pytest.raises(ValueError) as e:
+            profile_model(model, **kw)
+        assert str(e.value) == want
     with pytest.raises(ModelError) as e:
         GGUFTokenizer(model.reader, path).chat("hi")
     assert str(e.value) == f"{path}: the model has no chat template (`tokenizer.chat_template`)"
@@ -156,8 +176,12 @@ def test_import_gguf_takes_a_known_model_name(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "fetch_model", lambda name, quiet=False: asked.append(name) or path)
     m = import_gguf("smollm2", requantize="none", context=8)
     assert asked == ["smollm2"] and m.source_path == path and m.params.d == TINY.d
-    with pytest.raises(ModelError, match="no such file"):
-        import_gguf(str(tmp_path / "smollm3"), context=8)
+    with pytest.raises(ModelError) as e:  # as the CLI's `--model smolm2` says it (it said "no such file" alone)
+        import_gguf("smolm2", context=8)
+    assert str(e.value) == "smolm2: no such file, and not a known model name (smollm2)"
+    with pytest.raises(ModelError) as e:
+        import_gguf(tmp_path / "smollm3", context=8)  # a Path is a file, never a name
+    assert str(e.value) == f"{tmp_path / 'smollm3'}: no such file"
 
 
 def test_generate_refuses_bad_arguments_before_any_step(tmp_path):
@@ -174,7 +198,8 @@ def test_generate_refuses_bad_arguments_before_any_step(tmp_path):
         ((list(range(9)), 2), "the prompt's 9 tokens do not fit the context of 8 positions (import_gguf"),
         (([5], 0), "max_tokens=0: ask for at least one token"),
         (([5], -3), "max_tokens=-3: ask for at least one token"),
-        (([5], 2.0), "max_tokens=2.0: ask for at least one token"),
+        (([5], 2.0), "max_tokens=2.0 (float): a whole number of tokens to generate (an int), at least 1"),
+        (([5], "4"), "max_tokens='4' (str): a whole number of tokens to generate (an int), at least 1"),
     ]
     for (ids, n), why in cases:
         with pytest.raises(RunError) as e:
@@ -204,7 +229,8 @@ def test_decoder_pos_rewinds_only_to_written_rows(tmp_path):
     for bad in (-3, 4, 2.0, True, "1", None):
         with pytest.raises(RunError) as e:
             decoder.pos = bad
-        assert str(e.value) == f"pos={bad!r}: a position from 0 to 3, the rows this decoder has written (Decoder.reset() starts over)"
+        shown = repr(bad) if isinstance(bad, int) and not isinstance(bad, bool) else f"{bad!r} ({type(bad).__name__})"
+        assert str(e.value) == f"pos={shown}: a position from 0 to 3, the rows this decoder has written (Decoder.reset() starts over)"
         assert decoder.pos == 3
     decoder.pos = np.int64(1)  # a rewind: the step at 1 sees row 0 only, as the first time
     assert decoder.pos == 1 and type(decoder.pos) is int
@@ -222,7 +248,8 @@ def test_decoder_pos_rewinds_only_to_written_rows(tmp_path):
     for bad in (-1, 8, 3.0):
         with pytest.raises(RunError) as e:
             decoder.assume_filled(bad)
-        assert str(e.value) == f"rows={bad!r}: a cache fill from 0 to 7 (the context less one)"
+        shown = repr(bad) if isinstance(bad, int) else f"{bad!r} ({type(bad).__name__})"
+        assert str(e.value) == f"rows={shown}: a cache fill from 0 to 7 (the context less one)"
     assert decoder.pos == 2
 
 

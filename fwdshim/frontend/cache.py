@@ -212,10 +212,14 @@ def resolve_model(name_or_path: str, *, quiet: bool = False) -> Path:
         raise ModelError(f"an empty model path: give a GGUF file or a known model name ({', '.join(sorted(MODELS))})")
     path = Path(name_or_path)
     if not path.exists():
-        raise ModelError(
-            f"{path}: no such file, and not a known model name ({', '.join(sorted(MODELS))})"
-        )
+        raise no_such_model(path)
     return path
+
+
+def no_such_model(path: Path) -> ModelError:
+    """The error for a model argument that is neither a file nor a name of `MODELS` (the CLI's
+    `--model` and `import_gguf(path)` alike)."""
+    return ModelError(f"{path}: no such file, and not a known model name ({', '.join(sorted(MODELS))})")
 
 
 def damaged_cache_hint(name_or_path: str) -> str:

@@ -94,11 +94,27 @@ def is_integer(value) -> bool:
 
 
 def argument_text(value) -> str:
-    """A wrong argument as an error names it: a plain value's short repr and its type (`123 (int)`),
-    another object's type alone (`<ImportedModel>`: its repr is long, with addresses)."""
-    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+    """A wrong argument as an error names it: a plain value's short repr and its type (`123 (int)`,
+    a NumPy scalar's too: `np.True_ (bool)`), another object's type alone (`<ImportedModel>`: its repr
+    is long, with addresses)."""
+    if value is None or isinstance(value, (bool, int, float, str, bytes, np.generic)):
         return f"{_short(value)} ({type(value).__name__})"
     return f"<{type(value).__name__}>"
+
+
+def integer_error(name: str, value, takes: str) -> str | None:
+    """None when `value` is an integer (`is_integer`), else the error naming parameter `name`, the
+    value with its type and what it `takes` (`max_tokens='4' (str): a whole number ...`): a wrong
+    type is told as one, not as a value out of range (`max_tokens='4'` said "ask for at least one
+    token")."""
+    return None if is_integer(value) else f"{name}={argument_text(value)}: {takes}"
+
+
+def choice_error(name: str, value, choices) -> str:
+    """The error for parameter `name` given `value`, which is none of `choices`:
+    `numerics='int9': expected one of 'dequant', ...` (a value not a str with its type)."""
+    shown = repr(value) if isinstance(value, str) else argument_text(value)
+    return f"{name}={shown}: expected one of {', '.join(map(repr, choices))}"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,8 +19,8 @@ from fwdshim.frontend.cache import sidecar_path, source_stamp
 from fwdshim.frontend.export import NotStorable, write_converted
 from fwdshim.frontend.gguf_model import (
     CONVERTED_KEY, REQUANTIZE_MODES, SOURCE_KEY, LlamaParams, ModelError, ModelWeights,
-    _one_line, argument_text, check_file, check_layout, check_tensors, conversions, field_value, is_integer,
-    open_gguf, path_argument, read_params,
+    _one_line, argument_text, check_file, check_layout, check_tensors, choice_error, conversions, field_value,
+    integer_error, open_gguf, path_argument, read_params,
 )  # fmt: skip
 from fwdshim.frontend.step_ir import describe, parse_step, step_text
 from fwdshim.limits import DEFAULT_CONTEXT, MAX_CONTEXT
@@ -153,12 +153,15 @@ def import_gguf(
     `requantize`, a `context` that is not a whole number in 2..`limits.MAX_CONTEXT`, a `sidecar` that
     is a directory, a device, the model itself, an existing file that is not weights fwdshim
     converted or in a missing directory, a malformed or unsupported file)."""
-    from fwdshim.frontend.cache import MODELS, fetch_model
+    from fwdshim.frontend.cache import MODELS, fetch_model, no_such_model
 
-    if isinstance(path, str) and path in MODELS:
+    named = isinstance(path, str)  # a str may be a model's name; a Path is a file's
+    if named and path in MODELS:
         path = fetch_model(path, quiet=not progress)
     known = ", ".join(f'"{name}"' for name in MODELS)
     path = path_argument("path", path, f"a GGUF file's path (a str or os.PathLike) or a known model's name ({known})")
+    if named and not path.exists():
+        raise no_such_model(path)
     if sidecar is not None:
         given = sidecar
         sidecar = path_argument("sidecar", sidecar, "the path (a str or os.PathLike) to write converted weights to, or None")
@@ -169,19 +172,17 @@ def import_gguf(
             )
     if source_name is not None and not isinstance(source_name, str):
         raise ModelError(f"source_name={argument_text(source_name)}: a file name (a str) to locate the step's ops in, or None")
-    if requantize not in REQUANTIZE_MODES:
-        raise ModelError(
-            f"{path}: unknown requantize={requantize!r} (expected one of: {', '.join(map(repr, REQUANTIZE_MODES))})"
-        )
+    # the arguments' own faults name the parameter, not the file: they do not depend on it
+    if not isinstance(requantize, str) or requantize not in REQUANTIZE_MODES:
+        raise ModelError(choice_error("requantize", requantize, REQUANTIZE_MODES))
     if context is not None:
-        if not is_integer(context):
-            raise ModelError(f"{path}: context {context!r}: a whole number of positions")
+        if (why := integer_error("context", context, f"a whole number of positions, 2 to {MAX_CONTEXT}, or None")):
+            raise ModelError(why)
         context = int(context)
         if context < 2:
-            positions = "position" if context == 1 else "positions"
-            raise ModelError(f"{path}: a context of {context} {positions} holds no cached row (need at least 2)")
+            raise ModelError(f"context={context}: at least 2 positions (a context of {context} holds no cached row)")
         if context > MAX_CONTEXT:
-            raise ModelError(f"{path}: a context of {context} positions: the attention holds at most {MAX_CONTEXT}")
+            raise ModelError(f"context={context}: the attention holds at most {MAX_CONTEXT} positions")
     if sidecar is not None:
         sidecar = _checked_sidecar(sidecar, path)
     check_layout(check_file(path))  # a cached sidecar does not vouch for its source (older code wrote it)

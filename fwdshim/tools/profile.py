@@ -471,8 +471,15 @@ def profile_model(model, numerics: str = "dequant", fill: int = 0, reps: int = 2
     """Compile `model` (an `ImportedModel`) under `numerics` for the GPU and profile its step at
     cache fill `fill` (at most the context less one)."""
     from fwdshim.codegen.runtime import CompiledForward, DeviceMemoryError
+    from fwdshim.frontend.gguf_model import integer_error
     from fwdshim.tools.runner import RunError, _func, compile_step
 
+    for arg, value, takes in (("fill", fill, "a cache fill (an int), 0 to the context less one"),
+                              ("reps", reps, "a whole number of replays (an int), at least 1")):  # fmt: skip
+        if (why := integer_error(arg, value, takes)):
+            raise ValueError(why)
+    if reps < 1:
+        raise ValueError(f"reps={reps}: at least one replay")
     module = compile_step(model, numerics)
     try:
         rt = CompiledForward(_func(module), model.weights)

@@ -38,7 +38,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from fwdshim.classes import NUMERICS
 from fwdshim.diagnostics import with_source_lines
 from fwdshim.dialects import fwd
-from fwdshim.frontend.gguf_model import LlamaParams, argument_text, is_integer
+from fwdshim.frontend.gguf_model import LlamaParams, argument_text, choice_error, integer_error, is_integer
 from fwdshim.frontend.importer import ImportedModel
 
 DEVICES = ("auto", "gpu", "cpu")
@@ -55,8 +55,8 @@ def compile_step(model: ImportedModel, numerics: str = "dequant") -> ModuleOp:
     of the step's IR and a caret, as `fwdshim-opt` prints it), or for a `model` that is not an
     ImportedModel or an unknown `numerics`."""
     _check_model(model)
-    if numerics not in NUMERICS:
-        raise RunError(f"unknown numerics `{numerics}` (expected one of: {', '.join(NUMERICS)})")
+    if not isinstance(numerics, str) or numerics not in NUMERICS:
+        raise RunError(choice_error("numerics", numerics, NUMERICS))
     from fwdshim.dialects.fwd import Fwd
     from fwdshim.passes.pipeline import ForwardShimPass
 
@@ -298,8 +298,10 @@ class Decoder:
 
     def __init__(self, model: ImportedModel, numerics: str = "dequant", device: str = "auto"):
         _check_model(model)
-        if device not in DEVICES:
-            raise RunError(f"unknown device={device!r} (expected one of: {', '.join(map(repr, DEVICES))})")
+        if not isinstance(device, str) or device not in DEVICES:
+            raise RunError(choice_error("device", device, DEVICES))
+        if not isinstance(numerics, str) or numerics not in NUMERICS:  # before the GPU's own check
+            raise RunError(choice_error("numerics", numerics, NUMERICS))
         if device == "gpu" and not gpu_available():
             raise RunError("device='gpu': no CUDA GPU (or no fwdshim GPU runtime) here; use device='cpu'")
         use_gpu = device == "gpu" or (device == "auto" and gpu_available())
@@ -338,11 +340,11 @@ class Decoder:
 
     @pos.setter
     def pos(self, value: int) -> None:
-        if not is_integer(value) or not 0 <= value <= self._written:
-            raise RunError(
-                f"pos={value!r}: a position from 0 to {self._written}, the rows this decoder has written "
-                "(Decoder.reset() starts over)"
-            )
+        takes = f"a position from 0 to {self._written}, the rows this decoder has written (Decoder.reset() starts over)"
+        if (why := integer_error("pos", value, takes)):
+            raise RunError(why)
+        if not 0 <= value <= self._written:
+            raise RunError(f"pos={value!r}: {takes}")
         self._pos = int(value)
 
     def assume_filled(self, rows: int) -> None:
@@ -351,8 +353,11 @@ class Decoder:
         position — to time the attention at a cache fill without decoding that many tokens.
 
         Raises RunError unless 0 <= `rows` < `capacity` (an integer)."""
-        if not is_integer(rows) or not 0 <= rows < self.capacity:
-            raise RunError(f"rows={rows!r}: a cache fill from 0 to {self.capacity - 1} (the context less one)")
+        takes = f"a cache fill from 0 to {self.capacity - 1} (the context less one)"
+        if (why := integer_error("rows", rows, takes)):
+            raise RunError(why)
+        if not 0 <= rows < self.capacity:
+            raise RunError(f"rows={rows!r}: {takes}")
         self._pos = self._written = int(rows)
 
     def _advance(self, pos: int) -> None:
@@ -459,7 +464,9 @@ def _checked_request(decoder: Decoder, prompt_ids: Iterable[int], max_tokens: in
     the tokens before it, and `max_tokens=0` decoded the prompt to return nothing)."""
     if not isinstance(decoder, Decoder):
         raise RunError(f"decoder={argument_text(decoder)}: a Decoder")
-    if not is_integer(max_tokens) or max_tokens < 1:
+    if (why := integer_error("max_tokens", max_tokens, "a whole number of tokens to generate (an int), at least 1")):
+        raise RunError(why)
+    if max_tokens < 1:
         raise RunError(f"max_tokens={max_tokens!r}: ask for at least one token")
     prompt = _checked_ids("prompt_ids", prompt_ids, " (GGUFTokenizer.encode gives them)")
     if not prompt:
