@@ -451,6 +451,20 @@ def test_a_stale_report_is_removed_when_the_input_does_not_verify(tmp_path):
     assert r.returncode == 0 and '"rows"' in report.read_text()
 
 
+def test_an_unwritable_output_names_its_option(tmp_path):
+    """`--report-json /nope/r.json` said `/nope/r.json: no such file or directory`, not which option's
+    file it was, and only after the pipeline ran; it is checked before any work, as -o's is."""
+    src = str(ROOT / "examples" / "llama_layer.mlir")
+    gone = tmp_path / "nope"
+    r = opt(src, "-p", "forward-shim", "-o", str(gone / "x.mlir"))
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == f"fwdshim-opt: error: -o {gone / 'x.mlir'}: cannot write there (no such file or directory)\n"
+    r = opt(src, "-p", "forward-shim", "--report-json", str(gone / "r.json"), "-o", str(tmp_path / "x.mlir"))
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == f"fwdshim-opt: error: --report-json {gone / 'r.json'}: cannot write there (no such file or directory)\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_devices_are_not_read_as_ir(tmp_path):
     """`/dev/zero` as the input is one line (it hung: the read never ends); /dev/null is an empty
     module; a full output device names the output file (it said only "no space left on device")."""
@@ -460,7 +474,9 @@ def test_devices_are_not_read_as_ir(tmp_path):
     assert r.returncode == 0 and r.stdout.startswith("builtin.module")
     if Path("/dev/full").exists():
         r = opt(str(ROOT / "examples" / "llama_layer.mlir"), "-o", "/dev/full")
-        assert r.returncode == 1 and r.stderr == "fwdshim-opt: error: /dev/full: no space left on device\n"
+        assert r.returncode == 1 and r.stderr == "fwdshim-opt: error: -o /dev/full: no space left on device\n"
+        r = opt(str(ROOT / "examples" / "llama_layer.mlir"), "--report-json", "/dev/full", "-o", "/dev/null")
+        assert r.returncode == 1 and r.stderr == "fwdshim-opt: error: --report-json /dev/full: no space left on device\n"
 
 
 def test_split_input_file_processes_every_chunk(tmp_path):

@@ -51,23 +51,24 @@ def _regular_output(name: str | None) -> bool:
 
 def _write_whole(name: str, text: str) -> None:
     """`text` into `name` whole (`tools.write_whole`: `-o` may name the input). Raises OSError named
-    `name`."""
+    `-o name`."""
     try:
         write_whole(name, lambda f: f.write(text), binary=False)
     except OSError as e:
-        e.filename = name
+        e.filename = f"-o {name}"
         raise
 
 
-def _probe(name: str) -> None:
-    """Raise OSError (named `name`) now when `_write_whole` could not write `name` at the end."""
+def _probe(name: str, flag: str) -> None:
+    """Raise OSError (named `flag name`: the error says which option's file it is) now when `name`
+    could not be written at the end."""
     try:
         probe_write(name)
     except OSError as e:
-        raise OSError(e.errno, f"cannot write there ({(e.strerror or str(e)).lower()})", name) from None
+        raise OSError(e.errno, f"cannot write there ({(e.strerror or str(e)).lower()})", f"{flag} {name}") from None
     target = os.path.realpath(name)
     if os.path.exists(target) and not os.access(target, os.W_OK):
-        raise OSError(errno.EACCES, "not writable (permission denied)", name)
+        raise OSError(errno.EACCES, "not writable (permission denied)", f"{flag} {name}")
 
 
 def _is_report(path: str) -> bool:
@@ -151,7 +152,7 @@ class FwdOptMain(xDSLOptMain):
         if name is None or name == "-":
             self.held = sys.stdout
         elif _regular_output(name):
-            _probe(name)
+            _probe(name, "-o")
             self.held = _Held()
         else:
             self.held = open(name, "w")
@@ -300,7 +301,13 @@ class FwdOptMain(xDSLOptMain):
         docs = self.json_docs if self.args.split_input_file else None
         rules = [r.name for r in RULES]
         numerics = self.pipeline_numerics()
-        return explain_module(prog, self.args.explain, self.args.report_json, numerics, docs, rules, unfused_guards)
+        path = self.args.report_json
+        try:
+            return explain_module(prog, self.args.explain, path, numerics, docs, rules, unfused_guards)
+        except OSError as e:  # the error names the option, as -o's do
+            if path is not None and e.filename == path:
+                e.filename = f"--report-json {path}"
+            raise
 
 
 def _option_values(name: str, type_: object) -> list[str]:
@@ -642,6 +649,9 @@ def _run(args: list[str]) -> int:
         if (why := _not_a_file(tool.args.input_file)) is not None:
             print(f"fwdshim-opt: error: {tool.args.input_file}: {why}", file=sys.stderr)
             return 1
+        report = tool.args.report_json
+        if report and report != "-" and _regular_output(report):  # before any work, as -o's
+            _probe(report, "--report-json")
         tool.run()
     except UsageError as e:
         print(f"fwdshim-opt: error: {e} (fwdshim-opt --help lists the options)", file=sys.stderr)
@@ -661,7 +671,7 @@ def _run(args: list[str]) -> int:
     except OSError as e:  # a missing input file, a directory, an unwritable output
         out = tool.args.output_file if tool is not None else None
         if e.filename is None and out and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO):
-            e.filename = out  # raised by the output's write or close, which name no file
+            e.filename = f"-o {out}"  # raised by the output's write or close, which name no file
         where = f"{e.filename}: " if e.filename is not None else ""
         print(f"fwdshim-opt: error: {where}{(e.strerror or str(e)).lower()}", file=sys.stderr)
         return 1
