@@ -133,7 +133,7 @@ def test_report_json_write_error_names_the_file(tmp_path, capsys):
         pytest.skip("no /dev/full")
     rc, out, err = opt(tmp_path, func(f"  %s = fwd.silu %x : {T576} -> {T576}"), "--report-json", "/dev/full", capsys=capsys)
     assert rc == 1
-    assert err.strip() == "fwdshim-opt: error: /dev/full: no space left on device"
+    assert err.strip() == "fwdshim-opt: error: --report-json /dev/full: no space left on device"
 
 
 def test_report_json_with_an_empty_name_is_an_error(tmp_path, capsys):
