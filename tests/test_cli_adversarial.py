@@ -719,11 +719,13 @@ def test_internal_error_is_one_line_unless_asked(tmp_path, monkeypatch, capsys):
 
 
 def test_closed_stdout_is_quiet(tmp_path):
+    """No error line; the status is Python's own on EPIPE, 1, as fwdshim-opt's (it was 0: the output
+    did not all arrive)."""
     path = tiny(tmp_path)
     p = subprocess.Popen([EXE, "import", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     p.stdout.close()  # `fwdshim import ... | head -0`
     err = p.stderr.read()
-    assert p.wait(timeout=60) == 0 and b"Traceback" not in err and b"Exception ignored" not in err
+    assert (p.wait(timeout=60), err) == (1, b"")
 
 
 def test_two_writers_of_one_sidecar_both_finish(tmp_path, monkeypatch):

@@ -465,6 +465,24 @@ def test_an_unwritable_output_names_its_option(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_closed_stdout_is_quiet_and_keeps_the_other_outputs(tmp_path):
+    """`fwdshim-opt ... --report-json - -o out.mlir | head` said `error: -: broken pipe` and did not
+    write out.mlir. The reader leaving is no error to print: exit status 1 (Python's own on EPIPE),
+    nothing on stderr, and -o's file, which does not go through stdout, still written."""
+    src = str(ROOT / "examples" / "llama_layer.mlir")
+    out = tmp_path / "out.mlir"
+    for args in (["--report-json", "-", "-o", str(out)], ["--explain", "--report-json", "-", "-o", str(out)],
+                 ["-t", "numba"], []):  # fmt: skip
+        p = subprocess.Popen([*_tool("fwdshim-opt"), src, "-p", "forward-shim", *args],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        p.stdout.close()  # `| head -0`
+        err = p.stderr.read()
+        assert (p.wait(timeout=120), err) == (1, b""), args
+        if "-o" in args:
+            assert "fwd." in out.read_text() and ("// " in out.read_text()) == ("--explain" in args)
+            out.unlink()
+
+
 def test_devices_are_not_read_as_ir(tmp_path):
     """`/dev/zero` as the input is one line (it hung: the read never ends); /dev/null is an empty
     module; a full output device names the output file (it said only "no space left on device")."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -63,3 +64,17 @@ def package_version() -> str:
         return version("fwdshim")
     except PackageNotFoundError:
         return "unknown (not installed)"
+
+
+EPIPE_STATUS = 1
+"""The exit status of `fwdshim` and `fwdshim-opt` when stdout's reader left early (`| head`):
+Python's own (its `signal` docs exit 1 on EPIPE), without an error line, as a tool killed by SIGPIPE
+prints none."""
+
+
+def quiet_stdout() -> None:
+    """stdout's reader is gone (`| head`): what is still written there, and Python's flush at exit,
+    goes to /dev/null instead of raising BrokenPipeError again (the `signal` module's note on SIGPIPE)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

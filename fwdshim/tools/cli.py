@@ -30,7 +30,7 @@ from typing import NoReturn
 
 from fwdshim.classes import NUMERICS
 from fwdshim.limits import DEFAULT_CONTEXT, MAX_CONTEXT
-from fwdshim.tools import names_directory, package_version, probe_write, write_whole
+from fwdshim.tools import EPIPE_STATUS, names_directory, package_version, probe_write, quiet_stdout, write_whole
 
 REQUANTIZE = ("q8_0", "none")
 DEVICES = ("auto", "gpu", "cpu")
@@ -245,9 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         print("fwdshim: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `fwdshim ... | head`: stop quietly, and keep Python's exit flush quiet too
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
+        quiet_stdout()
+        return EPIPE_STATUS  # as fwdshim-opt: Python's own status on EPIPE, no error line
     except Exception as e:
         from fwdshim.frontend.gguf_model import ModelError
         from fwdshim.tools.runner import RunError

@@ -26,7 +26,7 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from fwdshim.diagnostics import LocatingParser, parse_error_line, verify_located, with_source_lines
-from fwdshim.tools import names_directory, package_version, probe_write, write_whole
+from fwdshim.tools import EPIPE_STATUS, names_directory, package_version, probe_write, quiet_stdout, write_whole
 
 
 class ChunksFailed(Exception):
@@ -114,6 +114,9 @@ class FwdOptMain(xDSLOptMain):
     source_lines: dict[tuple[str, int], str]
     """The lines parsed so far, by (file, line) as the ops' locations name them (every chunk's under
     `--split-input-file`): the source line a located diagnostic prints under its message."""
+
+    stdout_closed = False
+    """stdout's reader left (`| head`) while the report was written there; the run goes on."""
 
     def __init__(self, *args, **kwargs):
         self.json_docs = []
@@ -303,7 +306,16 @@ class FwdOptMain(xDSLOptMain):
         numerics = self.pipeline_numerics()
         path = self.args.report_json
         try:
-            return explain_module(prog, self.args.explain, path, numerics, docs, rules, unfused_guards)
+            table = explain_module(prog, self.args.explain, path, numerics, docs, rules, unfused_guards)
+            if path == "-":
+                sys.stdout.flush()  # a closed pipe is met here, not at the exit's flush
+            return table
+        except BrokenPipeError:
+            if path != "-":
+                raise
+            quiet_stdout()  # `--report-json - -o out.mlir | head`: the reader left; -o is still written
+            self.stdout_closed = True
+            return explain_module(prog, self.args.explain, None, numerics, None, rules, unfused_guards)
         except OSError as e:  # the error names the option, as -o's do
             if path is not None and e.filename == path:
                 e.filename = f"--report-json {path}"
@@ -653,6 +665,12 @@ def _run(args: list[str]) -> int:
         if report and report != "-" and _regular_output(report):  # before any work, as -o's
             _probe(report, "--report-json")
         tool.run()
+        sys.stdout.flush()  # a closed pipe met here (below), not in Python's flush at exit
+        if tool.stdout_closed:
+            return EPIPE_STATUS
+    except BrokenPipeError:  # `fwdshim-opt ... | head`: the IR's reader left; stop quietly
+        quiet_stdout()
+        return EPIPE_STATUS
     except UsageError as e:
         print(f"fwdshim-opt: error: {e} (fwdshim-opt --help lists the options)", file=sys.stderr)
         return 1
