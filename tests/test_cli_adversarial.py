@@ -728,6 +728,24 @@ def test_closed_stdout_is_quiet(tmp_path):
     assert (p.wait(timeout=60), err) == (1, b"")
 
 
+def test_closed_stdout_still_writes_the_logits(tmp_path):
+    """`fwdshim run ... --logits-out F | head -c 5`: the text stops, the generation does not — F holds
+    every generated token's logits (it was not written: the closed pipe ended the run), then status 1
+    as any closed stdout, no traceback; the tokens/s line still goes to stderr."""
+    path, npy = tiny(tmp_path), tmp_path / "l.npy"
+    argv = [EXE, *run_argv(path, "--logits-out", str(npy), "-q", max_tokens=6)]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # the reader leaves before the first byte
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 1 and "Traceback" not in err and "error" not in err, err
+    assert err.startswith("fwdshim: 6 tokens, ") and "stopped: max_tokens" in err, err
+    logits = np.load(npy)
+    assert logits.shape[0] == 6 and logits.dtype == np.float32 and np.isfinite(logits).all() and logits.std() > 0
+    full = tmp_path / "full.npy"
+    assert cli.main(run_argv(path, "--logits-out", str(full), "-q", max_tokens=6)) == 0
+    assert np.array_equal(np.load(full), logits)  # the same logits as with stdout open
+
+
 def test_two_writers_of_one_sidecar_both_finish(tmp_path, monkeypatch):
     """Two conversions of one model into one sidecar, held side by side (a barrier in the conversion):
     each writes its own temporary and moves a whole file into place."""

@@ -304,16 +304,28 @@ def _printable(line: str) -> str:
 
 
 class _Output:
-    """stdout, remembering whether its last line is unfinished (so that an error starts on its own)."""
+    """stdout, remembering whether its last line is unfinished (so that an error starts on its own).
+
+    A reader that leaves (`| head`) raises BrokenPipeError from `write`, which ends the command quietly
+    (`main`) — unless `keep_going` (a file still to write, `run --logits-out`): then the rest of the
+    output is dropped, `closed` is set, and the command finishes its files."""
 
     def __init__(self) -> None:
         self.open_line = False
+        self.keep_going = False
+        self.closed = False
 
     def write(self, text: str) -> None:
-        if text:
+        if text and not self.closed:
             self.open_line = not text.endswith("\n")  # first: a Ctrl-C may land just after the flush
-            sys.stdout.write(text)
-            sys.stdout.flush()
+            try:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+            except BrokenPipeError:
+                if not self.keep_going:
+                    raise
+                self.closed, self.open_line = True, False
+                quiet_stdout()
 
     def end_line(self) -> None:
         if self.open_line:
@@ -646,6 +658,7 @@ def _run(args, out: _Output) -> int:
             show_prompt()
 
     start = time.perf_counter()
+    out.keep_going = logits_out is not None  # the logits are written whole though stdout's reader left
     gen = generate(decoder, ids, args.max_tokens, stop_ids=tok.stop_ids, on_token=stream.add,
                    logits=logits_out is not None, on_prompt_token=on_prompt_token)  # fmt: skip
     stream.finish()
@@ -667,7 +680,7 @@ def _run(args, out: _Output) -> int:
         f"prompt {_plural(len(ids), 'token')} in {gen.prefill_s:.2f} s; stopped: {why}",
         file=sys.stderr,
     )
-    return 0
+    return EPIPE_STATUS if out.closed else 0
 
 
 def _profile(args, out: _Output) -> int:
