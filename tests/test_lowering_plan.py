@@ -262,13 +262,15 @@ def test_target_prints_the_llama_example_plan():
         rc = main([str(ROOT / "examples/llama_layer.mlir"), "-p", "forward-shim{numerics=int8-act}", "-t", "numba"])
     text = out.getvalue()
     assert rc == 0
-    assert "// launch plan @decode_step: 15 stages, 6 kernels, 33 buffers" in text  # no count word: no launch keeps a tail
+    assert "// launch plan @decode_step: 15 stages, 6 kernels, 34 buffers" in text  # no tail's count word: the pair quantize's
+    assert "//   %launch3.qcount  intermediate  i32[48] = data i32[48]" in text  # a count a block of 32 of the 1536
     assert "every block first: stage 8 rms_norm_res_w_sum_one_word_1x576_b256; then holds stage 9 gemv_q8_0_int8_1x1536x576_v16r2w8u1s1" in text
     assert text.count("//     kernel ") == 16
     assert "# ---- kernel kv_append_1x192_r4095:" in text
     assert "| gemv_q8_0_int8_1x1536x576_v16r2w8u1s1_pair_silu_mul_" in text  # gate and up, silu·mul their epilogue
     assert "gemv_q8_0_int8_1x576x576_v16r2w8u1s1_rope64h32, " in text  # Q with its rope as its epilogue
-    assert "prologue: quantize_one_word_1x1536 | gemv_q8_0_int8_1x576x1536_v16r2w8u1s4" in text  # the down launch
+    assert "each block on its rows: stage 11 fused_chain_silu_mul_1536; the warp completing a block of 32: stage 12 quantize_one_word_1x1536;" in text
+    assert "merged launch: gemv_q8_0_int8_1x576x1536_v16r2w8u1s4_eadd |" in text  # the down launch: no prologue
     assert "# ---- prelude" in text
 
 

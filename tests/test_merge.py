@@ -45,11 +45,11 @@ def test_merged_launches_are_bit_for_bit_their_stages(numerics):
     for a, b in zip(r0, r1, strict=True):
         np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
     common = set(b0) & set(b1)
-    assert len(common) == len(b0)  # the merged plan adds only its count words
+    assert len(common) == len(b0)  # the merged plan adds only its count words (and a pair quantize's)
     for name in common:
         assert b0[name].tobytes() == b1[name].tobytes(), name
     for name in set(b1) - common:
-        assert name.endswith(".count") and not b1[name].any(), name  # left at zero for the next launch
+        assert name.endswith((".count", ".qcount")) and not b1[name].any(), name  # left at zero for the next launch
     assert p1.kernel_count < p0.kernel_count
     held = [h for launch in p1.merged for h in (launch.holds or (launch,))]
     assert [(h.stage, h.name) for h in held] == [(h.stage, h.name) for h in p0.stage_launches]
@@ -139,6 +139,59 @@ def test_prologue_chains_are_bit_for_bit_their_stages(monkeypatch, numerics):
     assert "every block first: stage 11 fused_chain_silu_mul_256, stage 12 " in p1.text() or numerics != "int8-act"
     assert not any(launch.prologue > 1 for launch in single.merged)
     assert any("fused_chain_silu_mul_256" in [h.name for h in launch.holds[-launch.tails :]] for launch in single.merged if launch.tails)
+
+
+@sim_only
+@pytest.mark.parametrize("shape", [(4, 1), (2, 4)], ids=["r4s1", "r2s4"])
+@pytest.mark.parametrize("numerics", ["int8-act", "two-pass-int8"])
+def test_pair_quantize_is_bit_for_bit_its_stages(monkeypatch, numerics, shape):
+    """With `QUANT_EPILOGUES` the quantize of silu·mul's result runs in the gate/up launch after its
+    pair epilogue (the warp completing a block of 32 quantizes it), not as the down projection's
+    prologue: every output and buffer bit for bit the stage launches' (both formats; groups of one
+    warp and of four warps splitting a row), the counts left at zero, the quantize held by the
+    gate/up launch. Off, it is the down projection's prologue again."""
+    from fwdshim.codegen import gemv
+
+    rows, split = shape
+    monkeypatch.setattr(gemv, "launch_shape", lambda n, k, act: gemv.Shape(16, rows, 8, 1, split))
+    gemv.q8_0_int8.cache_clear()
+    gemv.q8_0.cache_clear()
+    try:
+        rng = seeds.rng()
+        m = pipeline(parse(llama_src(**TINY)), numerics)
+        out = run_both(m, llama_weights(rng, **TINY), llama_inputs(rng, **TINY, rows=TINY["l"] - 2))
+        monkeypatch.setattr(merge, "QUANT_EPILOGUES", False)
+        off = build_plan(functions(m)[0], m)
+    finally:
+        gemv.q8_0_int8.cache_clear()
+        gemv.q8_0.cache_clear()
+    (r0, b0, _), (r1, b1, p1) = out[False], out[True]
+    for a, b in zip(r0, r1, strict=True):
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+    for name in b0:
+        assert b0[name].tobytes() == b1[name].tobytes(), name
+    counts = [name for name in set(b1) - set(b0) if name.endswith(".qcount")]
+    assert len(counts) == 1 and b1[counts[0]].size == TINY["ff"] // 32 and not b1[counts[0]].any()
+    fmt = "one_word" if numerics == "int8-act" else "two_words"
+    gate_up = next(launch for launch in p1.merged if any(h.name.startswith("fused_chain_silu_mul") for h in launch.holds))
+    assert [h.name for h in gate_up.holds[-2:]] == [f"fused_chain_silu_mul_{TINY['ff']}", f"quantize_{fmt}_1x{TINY['ff']}"]
+    assert f"_q{fmt}" in gate_up.kernel.notes and p1.merged[p1.merged.index(gate_up) + 1].prologue == 0  # the down launch
+    down = next(launch for launch in off.merged if launch.holds and launch.holds[0].stage == gate_up.holds[-1].stage)
+    assert down.prologue == 1 and down.holds[0].name == f"quantize_{fmt}_1x{TINY['ff']}"
+
+
+@pytest.mark.parametrize("ff, inside", [(1536, True), (14336, False)], ids=["smollm2", "llama8b"])
+def test_pair_quantize_only_as_wide_as_a_prologue(ff, inside):
+    """The quantize of silu·mul runs in the gate/up launch up to `PROLOGUE_VALUES` values (SmolLM2's
+    1536: in place of the down projection's prologue); Llama-3-8B's 14336-wide one keeps its own
+    launch (measured faster there: `merge.QUANT_EPILOGUES`)."""
+    m = pipeline(parse(llama_src(d=576 if ff == 1536 else 4096, h=9, kv=3, hd=64, ff=ff, l=256)), "int8-act")
+    plan = build_plan(functions(m)[0], m)
+    quantize = f"quantize_one_word_1x{ff}"
+    gate_up = next(x for x in plan.merged if f"fused_chain_silu_mul_{ff}" in [h.name for h in x.holds])
+    assert ([h.name for h in gate_up.holds][-1] == quantize) == inside
+    assert (quantize in [x.kernel.name for x in plan.merged]) == (not inside)  # its own launch
+    assert not any(x.prologue and x.holds[0].name == quantize for x in plan.merged)
 
 
 @sim_only
@@ -472,7 +525,9 @@ def test_a_pair_epilogue_needs_pairs_in_one_group():
 def test_gate_up_take_their_silu_mul_as_a_pair_epilogue(monkeypatch):
     """With `PAIR_EPILOGUES` gate and up become one part of their launch that runs silu·mul on each
     pair of rows (SmolLM2's and Llama-3-8B's shapes, both numerics): no tail there, no prologue before
-    down (SmolLM2 dequant), no launch of its own (Llama-3-8B); off, the plans are as before."""
+    down (SmolLM2 dequant), no launch of its own (Llama-3-8B); off, the plans are as before. (The
+    quantize after it, `QUANT_EPILOGUES`, is left out here: test_pair_quantize_*.)"""
+    monkeypatch.setattr(merge, "QUANT_EPILOGUES", False)
     for d, ff in ((576, 1536), (4096, 14336)):
         m = pipeline(parse(llama_src(d=d, h=9, kv=3, hd=64, ff=ff, l=256)), "int8-act")
         m2 = pipeline(parse(llama_src(d=d, h=9, kv=3, hd=64, ff=ff, l=256)), "dequant")
@@ -498,10 +553,12 @@ def test_gate_up_take_their_silu_mul_as_a_pair_epilogue(monkeypatch):
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act", "two-pass-int8"])
 def test_pair_epilogues_are_bit_for_bit_their_stages(numerics):
     """The tiny layer with gate/up's silu·mul as their pair epilogue (the default): every output and
-    every buffer, gate's and up's products included, is bit for bit the stage launches'."""
+    every buffer, gate's and up's products included, is bit for bit the stage launches' (under int8
+    activations with the quantize of its result after it, `QUANT_EPILOGUES`)."""
     p1 = _tiny_layer_bit_for_bit(numerics)
     pair = [x for x in p1.merged if "_pair_silu_mul_" in x.kernel.source]
-    assert len(pair) == 1 and pair[0].holds[-1].name.startswith("fused_chain_silu_mul_")
+    assert len(pair) == 1 and pair[0].holds[-1 if numerics == "dequant" else -2].name.startswith("fused_chain_silu_mul_")
+    assert numerics == "dequant" or pair[0].holds[-1].name.startswith("quantize_")
 
 
 def test_one_wave_launch_bounds(monkeypatch):

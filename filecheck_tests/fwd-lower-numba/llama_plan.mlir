@@ -6,7 +6,7 @@
 // RUN: fwdshim-opt %S/../../examples/llama_layer.mlir -p 'forward-shim{numerics=dequant}' -t 'numba{plan_only=true}' | filecheck %s --check-prefix=DEQ
 // RUN: fwdshim-opt %S/../../examples/llama_layer.mlir -p 'forward-shim{numerics=two-pass-int8}' -t 'numba{plan_only=true}' | filecheck %s --check-prefix=TWO
 
-// INT8:      // launch plan @decode_step: 15 stages, 6 kernels, 33 buffers
+// INT8:      // launch plan @decode_step: 15 stages, 6 kernels, 34 buffers
 // INT8-NEXT: //   inputs (%x, %angles, %k_cache, %v_cache) -> outputs (%out, %k_r, %v)
 // INT8-NEXT: //   the step needs {{[0-9.]+}} GiB of device memory ({{.*}} GiB of buffers, the largest %{{[a-z_]+}} {{.*}} GiB; {{.*}} GiB of weights)
 // INT8-NEXT: // buffers:
@@ -48,16 +48,18 @@
 // INT8-NEXT: //       reads  %x1, %d
 // INT8-NEXT: //       writes %out
 // INT8-NEXT: //       args   (a=%x1, b=%d, y=%out)
-// Each norm with its quantize, and the quantize before the down projection, runs as the prologue of
-// the GEMVs that read it (codegen.merge.QUANTIZED_PROLOGUES); the O projection then runs alone. The
-// ropes run in the Q and K GEMVs on each block's rows (codegen.merge.ROPE_EPILOGUES), and silu·mul
-// in gate/up, whose groups take row i of both (codegen.merge.PAIR_EPILOGUES): no launch keeps a tail.
+// Each norm with its quantize runs as the prologue of the GEMVs that read it
+// (codegen.merge.QUANTIZED_PROLOGUES); the O projection then runs alone. The ropes run in the Q and K
+// GEMVs on each block's rows (codegen.merge.ROPE_EPILOGUES), and silu·mul in gate/up, whose groups
+// take row i of both (codegen.merge.PAIR_EPILOGUES), then the quantize of its result, by the warp
+// that completes each block of 32 (codegen.merge.QUANT_EPILOGUES, its counts %launch3.qcount): no
+// launch keeps a tail, and the down projection has no prologue.
 // INT8-NEXT: // launches (5 for 15 stage kernels, then 1 maintenance: the graph's 6):
 // INT8-NEXT: //   launch 0: merged_1r3p2e_{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 0 rms_norm_w_one_word_1x576_b256; then holds stage 1 gemv_q8_0_int8_1x576x576_{{.*}}, stage 2 gemv_q8_0_int8_1x192x576_{{.*}}, stage 3 gemv_q8_0_int8_1x192x576_{{.*}}; each block on its rows: stage 4 rope_9x64_h32, stage 5 rope_3x64_h32
 // INT8-NEXT: //   launch 1: stage 6 alone: attention_one_word_h9kv3d64_l4096_b128u4s17_pf{{[0-9a-f]+}}; L2 prefetch for launch 2: %wo.qs, %wo.dw
 // INT8-NEXT: //   launch 2: stage 7 alone: gemv_q8_0_int8_1x576x576_{{.*}}_pf{{[0-9a-f]+}}; L2 prefetch for launch 3: %ffn_norm_w, %wgate.qs, %wgate.dw, %wup.qs, %wup.dw
-// INT8-NEXT: //   launch 3: merged_1r2p1e_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 8 rms_norm_res_w_sum_one_word_1x576_b256; then holds stage 9 gemv_q8_0_int8_1x1536x576_{{.*}}, stage 10 gemv_q8_0_int8_1x1536x576_{{.*}}; each block on its rows: stage 11 fused_chain_silu_mul_1536; L2 prefetch for launch 4: %wdown.qs, %wdown.dw
-// INT8-NEXT: //   launch 4: merged_1r1p1e_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 12 quantize_one_word_1x1536; then holds stage 13 gemv_q8_0_int8_1x576x1536_{{.*}}; each block on its rows: stage 14 elementwise_add_576; L2 prefetch for launch 0: %attn_norm_w, %wq.qs, %wq.dw, %wk.qs, %wk.dw, %wv.qs, %wv.dw
+// INT8-NEXT: //   launch 3: merged_1r2p2e_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 8 rms_norm_res_w_sum_one_word_1x576_b256; then holds stage 9 gemv_q8_0_int8_1x1536x576_{{.*}}, stage 10 gemv_q8_0_int8_1x1536x576_{{.*}}; each block on its rows: stage 11 fused_chain_silu_mul_1536; the warp completing a block of 32: stage 12 quantize_one_word_1x1536; L2 prefetch for launch 4: %wdown.qs, %wdown.dw
+// INT8-NEXT: //   launch 4: merged_1p1e_{{[0-9a-f]+}}_pf{{[0-9a-f]+}} grid {{[0-9]+}} block 256 holds stage 13 gemv_q8_0_int8_1x576x1536_{{.*}}; each block on its rows: stage 14 elementwise_add_576; L2 prefetch for launch 0: %attn_norm_w, %wq.qs, %wq.dw, %wk.qs, %wk.dw, %wv.qs, %wv.dw
 // INT8-NEXT: // maintenance (after the last stage, in the graph):
 // INT8-NEXT: //   kv_append: each attention's k, v into row %cache_len of its caches
 // INT8-NEXT: //     kernel kv_append_1x192_r4095 grid 1 block 256

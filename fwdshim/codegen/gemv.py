@@ -50,6 +50,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fwdshim.codegen import kernel as _kernel
+from fwdshim.codegen import quantize as _quantize
 from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent, simulating
 from fwdshim.limits import STATIC_SHARED_BYTES
 
@@ -208,7 +209,7 @@ def _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, act, rope: tuple[in
     ropes = ", angles, z" if rope else ""
     two = ", qs2, dw2" if pair else ""
     if pair:
-        ropes = ", y2, " + ", ".join(f"z{i}" for i in range(len(pair.values)))
+        ropes = ", y2, " + pair.outputs()
     body = f"""\
 @cuda.jit(cache=True)
 def gemv_k(qs, dw{two}, {xs}, y{ropes}):
@@ -263,11 +264,23 @@ class Pair:
     stmts: tuple[str, ...]
     values: tuple[str, ...]
     what: str
+    quant: str | None = None
+    """A quantize format (`one_word`, `two_words`): the epilogue's one result `z0` is then also
+    quantized by the launch (`_pair_quant_lines`), into `zq`, `zd` (, `zs`), as the quantize stage
+    would (`codegen.quantize`, the same statements)."""
 
     @property
     def tag(self) -> str:
         key = hashlib.sha256(repr((self.stmts, self.values)).encode()).hexdigest()[:6]
-        return f"pair_{self.what}_{key}"
+        return f"pair_{self.what}_{key}" + (f"_q{self.quant}" if self.quant else "")
+
+    def outputs(self) -> str:
+        """The kernel's parameters after `y2`: the results `z0`, ..., then with `quant` the quantized
+        `z0` (`zq`, `zd`, `zs`) and the counts `qcount`."""
+        names = [f"z{i}" for i in range(len(self.values))]
+        if self.quant:
+            names += [p.name for p in _quantize.qact_params(1, 1, self.quant, "z")] + ["qcount"]
+        return ", ".join(names)
 
 
 def _pair_of_rows(n: int, rows: int) -> str:
@@ -286,8 +299,12 @@ def _with_pair_params(params: list[Param], name: str, notes: str, n: int, k: int
               Param("dw2", "float32", n * nb, "in", f"second Q8_0 scales [{n}, {nb}]")]  # fmt: skip
     outs = [Param("y2", "float32", n, "out", f"second product [{n}]")]
     outs += [Param(f"z{i}", "float32", n, "out", f"{pair.what} result {i} [{n}]") for i in range(len(pair.values))]
+    if pair.quant:
+        outs += _quantize.qact_params(n, 1, pair.quant, "z")
+        outs.append(Param("qcount", "int32", -(-n // 32), "inout", "pairs stored a block of 32 of z0 (0 between launches)"))
     params = [*params[:2], *second, *params[2:], *outs]
-    return params, f"{name}_{pair.tag}", f"{notes}, a second matrix's rows paired with its rows, then {pair.what}"
+    then = f"{pair.what}, quantized ({pair.quant})" if pair.quant else pair.what
+    return params, f"{name}_{pair.tag}", f"{notes}, a second matrix's rows paired with its rows, then {then}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -567,6 +584,36 @@ def _pair_lines(n: int, rows: int, pair: Pair, value) -> list[str]:
     return out
 
 
+def _pair_quant_lines(n: int, rows: int, fmt: str) -> list[str]:
+    """The quantize of a pair epilogue's result `z0` (`Pair.quant`; `n` its values, a group's `rows
+    / 2` pairs at `row0 / 2`), run by the warp whose lane 0 stored them, after the stores: the warp
+    fences, its lane 0 adds the group's pairs to `qcount[b]` (`b` their block of 32, `rows / 2`
+    dividing 32), and the warp that completes the block resets the count, fences, reads the block's
+    32 values back and quantizes them with the quantize stage's statements (`quantize.epilogue`,
+    one warp a block), so `zq`, `zd` (, `zs`) are that stage's bits."""
+    pairs = rows // 2
+    if 32 % pairs:
+        raise ValueError(f"a quantize after a pair epilogue of {pairs} pairs a group (a divisor of 32)")
+    have = f"min({pairs}, {n} - row0 // 2)"
+    quant = _quantize.epilogue("_qv0", "_qi", f"_qi < {n}", "_qb", "True", fmt, "z")
+    return [
+        "cuda.threadfence()",
+        f"if row0 // 2 < {n}:",
+        "    _qb = (row0 // 2) // 32",
+        "    _qa = int32(0)",
+        "    if lane == 0:",
+        f"        _qa = int32(cuda.atomic.add(qcount, _qb, {have}) + {have})",
+        "    _qa = warp_isum(_qa)",
+        f"    if _qa == min(32, {n} - _qb * 32):",
+        "        cuda.threadfence()",
+        "        if lane == 0:",
+        "            qcount[_qb] = 0",
+        "        _qi = _qb * 32 + lane",
+        f"        _qv0 = z0[_qi] if _qi < {n} else float32(0.0)",
+        *("        " + ln for ln in quant.splitlines()),
+    ]
+
+
 def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int] | None = None,
                 pair: Pair | None = None) -> tuple[str, str, str]:  # fmt: skip
     """(shared declaration, early-exit guard, stores) of a row-group kernel: with `split` 1 each
@@ -586,6 +633,8 @@ def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int]
             stores += "\n    if lane == 0:\n" + indent("\n".join(_rope_lines(n, rows, rope[1], lambda r: f"acc{r}")), 2)
         if pair:
             stores += "\n    if lane == 0:\n" + indent("\n".join(_pair_lines(n, rows, pair, lambda r: f"acc{r}")), 2)
+            if pair.quant:
+                stores += "\n" + indent("\n".join(_pair_quant_lines(n // 2, rows, pair.quant)), 1)
         return "", guard, stores
     keep = "\n".join(f"        red[warp * {rows} + {r}] = acc{r}" for r in range(rows))
     t = (lambda r: f"t{r}") if rope or pair else (lambda r: "t")
@@ -600,6 +649,8 @@ def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int]
     if pair:
         sums += "\n" + indent("\n".join(_pair_lines(n, rows, pair, t)), 2)
     stores = f"    if lane == 0:\n{keep}\n    cuda.syncthreads()\n    if lane == 0 and j == 0:\n{sums}"
+    if pair and pair.quant:
+        stores += "\n    if j == 0:\n" + indent("\n".join(_pair_quant_lines(n // 2, rows, pair.quant)), 2)
     return f"    red = cuda.shared.array({warps * rows}, float32)\n", "", stores
 
 
@@ -648,14 +699,24 @@ def pair_variant(name: str, pair: Pair) -> Kernel | None:
     """GEMV `name` (built by `gemv_q8`) taking a second matrix of its shape, the same launch shape,
     its rows paired with the first's and `pair` as the epilogue (`gemv_q8`'s `pair`), or None where
     that cannot be: a GEMV not built here, a looping grid or prefetch, an odd number of rows a group,
-    more than one row of x."""
+    more than one row of x; with `pair.quant`, an epilogue of more than one result or a group's pairs
+    not dividing 32. `PAIRS` records what each variant was built from."""
     recipe = RECIPES.get(name)
     if recipe is None:
         return None
     n, k, m, act, shape = recipe
     if shape.blocks or shape.prefetch or shape.rows % 2 or m != 1:
         return None
-    return gemv_q8(n, k, m, act, shape, pair=pair)
+    if pair.quant and (len(pair.values) != 1 or 32 % (shape.rows // 2)):
+        return None
+    kern = gemv_q8(n, k, m, act, shape, pair=pair)
+    PAIRS[kern.name] = (name, pair)
+    return kern
+
+
+PAIRS: dict[str, tuple[str, Pair]] = {}
+"""The GEMV and `Pair` each pair variant (`pair_variant`) was built from, by its kernel name: what
+`codegen.merge` rebuilds with a quantize (`Pair.quant`)."""
 
 
 def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int] | None = None,
@@ -784,7 +845,7 @@ def gemv_k(qs, dw, {xs}, y):
         body = body.replace(f"def gemv_k(qs, dw, {xs}, y):", f"def gemv_k(qs, dw, {xs}, y, angles, z):", 1)
         params, name, notes = _with_rope_params(params, name, notes, n, *rope)
     elif two:
-        zs = ", ".join(f"z{i}" for i in range(len(pair.values)))
+        zs = pair.outputs()
         body = body.replace(f"def gemv_k(qs, dw, {xs}, y):", f"def gemv_k(qs, dw, qs2, dw2, {xs}, y, y2, {zs}):", 1)
         params, name, notes = _with_pair_params(params, name, notes, n, k, pair)
     else:

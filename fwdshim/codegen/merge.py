@@ -25,7 +25,8 @@ group of
   rows it has just stored (`_epilogue_kernel`, `gemv.rope_variant`), with no barrier and no last
   block; an elementwise kernel over two parts' outputs (silu·mul after gate and up,
   `_pair_epilogue_of`) joins the two into one part whose groups take row i of both matrices and run
-  it on the pair (`gemv.pair_variant`);
+  it on the pair (`gemv.pair_variant`), and the quantize of that epilogue's result after it
+  (`_quant_epilogue_of`, `QUANT_EPILOGUES`: the warp that completes a block of 32 quantizes it);
 - then **tails**: the launches that follow (their inputs may be the set's outputs: rope after Q/K,
   silu·mul after gate/up, the residual add after the O and down projections, the norm after that
   add), each small (`TAIL_THREADS` threads of work at most), run by the set's block that finishes
@@ -46,7 +47,8 @@ A launch joins no group when its source reads with the non-coherent path (`ld_*x
 input is written in the same launch), uses atomics (a last-block pattern of its own: attention,
 argmax), or reads `gridDim`/`blockDim`.
 
-`fresh(i) -> Arg` binds launch `i`'s `count` to a scratch buffer of the plan (`int32 [1]`, zeroed).
+`fresh(i, name="count", size=1) -> Arg` binds launch `i`'s `name` to a scratch buffer of the plan (`int32
+[size]`, zeroed): a tail's `count`, a pair quantize's `qcount` (`QUANT_EPILOGUES`).
 """
 
 from __future__ import annotations
@@ -488,6 +490,47 @@ def _pair_epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, int, objec
     return i, i2, pair
 
 
+QUANT_EPILOGUES = True
+"""Whether the quantize of a pair epilogue's result (int8-act's quantize of silu·mul, before the down
+projection), at most `PROLOGUE_VALUES` wide, runs in the pair's part too (`gemv.Pair.quant`): each
+warp that stored a group's pairs fences and counts them into its block of 32 (`qcount`, a scratch
+array of the plan), and the warp completing a block quantizes it — in place of the down
+projection's prologue, where every block of the down launch quantized the whole row again.
+
+Measured on the H200 (2026-12-01, `bench/decode_step.py --no-torch --steps 32 --numerics int8-act`,
+fill 512, one call, us a token, off -> on, the same greedy tokens): SmolLM2 shape (1536 wide, the
+down projection's prologue) 582.2 -> 563.3 (-3.2 %); Llama-3-8B shape (14336 wide, a launch of its
+own) 2781.9 -> 2930.2 (+5.3 %: a fence and an atomic by each of the gate/up launch's 14336 warps,
+2.7 waves of them, cost more than the 1.7 us quantize launch they replaced) — hence the width limit.
+GPU suite with it on at both widths: 132 passed."""
+
+
+def _quant_epilogue_of(t, par: Sequence, epi: Sequence, busy: Sequence) -> tuple[int, str] | None:
+    """(the part of `par`, the format) when quantize launch `t` (`quantize_<format>_1x<n>`: `x` -> `q`,
+    `d` (, `s`), `n` at most `PROLOGUE_VALUES`) reads the one result of a pair epilogue launch among `epi` (`_pair_epilogue_of`) and
+    can run after it in that part (`gemv.pair_variant` with `Pair.quant`); its results read and
+    written by none of `busy`. None otherwise."""
+    from fwdshim.codegen import gemv
+
+    k = t.kernel
+    mt = re.fullmatch(r"quantize_(one_word|two_words)_1x\d+", k.name)
+    if not QUANT_EPILOGUES or mt is None or k.params[0].name != "x" or k.params[0].role != "in" or k.params[0].size > PROLOGUE_VALUES:
+        return None
+    x = _key(t.args[0])
+    outs = {_key(a) for a, q in zip(t.args, k.params, strict=True) if q.role != "in"}
+    for e in epi:
+        found = _pair_epilogue_of(e, par, [])
+        if found is None or [_key(a) for a, q in zip(e.args, e.kernel.params, strict=True) if q.role != "in"] != [x]:
+            continue
+        i, _, pair = found
+        if gemv.pair_variant(par[i].kernel.name, replace(pair, quant=mt.group(1))) is None:
+            return None
+        if any(o in {_key(v) for v in u.args} for u in busy for o in outs):
+            return None
+        return i, mt.group(1)
+    return None
+
+
 def _epilogue(t, par: Sequence, busy: Sequence) -> tuple[int, tuple] | None:
     """(the part of `par`, how) when launch `t` runs as that part's epilogue: how is `("rope", hd,
     half)` (`_rope_epilogue_of`), `("pair", second part, gemv.Pair)` (`_pair_epilogue_of`: the
@@ -527,6 +570,22 @@ def _with_epilogue(part, t, how: tuple, second=None):
         kern = _epilogue_kernel(part.kernel, kind, y_first)
         extra = (t.args[1] if y_first else t.args[0], t.args[2])
     return replace(part, kernel=kern, args=tuple(part.args) + extra)
+
+
+def _with_quantize(part, t, counts: Callable[[int], object]):
+    """Launch `part` carrying quantize launch `t` after its pair epilogue (`_quant_epilogue_of`) when
+    its pair's result is what `t` reads; else `part` as it is. `counts(size)` gives the argument of
+    its `qcount` (a zeroed scratch array of the plan)."""
+    from fwdshim.codegen import gemv
+
+    built = gemv.PAIRS.get(part.kernel.name)
+    if built is None or _key(part.args[-1]) != _key(t.args[0]):
+        return part
+    fmt = re.fullmatch(r"quantize_(one_word|two_words)_1x\d+", t.kernel.name).group(1)
+    kern = gemv.pair_variant(built[0], replace(built[1], quant=fmt))
+    assert kern is not None
+    outs = tuple(a for a, q in zip(t.args, t.kernel.params, strict=True) if q.role != "in")
+    return replace(part, kernel=kern, args=(*part.args, *outs, counts(kern.params[-1].size)))
 
 
 def _epilogue_kernel(k: Kernel, kind: str, y_first: bool) -> Kernel:
@@ -578,7 +637,14 @@ def groups(launches: Sequence) -> list[tuple[list, list, list, list]]:
         block = par[0].kernel.block[0]
         epi: list = []
         taken: set[int] = set()
+        quantized: set[int] = set()
         while j < n and len(pro) + len(par) + len(epi) < MAX_PARTS:
+            quant = _quant_epilogue_of(launches[j], par, epi, pro + par + epi)
+            if quant is not None and quant[0] not in quantized:
+                quantized.add(quant[0])
+                epi.append(launches[j])
+                j += 1
+                continue
             found_epi = _epilogue(launches[j], par, pro + par + epi)
             if found_epi is None or found_epi[0] in taken or (found_epi[1][0] == "pair" and found_epi[1][1] in taken):
                 break
@@ -733,7 +799,7 @@ def merged_k({sig}):
     return build(name, src, "merged_k", (total,), (block,), params, notes)
 
 
-def merge_launches(launches: Sequence, fresh: Callable[[int], object], arg: Callable, launch_of: Callable) -> list:
+def merge_launches(launches: Sequence, fresh: Callable[..., object], arg: Callable, launch_of: Callable) -> list:
     """The plan's stage launches as merged launches (module docstring): `arg(param, buffer, part,
     role)` and `launch_of(stage, kernel, args, holds=, tails=)` build the plan's `Arg`s and `Launch`es.
     Each merged launch holds its parts in `holds` (the launches it replaces, in order: the parallel
@@ -748,6 +814,9 @@ def merge_launches(launches: Sequence, fresh: Callable[[int], object], arg: Call
         par = list(par)
         joined: set[int] = set()
         for t in epi:  # each epilogue joins its part: the part's kernel stores both results
+            if re.fullmatch(r"quantize_\w+", t.kernel.name):  # a pair's quantize (`_quant_epilogue_of`)
+                par = [_with_quantize(p, t, lambda size: fresh(len(out), "qcount", size)) for p in par]
+                continue
             found = _epilogue(t, par, [])
             assert found is not None
             second = par[found[1][1]] if found[1][0] == "pair" else None

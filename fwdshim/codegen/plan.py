@@ -236,11 +236,14 @@ class LaunchPlan:
                 n = len(launch.holds) - launch.tails
                 first = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[: launch.prologue])
                 held = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[launch.prologue : n - launch.epilogues])
-                epi = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[n - launch.epilogues : n])
+                epis = launch.holds[n - launch.epilogues : n]
+                quant = ", ".join(f"stage {h.stage} {h.name}" for h in epis if h.name.startswith("quantize_"))
+                epi = ", ".join(f"stage {h.stage} {h.name}" for h in epis if not h.name.startswith("quantize_"))
                 tails = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[n:])
                 lines.append(f"//   launch {i}: {launch.name} grid {grid} block {block} "
                              + (f"every block first: {first}; then " if first else "") + f"holds {held}"
                              + (f"; each block on its rows: {epi}" if epi else "")
+                             + (f"; the warp completing a block of 32: {quant}" if quant else "")
                              + (f"; last block: {tails}" if tails else "") + hint)  # fmt: skip
         if self.maintenance:
             lines.append("// maintenance (after the last stage, in the graph):")
@@ -472,11 +475,11 @@ def build_plan(func: FuncOp, module: Operation | None = None, merge: bool | None
     if merge:
         from fwdshim.codegen.merge import merge_launches
 
-        def fresh(i: int) -> Arg:
-            name = f"%launch{i}.count"
-            b.meta[name] = ("i32", (1,), "intermediate")
-            b.parts[name] = {"": Part("", "int32", 1)}
-            return Arg("count", name, "", "inout")
+        def fresh(i: int, param: str = "count", size: int = 1) -> Arg:
+            name = f"%launch{i}.{param}"
+            b.meta[name] = ("i32", (size,), "intermediate")
+            b.parts[name] = {"": Part("", "int32", size)}
+            return Arg(param, name, "", "inout")
 
         merged = tuple(merge_launches([x for s in stage_plans for x in s.launches], fresh, Arg, Launch))
         if len(merged) == sum(len(s.launches) for s in stage_plans):
