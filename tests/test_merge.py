@@ -142,18 +142,19 @@ def test_prologue_chains_are_bit_for_bit_their_stages(monkeypatch, numerics):
 
 
 @sim_only
-@pytest.mark.parametrize("shape", [(4, 1), (2, 4)], ids=["r4s1", "r2s4"])
+@pytest.mark.parametrize("shape", [(16, 4, 1), (16, 2, 4), (32, 2, 2)], ids=["v16r4s1", "v16r2s4", "v32r2s2"])
 @pytest.mark.parametrize("numerics", ["int8-act", "two-pass-int8"])
 def test_pair_quantize_is_bit_for_bit_its_stages(monkeypatch, numerics, shape):
     """With `QUANT_EPILOGUES` the quantize of silu·mul's result runs in the gate/up launch after its
     pair epilogue (the warp completing a block of 32 quantizes it), not as the down projection's
     prologue: every output and buffer bit for bit the stage launches' (both formats; groups of one
-    warp and of four warps splitting a row), the counts left at zero, the quantize held by the
+    warp and of four warps splitting a row; 16-byte pieces and whole blocks a lane), the counts left
+    at zero, the quantize held by the
     gate/up launch. Off, it is the down projection's prologue again."""
     from fwdshim.codegen import gemv
 
-    rows, split = shape
-    monkeypatch.setattr(gemv, "launch_shape", lambda n, k, act: gemv.Shape(16, rows, 8, 1, split))
+    vec, rows, split = shape  # vec 32: the whole-block-lane GEMV (`gemv._q8_kernel`)
+    monkeypatch.setattr(gemv, "launch_shape", lambda n, k, act: gemv.Shape(vec, rows, 8, 1, split))
     gemv.q8_0_int8.cache_clear()
     gemv.q8_0.cache_clear()
     try:
