@@ -149,8 +149,8 @@ def test_pair_quantize_is_bit_for_bit_its_stages(monkeypatch, numerics, shape):
     pair epilogue (the warp completing a block of 32 quantizes it), not as the down projection's
     prologue: every output and buffer bit for bit the stage launches' (both formats; groups of one
     warp and of four warps splitting a row; 16-byte pieces and whole blocks a lane), the counts left
-    at zero, the quantize held by the
-    gate/up launch. Off, it is the down projection's prologue again."""
+    at zero, the quantize held by the gate/up launch. Off, it is the down projection's prologue
+    again."""
     from fwdshim.codegen import gemv
 
     vec, rows, split = shape  # vec 32: the whole-block-lane GEMV (`gemv._q8_kernel`)
