@@ -965,7 +965,7 @@ def test_weights_never_overwrite_a_file_fwdshim_did_not_convert(tmp_path, capsys
 
 def test_import_never_writes_its_ir_over_a_gguf_file(tmp_path, capsys):
     """`import -o` naming an existing GGUF file (another model; weights fwdshim converted, which an IR
-    names) is refused and the file kept (the model became IR text)."""
+    names) is refused and the file kept (the model became IR text); so is a new file named `.gguf`."""
     path = tiny(tmp_path, types={"blk.0.ffn_up.weight": QT.Q4_1})
     other = tiny(tmp_path, name="other.gguf")
     before = other.read_bytes()
@@ -978,6 +978,9 @@ def test_import_never_writes_its_ir_over_a_gguf_file(tmp_path, capsys):
     before = side.read_bytes()
     fails(capsys, ["import", str(path), "--requantize", "q8_0", "-o", str(side)], f"-o {side}: is a GGUF file")
     assert side.read_bytes() == before
+    new = tmp_path / "step.GGUF"  # no file yet, but named as a model: `run --model` would take it for one
+    fails(capsys, ["import", str(path), "-o", str(new)], f"-o {new}: the IR is text (MLIR), not a GGUF file: name it .mlir")
+    assert not new.exists()
 
 
 PIP_NO_NETWORK = """\

@@ -581,3 +581,16 @@ def test_a_gguf_model_is_never_written_over(tmp_path, flag):
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr == f"fwdshim-opt: error: {flag} {model}: a GGUF model, which writing there would destroy (give another file name)\n"
     assert model.read_bytes() == b"GGUF\x03\x00\x00\x00" + bytes(16)
+
+
+def test_timings_and_ir_between_passes_go_to_stderr():
+    """`--time-passes` and `--print-between-passes` print on stderr (as mlir-opt's timing and
+    print-ir-after-all do): stdout is the resulting IR alone, which parses again (xDSL printed the
+    timings on stdout, ahead of the IR: `fwdshim-opt - ` then failed on "Pass ... took")."""
+    src = str(ROOT / "examples/llama_layer.mlir")
+    r = opt(src, "-p", "fwd-fuse,fwd-legalize", "--time-passes", "--print-between-passes")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("builtin.module") and "took" not in r.stdout and "IR after" not in r.stdout
+    assert "Pass fwd-fuse took " in r.stderr and "IR after fwd-fuse:" in r.stderr
+    again = opt("-", stdin=r.stdout)
+    assert again.returncode == 0 and again.stdout == r.stdout, again.stderr

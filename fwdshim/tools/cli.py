@@ -499,6 +499,9 @@ def _import(args, out: _Output) -> int:
         _check_writable(dest, "-o", path, regular=True)
         if _is_gguf(Path(os.path.realpath(dest))):
             raise UsageError(f"-o {dest}: is a GGUF file (a model or converted weights); the IR is text: give it another name")
+        if dest.suffix.lower() == ".gguf":  # a text file named as a model: a later `run --model` would take it for one
+            raise UsageError(f"-o {dest}: the IR is text (MLIR), not a GGUF file: name it .mlir (converted weights "
+                             f"go beside it as .weights.gguf, or where --weights says)")  # fmt: skip
     if args.weights is not None:
         if _is_stdout(args.weights, Path(args.weights)):
             raise UsageError(f"--weights {args.weights}: the converted weights are a GGUF file the IR names (give a file name)")

@@ -10,6 +10,7 @@ one located message and exit 1, never a traceback (an internal error prints one 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import errno
 import io
@@ -160,6 +161,20 @@ class FwdOptMain(xDSLOptMain):
         else:
             self.held = open(name, "w")
         return self.held
+
+    def setup_pipeline(self) -> None:
+        """As xDSL's, but what its callback prints between passes (`--time-passes`' timings,
+        `--print-between-passes`' IR) goes to stderr, as mlir-opt's `--mlir-timing` and
+        `--mlir-print-ir-after-all` do: stdout holds only the resulting IR, so it can be piped on."""
+        super().setup_pipeline()
+        inner = self.pipeline.callback
+        if inner is not None:
+
+            def callback(previous, module, following) -> None:
+                with contextlib.redirect_stdout(sys.stderr):
+                    inner(previous, module, following)
+
+            self.pipeline = dataclasses.replace(self.pipeline, callback=callback)
 
     def _run_chunks(self) -> None:
         chunks, file_extension = self.prepare_input()
