@@ -142,18 +142,21 @@ def test_prologue_chains_are_bit_for_bit_their_stages(monkeypatch, numerics):
 
 
 @sim_only
-@pytest.mark.parametrize("shape", [(16, 4, 1), (16, 2, 4), (32, 2, 2)], ids=["v16r4s1", "v16r2s4", "v32r2s2"])
+@pytest.mark.parametrize("shape", [(16, 4, 1, False), (16, 2, 4, False), (32, 2, 2, False), (16, 2, 1, True), (16, 2, 4, True)],
+                         ids=["v16r4s1", "v16r2s4", "v32r2s2", "v16r2s1-block", "v16r2s4-block"])  # fmt: skip
 @pytest.mark.parametrize("numerics", ["int8-act", "two-pass-int8"])
 def test_pair_quantize_is_bit_for_bit_its_stages(monkeypatch, numerics, shape):
     """With `QUANT_EPILOGUES` the quantize of silu·mul's result runs in the gate/up launch after its
     pair epilogue (the warp completing a block of 32 quantizes it), not as the down projection's
     prologue: every output and buffer bit for bit the stage launches' (both formats; groups of one
-    warp and of four warps splitting a row; 16-byte pieces and whole blocks a lane), the counts left
+    warp and of four warps splitting a row; 16-byte pieces and whole blocks a lane; counted a warp
+    or a block at a time, `gemv.PAIR_QUANT_BLOCK`), the counts left
     at zero, the quantize held by the gate/up launch. Off, it is the down projection's prologue
     again."""
     from fwdshim.codegen import gemv
 
-    vec, rows, split = shape  # vec 32: the whole-block-lane GEMV (`gemv._q8_kernel`)
+    vec, rows, split, block = shape  # vec 32: the whole-block-lane GEMV (`gemv._q8_kernel`); block: `PAIR_QUANT_BLOCK`
+    monkeypatch.setattr(gemv, "PAIR_QUANT_BLOCK", block)
     monkeypatch.setattr(gemv, "launch_shape", lambda n, k, act: gemv.Shape(vec, rows, 8, 1, split))
     gemv.q8_0_int8.cache_clear()
     gemv.q8_0.cache_clear()
@@ -177,6 +180,7 @@ def test_pair_quantize_is_bit_for_bit_its_stages(monkeypatch, numerics, shape):
     gate_up = next(launch for launch in p1.merged if any(h.name.startswith("fused_chain_silu_mul") for h in launch.holds))
     assert [h.name for h in gate_up.holds[-2:]] == [f"fused_chain_silu_mul_{TINY['ff']}", f"quantize_{fmt}_1x{TINY['ff']}"]
     assert f"_q{fmt}" in gate_up.kernel.notes and p1.merged[p1.merged.index(gate_up) + 1].prologue == 0  # the down launch
+    assert ("_qf" in gate_up.kernel.source) == block
     down = next(launch for launch in off.merged if launch.holds and launch.holds[0].stage == gate_up.holds[-1].stage)
     assert down.prologue == 1 and down.holds[0].name == f"quantize_{fmt}_1x{TINY['ff']}"
 

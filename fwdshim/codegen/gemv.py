@@ -584,7 +584,21 @@ def _pair_lines(n: int, rows: int, pair: Pair, value) -> list[str]:
     return out
 
 
-def _pair_quant_lines(n: int, rows: int, fmt: str) -> list[str]:
+PAIR_QUANT_BLOCK = False
+"""Whether a pair quantize (`Pair.quant`) counts a block's pairs at once (`_pair_quant_lines`'
+`groups`: every thread fences, a barrier, then one atomic a block by thread 0, as a merged launch's
+tails count) rather than a warp's (one atomic a warp: 32 on each count where a warp holds one pair).
+A kernel that may return early (a group past the rows) counts a warp's.
+
+Measured on the H200 (2026-12-01, `bench/decode_step.py --no-torch --steps 32 --numerics int8-act`,
+fill 512, one call, the same greedy tokens as every run): SmolLM2 shape 538.9 us a token against
+560.6-563.3 counting a warp's (580.2-582.2 without the pair quantize); Llama-3-8B's 14336-wide
+quantize in its gate/up launch (`merge.QUANT_EPILOGUE_VALUES` raised) 2911.3 against 2930.2 a warp's
+and 2781.9-2799.6 as a launch of its own. Off until the GPU suite runs with it on (bit for bit
+against the stage launches under the simulator: tests/test_merge.py)."""
+
+
+def _pair_quant_lines(n: int, rows: int, fmt: str, groups: int = 0) -> list[str]:
     """The quantize of a pair epilogue's result `z0` (`Pair.quant`; `n` its values, a group's `rows
     / 2` pairs at `row0 / 2`), run by the warp whose lane 0 stored them, after the stores: the warp
     fences, its lane 0 adds the group's pairs to `qcount[b]` (`b` their block of 32, `rows / 2`
@@ -594,8 +608,30 @@ def _pair_quant_lines(n: int, rows: int, fmt: str) -> list[str]:
     pairs = rows // 2
     if 32 % pairs:
         raise ValueError(f"a quantize after a pair epilogue of {pairs} pairs a group (a divisor of 32)")
-    have = f"min({pairs}, {n} - row0 // 2)"
     quant = _quantize.epilogue("_qv0", "_qi", f"_qi < {n}", "_qb", "True", fmt, "z")
+    if groups:  # the block's `groups * pairs` pairs at once (`PAIR_QUANT_BLOCK`): every thread reaches the barriers
+        if 32 % (groups * pairs):
+            raise ValueError(f"a quantize after a pair epilogue of {groups * pairs} pairs a block (a divisor of 32)")
+        have = f"min({groups * pairs}, {n} - _pb0)"
+        return [
+            "cuda.threadfence()",
+            "cuda.syncthreads()",
+            f"_pb0 = row0 // 2 - grp * {pairs}",
+            "_qb = _pb0 // 32",
+            "if cuda.threadIdx.x == 0:",
+            "    _qf[0] = 0",
+            f"    if _pb0 < {n}:",
+            f"        _qf[0] = int32(cuda.atomic.add(qcount, _qb, {have}) + {have})",
+            "cuda.syncthreads()",
+            f"if warp == 0 and _pb0 < {n} and _qf[0] == min(32, {n} - _qb * 32):",
+            "    cuda.threadfence()",
+            "    if lane == 0:",
+            "        qcount[_qb] = 0",
+            "    _qi = _qb * 32 + lane",
+            f"    _qv0 = z0[_qi] if _qi < {n} else float32(0.0)",
+            *("    " + ln for ln in quant.splitlines()),
+        ]
+    have = f"min({pairs}, {n} - row0 // 2)"
     return [
         "cuda.threadfence()",
         f"if row0 // 2 < {n}:",
@@ -615,12 +651,16 @@ def _pair_quant_lines(n: int, rows: int, fmt: str) -> list[str]:
 
 
 def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int] | None = None,
-                pair: Pair | None = None) -> tuple[str, str, str]:  # fmt: skip
+                pair: Pair | None = None, block_quant: bool = False) -> tuple[str, str, str]:  # fmt: skip
     """(shared declaration, early-exit guard, stores) of a row-group kernel: with `split` 1 each
     warp's lane 0 stores its rows; else the group's warps' parts are summed in warp order through
     shared memory. With `rope` (`(hd, half)`, `gemv_q8`) row r of the group is `rr{r}` and each
     pair's rope goes to `z` after the stores. With `pair` (`n` the rows of both matrices) the even
-    rows go to `y`, the odd to `y2`, row `rr{r}` of each, and each pair's epilogue after them."""
+    rows go to `y`, the odd to `y2`, row `rr{r}` of each, and each pair's epilogue after them, then
+    its quantize (`Pair.quant`: a block's pairs counted at once with `block_quant`, whose kernel
+    must not return early)."""
+    groups = warps // split if block_quant and pair and pair.quant else 0
+    qf = "    _qf = cuda.shared.array(1, int32)\n" if groups else ""
     row = (lambda r: f"rr{r}") if rope or pair else (lambda r: f"row0 + {r}")
     out = (lambda r: "y2" if r % 2 else "y") if pair else (lambda r: "y")
     at = (lambda r: f"m * {n // 2} + {row(r)}") if pair else (lambda r: f"m * {n} + {row(r)}")
@@ -634,8 +674,8 @@ def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int]
         if pair:
             stores += "\n    if lane == 0:\n" + indent("\n".join(_pair_lines(n, rows, pair, lambda r: f"acc{r}")), 2)
             if pair.quant:
-                stores += "\n" + indent("\n".join(_pair_quant_lines(n // 2, rows, pair.quant)), 1)
-        return "", guard, stores
+                stores += "\n" + indent("\n".join(_pair_quant_lines(n // 2, rows, pair.quant, groups)), 1)
+        return qf, guard, stores
     keep = "\n".join(f"        red[warp * {rows} + {r}] = acc{r}" for r in range(rows))
     t = (lambda r: f"t{r}") if rope or pair else (lambda r: "t")
     sums = "\n".join(
@@ -649,9 +689,11 @@ def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int]
     if pair:
         sums += "\n" + indent("\n".join(_pair_lines(n, rows, pair, t)), 2)
     stores = f"    if lane == 0:\n{keep}\n    cuda.syncthreads()\n    if lane == 0 and j == 0:\n{sums}"
-    if pair and pair.quant:
+    if pair and pair.quant and groups:
+        stores += "\n" + indent("\n".join(_pair_quant_lines(n // 2, rows, pair.quant, groups)), 1)
+    elif pair and pair.quant:
         stores += "\n    if j == 0:\n" + indent("\n".join(_pair_quant_lines(n // 2, rows, pair.quant)), 2)
-    return f"    red = cuda.shared.array({warps * rows}, float32)\n", "", stores
+    return f"    red = cuda.shared.array({warps * rows}, float32)\n" + qf, "", stores
 
 
 @functools.cache
@@ -790,8 +832,10 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
         lines.append(f"    c0 = {steps * width} + kl")
         lines.append(indent(_coalesced_step(rows, ["c0"], act, vec, two), 1))
     lines += [f"acc{r} = warp_sum(acc{r})" for r in range(rows)]
-    shared, guard, stores = _row_stores(nv, rows, warps, split, rope, pair)
-    if nv % per_block == 0 and not (shape.blocks and shape.blocks < -(-nv // per_block)):
+    whole = nv % per_block == 0 and not (shape.blocks and shape.blocks < -(-nv // per_block))
+    block_quant = PAIR_QUANT_BLOCK and whole and not shape.blocks and pair is not None and 32 % (per_block // 2) == 0
+    shared, guard, stores = _row_stores(nv, rows, warps, split, rope, pair, block_quant)
+    if whole:
         guard = ""  # no group of the grid starts past the rows: the kernel never returns early
     if rope is not None:  # pair q of the group: rows (i, i + half) of head h, pair index row0 / 2 + q
         pick = _pair_rows(n, rows, *rope) + "\n" + "\n".join(f"w{r} = rr{r} * {k}\nd{r} = rr{r} * {nb}" for r in range(rows))

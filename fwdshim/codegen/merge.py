@@ -492,7 +492,7 @@ def _pair_epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, int, objec
 
 QUANT_EPILOGUES = True
 """Whether the quantize of a pair epilogue's result (int8-act's quantize of silu·mul, before the down
-projection), at most `PROLOGUE_VALUES` wide, runs in the pair's part too (`gemv.Pair.quant`): each
+projection), at most `QUANT_EPILOGUE_VALUES` wide, runs in the pair's part too (`gemv.Pair.quant`): each
 warp that stored a group's pairs fences and counts them into its block of 32 (`qcount`, a scratch
 array of the plan), and the warp completing a block quantizes it — in place of the down
 projection's prologue, where every block of the down launch quantized the whole row again.
@@ -505,16 +505,21 @@ own) 2781.9 -> 2930.2 (+5.3 %: a fence and an atomic by each of the gate/up laun
 GPU suite with it on at both widths: 132 passed."""
 
 
+QUANT_EPILOGUE_VALUES = PROLOGUE_VALUES
+"""The widest quantize `QUANT_EPILOGUES` runs in a pair's part: where it would otherwise be a
+prologue (`PROLOGUE_VALUES`); wider, a launch of its own (measured faster at 14336)."""
+
+
 def _quant_epilogue_of(t, par: Sequence, epi: Sequence, busy: Sequence) -> tuple[int, str] | None:
     """(the part of `par`, the format) when quantize launch `t` (`quantize_<format>_1x<n>`: `x` -> `q`,
-    `d` (, `s`), `n` at most `PROLOGUE_VALUES`) reads the one result of a pair epilogue launch among `epi` (`_pair_epilogue_of`) and
+    `d` (, `s`), `n` at most `QUANT_EPILOGUE_VALUES`) reads the one result of a pair epilogue launch among `epi` (`_pair_epilogue_of`) and
     can run after it in that part (`gemv.pair_variant` with `Pair.quant`); its results read and
     written by none of `busy`. None otherwise."""
     from fwdshim.codegen import gemv
 
     k = t.kernel
     mt = re.fullmatch(r"quantize_(one_word|two_words)_1x\d+", k.name)
-    if not QUANT_EPILOGUES or mt is None or k.params[0].name != "x" or k.params[0].role != "in" or k.params[0].size > PROLOGUE_VALUES:
+    if not QUANT_EPILOGUES or mt is None or k.params[0].name != "x" or k.params[0].role != "in" or k.params[0].size > QUANT_EPILOGUE_VALUES:
         return None
     x = _key(t.args[0])
     outs = {_key(a) for a, q in zip(t.args, k.params, strict=True) if q.role != "in"}
