@@ -83,7 +83,7 @@ def test_explain_table_follows_the_ir(tmp_path, capsys) -> None:
         "// did not fire: " + ", ".join(r.name for r in RULES),
     ]
     # then the primitives left alone: the parts split from glu_act_mul would chain (no fwd-fuse ran after)
-    would = "nothing: fwd-fuse run on the IR as it stands fuses it (it has not run, or not since the IR changed)"
+    would = "nothing: fwd-fuse would fuse it (it has not run on this IR, or not since the IR changed)"
     assert table.splitlines()[-3] == "// left unfused: 2 fusable stage(s) (norm, elementwise op, silu, relu, quantize), and why no rule took each"
     assert [ln.split("  ")[:1] + ln.split(f"{src}:")[1:] for ln in table.splitlines()[-2:]] == [
         ["// 2", f"7:5  {would}"],
@@ -192,7 +192,7 @@ def test_explain_numbers_stages_after_fusion_and_fused_rows_cover_the_stages_bef
     assert main([str(example), "-p", "fwd-quantize-activations{numerics=int8-act}", "--report-json", str(early)]) == 0
     first = json.loads(early.read_text())["unfused"][2]
     assert (first["stage"], first["op_name"], first["rule"]) == (2, "fwd.quantize", None)
-    assert first["guard"].startswith("nothing: fwd-fuse run on the IR as it stands fuses it")
+    assert first["guard"].startswith("nothing: fwd-fuse would fuse it")
     assert [(u["stage"], u["op_name"], u["rule"], u["location"]) for u in unfused] == [
         (12, "fwd.quantize", None, f"{example}:40:3"), (14, "fwd.elementwise", None, f"{example}:41:3"),
     ]

@@ -63,9 +63,9 @@ func.func @report(%x: tensor<64xf32>, %u: tensor<32xf32>) -> tensor<32xf32> {
 // legalization split from glu_act_mul would chain, but fwd-fuse ran before the split).
 // CHECK-NEXT: // left unfused: 4 fusable stage(s) (norm, elementwise op, silu, relu, quantize), and why no rule took each
 // CHECK-NEXT: // 2  fwd.relu {{ +}}{{.*}}explain.mlir:46:3  relu_sqr: the forward links no ReLU
-// CHECK-NEXT: // 3  fwd.elementwise  {{.*}}explain.mlir:47:3  nothing: fwd-fuse run on the IR as it stands fuses it (it has not run, or not since the IR changed)
-// CHECK-NEXT: // 4  fwd.silu {{ +}}{{.*}}explain.mlir:50:5  nothing: fwd-fuse run on the IR as it stands fuses it
-// CHECK-NEXT: // 5  fwd.elementwise  {{.*}}explain.mlir:51:5  nothing: fwd-fuse run on the IR as it stands fuses it
+// CHECK-NEXT: // 3  fwd.elementwise  {{.*}}explain.mlir:47:3  nothing: fwd-fuse would fuse it (it has not run on this IR, or not since the IR changed)
+// CHECK-NEXT: // 4  fwd.silu {{ +}}{{.*}}explain.mlir:50:5  nothing: fwd-fuse would fuse it
+// CHECK-NEXT: // 5  fwd.elementwise  {{.*}}explain.mlir:51:5  nothing: fwd-fuse would fuse it
 // CHECK-NOT:  //
 
 // A bare boolean option is true, as in mlir-opt:

@@ -217,7 +217,7 @@ def unfused_guards(module: Operation, shim: Shim, table: tuple[ChipRule, ...] | 
     return rows
 
 
-WOULD_FUSE = "nothing: fwd-fuse run on the IR as it stands fuses it (it has not run, or not since the IR changed)"
+WOULD_FUSE = "nothing: fwd-fuse would fuse it (it has not run on this IR, or not since the IR changed)"
 
 
 def _would_fuse(module: Operation, shim: Shim, table: tuple[ChipRule, ...]) -> set[Operation]:
