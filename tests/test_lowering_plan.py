@@ -263,7 +263,7 @@ def test_target_prints_the_llama_example_plan():
     text = out.getvalue()
     assert rc == 0
     assert "// launch plan @decode_step: 15 stages, 6 kernels, 34 buffers" in text  # no tail's count word: the pair quantize's
-    assert "//   %launch3.qcount  intermediate  i32[48] = data i32[48]" in text  # a count a block of 32 of the 1536
+    assert "//   %launch3.qcount12  intermediate  i32[48] = data i32[48]" in text  # a count a block of 32 of the 1536
     assert "every block first: stage 8 rms_norm_res_w_sum_one_word_1x576_b256; then holds stage 9 gemv_q8_0_int8_1x1536x576_v16r2w8u1s1" in text
     assert text.count("//     kernel ") == 16
     assert "# ---- kernel kv_append_1x192_r4095:" in text

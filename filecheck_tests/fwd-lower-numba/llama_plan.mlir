@@ -52,7 +52,7 @@
 // (codegen.merge.QUANTIZED_PROLOGUES); the O projection then runs alone. The ropes run in the Q and K
 // GEMVs on each block's rows (codegen.merge.ROPE_EPILOGUES), and silu·mul in gate/up, whose groups
 // take row i of both (codegen.merge.PAIR_EPILOGUES), then the quantize of its result, by the warp
-// that completes each block of 32 (codegen.merge.QUANT_EPILOGUES, its counts %launch3.qcount): no
+// that completes each block of 32 (codegen.merge.QUANT_EPILOGUES, its counts %launch3.qcount12): no
 // launch keeps a tail, and the down projection has no prologue.
 // INT8-NEXT: // launches (5 for 15 stage kernels, then 1 maintenance: the graph's 6):
 // INT8-NEXT: //   launch 0: merged_1r3p2e_{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 0 rms_norm_w_one_word_1x576_b256; then holds stage 1 gemv_q8_0_int8_1x576x576_{{.*}}, stage 2 gemv_q8_0_int8_1x192x576_{{.*}}, stage 3 gemv_q8_0_int8_1x192x576_{{.*}}; each block on its rows: stage 4 rope_9x64_h32, stage 5 rope_3x64_h32

@@ -47,8 +47,9 @@ A launch joins no group when its source reads with the non-coherent path (`ld_*x
 input is written in the same launch), uses atomics (a last-block pattern of its own: attention,
 argmax), or reads `gridDim`/`blockDim`.
 
-`fresh(i, name="count", size=1) -> Arg` binds launch `i`'s `name` to a scratch buffer of the plan (`int32
-[size]`, zeroed): a tail's `count`, a pair quantize's `qcount` (`QUANT_EPILOGUES`).
+`fresh(i, name="count", size=1, suffix="") -> Arg` binds launch `i`'s `name` to a scratch buffer of the plan
+(`%launch<i>.<name><suffix>`, `int32 [size]`, zeroed): a tail's `count`, a pair quantize's `qcount`
+(`QUANT_EPILOGUES`; its suffix the quantize's stage, so two in one launch count apart).
 """
 
 from __future__ import annotations
@@ -820,7 +821,7 @@ def merge_launches(launches: Sequence, fresh: Callable[..., object], arg: Callab
         joined: set[int] = set()
         for t in epi:  # each epilogue joins its part: the part's kernel stores both results
             if re.fullmatch(r"quantize_\w+", t.kernel.name):  # a pair's quantize (`_quant_epilogue_of`)
-                par = [_with_quantize(p, t, lambda size: fresh(len(out), "qcount", size)) for p in par]
+                par = [_with_quantize(p, t, lambda size, t=t: fresh(len(out), "qcount", size, str(t.stage))) for p in par]
                 continue
             found = _epilogue(t, par, [])
             assert found is not None

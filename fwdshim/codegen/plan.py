@@ -475,8 +475,8 @@ def build_plan(func: FuncOp, module: Operation | None = None, merge: bool | None
     if merge:
         from fwdshim.codegen.merge import merge_launches
 
-        def fresh(i: int, param: str = "count", size: int = 1) -> Arg:
-            name = f"%launch{i}.{param}"
+        def fresh(i: int, param: str = "count", size: int = 1, suffix: str = "") -> Arg:
+            name = f"%launch{i}.{param}{suffix}"
             b.meta[name] = ("i32", (size,), "intermediate")
             b.parts[name] = {"": Part("", "int32", size)}
             return Arg(param, name, "", "inout")
