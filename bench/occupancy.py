@@ -107,6 +107,9 @@ def step_kernels(shape: str, numerics: str):
     from fwdshim.frontend.importer import import_gguf
     from fwdshim.tools.runner import _func, compile_step
 
+    from fwdshim.codegen import merge
+
+    merge.PRO_INLINE = ", inline=True"  # `forceinline` would need a CUDA driver here (`merge.PRO_INLINE`)
     params = dict(ds.SHAPES[shape], n_layer=1, vocab=1024)
     path = Path(tempfile.gettempdir()) / "fwdshim_bench" / f"occupancy_{shape}.gguf"
     path.parent.mkdir(parents=True, exist_ok=True)

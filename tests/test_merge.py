@@ -608,7 +608,8 @@ def test_generated_calls_stay_within_cpythons_argument_limit(monkeypatch, numeri
         gemv.q8_0_int8.cache_clear()
     at_wait = [launch.name for launch in plan.merged if "    _pro(" in launch.kernel.source]
     assert len(at_wait) == sum(1 for launch in plan.merged if launch.prologue) >= 2, at_wait
-    nvvm = "" if simulating() else ", forceinline=True"  # NVVM inlines `_pro`: Numba types it once, not once a part
+    assert merge.PRO_INLINE == ", forceinline=True"  # NVVM inlines `_pro`: Numba types it once, not once a part
+    nvvm = "" if simulating() else merge.PRO_INLINE  # the simulator's `cuda.jit` takes no inlining option
     assert all(f"@cuda.jit(device=True{nvvm})\ndef _pro(" in launch.kernel.source for launch in plan.merged if launch.name in at_wait)
     for launch in plan.merged:
         calls = [c for c in ast.walk(ast.parse(launch.kernel.source)) if isinstance(c, ast.Call)]

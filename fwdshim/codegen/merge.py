@@ -182,6 +182,13 @@ def shared_decls(k: Kernel) -> list[tuple[str, int, str]]:
     return [(m.group(1), int(m.group(2)), m.group(3)) for m in _SHARED_DECL.finditer(_body(k))]
 
 
+PRO_INLINE = ", forceinline=True"
+"""How the prologue device function `_pro` that merged launches call at their parts' wait is inlined
+(`PRE_WAIT_PROLOGUE`): by NVVM (`forceinline`: typed once; SmolLM2's int8-act step built in 45 s on
+the H200 against 132 s with Numba's `inline=True`, which types it once a part). Numba 0.30's
+`compile_ptx` needs a CUDA driver for a `forceinline` device function, so `bench/occupancy.py`
+(no GPU) asks for Numba's inlining: the same code once inlined."""
+
 MAX_CALL_ARGS = 30
 """The most arguments a generated call passes: CPython compiles a call of more as `f(*args)`, which
 Numba's inlining of device functions refuses ("Calling a closure with *args is unsupported")."""
@@ -723,7 +730,7 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
         widest = max(len(k.params) + 2 + len(shared_decls(k)) for k in par) + len(used) + len(modes) + 1
         inline = widest <= MAX_CALL_ARGS
     if inline:  # the prologue as a device function each part calls at its wait
-        nvvm = "" if simulating() else ", forceinline=True"  # the simulator's `cuda.jit` takes no forceinline
+        nvvm = "" if simulating() else PRO_INLINE  # the simulator's `cuda.jit` takes neither
         fns.append(f"@cuda.jit(device=True{nvvm})\ndef _pro(" + pro_call + "):\n" + indent(head, 1).rstrip() + "\n    return")
         head = ""
     for i, k in enumerate(parts):
