@@ -269,7 +269,7 @@ def test_target_prints_the_llama_example_plan():
     assert "# ---- kernel kv_append_1x192_r4095:" in text
     assert "| gemv_q8_0_int8_1x1536x576_v16r2w8u1s1_pair_silu_mul_" in text  # gate and up, silu·mul their epilogue
     assert "gemv_q8_0_int8_1x576x576_v16r2w8u1s1_rope64h32, " in text  # Q with its rope as its epilogue
-    assert "each block on its rows: stage 11 fused_chain_silu_mul_1536; the warp completing a block of 32: stage 12 quantize_one_word_1x1536;" in text
+    assert "each block on its rows: stage 11 fused_chain_silu_mul_1536; each 32 values once stored: stage 12 quantize_one_word_1x1536;" in text
     assert "merged launch: gemv_q8_0_int8_1x576x1536_v16r2w8u1s4_eadd |" in text  # the down launch: no prologue
     assert "# ---- prelude" in text
 

@@ -149,7 +149,7 @@ def test_prologue_chains_are_bit_for_bit_their_stages(monkeypatch, numerics):
 @pytest.mark.parametrize("numerics", ["int8-act", "two-pass-int8"])
 def test_pair_quantize_is_bit_for_bit_its_stages(monkeypatch, numerics, shape):
     """With `QUANT_EPILOGUES` the quantize of silu·mul's result runs in the gate/up launch after its
-    pair epilogue (the warp completing a block of 32 quantizes it), not as the down projection's
+    pair epilogue (the warp or block completing 32 values quantizes them), not as the down projection's
     prologue: every output and buffer bit for bit the stage launches' (both formats; groups of one
     warp and of four warps splitting a row; 16-byte pieces and whole blocks a lane; counted a warp
     or a block at a time, `gemv.PAIR_QUANT_BLOCK`), the counts left

@@ -584,18 +584,19 @@ def _pair_lines(n: int, rows: int, pair: Pair, value) -> list[str]:
     return out
 
 
-PAIR_QUANT_BLOCK = False
+PAIR_QUANT_BLOCK = True
 """Whether a pair quantize (`Pair.quant`) counts a block's pairs at once (`_pair_quant_lines`'
 `groups`: every thread fences, a barrier, then one atomic a block by thread 0, as a merged launch's
-tails count) rather than a warp's (one atomic a warp: 32 on each count where a warp holds one pair).
-A kernel that may return early (a group past the rows) counts a warp's.
+tails count; warp 0 of the block completing 32 values quantizes them) rather than a warp's (one
+atomic a warp: 32 on each count where a warp holds one pair; the warp completing 32 values quantizes
+them). A kernel that may return early (a group past the rows) counts a warp's.
 
 Measured on the H200 (2026-12-01, `bench/decode_step.py --no-torch --steps 32 --numerics int8-act`,
 fill 512, one call, the same greedy tokens as every run): SmolLM2 shape 538.9 us a token against
 560.6-563.3 counting a warp's (580.2-582.2 without the pair quantize); Llama-3-8B's 14336-wide
 quantize in its gate/up launch (`merge.QUANT_EPILOGUE_VALUES` raised) 2911.3 against 2930.2 a warp's
-and 2781.9-2799.6 as a launch of its own. Off until the GPU suite runs with it on (bit for bit
-against the stage launches under the simulator: tests/test_merge.py)."""
+and 2781.9-2799.6 as a launch of its own. The GPU suite with it on (sixteenth session): 132 passed.
+Bit for bit against the stage launches under the simulator (tests/test_merge.py)."""
 
 
 def _pair_quant_lines(n: int, rows: int, fmt: str, groups: int = 0) -> list[str]:

@@ -502,7 +502,8 @@ QUANT_EPILOGUES = True
 """Whether the quantize of a pair epilogue's result (int8-act's quantize of silu·mul, before the down
 projection), at most `QUANT_EPILOGUE_VALUES` wide, runs in the pair's part too (`gemv.Pair.quant`): each
 warp that stored a group's pairs fences and counts them into its block of 32 (`qcount`, a scratch
-array of the plan), and the warp completing a block quantizes it — in place of the down
+array of the plan; a block's pairs at once with `gemv.PAIR_QUANT_BLOCK`), and whichever completes
+32 values quantizes them — in place of the down
 projection's prologue, where every block of the down launch quantized the whole row again.
 
 Measured on the H200 (2026-12-01, `bench/decode_step.py --no-torch --steps 32 --numerics int8-act`,

@@ -243,7 +243,7 @@ class LaunchPlan:
                 lines.append(f"//   launch {i}: {launch.name} grid {grid} block {block} "
                              + (f"every block first: {first}; then " if first else "") + f"holds {held}"
                              + (f"; each block on its rows: {epi}" if epi else "")
-                             + (f"; the warp completing a block of 32: {quant}" if quant else "")
+                             + (f"; each 32 values once stored: {quant}" if quant else "")
                              + (f"; last block: {tails}" if tails else "") + hint)  # fmt: skip
         if self.maintenance:
             lines.append("// maintenance (after the last stage, in the graph):")
