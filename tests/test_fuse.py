@@ -199,3 +199,39 @@ def test_unknown_options_are_errors():
         FusePass("int4")
     with pytest.raises(ValueError, match="option `order` of `fwd-fuse` takes shim or shared, not `forward`"):
         FusePass(order="forward")
+
+
+SIDE_EFFECTS = """
+func.func private @log_a(tensor<64xf32>) -> ()
+func.func private @log_b(tensor<64xf32>) -> ()
+func.func @f(%x: tensor<64xf32>, %o: tensor<64xf32>) -> tensor<64xf32> {
+  %s = fwd.elementwise add %x, %o : tensor<64xf32>, tensor<64xf32> -> tensor<64xf32>
+  func.call @log_a(%s) : (tensor<64xf32>) -> ()
+  CALL_B
+  %n = fwd.rms_norm %s eps 1.0e-05 : tensor<64xf32> -> tensor<64xf32>
+  func.return %n : tensor<64xf32>
+}
+"""
+
+
+def _calls(module: ModuleOp) -> list[str]:
+    return [op.callee.string_value() for op in module.walk() if op.name == "func.call"]
+
+
+def test_fusion_keeps_the_order_of_ops_with_side_effects():
+    """An outside op between the parts that reads one moves after the fused op: where it may have side
+    effects (a `func.call`) and would pass another such op, the match is not fused (a remark says
+    which ops); where it passes none, it moves and the match fuses."""
+    m = parse(SIDE_EFFECTS.replace("CALL_B", "func.call @log_b(%x) : (tensor<64xf32>) -> ()"))
+    fuse_module(m, ForwardShim(Q8MatKind.DEQUANT))
+    assert fused(m) == [] and _calls(m) == ["log_a", "log_b"]
+    add = next(op for op in stages(m) if op.name == "fwd.elementwise")
+    assert add.attributes[REMARK].data == (
+        "add_norm: func.call (t.mlir:6:3) reads a part and would move after the fused op, past func.call"
+        " (t.mlir:7:3): both may have side effects"
+    )
+    m = parse(SIDE_EFFECTS.replace("CALL_B", ""))
+    fuse_module(m, ForwardShim(Q8MatKind.DEQUANT))
+    assert fused(m) == [("add_norm", (0, 1))] and _calls(m) == ["log_a"]
+    ops = [op.name for op in m.walk() if op.parent_op() is not None and op.parent_op().name == "func.func"]
+    assert ops.index("fwd.fused") < ops.index("func.call")

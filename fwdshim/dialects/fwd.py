@@ -784,7 +784,9 @@ class FusedOp(StageOp):
     """One fused kernel of class `class`: its parts in a region, in program order, ending in `fwd.yield`.
 
     `covers` holds the stage numbers of the original stages, one per leaf part (a nested fused part
-    covers as many as its own leaves). The region's arguments are the op's operands."""
+    covers as many as its own leaves). A generic pass may merge identical parts of the region (xDSL's
+    `cse`: the parts are pure): the op then covers more stages than it has leaves, each nested fused
+    part still its own covers, in order. The region's arguments are the op's operands."""
 
     name = "fwd.fused"
     class_ = prop_def(StringAttr, prop_name="class")
@@ -824,12 +826,34 @@ class FusedOp(StageOp):
         return [op for op in self.body.block.ops if not isinstance(op, YieldOp)]
 
     def part_covers(self) -> list[tuple[int, ...]]:
-        """The stage numbers of each part (a primitive one, a nested fused part its own)."""
-        out: list[tuple[int, ...]] = []
-        it = iter(self.cover_list)
-        for p in self.parts():
-            n = len(p.cover_list) if isinstance(p, FusedOp) else 1
-            out.append(tuple(next(it, -1) for _ in range(n)))
+        """The stage numbers of each part (a primitive one, a nested fused part its own). Where parts
+        were merged (fewer leaves than covers: which part stands for which stage is no longer known)
+        each nested part keeps its own numbers and each run of primitive parts shares the numbers
+        between them, one a part and the surplus to the run's first."""
+        parts = self.parts()
+        covers = list(self.cover_list)
+        if sum(len(p.cover_list) if isinstance(p, FusedOp) else 1 for p in parts) == len(covers):
+            out: list[tuple[int, ...]] = []
+            it = iter(covers)
+            for p in parts:
+                n = len(p.cover_list) if isinstance(p, FusedOp) else 1
+                out.append(tuple(next(it, -1) for _ in range(n)))
+            return out
+        out, i = [], 0
+        for k, p in enumerate(parts):
+            if isinstance(p, FusedOp):
+                own = p.cover_list
+                j = covers.index(own[0], i) if own and own[0] in covers[i:] else i
+                out.append(tuple(covers[j : j + len(own)]))
+                i = j + len(own)
+                continue
+            later = list(parts[k + 1 :])
+            nxt = next((q for q in later if isinstance(q, FusedOp) and q.cover_list), None)
+            stop = covers.index(nxt.cover_list[0], i) if nxt is not None and nxt.cover_list[0] in covers[i:] else len(covers)
+            prims_before = sum(1 for q in later[: later.index(nxt)] if not isinstance(q, FusedOp)) if nxt is not None else len(later)
+            take = max(1, stop - i - prims_before)
+            out.append(tuple(covers[i : i + take]))
+            i += take
         return out
 
     def verify_shapes(self) -> None:
@@ -840,7 +864,7 @@ class FusedOp(StageOp):
         parts = self.parts()
         _want(bool(parts), "fused op has no parts")
         n_leaves = sum(len(p.cover_list) if isinstance(p, FusedOp) else 1 for p in parts)
-        _want(n_leaves == len(covers), f"fused covers list {len(covers)} stages for {n_leaves} parts")
+        _want(n_leaves <= len(covers), f"fused covers list {len(covers)} stages for {n_leaves} parts")
         block = self.body.block
         _want(
             [a.type for a in block.args] == [v.type for v in self.ins],

@@ -7,7 +7,9 @@ Source: DESIGN.md §5 and the seed's `rules()`/`supports()`/`fits()`. Each rule 
 - *precondition*: `precondition(match, ctx)` says why it is not fused, or None: the class is not
   Native for the shim (Refuse: a `fwd.remark` on the match's first part gives the reason; Decompose:
   silently, its parts stay for later rules), a part the shim does not run, parts that are not
-  convex, or the shim's `fits` refusing the would-be fused op (a remark again);
+  convex, an op that may have side effects (a `func.call`) reading a part where fusing would move it
+  past another such op (a remark: `reordered_effects`), or the shim's `fits` refusing the would-be
+  fused op (a remark again);
 - *transform*: `build_fused` clones the parts, in program order, into one `fwd.fused` op (region
   arguments: the parts' outside inputs, weights included; results: every part result read outside
   the match or read by nothing; `covers`: the parts' stage numbers; locations kept, the fused op at
@@ -26,9 +28,10 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 from xdsl.rewriter import InsertPoint
+from xdsl.traits import is_side_effect_free
 
 from fwdshim.diagnostics import op_label, where
-from fwdshim.dialects.fwd import ElementwiseOp, FusedOp, QuantizeOp, ReluOp, RmsNormOp, SiluOp, YieldOp, stage_numbers
+from fwdshim.dialects.fwd import ElementwiseOp, FusedOp, QuantizeOp, ReluOp, RmsNormOp, SiluOp, StageOp, YieldOp, stage_numbers
 from fwdshim.passes.ir_order import producer
 from fwdshim.passes.options import NumericsPass
 from fwdshim.passes.rules import RULES, ChipRule, FuseContext, Match, compose, dependents_between
@@ -70,9 +73,40 @@ def precondition(match: Match, ctx: FuseContext) -> NotFused | None:
             return NotFused(f"a part is refused: {why}")
     if not ctx.convex(match.parts):
         return NotFused("an op outside the parts reads one of them and feeds another")
+    passed = reordered_effects(match.parts, ctx)
+    if passed is not None:
+        mover, other = passed
+        return NotFused(
+            f"{mover.name} ({where(mover)}) reads a part and would move after the fused op, past {other.name}"
+            f" ({where(other)}): both may have side effects", remark=True,
+        )  # fmt: skip
     covers = [n for p in match.parts for n in (ctx.covers(p) or (-1,))]
     if min(covers) < 0 or any(a >= b for a, b in zip(covers, covers[1:])):
         return NotFused("the parts' stage numbers are not in program order")
+    return None
+
+
+def _effect_free(op: Operation) -> bool:
+    """Stages compute values only (DESIGN.md §3); another dialect's op is effect-free when xDSL's
+    traits say so (`Pure`, `NoMemoryEffect`; a `func.call` or an unknown op may have effects)."""
+    return isinstance(op, StageOp) or is_side_effect_free(op)
+
+
+def reordered_effects(parts: tuple[Operation, ...], ctx: FuseContext) -> tuple[Operation, Operation] | None:
+    """(an op `splice` would move, an op it would move past) when both may have side effects: the
+    outside ops between the parts that read them move after the fused op, past every other op up
+    to the last part. None when fusing keeps the order of every op that may have effects."""
+    movers = ctx.between(parts)
+    effectful = [m for m in movers or () if not _effect_free(m)]
+    if not effectful:
+        return None
+    moving, inside = set(movers or ()), set(parts)
+    last = max(parts, key=ctx.pos)
+    op = effectful[0].next_op
+    while op is not None and op is not last:
+        if op not in moving and op not in inside and not _effect_free(op):
+            return effectful[0], op
+        op = op.next_op
     return None
 
 

@@ -165,14 +165,19 @@ class FwdOptMain(xDSLOptMain):
     def setup_pipeline(self) -> None:
         """As xDSL's, but what its callback prints between passes (`--time-passes`' timings,
         `--print-between-passes`' IR) goes to stderr, as mlir-opt's `--mlir-timing` and
-        `--mlir-print-ir-after-all` do: stdout holds only the resulting IR, so it can be piped on."""
+        `--mlir-print-ir-after-all` do: stdout holds only the resulting IR, so it can be piped on.
+        The IR a pass leaves that does not verify (the callback verifies between passes) is reported
+        as `verify_located` reports it, at its op's location, naming the pass (`after_pass`)."""
         super().setup_pipeline()
         inner = self.pipeline.callback
         if inner is not None:
 
             def callback(previous, module, following) -> None:
-                with contextlib.redirect_stdout(sys.stderr):
-                    inner(previous, module, following)
+                try:
+                    with contextlib.redirect_stdout(sys.stderr):
+                        inner(previous, module, following)
+                except VerifyException as e:
+                    raise after_pass(e, module, previous) from None
 
             self.pipeline = dataclasses.replace(self.pipeline, callback=callback)
 
@@ -287,8 +292,7 @@ class FwdOptMain(xDSLOptMain):
             try:
                 verify_located(prog)
             except VerifyException as e:
-                names = ",".join(p.name for p in self.pipeline.passes)
-                raise VerifyException(f"{e} (in the IR that `{names}` produced: a bug, please report it)") from None
+                raise after_pass(e, prog, self.pipeline.passes[-1]) from None
 
     def pipeline_numerics(self) -> str | None:
         """The `numerics` option of the last pass of the pipeline that has one (the report's shim
@@ -335,6 +339,21 @@ class FwdOptMain(xDSLOptMain):
             if path is not None and e.filename == path:
                 e.filename = f"--report-json {path}"
             raise
+
+
+def after_pass(error: VerifyException, module: ModuleOp, previous) -> VerifyException:
+    """The located form of `error`, raised verifying `module` after pass `previous` (None: the input):
+    `verify_located`'s error (file:line:col of the failing op), then which pass left the IR — a bug of
+    ours when it is one of fwdshim's passes."""
+    try:
+        verify_located(module)
+        located = error
+    except VerifyException as e:
+        located = e
+    if previous is None:
+        return located
+    ours = previous.name.startswith("fwd-") or previous.name == "forward-shim"
+    return VerifyException(f"{located} (in the IR that `{previous.name}` produced{': a bug, please report it' if ours else ''})")
 
 
 def _option_values(name: str, type_: object) -> list[str]:
