@@ -141,6 +141,10 @@ def test_api_errors_name_the_parameter_not_the_cli_flag(tmp_path):
         with pytest.raises(ValueError) as e:
             profile_model(model, **kw)
         assert str(e.value) == want
+    if not gpu_available():  # said Numba's driver error (or, under the simulator, an AttributeError)
+        with pytest.raises(RunError) as e:
+            profile_model(model, fill=1)
+        assert str(e.value) == "profile_model times the step on a CUDA GPU, and none is here (Numba's simulator times nothing)"
     with pytest.raises(ModelError) as e:
         GGUFTokenizer(model.reader, path).chat("hi")
     assert str(e.value) == f"{path}: the model has no chat template (`tokenizer.chat_template`)"

@@ -1114,3 +1114,15 @@ def test_a_long_text_with_a_character_the_vocabulary_cannot_spell_is_named_at_on
         tok.encode(text)
     assert time.perf_counter() - t < 5
     assert str(e.value) == f"{path}: the vocabulary has no token for 'z': the text cannot be encoded as written"
+
+
+def test_profile_json_and_chart_are_two_files(tmp_path, capsys, monkeypatch):
+    """`-o p.png` alone would draw the chart over the JSON (the chart's default is the JSON's name
+    ending .png), and `--png` naming `-o`'s file the same: both refused before anything runs."""
+    path = tiny(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    fails(capsys, ["profile", "--model", str(path), "-o", "p.png"],
+          "-o p.png: the chart's default file (the JSON's name, ending .png) is the JSON itself: name the JSON .json, or give --png")  # fmt: skip
+    fails(capsys, ["profile", "--model", str(path), "-o", "p.json", "--png", "./p.json"],
+          "--png p.json: is -o's file too (give the chart and the JSON each a file)")  # fmt: skip
+    assert not (tmp_path / "p.png").exists() and not (tmp_path / "p.json").exists()

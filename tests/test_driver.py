@@ -3,6 +3,7 @@ exit status 1, never a Python traceback. Also `--help` and the main job on the b
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -654,3 +655,23 @@ def test_generic_passes_after_fusion(tmp_path):
         assert "covers [0, 1, 2]" in r.stdout
         again = opt("-p", "forward-shim", stdin=r.stdout)
         assert again.returncode == 0, (pipeline, again.stderr)
+
+
+def test_report_json_to_where_the_ir_goes_is_refused(tmp_path):
+    """`--report-json` naming the file stdout writes (`/dev/stdout`, or the file the shell redirected
+    stdout to) while the IR goes to stdout would interleave the two: refused as `--report-json -` is,
+    before anything is written. With `-o FILE` for the IR it is the report's alone."""
+    out = tmp_path / "out.txt"
+    for report in ("/dev/stdout", str(out)):
+        with out.open("w") as f:
+            r = subprocess.run([*_tool("fwdshim-opt"), str(EXAMPLES / "llama_layer.mlir"), "--report-json", report],
+                               stdout=f, stderr=subprocess.PIPE, text=True, timeout=120)  # fmt: skip
+        assert r.returncode == 1, r.stderr
+        assert r.stderr == (f"fwdshim-opt: error: --report-json {report}: is where the IR goes, stdout (give the IR "
+                            "a file, -o FILE, or the report another name)\n")  # fmt: skip
+        assert out.read_text() == ""
+    with out.open("w") as f:
+        r = subprocess.run([*_tool("fwdshim-opt"), str(EXAMPLES / "llama_layer.mlir"), "--report-json", "/dev/stdout",
+                            "-o", str(tmp_path / "ir.mlir")], stdout=f, stderr=subprocess.PIPE, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text())["shim"] and (tmp_path / "ir.mlir").read_text().startswith("builtin.module")

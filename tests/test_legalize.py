@@ -442,6 +442,11 @@ def test_bad_options_are_value_errors() -> None:
         LegalizePass(mode="lax")
     with pytest.raises(ValueError, match="unknown numerics `int4`"):
         LegalizePass(numerics="int4")
+    for bad in ("false", 1):  # a truthy non-bool printed the report where none was asked for
+        with pytest.raises(ValueError) as e:
+            LegalizePass(explain=bad)
+        assert str(e.value) == f"option `explain` of `fwd-legalize` takes true or false, not `{bad!r}`"
+    assert LegalizePass(explain=False).explain is False
 
 
 def test_bare_options_from_a_pipeline_spec() -> None:

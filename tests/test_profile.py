@@ -98,6 +98,10 @@ def test_png_chart(tmp_path):
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels == [f for f, *_ in prof.families()][::-1]  # the largest family on top
     assert labels[-1] == "gemv_q8_0" and "tiny" in ax.get_title()
+    for name in ("chart", "chart.txt"):  # written as named, a PNG whatever the suffix (not `chart.png`)
+        prof.plot(tmp_path / name)
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (tmp_path / "chart.png").exists()
 
 
 def test_cli_profile_needs_a_gpu(tmp_path, capsys, monkeypatch):

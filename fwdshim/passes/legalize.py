@@ -126,6 +126,8 @@ class LegalizePass(NumericsPass):
         super().__post_init__()
         if self.mode not in MODES:
             raise ValueError(f"option `mode` of `fwd-legalize` takes strict or mark, not `{self.mode}`")
+        if self.explain is not None and not isinstance(self.explain, bool):
+            raise ValueError(f"option `explain` of `fwd-legalize` takes true or false, not `{self.explain!r}`")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         forget_plan(op)

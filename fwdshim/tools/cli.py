@@ -702,8 +702,13 @@ def _profile(args, out: _Output) -> int:
     stem = f"{path.stem}.{args.numerics}.fill{args.fill}.profile"
     json_out = _path_arg(args.output, "-o") or Path(f"{stem}.json")
     png_out = _path_arg(args.png, "--png") or json_out.with_suffix(".png")
-    _check_writable(json_out, "-o", path)
-    _check_writable(png_out, "--png", path)
+    json_target = _check_writable(json_out, "-o", path)
+    png_target = _check_writable(png_out, "--png", path)
+    if os.path.realpath(json_target) == os.path.realpath(png_target) and not _special(Path(json_target)):
+        if args.png is None:
+            raise UsageError(f"-o {json_out}: the chart's default file (the JSON's name, ending .png) is the JSON"
+                             " itself: name the JSON .json, or give --png")  # fmt: skip
+        raise UsageError(f"--png {png_out}: is -o's file too (give the chart and the JSON each a file)")
     if not gpu_available():  # first: without a GPU, installing matplotlib would not help
         raise UsageError("fwdshim profile times the step on a CUDA GPU, and none is here")
     try:

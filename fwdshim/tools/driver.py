@@ -660,7 +660,19 @@ def _report_clash(report: str | None, source: str | None, output: str | None) ->
         return "is the input file (give the report another name)"
     if _same(report, output):
         return f"is also -o {output} (give the report another name)"
+    if report and report != "-" and output in (None, "-") and _is_stdout(report):
+        return "is where the IR goes, stdout (give the IR a file, -o FILE, or the report another name)"
     return None
+
+
+def _is_stdout(name: str) -> bool:
+    """`name` is the file this process's stdout writes (`/dev/stdout`, `/proc/self/fd/1`, or the file
+    the shell redirected stdout to)."""
+    try:
+        st, out = os.stat(name), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return False
+    return (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino)
 
 
 def _run(args: list[str]) -> int:

@@ -247,8 +247,9 @@ class Profile:
         )
 
     def plot(self, path: str | Path, title: str | None = None):
-        """Draw the families' time in the step as a horizontal bar chart into the PNG `path` (each
-        bar labelled with its share of the step and its GB/s); returns the matplotlib figure."""
+        """Draw the families' time in the step as a horizontal bar chart into the PNG `path`, written
+        as named whatever its suffix (each bar labelled with its share of the step and its GB/s);
+        returns the matplotlib figure."""
         import matplotlib
 
         matplotlib.use("Agg")
@@ -270,7 +271,7 @@ class Profile:
         ax.set_title(textwrap.fill(title, 60), fontsize=10)
         ax.set_xlim(0, max(times or [1.0]) * 1.6)
         fig.tight_layout()
-        fig.savefig(path, dpi=110)
+        fig.savefig(path, dpi=110, format="png")  # not by the suffix: `x` is not written as `x.png`
         plt.close(fig)
         return fig
 
@@ -469,10 +470,13 @@ def profile_runtime(runtime, fill: int, reps: int = 20, meta: Mapping[str, Any] 
 
 def profile_model(model, numerics: str = "dequant", fill: int = 0, reps: int = 20, name: str | None = None) -> Profile:
     """Compile `model` (an `ImportedModel`) under `numerics` for the GPU and profile its step at
-    cache fill `fill` (at most the context less one)."""
-    from fwdshim.codegen.runtime import CompiledForward, DeviceMemoryError
+    cache fill `fill` (at most the context less one).
+
+    Raises: ValueError for a bad `fill` or `reps` (the fill against the model's context before
+    anything is compiled); RunError without a CUDA GPU (Numba's simulator times nothing) or when the
+    step does not fit the device's memory."""
     from fwdshim.frontend.gguf_model import integer_error
-    from fwdshim.tools.runner import RunError, _func, compile_step
+    from fwdshim.tools.runner import RunError, _func, compile_step, gpu_available
 
     for arg, value, takes in (("fill", fill, "a cache fill (an int), 0 to the context less one"),
                               ("reps", reps, "a whole number of replays (an int), at least 1")):  # fmt: skip
@@ -480,6 +484,13 @@ def profile_model(model, numerics: str = "dequant", fill: int = 0, reps: int = 2
             raise ValueError(why)
     if reps < 1:
         raise ValueError(f"reps={reps}: at least one replay")
+    context = getattr(model, "context", None)
+    if isinstance(context, int) and not 0 <= fill <= context - 1:
+        raise ValueError(f"fill={fill}: the caches hold 0..{context - 1} rows (the context less one)")
+    if not gpu_available():
+        raise RunError("profile_model times the step on a CUDA GPU, and none is here (Numba's simulator times nothing)")
+    from fwdshim.codegen.runtime import CompiledForward, DeviceMemoryError
+
     module = compile_step(model, numerics)
     try:
         rt = CompiledForward(_func(module), model.weights)
