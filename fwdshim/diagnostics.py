@@ -277,13 +277,38 @@ def error_at(op: Operation, message: str) -> str:
 
 
 def parse_error_line(e: ParseError) -> str:
-    """A ParseError as `file:line:col: error: message` followed by the source line and carets."""
+    """A ParseError as `file:line:col: error: message` followed by the source line and carets (a
+    long line cut to `SNIPPET_CHARS` around them: `clip_snippet`)."""
     context = e.span.print_with_context(e.msg)
     lines = context.splitlines()
     head = f"{e.span.get_location()}: error: {e.msg}"
     # print_with_context starts with the location line and ends with the message; keep the middle.
     body = [ln for ln in lines[1:] if ln.strip() != e.msg.strip()]
-    return "\n".join([head, *body])
+    out: list[str] = []
+    for i, ln in enumerate(body):
+        if i + 1 < len(body) and set(body[i + 1].strip()) == {"^"}:
+            out.extend(clip_snippet(ln, body[i + 1]))
+        elif not (out and i > 0 and set(ln.strip()) == {"^"}):
+            out.append(ln)
+    return "\n".join([head, *out])
+
+
+SNIPPET_CHARS = 160
+"""The most characters of a source line an error shows (a generated file's one-line module can be
+megabytes): the part around the caret, `...` where it is cut."""
+
+
+def clip_snippet(source: str, carets: str) -> list[str]:
+    """`source` and the caret line under it, cut to about `SNIPPET_CHARS` around the first caret
+    (`...` marks a cut; the carets stay under their characters)."""
+    if len(source) <= SNIPPET_CHARS:
+        return [source, carets]
+    at = max(0, len(carets) - len(carets.lstrip()))
+    lo = max(0, min(at - SNIPPET_CHARS // 2, len(source) - SNIPPET_CHARS))
+    hi = min(len(source), lo + SNIPPET_CHARS)
+    head, tail = ("..." if lo > 0 else ""), ("..." if hi < len(source) else "")
+    mark = carets[lo:hi].rstrip()
+    return [head + source[lo:hi] + tail, " " * len(head) + mark[: hi - lo]]
 
 
 _LOCATED_LINE = re.compile(r"(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): error: ")
@@ -291,9 +316,10 @@ _LOCATED_LINE = re.compile(r"(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): error: ")
 
 def caret_under(source: str, col: int) -> str:
     """The source line `source` and, under it, a `^` at 1-based column `col` (MLIR's snippet; a tab
-    before the column is kept, so that the caret lines up however tabs are shown)."""
+    before the column is kept, so that the caret lines up however tabs are shown; a long line cut
+    around the caret, `clip_snippet`)."""
     pad = "".join(c if c == "\t" else " " for c in source[: col - 1])
-    return f"{source}\n{pad}^"
+    return "\n".join(clip_snippet(source, f"{pad}^"))
 
 
 def with_source_lines(message: str, source_line: Callable[[str, int], str | None]) -> str:

@@ -317,6 +317,10 @@ def test_wrong_argument_types_name_the_parameter(tmp_path):
          "prompt_ids=5 (int): an iterable of token ids (GGUFTokenizer.encode gives them)"),
         (lambda: generate(decoder, "ab", 1),
          "prompt_ids='ab' (str): an iterable of token ids (GGUFTokenizer.encode gives them)"),
+        (lambda: generate(decoder, {3, 1, 2}, 1),  # a set's order is arbitrary: the prompt was scrambled
+         "prompt_ids=<set>: the token ids in order, a list or tuple, not a set (GGUFTokenizer.encode gives them)"),
+        (lambda: generate(decoder, {3: "a"}, 1),
+         "prompt_ids=<dict>: the token ids in order, a list or tuple, not a dict (GGUFTokenizer.encode gives them)"),
         (lambda: generate(decoder, [1], 1, stop_ids=2), "stop_ids=2 (int): an iterable of token ids"),
         (lambda: generate(decoder, [1], 2, on_token="print"),
          "on_token='print' (str): a callable taking a token id, or None"),
@@ -328,6 +332,7 @@ def test_wrong_argument_types_name_the_parameter(tmp_path):
         assert str(e.value) == want
     assert decoder.pos == 0
     assert generate(decoder, [5, 6], 1, stop_ids=[], on_token=print).prompt_ids == [5, 6]
+    assert generate(decoder, (7, 8), 1, stop_ids={3, 4}).prompt_ids == [7, 8]  # stop ids: a set is fine
 
 
 def test_import_gguf_checks_its_sidecar_before_writing_it(tmp_path):

@@ -396,6 +396,18 @@ def test_prompt_longer_than_the_context(tmp_path, capsys):
     assert out == ""
 
 
+def test_a_chat_prompt_too_long_says_the_template_counts(tmp_path, capsys):
+    """Under --chat most of the tokens may be the template's: the message says they count."""
+    good = rewrite(tiny(tmp_path), tmp_path / "c.gguf", kv={"tokenizer.chat_template": ("<<{{ messages[0].content }}>> and more", VT.STRING)})
+    fails(capsys, run_argv(good, "--chat", context=8, prompt="a"),
+          "--prompt: its 14 tokens (the chat template with it) do not fit the context of 8 positions")  # fmt: skip
+
+
+def test_fetch_model_of_no_name(capsys):
+    for name in ("", " "):  # said ": fetch-model downloads ... a .gguf file needs no fetching" ("" is the cwd)
+        fails(capsys, ["fetch-model", name], f"fetch-model {name!r}: give a known model's name (smollm2)")
+
+
 def test_prompt_of_exactly_the_context_yields_one_token(tmp_path, capsys):
     """A prompt filling every position still has the last position's logits: one token, then the
     context is full (it was refused as if it did not fit)."""
@@ -443,6 +455,12 @@ def test_unwritable_outputs_fail_before_the_run(tmp_path, capsys):
         fails(capsys, [*argv, "/proc/fwdshim-x"], f"{option} /proc/fwdshim-x: cannot write there")
     fails(capsys, ["import", str(path), "-o", str(path)], f"-o {path}: is the model itself")
     assert path.read_bytes()[:4] == b"GGUF"
+    from fwdshim.frontend.cache import sidecar_path  # the cache's converted copy is fwdshim's, as the model
+
+    conv = sidecar_path(path, "q8_0")
+    conv.parent.mkdir(parents=True, exist_ok=True)
+    fails(capsys, run_argv(path, "--requantize", "q8_0", "--logits-out", str(conv)),
+          f"--logits-out {conv}: is the model's converted weights in fwdshim's cache")  # fmt: skip
     # -o x.mlir puts requantized weights in x.weights.gguf: never over the model
     side = tiny(tmp_path, "m.weights.gguf", types={"blk.0.ffn_up.weight": QT.Q4_1})
     fails(capsys, ["import", str(side), "-o", str(tmp_path / "m.mlir")], f"its converted weights {side} would overwrite the model")

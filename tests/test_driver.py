@@ -675,3 +675,26 @@ def test_report_json_to_where_the_ir_goes_is_refused(tmp_path):
                             "-o", str(tmp_path / "ir.mlir")], stdout=f, stderr=subprocess.PIPE, text=True, timeout=120)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert json.loads(out.read_text())["shim"] and (tmp_path / "ir.mlir").read_text().startswith("builtin.module")
+
+
+def test_a_long_source_line_is_cut_around_the_caret(tmp_path):
+    """An error on a long line (a generated module on one line can be megabytes) shows about
+    `SNIPPET_CHARS` of it around the caret, `...` where cut, the caret under its character."""
+    from fwdshim.diagnostics import SNIPPET_CHARS
+
+    body = "  %s = fwd.silu %x " + " " * 3000 + "bogus : tensor<576xf32> -> tensor<576xf32>"
+    src = write(tmp_path, "long.mlir", FUNC.format(body=body))
+    r = opt(str(src))
+    assert r.returncode == 1
+    head, line, carets = r.stderr.splitlines()
+    assert head == f"{src}:2:3020: error: Expected ':'"
+    assert line.startswith("...") and len(line) <= SNIPPET_CHARS + 6
+    assert line[carets.index("^") : carets.index("^") + 5] == "bogus" and carets.strip() == "^^^^^"
+    covers = ", ".join(map(str, range(20000))) + ", 3"  # a verify error: the op's line, cut
+    text = ("func.func @f(%x: tensor<576xf32>) -> tensor<576xf32> {\n"
+            f"  %s = fwd.fused elementwise_chains covers [{covers}] ins(%x) : (tensor<576xf32>) -> tensor<576xf32> {{\n"
+            "  ^bb0(%a: tensor<576xf32>):\n    %t = fwd.silu %a : tensor<576xf32> -> tensor<576xf32>\n"
+            "    fwd.yield %t : tensor<576xf32>\n  }\n  func.return %s : tensor<576xf32>\n}\n")  # fmt: skip
+    r = opt(str(write(tmp_path, "long2.mlir", text)))
+    assert r.returncode == 1 and len(r.stderr) < 400, r.stderr[:400]
+    assert r.stderr.splitlines()[0].endswith("long2.mlir:2:3: error: fused covers are not strictly increasing")

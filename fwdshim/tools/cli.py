@@ -389,6 +389,8 @@ def _check_writable(path: Path, option: str, model: Path | None = None, regular:
     target = Path(os.path.realpath(path))
     if model is not None and target.exists() and model.exists() and target.samefile(model):
         raise UsageError(f"{option} {path}: is the model itself (give another file name)")
+    if model is not None and any(target == _converted(model, mode) for mode in REQUANTIZE if mode != "none"):
+        raise UsageError(f"{option} {path}: is the model's converted weights in fwdshim's cache (give another file name)")
     if _special(target):
         if regular:
             raise UsageError(f"{option} {path}: not a regular file (give a file name)")
@@ -405,6 +407,16 @@ def _check_writable(path: Path, option: str, model: Path | None = None, regular:
     except OSError as e:
         raise UsageError(f"{option} {path}: cannot write there ({e.strerror or e})") from None
     return target
+
+
+def _converted(model: Path, mode: str) -> Path | None:
+    """Where fwdshim's cache keeps `model` converted to `mode` (resolved), or None."""
+    from fwdshim.frontend.cache import sidecar_path
+
+    try:
+        return Path(os.path.realpath(sidecar_path(model, mode)))
+    except (OSError, ValueError):
+        return None
 
 
 def _is_gguf(path: Path) -> bool:
@@ -555,6 +567,8 @@ def _keep_refused_step(message: str, step_file: Path, text: str) -> str:
 def _fetch(args, out: _Output) -> int:
     from fwdshim.frontend.cache import MODELS, fetch_model
 
+    if not args.name.strip():
+        raise UsageError(f"fetch-model {args.name!r}: give a known model's name ({', '.join(sorted(MODELS))})")
     if args.name not in MODELS and (args.name.endswith(".gguf") or os.path.sep in args.name or Path(args.name).exists()):
         raise UsageError(f"{args.name}: fetch-model downloads a known model ({', '.join(sorted(MODELS))}); "
                          "a .gguf file needs no fetching: give it to run or import as it is")  # fmt: skip
@@ -613,7 +627,7 @@ def _run(args, out: _Output) -> int:
         raise UsageError("--prompt: the text has no tokens")
     if len(ids) > model.context:  # a prompt of exactly the context still yields one token
         raise UsageError(
-            f"--prompt: its {len(ids)} tokens do not fit the context of {model.context} positions "
+            f"--prompt: its {len(ids)} tokens{' (the chat template with it)' if args.chat else ''} do not fit the context of {model.context} positions "
             f"(raise --context: {_context_room(model)})"
         )
     from fwdshim.codegen.kernel import CACHE_STATS

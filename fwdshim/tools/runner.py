@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -468,7 +469,7 @@ def _checked_request(decoder: Decoder, prompt_ids: Iterable[int], max_tokens: in
         raise RunError(why)
     if max_tokens < 1:
         raise RunError(f"max_tokens={max_tokens!r}: ask for at least one token")
-    prompt = _checked_ids("prompt_ids", prompt_ids, " (GGUFTokenizer.encode gives them)")
+    prompt = _checked_ids("prompt_ids", prompt_ids, " (GGUFTokenizer.encode gives them)", ordered=True)
     if not prompt:
         raise RunError("the prompt has no tokens")
     vocab = decoder._embd.shape[0]
@@ -484,11 +485,14 @@ def _checked_request(decoder: Decoder, prompt_ids: Iterable[int], max_tokens: in
     return [int(tok) for tok in prompt]
 
 
-def _checked_ids(name: str, ids, hint: str = "") -> list:
+def _checked_ids(name: str, ids, hint: str = "", ordered: bool = False) -> list:
     """`ids` as a list, RunError naming `name` unless an iterable that is not a str (a str's
-    characters are no ids; an int was "'int' object is not iterable")."""
+    characters are no ids; an int was "'int' object is not iterable"); `ordered` (a prompt): not a
+    set or a mapping either, whose order is not the tokens' (a set's is arbitrary)."""
     if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
         raise RunError(f"{name}={argument_text(ids)}: an iterable of token ids{hint}")
+    if ordered and isinstance(ids, (AbstractSet, Mapping)):
+        raise RunError(f"{name}={argument_text(ids)}: the token ids in order, a list or tuple, not a {type(ids).__name__}{hint}")
     return list(ids)
 
 
