@@ -263,12 +263,24 @@ def op_label(op: Operation) -> str:
 
 def where(op: Operation) -> str:
     """`file:line:col` of an op; where it has no file location (parsed by stock `xdsl-opt`, built in
-    Python), `<unknown>`, naming its first result when that has a name: `<unknown> %t`."""
+    Python), `<unknown>`, naming its first result when that has a name (`<unknown> %t`), else the op
+    and its place in its function (`<unknown> fwd.quantize, op 3 of @f`: ops built in Python have
+    neither location nor names)."""
     loc = op.location
     if isinstance(loc, FileLineColLoc):
         return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
     hint = op.results[0].name_hint if op.results else None
-    return f"<unknown> %{hint}" if hint else "<unknown>"
+    if hint:
+        return f"<unknown> %{hint}"
+    block = op.parent_block()
+    if block is None:
+        return f"<unknown> {op_label(op)}"
+    index = next(i for i, o in enumerate(block.ops) if o is op)
+    func = op.parent_op()
+    while func is not None and not hasattr(func, "sym_name"):
+        func = func.parent_op()
+    name = getattr(getattr(func, "sym_name", None), "data", None)
+    return f"<unknown> {op_label(op)}, op {index} of " + (f"@{name}" if name else "its block")
 
 
 def error_at(op: Operation, message: str) -> str:

@@ -566,3 +566,28 @@ def test_shapes_past_a_signed_64_bit_count_are_located_errors(tmp_path, capsys):
     rc, out, err = opt(tmp_path, func(w.format(T576=T576)), capsys=capsys)
     assert (rc, out) == (1, "")
     assert err.startswith("t.mlir:2:38: error: weights of 4294967296x4294967296 hold 18446744073709551616 values, past 9223372036854775807")
+
+
+def test_unlocated_unnamed_ops_are_told_apart():
+    """Built in Python, ops have no location and no result names: two refusals of one reason read
+    the same `<unknown>: error: ...`; each now names its op and its place in its function."""
+    from xdsl.builder import ImplicitBuilder
+    from xdsl.dialects.builtin import ModuleOp, TensorType, f32
+    from xdsl.dialects.func import FuncOp, ReturnOp
+
+    from fwdshim.dialects.attributes import QActType, QuantFormat, QuantFormatAttr
+    from fwdshim.dialects.fwd import QuantizeOp
+    from fwdshim.passes.legalize import legalize
+    from fwdshim.shim.forward import ForwardShim
+
+    t = TensorType(f32, [64])
+    func = FuncOp("f", ((t, t), ()))
+    with ImplicitBuilder(func.body) as (a, b):
+        for x in (a, b):
+            QuantizeOp(operands=[x], result_types=[QActType(64, QuantFormat.ONE_WORD)],
+                       properties={"format": QuantFormatAttr(QuantFormat.ONE_WORD)})  # fmt: skip
+        ReturnOp()
+    module = ModuleOp([func])
+    lines = [r.error_line() for _, r in legalize(ForwardShim(), module)]
+    assert lines == [f"<unknown> fwd.quantize, op {i} of @f: error: the forward's precise numerics read no activation quantized"
+                     for i in (0, 1)], lines  # fmt: skip
