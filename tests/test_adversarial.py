@@ -469,6 +469,7 @@ def test_an_internal_error_is_one_line_unless_asked(tmp_path, capsys, monkeypatc
     ("forward-shim{numerics=int9}", "-p: option `numerics` of `forward-shim` takes dequant, int8-act or two-pass-int8, not `int9`"),
     ('fwd-legalize{numerics="int9"}', "-p: option `numerics` of `fwd-legalize` takes dequant, int8-act or two-pass-int8, not `int9`"),
     ("fwd-fuse,fwd-legalize{mode=lax}", "-p: option `mode` of `fwd-legalize` takes strict or mark, not `lax`"),
+    ("forward-shim{numerics}", "-p: option `numerics` of `forward-shim` needs a value (`numerics=...`)"),
 ])  # fmt: skip
 def test_a_pass_rejecting_its_option_value_is_named_like_xdsls_rejections(tmp_path, capsys, spec, want):
     """A value the pass itself checks (numerics, legalize's mode) reads as the values xDSL's option

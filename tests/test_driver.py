@@ -698,3 +698,19 @@ def test_a_long_source_line_is_cut_around_the_caret(tmp_path):
     r = opt(str(write(tmp_path, "long2.mlir", text)))
     assert r.returncode == 1 and len(r.stderr) < 400, r.stderr[:400]
     assert r.stderr.splitlines()[0].endswith("long2.mlir:2:3: error: fused covers are not strictly increasing")
+
+
+def test_an_unregistered_op_in_a_fused_body_is_named(tmp_path):
+    """With --allow-unregistered-dialect an unknown op inside a fused op is refused by its own name
+    (it said `builtin.unregistered`, xDSL's stand-in)."""
+    src = write(tmp_path, "u.mlir", """func.func @f(%a: tensor<64xf32>) -> tensor<64xf32> {
+  %r = fwd.fused elementwise_chains covers [0] ins(%a) : (tensor<64xf32>) -> tensor<64xf32> {
+  ^bb0(%x: tensor<64xf32>):
+    %s = "foo.bar"(%x) : (tensor<64xf32>) -> tensor<64xf32>
+    fwd.yield %s : tensor<64xf32>
+  }
+  func.return %r : tensor<64xf32>
+}
+""")
+    r = opt("--allow-unregistered-dialect", str(src))
+    assert r.returncode == 1 and r.stderr.splitlines()[0] == f"{src}:2:3: error: fused part foo.bar is not a stage"

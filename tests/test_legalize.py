@@ -459,9 +459,9 @@ def test_bare_options_from_a_pipeline_spec() -> None:
     assert LegalizePass.from_spec(ArgSpec("fwd-legalize", {"explain": ()})).explain is True
     assert LegalizePass.from_spec(ArgSpec("fwd-legalize", {"explain": (False,)})).explain is False
     assert LegalizePass.from_spec(ArgSpec("fwd-legalize", {})).explain is None
-    with pytest.raises(ValueError, match=r"fwd-legalize: option `mode` needs a value \(`mode=...`\)"):
+    with pytest.raises(ValueError, match=r"option `mode` of `fwd-legalize` needs a value \(`mode=...`\)"):
         LegalizePass.from_spec(ArgSpec("fwd-legalize", {"mode": ()}))
-    with pytest.raises(ValueError, match="fwd-fuse: option `numerics` needs a value"):
+    with pytest.raises(ValueError, match="option `numerics` of `fwd-fuse` needs a value"):
         FusePass.from_spec(ArgSpec("fwd-fuse", {"numerics": ()}))
 
 

@@ -882,7 +882,8 @@ class FusedOp(StageOp):
                 "fused op yields one of its own arguments: a fused kernel stores only what its parts compute",
             )
         for p in parts:
-            _want(isinstance(p, StageOp), f"fused part {p.name} is not a stage")
+            own = getattr(p, "op_name", None)  # an unregistered op by its own name, not `builtin.unregistered`
+            _want(isinstance(p, StageOp), f"fused part {own.data if hasattr(own, 'data') else p.name} is not a stage")
         for p, own in zip(parts, self.part_covers()):
             if isinstance(p, FusedOp) and p.cover_list != own:
                 raise VerifyException(f"nested fused covers {list(p.cover_list)} where its place says {list(own)}")

@@ -52,6 +52,6 @@ def bare_flags(cls: type, spec: ArgSpec) -> ArgSpec:
         if given is None or len(given) != 0:
             continue
         if hints.get(f.name) not in (bool, bool | None):
-            raise ValueError(f"{cls.name}: option `{f.name}` needs a value (`{f.name}=...`)")
+            raise ValueError(f"option `{f.name}` of `{cls.name}` needs a value (`{f.name}=...`)")
         params[f.name] = (True,)
     return ArgSpec(spec.name, params)

@@ -582,6 +582,12 @@ def _unknown_option(message: str, specs: list[tuple[str, str]]) -> str:
                 if (m[2] in ("?", pm[1])) and re.search(rf"(?:^|\s){re.escape(m[1])}=\"?{re.escape(m[4])}\"?(?:\s|$)", pm[2]):
                     return f"{flag}: option `{m[1]}` of `{pm[1]}` takes {m[3]}, not `{m[4]}`"
         return message.replace("of `?` ", "")
+    m = re.match(r"option `([\w-]+)` of `([\w.-]+)` needs a value", message)  # `bare_flags`: not a flag
+    if m is not None:
+        for flag, text in specs:
+            if any(pm[1] == m[2] for pm in re.finditer(r"([\w.-]+)\{([^{}]*)\}", text)):
+                return f"{flag}: {message}"
+        return message
     m = re.match(r"Unrecognized passes: \[(.*)\]$", message)
     if m is not None:  # xDSL's Python list of the unknown names
         unknown = re.findall(r"'([^']*)'", m[1])
