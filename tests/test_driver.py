@@ -714,3 +714,23 @@ def test_an_unregistered_op_in_a_fused_body_is_named(tmp_path):
 """)
     r = opt("--allow-unregistered-dialect", str(src))
     assert r.returncode == 1 and r.stderr.splitlines()[0] == f"{src}:2:3: error: fused part foo.bar is not a stage"
+
+
+def test_a_plan_a_later_pass_made_stale_is_not_printed(tmp_path):
+    """`fwd.plan` (and `fwd.kernels`) describe the IR `fwd-lower-numba` planned: after xDSL's `dce`
+    removed a stage they are dropped from the printed IR (they said 2 stages of a function holding
+    one); the lowered IR itself, and IR parsed with them, prints them back."""
+    src = write(tmp_path, "two.mlir", """func.func @b(%x: tensor<64xf32>) -> tensor<64xf32> {
+  %u = fwd.silu %x : tensor<64xf32> -> tensor<64xf32>
+  %s = fwd.elementwise add %x, %u : tensor<64xf32>, tensor<64xf32> -> tensor<64xf32>
+  %t = fwd.elementwise mul %x, %x : tensor<64xf32>, tensor<64xf32> -> tensor<64xf32>
+  func.return %s : tensor<64xf32>
+}
+""")
+    lowered = opt(str(src), "-p", "fwd-lower-numba")
+    assert lowered.returncode == 0 and "fwd.plan = {stages = 3" in lowered.stdout
+    again = opt(stdin=lowered.stdout)
+    assert again.returncode == 0 and "fwd.plan = {stages = 3" in again.stdout and "fwd.kernels" in again.stdout
+    r = opt(str(src), "-p", "fwd-lower-numba,dce")
+    assert r.returncode == 0 and "fwd.elementwise mul" not in r.stdout
+    assert "fwd.plan" not in r.stdout and "fwd.kernels" not in r.stdout, r.stdout

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.dialects.func import FuncOp
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from fwdshim.codegen.plan import PlanError, build_plan, functions, unplanned_stages
 from fwdshim.dialects.fwd import stages
-from fwdshim.passes.plan_attrs import KERNELS_ATTR, PLAN_ATTR
+from fwdshim.passes.plan_attrs import KERNELS_ATTR, PLAN_ATTR, forget_plan
 
 
 _PLANS: "weakref.WeakKeyDictionary[FuncOp, object]" = weakref.WeakKeyDictionary()
@@ -40,6 +41,16 @@ def plan_of(func: FuncOp):
         return None
     plan, text = got
     return plan if str(func) == text else None
+
+
+def drop_stale_plans(root: Operation) -> None:
+    """Remove `fwd.plan` and `fwd.kernels` from each function under `root` that this process lowered
+    and a pass changed since (xDSL's `dce`, `cse`: they do not know the attributes describe the IR);
+    a function parsed with the attributes keeps them (they print back as they were read)."""
+    for func in [f for f in root.walk() if isinstance(f, FuncOp)]:  # one dce left without stages too
+        got = _PLANS.get(func)
+        if got is not None and str(func) != got[1]:
+            forget_plan(func)
 
 
 @dataclass(frozen=True)

@@ -304,6 +304,9 @@ class FwdOptMain(xDSLOptMain):
         return None
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
+        from fwdshim.passes.lower_numba import drop_stale_plans
+
+        drop_stale_plans(prog)  # `fwd-lower-numba,dce`: the plan's counts describe the IR before dce
         text = super().output_resulting_program(prog)
         target = str(self.args.target or "mlir").split("{")[0]
         if target not in ("mlir", "numba") and not text.strip():
