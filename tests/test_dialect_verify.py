@@ -493,3 +493,41 @@ def test_weighs_outputs_by_softmax_not_with_selection_bias():
     with_bias.verify()
     assert with_bias.selection_bias is not None
     assert with_bias.weighs_outputs_by_softmax() is False
+
+
+def test_stage_effects_for_xdsls_generic_passes():
+    """Stages compute values (xDSL's `dce` removes an unused one, `cse` merges two alike), unless one
+    writes rows of a named buffer (`into`): a write, which dce keeps and cse does not merge; every
+    stage alike (fwd.relu, an op without kernels, had no effect trait at all); a fused op has its
+    parts' effects."""
+    from xdsl.traits import is_side_effect_free
+    from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
+    from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+
+    text = """
+func.func @f(%x: tensor<64xf32>) -> tensor<64xf32> {
+  %a = fwd.silu %x into "k_cache" : tensor<64xf32> -> tensor<64xf32>
+  %a2 = fwd.silu %x into "k_cache" : tensor<64xf32> -> tensor<64xf32>
+  %c = fwd.relu %x : (tensor<64xf32>) -> tensor<64xf32>
+  %d = fwd.silu %x : tensor<64xf32> -> tensor<64xf32>
+  %e = fwd.silu %x : tensor<64xf32> -> tensor<64xf32>
+  %g = fwd.elementwise add %d, %e : tensor<64xf32>, tensor<64xf32> -> tensor<64xf32>
+  %f = fwd.fused elementwise_chains covers [7] ins(%x) : (tensor<64xf32>) -> tensor<64xf32> {
+  ^bb0(%y: tensor<64xf32>):
+    %s = fwd.silu %y into "v_cache" : tensor<64xf32> -> tensor<64xf32>
+    fwd.yield %s : tensor<64xf32>
+  }
+  func.return %g : tensor<64xf32>
+}
+"""
+    m = _module(text)
+    ctx = Context()
+    for d in (Builtin, Func, Fwd):
+        ctx.load_dialect(d)
+    by_name = {op.results[0].name_hint: op for op in m.walk() if op.results and op.results[0].name_hint}
+    assert [is_side_effect_free(by_name[n]) for n in ("a", "c", "d", "f")] == [False, True, True, False]
+    DeadCodeElimination().apply(ctx, m)
+    CommonSubexpressionElimination().apply(ctx, m)
+    m.verify()
+    left = [op.results[0].name_hint for op in stages(m)]
+    assert left == ["a", "a2", "d", "g", "f"], left  # relu gone (unused), e merged into d; the writes stay

@@ -234,6 +234,8 @@ def test_an_unknown_option_names_its_pass(tmp_path, pipeline, name, bad, known):
         (["-p", "fwd-fuse,fwd-fuse{order=1.5}"], "-p: option `order` of `fwd-fuse` takes shim or shared, not `1.5`"),
         (["-t", "numba{plan_only=maybe}"], "-t: option `plan_only` of `numba` takes true or false, not `maybe`"),
         (["-t", "numba{bogus=1}"], "-t: `numba` has no option `bogus` (its options: plan_only)"),
+        # a hyphenated name, as typed (xDSL reads it as `foo_bar` and said so in its own words)
+        (["-p", "fwd-fuse{foo-bar=1}"], "-p: `fwd-fuse` has no option `foo-bar` (its options: numerics, order)"),
         # a list of booleans (xDSL says `given (True, False)`): named as written; a target has no pipeline to split
         (["-t", "numba{plan_only=true,false}"], "-t: option `plan_only` of `numba` takes one value, not the list `true,false`"),
         (["-p", "forward-shim{numerics=int8-act,fwd-fuse}"], "-p: option `numerics` of `forward-shim` takes one value, "
@@ -734,3 +736,14 @@ def test_a_plan_a_later_pass_made_stale_is_not_printed(tmp_path):
     r = opt(str(src), "-p", "fwd-lower-numba,dce")
     assert r.returncode == 0 and "fwd.elementwise mul" not in r.stdout
     assert "fwd.plan" not in r.stdout and "fwd.kernels" not in r.stdout, r.stdout
+
+
+def test_split_input_report_to_stdout_is_one_list(tmp_path):
+    """`--split-input-file --report-json -` printed the growing list after every chunk (not JSON):
+    now one list, one report per chunk that got one, after the last chunk."""
+    chunks = [FUNC.format(body="  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32>")] * 3
+    src = write(tmp_path, "three.mlir", "\n// -----\n".join(chunks))
+    r = opt(str(src), "--split-input-file", "-p", "forward-shim", "--report-json", "-", "-o", str(tmp_path / "o.mlir"))
+    assert r.returncode == 0, r.stderr
+    docs = json.loads(r.stdout)
+    assert isinstance(docs, list) and len(docs) == 3 and all(d["shim"] for d in docs)

@@ -57,7 +57,18 @@ from xdsl.irdl.declarative_assembly_format import (
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
-from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure
+from xdsl.traits import (
+    ConditionallySpeculatable,
+    EffectInstance,
+    HasParent,
+    IsolatedFromAbove,
+    IsTerminator,
+    MemoryEffect,
+    MemoryEffectKind,
+    Pure,
+    get_effects,
+    is_speculatable,
+)
 from xdsl.utils.exceptions import VerifyException
 
 from fwdshim.classes import ClassId, class_named
@@ -276,10 +287,42 @@ class StageOp(IRDLOperation):
         pass
 
 
+
+
+class StageEffects(MemoryEffect):
+    """A stage's memory effects, for xDSL's `cse`, `dce` and `canonicalize` (and `fwd-fuse`'s ordering):
+    none — a stage computes values from values — unless it writes rows of a named buffer (`into`: a
+    write, which dce keeps and cse does not merge); a fused op has its parts' effects as well."""
+
+    @classmethod
+    def get_effects(cls, op: Operation):
+        effects: set[EffectInstance] = set()
+        if getattr(op, "into", None) is not None:
+            effects.add(EffectInstance(MemoryEffectKind.WRITE))
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.ops:
+                    got = get_effects(child)
+                    if got is None:
+                        return None
+                    effects |= set(got)
+        return effects
+
+
+class StageSpeculatable(ConditionallySpeculatable):
+    """A stage may be moved or computed ahead (xDSL's speculation) unless it writes into a named
+    buffer; a fused op when its parts may."""
+
+    @classmethod
+    def is_speculatable(cls, op: Operation) -> bool:
+        if getattr(op, "into", None) is not None:
+            return False
+        return all(is_speculatable(o) for r in op.regions for b in r.blocks for o in b.ops)
+
 class UnaryOp(StageOp):
     x = operand_def()
     result = result_def()
-    traits = traits_def(Pure())
+    traits = traits_def(StageEffects(), StageSpeculatable())
     assembly_format = "$x " + _STAGE_SUFFIX + " `:` type($x) `->` type($result)"
 
     def verify_shapes(self) -> None:
@@ -291,6 +334,8 @@ class UnaryOp(StageOp):
 
 class GenericStageOp(StageOp):
     """An op the forward never computes: it parses, verifies and is refused by legality."""
+
+    traits = traits_def(StageEffects(), StageSpeculatable())
 
     TYPED: ClassVar[bool] = False
 
@@ -336,7 +381,7 @@ class MatmulOp(StageOp):
     x = operand_def()
     w = operand_def()
     result = result_def()
-    traits = traits_def(Pure())
+    traits = traits_def(StageEffects(), StageSpeculatable())
     assembly_format = "$x `,` $w " + _STAGE_SUFFIX + " `:` type($x) `,` type($w) `->` type($result)"
 
     def verify_shapes(self) -> None:
@@ -387,7 +432,7 @@ class ElementwiseOp(StageOp):
     a = operand_def()
     b = operand_def()
     result = result_def()
-    traits = traits_def(Pure())
+    traits = traits_def(StageEffects(), StageSpeculatable())
     custom_directives = (Kw,)
     assembly_format = (
         "custom<Kw>($kind) $a `,` $b (`row` $row^)? "
@@ -436,7 +481,7 @@ class RowReduceOp(StageOp):
     bias = opt_operand_def()
     eps = opt_prop_def(FloatAttr[Float32Type])
     result = result_def()
-    traits = traits_def(Pure())
+    traits = traits_def(StageEffects(), StageSpeculatable())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     assembly_format = (
         "$x (`weight` `(` $weight^ `:` type($weight) `)`)? (`residual` `(` $residual^ `:` type($residual) `)`)? (`bias` `(` $bias^ `:` type($bias) `)`)? (`eps` $eps^)? "
@@ -489,7 +534,7 @@ class RopeOp(StageOp):
     rows = prop_def(IntegerAttr[I64])
     from_ = opt_prop_def(IntegerAttr[I64], prop_name="from")
     result = result_def()
-    traits = traits_def(Pure())
+    traits = traits_def(StageEffects(), StageSpeculatable())
     assembly_format = (
         "$x `,` $angles `hd` $hd `half` $half `rows` $rows (`from` $from^)? "
         + _STAGE_SUFFIX
@@ -534,7 +579,7 @@ class AttentionOp(StageOp):
     pos = opt_prop_def(IntegerAttr[I64])
     window = opt_prop_def(IntegerAttr[I64])
     result = result_def()
-    traits = traits_def(Pure())
+    traits = traits_def(StageEffects(), StageSpeculatable())
     assembly_format = (
         "$q `,` $k `,` $v `,` $k_cache `,` $v_cache (`sinks` `(` $sinks^ `:` type($sinks) `)`)? "
         "`h` $h `kv` $kv `hd` $hd `vd` $vd `l` $l `rows` $rows "
@@ -584,7 +629,7 @@ class MoeOp(StageOp):
     scale = opt_prop_def(FloatAttr[Float32Type])
     weight_inputs = opt_prop_def(UnitAttr)
     result = result_def()
-    traits = traits_def(Pure())
+    traits = traits_def(StageEffects(), StageSpeculatable())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     custom_directives = (Kw,)
     assembly_format = (
@@ -631,6 +676,7 @@ class MoeOp(StageOp):
 @irdl_op_definition
 class GatedDeltaOp(StageOp):
     name = "fwd.gated_delta"
+    traits = traits_def(StageEffects(), StageSpeculatable())
     gate = prop_def(GateActAttr)
     ins = var_operand_def()
     res = var_result_def()
@@ -646,7 +692,7 @@ class SoftcapOp(StageOp):
     x = operand_def()
     cap = prop_def(FloatAttr[Float32Type])
     result = result_def()
-    traits = traits_def(Pure())
+    traits = traits_def(StageEffects(), StageSpeculatable())
     assembly_format = "$x `cap` $cap " + _STAGE_SUFFIX + " `:` type($x) `->` type($result)"
 
     def verify_shapes(self) -> None:
@@ -707,7 +753,7 @@ class QuantizeOp(StageOp):
     x = operand_def()
     format = prop_def(QuantFormatAttr)
     result = result_def(QActType)
-    traits = traits_def(Pure())
+    traits = traits_def(StageEffects(), StageSpeculatable())
     custom_directives = (Kw,)
     assembly_format = "$x custom<Kw>($format) " + _STAGE_SUFFIX + " `:` type($x) `->` type($result)"
 
@@ -732,7 +778,7 @@ class ViewOp(StageOp):
     x = operand_def()
     offset = opt_prop_def(IntegerAttr[I64])
     result = result_def()
-    traits = traits_def(Pure())
+    traits = traits_def(StageEffects(), StageSpeculatable())
     assembly_format = "$x (`offset` $offset^)? " + _STAGE_SUFFIX + " `:` type($x) `->` type($result)"
 
     def verify_shapes(self) -> None:
@@ -794,7 +840,7 @@ class FusedOp(StageOp):
     ins = var_operand_def()
     res = var_result_def()
     body = region_def("single_block")
-    traits = traits_def(FusedBodyIsolated())
+    traits = traits_def(FusedBodyIsolated(), StageEffects(), StageSpeculatable())
     custom_directives = (Kw,)
     TYPED: ClassVar[bool] = False
     assembly_format = (
@@ -896,7 +942,7 @@ class FusedOp(StageOp):
 class YieldOp(IRDLOperation):
     name = "fwd.yield"
     values = var_operand_def()
-    traits = traits_def(IsTerminator(), HasParent(FusedOp))
+    traits = traits_def(IsTerminator(), HasParent(FusedOp), Pure())
     assembly_format = "($values^ `:` type($values))? attr-dict"
 
 

@@ -31,7 +31,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.traits import is_side_effect_free
 
 from fwdshim.diagnostics import op_label, where
-from fwdshim.dialects.fwd import ElementwiseOp, FusedOp, QuantizeOp, ReluOp, RmsNormOp, SiluOp, StageOp, YieldOp, stage_numbers
+from fwdshim.dialects.fwd import ElementwiseOp, FusedOp, QuantizeOp, ReluOp, RmsNormOp, SiluOp, YieldOp, stage_numbers
 from fwdshim.passes.ir_order import producer
 from fwdshim.passes.options import NumericsPass
 from fwdshim.passes.rules import RULES, ChipRule, FuseContext, Match, compose, dependents_between
@@ -87,9 +87,9 @@ def precondition(match: Match, ctx: FuseContext) -> NotFused | None:
 
 
 def _effect_free(op: Operation) -> bool:
-    """Stages compute values only (DESIGN.md §3); another dialect's op is effect-free when xDSL's
-    traits say so (`Pure`, `NoMemoryEffect`; a `func.call` or an unknown op may have effects)."""
-    return isinstance(op, StageOp) or is_side_effect_free(op)
+    """Whether xDSL's traits say `op` has no memory effects: a stage computes values only, unless it
+    writes into a named buffer (`fwd.StageEffects`); a `func.call` or an unknown op may have some."""
+    return is_side_effect_free(op)
 
 
 def reordered_effects(parts: tuple[Operation, ...], ctx: FuseContext) -> tuple[Operation, Operation] | None:

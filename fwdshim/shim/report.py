@@ -231,8 +231,9 @@ def explain_module(
             docs.append(doc)
         try:
             if json_path == "-":  # stdout (the driver sends the IR to a file then)
-                json.dump(doc if docs is None else docs, sys.stdout, indent=2, ensure_ascii=False)
-                sys.stdout.write("\n")
+                if docs is None:  # with chunks the driver prints the list once, after the last (`write_docs`)
+                    json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
+                    sys.stdout.write("\n")
                 return report_table(module, shim, rules, unfused) if explain else ""
             with open(json_path, "w") as f:
                 json.dump(doc if docs is None else docs, f, indent=2, ensure_ascii=False)

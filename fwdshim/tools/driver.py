@@ -206,8 +206,22 @@ class FwdOptMain(xDSLOptMain):
         finally:
             if output_stream is not sys.stdout:
                 output_stream.close()
+            if self.args.split_input_file and self.args.report_json == "-" and self.reported:
+                self.write_docs()  # one list on stdout (a file's list is rewritten whole after each chunk)
         if failed:
             raise ChunksFailed(failed)
+
+    def write_docs(self) -> None:
+        """`--split-input-file --report-json -`: the list of the chunks' reports on stdout, once."""
+        import json
+
+        try:
+            json.dump(self.json_docs, sys.stdout, indent=2, ensure_ascii=False)
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            quiet_stdout()
+            self.stdout_closed = True
 
     def register_all_dialects(self):
         super().register_all_dialects()
@@ -536,8 +550,9 @@ def _unknown_option(message: str, specs: list[tuple[str, str]]) -> str:
         known = re.findall(r'"([^"]*)"', m[2])
         for flag, text in specs:
             for name, keys, _ in _pass_options(text):
-                if set(bad) <= set(keys) and set(keys) - set(bad) <= set(known):
-                    opts = ", ".join(f"`{b}`" for b in bad)
+                typed = {k.replace("-", "_"): k for k in keys}  # xDSL reads `max-iterations` as `max_iterations`
+                if set(bad) <= set(typed) and set(typed) - set(bad) <= set(known):
+                    opts = ", ".join(f"`{typed[b]}`" for b in bad)
                     return f"{flag}: `{name}` has no option {opts} (its options: {', '.join(known) or 'none'})"
         return message
     m = re.match(r"Incompatible types: given \((.*)\), expected (.*)$", message)
