@@ -297,11 +297,14 @@ def parse_error_line(e: ParseError) -> str:
     # print_with_context starts with the location line and ends with the message; keep the middle.
     body = [ln for ln in lines[1:] if ln.strip() != e.msg.strip()]
     out: list[str] = []
-    for i, ln in enumerate(body):
+    i = 0
+    while i < len(body):  # each source line with the caret line under it, cut together
         if i + 1 < len(body) and set(body[i + 1].strip()) == {"^"}:
-            out.extend(clip_snippet(ln, body[i + 1]))
-        elif not (out and i > 0 and set(ln.strip()) == {"^"}):
-            out.append(ln)
+            out.extend(clip_snippet(body[i], body[i + 1]))
+            i += 2
+        else:
+            out.append(body[i])
+            i += 1
     return "\n".join([head, *out])
 
 

@@ -86,25 +86,21 @@ def precondition(match: Match, ctx: FuseContext) -> NotFused | None:
     return None
 
 
-def _effect_free(op: Operation) -> bool:
-    """Whether xDSL's traits say `op` has no memory effects: a stage computes values only, unless it
-    writes into a named buffer (`fwd.StageEffects`); a `func.call` or an unknown op may have some."""
-    return is_side_effect_free(op)
-
-
 def reordered_effects(parts: tuple[Operation, ...], ctx: FuseContext) -> tuple[Operation, Operation] | None:
     """(an op `splice` would move, an op it would move past) when both may have side effects: the
     outside ops between the parts that read them move after the fused op, past every other op up
-    to the last part. None when fusing keeps the order of every op that may have effects."""
+    to the last part. None when fusing keeps the order of every op that may have effects (xDSL's
+    `is_side_effect_free`: a stage has none unless it writes into a named buffer, `fwd.StageEffects`;
+    a `func.call` or an unknown op may have some)."""
     movers = ctx.between(parts)
-    effectful = [m for m in movers or () if not _effect_free(m)]
+    effectful = [m for m in movers or () if not is_side_effect_free(m)]
     if not effectful:
         return None
     moving, inside = set(movers or ()), set(parts)
     last = max(parts, key=ctx.pos)
     op = effectful[0].next_op
     while op is not None and op is not last:
-        if op not in moving and op not in inside and not _effect_free(op):
+        if op not in moving and op not in inside and not is_side_effect_free(op):
             return effectful[0], op
         op = op.next_op
     return None

@@ -496,9 +496,6 @@ def profile_model(model, numerics: str = "dequant", fill: int = 0, reps: int = 2
         rt = CompiledForward(_func(module), model.weights)
     except DeviceMemoryError as e:  # the step does not fit the device: one line, as `fwdshim run` says it
         raise RunError(f"{model.gguf_path}: {e}") from None
-    cap = rt.capacity()
-    if cap is not None and not 0 <= fill <= cap:
-        raise ValueError(f"fill={fill}: the caches hold 0..{cap} rows (the context less one)")
     p = model.params
     meta = {"model": name or model.gguf_path.name, "numerics": numerics, "layers": p.n_layer, "d": p.d, "context": model.context}
     return profile_runtime(rt, fill, reps, meta)
