@@ -228,6 +228,15 @@ def _siblings(good: Path, tmp: Path) -> dict[str, tuple[Path, str | None, str | 
          "`tokenizer.ggml.tokens` = an array of 3 INT32s is not an array of strings")
     both("rope base string", _rewrite(good, tmp / "base.gguf", kv={"llama.rope.freq_base": ("1e4", VT.STRING)}),
          "`llama.rope.freq_base` = '1e4' is not a number")
+    # per-layer hyperparameters (llama.cpp's arrays, one value a layer): all equal, they are that value
+    out["kv heads a layer"] = (_rewrite(good, tmp / "kvarr.gguf", kv={"llama.attention.head_count_kv": ([2, 2], VT.ARRAY, VT.INT32)}), None, None)
+    out["ff a layer"] = (_rewrite(good, tmp / "ffarr.gguf", kv={"llama.feed_forward_length": ([96, 96], VT.ARRAY, VT.UINT32)}), None, None)
+    both("kv heads differ", _rewrite(good, tmp / "kvdiff.gguf", kv={"llama.attention.head_count_kv": ([2, 4], VT.ARRAY, VT.INT32)}),
+         "`llama.attention.head_count_kv` differs between layers (2, 4): fwdshim builds every layer alike")
+    both("heads not one a layer", _rewrite(good, tmp / "h3.gguf", kv={"llama.attention.head_count": ([4, 4, 4], VT.ARRAY, VT.INT32)}),
+         "`llama.attention.head_count` holds 3 values, one a layer, for 2 layers")
+    both("ff of strings", _rewrite(good, tmp / "ffstr.gguf", kv={"llama.feed_forward_length": (["96", "96"], VT.ARRAY, VT.STRING)}),
+         "`llama.feed_forward_length` = an array of 2 STRINGs is not a whole number or an array of them (one a layer)")
     # tensors the metadata does not account for
     both("unused tensor", _rewrite(good, tmp / "extra.gguf", add={"token_embd_norm.weight": np.ones(64, np.float32)}),
          "tensor `token_embd_norm.weight` is not one the llama step of a dense model reads (fwdshim would run "
@@ -370,3 +379,17 @@ def test_a_special_token_past_the_vocabulary_is_a_warning(tmp_path, capsys, good
         "holds 262): running without it"
     )
     assert len(err.splitlines()) == 2 and err.splitlines()[1].startswith("fwdshim: 2 tokens")
+
+
+def test_per_layer_arrays_read_as_their_value(tmp_path, good):
+    """llama.cpp's per-layer arrays (head counts, feed-forward width), all equal: the same
+    hyperparameters as the scalar file's."""
+    from fwdshim.frontend.gguf_model import read_params
+
+    kv = {"llama.attention.head_count": ([4, 4], VT.ARRAY, VT.UINT32),
+          "llama.attention.head_count_kv": ([2, 2], VT.ARRAY, VT.INT32),
+          "llama.feed_forward_length": ([96, 96], VT.ARRAY, VT.INT64)}  # fmt: skip
+    path = _rewrite(good, tmp_path / "arrays.gguf", kv=kv)
+    ours = read_params(open_gguf(path), path)
+    assert ours == read_params(open_gguf(good), good)
+    assert (ours.h, ours.kv, ours.ff) == (TINY.h, TINY.kv, TINY.ff)

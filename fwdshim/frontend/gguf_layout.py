@@ -47,9 +47,10 @@ _SCALAR = {
 }  # fmt: skip
 _INTEGER = frozenset({VT.UINT8, VT.INT8, VT.UINT16, VT.INT16, VT.UINT32, VT.INT32, VT.UINT64, VT.INT64})
 
-INT, REAL, BOOL, STR, STRS, INTS = "int", "real", "bool", "str", "strs", "ints"
+INT, REAL, BOOL, STR, STRS, INTS, LAYERED = "int", "real", "bool", "str", "strs", "ints", "layered"
 """The value kinds of `KEY_KINDS`: a whole number, a number, true/false, a string, arrays of strings
-and of whole numbers."""
+and of whole numbers, and a whole number or an array of them, one a layer (llama.cpp's per-layer
+head counts and feed-forward widths)."""
 
 KEY_KINDS: dict[str, str] = {
     "general.architecture": STR,
@@ -57,11 +58,11 @@ KEY_KINDS: dict[str, str] = {
     **{
         f"llama.{k}": INT
         for k in (
-            "block_count", "context_length", "embedding_length", "feed_forward_length", "vocab_size",
-            "attention.head_count", "attention.head_count_kv", "attention.key_length",
+            "block_count", "context_length", "embedding_length", "vocab_size", "attention.key_length",
             "attention.value_length", "rope.dimension_count", "expert_count", "expert_used_count",
         )
     },
+    **{f"llama.{k}": LAYERED for k in ("feed_forward_length", "attention.head_count", "attention.head_count_kv")},
     "llama.rope.freq_base": REAL,
     "llama.attention.layer_norm_rms_epsilon": REAL,
     "llama.rope.scaling.type": STR,
@@ -85,6 +86,7 @@ KEY_KINDS: dict[str, str] = {
 _KIND_WORDS = {
     INT: "a whole number", REAL: "a number", BOOL: "true or false", STR: "a string",
     STRS: "an array of strings", INTS: "an array of whole numbers",
+    LAYERED: "a whole number or an array of them (one a layer)",
 }  # fmt: skip
 
 
@@ -360,7 +362,7 @@ def check_metadata(layout: Layout) -> None:
 
 
 def _is_kind(m: Meta, kind: str) -> bool:
-    if kind == INT:
+    if kind == INT or (kind == LAYERED and m.type != VT.ARRAY):
         return m.type in _INTEGER
     if kind == REAL:
         return m.type in _INTEGER or m.type in (VT.FLOAT32, VT.FLOAT64)

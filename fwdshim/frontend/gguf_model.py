@@ -227,12 +227,14 @@ class LlamaParams:
 
 
 def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
-    """The `llama` hyperparameters of a file.
+    """The `llama` hyperparameters of a file. The head counts and the feed-forward width may be
+    arrays, one value a layer, as llama.cpp reads them: all equal, they are that value.
 
     Raises: ModelError naming the key, for another architecture, a missing key, or a value the step
     cannot be built from (not a number, no layers, no heads, a rope wider than the head, ...) or its
     kernels cannot run (query heads that do not group evenly over the key/value heads, a partial
-    rotary: `fwd-legalize` would refuse the imported step, at `fwdshim run`)."""
+    rotary: `fwd-legalize` would refuse the imported step, at `fwdshim run`; per-layer values that
+    differ, or not one a layer)."""
     arch = field_value(reader, "general.architecture")
     if arch is None:
         raise ModelError(f"{path}: no `general.architecture` in the GGUF metadata")
@@ -246,6 +248,8 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
         v = field_value(reader, f"llama.{key}", default)
         if v is None:
             raise ModelError(f"{path}: no `llama.{key}` in the GGUF metadata")
+        if isinstance(v, (list, tuple, np.ndarray)):  # one a layer (`gguf_layout.LAYERED`): every layer alike
+            v = per_layer(key, [int(x) for x in v])
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
             raise ModelError(f"{path}: `llama.{key}` = {v!r} is not a whole number")
         if v < least:
@@ -256,6 +260,17 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
                 f"(the widest dimension is {widest})"
             )
         return int(v)
+
+    def per_layer(key: str, values: list[int]) -> int:
+        n = count("block_count", width=False)
+        if len(values) != n:
+            raise ModelError(f"{path}: `llama.{key}` holds {len(values)} values, one a layer, for {n} layers")
+        if len(set(values)) > 1:
+            shown = ", ".join(map(str, values[:8])) + (", ..." if len(values) > 8 else "")
+            raise ModelError(
+                f"{path}: `llama.{key}` differs between layers ({shown}): fwdshim builds every layer alike"
+            )
+        return values[0]
 
     def real(key: str, default: float, positive: bool) -> float:
         v = field_value(reader, f"llama.{key}", default)
