@@ -115,6 +115,9 @@ def test_symbol_redefinition_names_the_second_definition(tmp_path, capsys):
         # a comma between options: the caret on the comma, which the message names (it pointed past it)
         ("fwd-legalize{numerics=int8-act,mode=mark}", 31, "pass options are separated by spaces, not commas: 'pass{a=1 b=2}'"),
         ("fwd-legalize{numerics=int8-act, mode=mark}", 31, "pass options are separated by spaces, not commas: 'pass{a=1 b=2}'"),
+        # a trailing comma: xDSL ran `cse` alone; a comma in a list value is not one between options
+        ("fwd-legalize,", 13, "expected a pass name after the last ','"),
+        ("fwd-legalize, ", 13, "expected a pass name after the last ','"),
     ],
 )
 def test_malformed_pipeline_is_one_error(tmp_path, capsys, spec, col, message):
@@ -125,6 +128,13 @@ def test_malformed_pipeline_is_one_error(tmp_path, capsys, spec, col, message):
     assert lines[0] == f"fwdshim-opt: error: -p: column {col}: {message}"
     assert lines[1] == f"  {spec}"
     assert lines[2] == "  " + " " * (col - 1) + "^"
+
+
+def test_a_comma_in_a_list_value_is_not_called_an_option_separator(tmp_path, capsys):
+    rc, out, err = opt(tmp_path, func(f"  %s = fwd.silu %x : {T576} -> {T576}"), "-p", "fwd-legalize{numerics=[1,2]}", capsys=capsys)
+    assert (rc, out) == (1, "")
+    assert err.splitlines()[0] == ("fwdshim-opt: error: -p: column 23: unknown argument value, wrap argument in quotes to "
+                                   "pass arbitrary string values")  # fmt: skip
 
 
 def test_report_json_write_error_names_the_file(tmp_path, capsys):

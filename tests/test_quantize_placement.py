@@ -108,3 +108,33 @@ def test_moe_reads_its_input_quantized():
     moe = next(op for op in stages(m) if isinstance(op, MoeOp))
     assert moe.x.type == QActType(576, QuantFormat.TWO_WORDS)
     assert [q.x.name_hint for q in quantizes(m)] == ["h0", "att", "h1"]
+
+
+@pytest.mark.parametrize("example,numerics", [("llama_layer", "int8-act"), ("llama_layer", "two-pass-int8"),
+                                              ("mixtral_layer", "int8-act")])  # fmt: skip
+def test_quantizes_inserted_into_fused_ir_take_numbers_of_their_own(example, numerics):
+    """fwd-fuse, then the numerics' quantizes: they go between fused ops, whose covers move on to
+    make room (the attention [8] and the add+norm after it had both been given 9), and the IR is what
+    the numerics' pipeline makes from the unfused layer."""
+    import io
+
+    from xdsl.printer import Printer
+
+    from fwdshim.dialects.fwd import FusedOp
+    from fwdshim.passes.pipeline import ForwardShimPass
+    from fwdshim.passes.fuse import FusePass
+
+    def text(m):
+        out = io.StringIO()
+        Printer(stream=out).print_op(m)
+        return out.getvalue()
+
+    src = (EXAMPLES / f"{example}.mlir").read_text()
+    direct, twice = parse(src), parse(src)
+    ForwardShimPass(numerics=numerics).apply(context(), direct)
+    FusePass().apply(context(), twice)
+    ForwardShimPass(numerics=numerics).apply(context(), twice)
+    assert text(twice) == text(direct)
+    numbers = [n for op in stages(twice) for n in (op.cover_list if isinstance(op, FusedOp) else ())]
+    assert len(numbers) == len(set(numbers))
+    assert any(isinstance(op, QuantizeOp) or (isinstance(op, FusedOp) and "quant" in op.class_id.value) for op in stages(twice))

@@ -28,6 +28,7 @@ from fwdshim.diagnostics import error_at
 from fwdshim.dialects.fwd import FusedOp, QuantizeOp, StageOp, dims_of, numel
 from fwdshim.passes.options import NumericsPass
 from fwdshim.passes.ir_order import comes_before
+from fwdshim.passes.rules import make_room
 from fwdshim.shim.protocol import Shim
 from fwdshim.passes.plan_attrs import forget_plan
 
@@ -98,8 +99,10 @@ class QuantizeOperand0(RewritePattern):
 
 
 def quantize_activations(module: ModuleOp, shim: Shim) -> None:
-    """Insert the `fwd.quantize` stages `shim.activation` asks for in `module`."""
+    """Insert the `fwd.quantize` stages `shim.activation` asks for in `module` (in IR already fused,
+    the fused ops after them renumbered: `rules.make_room`)."""
     PatternRewriteWalker(QuantizeOperand0(shim), apply_recursively=False).rewrite_module(module)
+    make_room(module)
 
 
 @dataclass(frozen=True)

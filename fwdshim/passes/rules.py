@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
+from xdsl.dialects.builtin import DenseArrayBase, i64
 from xdsl.ir import Block, Operation, OpResult, SSAValue
 
 from fwdshim.classes import ClassId
@@ -76,6 +77,28 @@ def number_stages(root: Operation) -> dict[Operation, int]:
         numbers[op] = counter
         counter += 1
     return numbers
+
+
+def make_room(root: Operation) -> None:
+    """Shift forward the `covers` of the fused ops under `root` that the stages before them would be
+    numbered into (`number_stages`): stages inserted into IR already fused (fwd-quantize-activations
+    after fwd-fuse puts a quantize between the attention [8] and the add+norm [9, 10, 11]) take the
+    numbers after their producers, and the covers after them move on by as many (a nested fused
+    part's with its op's), so numbers and covers never clash and a stage inserted between two fused
+    ops keeps them apart. Gaps between covers stay; nothing changes in IR without inserted stages."""
+    counter = 0
+    for op in root.walk():
+        if not isinstance(op, StageOp) or isinstance(op.parent_op(), FusedOp):
+            continue
+        if isinstance(op, FusedOp) and op.cover_list:
+            shift = counter - min(op.cover_list)
+            if shift > 0:
+                for f in op.walk():
+                    if isinstance(f, FusedOp):
+                        f.covers = DenseArrayBase.from_list(i64, [c + shift for c in f.cover_list])
+            counter = max(op.cover_list) + 1
+            continue
+        counter += 1
 
 
 @dataclass

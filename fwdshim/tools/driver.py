@@ -464,6 +464,9 @@ def _pipeline_error(text: str, args: list[str] | None = None) -> str:
     flag = "-t" if lines[2].strip() in _flag_values(args or [], ("-t", "--target")) else "-p"
     text, caret = lines[2], lines[3]
     comma = re.search(r"\{[^{}]*?(,)", text)
+    if comma is not None:  # a comma inside a list value (`{a=[1,2]}`) separates its items, not options
+        inside = text[text.rfind("{", 0, comma.start(1)) : comma.start(1)]
+        comma = None if inside.count("[") > inside.count("]") else comma
     if comma is not None and ("space" in message or "argument value" in message):  # `{a=1,b=2}`, `{a=1, b=2}`
         at = comma.start(1)
         col = str(at - (len(text) - len(text.lstrip())) + 1)
@@ -703,6 +706,11 @@ def _run(args: list[str]) -> int:
     args = _as_mlir(args)
     tool: FwdOptMain | None = None
     for flag, pipeline in _specs(args):
+        if re.search(r",\s*$", pipeline):  # xDSL reads `cse,` as `cse`
+            at = pipeline.rindex(",")
+            print(f"fwdshim-opt: error: {flag}: column {at + 1}: expected a {'pass' if flag == '-p' else 'target'} name after the last ','\n"
+                  f"  {pipeline}\n  {' ' * at}^", file=sys.stderr)  # fmt: skip
+            return 1
         if (why := _repeated_option(pipeline, flag)) is not None:
             print(f"fwdshim-opt: error: {why}", file=sys.stderr)
             return 1
