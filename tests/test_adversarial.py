@@ -130,11 +130,11 @@ def test_malformed_pipeline_is_one_error(tmp_path, capsys, spec, col, message):
     assert lines[2] == "  " + " " * (col - 1) + "^"
 
 
-def test_a_comma_in_a_list_value_is_not_called_an_option_separator(tmp_path, capsys):
+def test_a_list_value_is_named_as_a_list_not_a_comma_between_options(tmp_path, capsys):
     rc, out, err = opt(tmp_path, func(f"  %s = fwd.silu %x : {T576} -> {T576}"), "-p", "fwd-legalize{numerics=[1,2]}", capsys=capsys)
     assert (rc, out) == (1, "")
-    assert err.splitlines()[0] == ("fwdshim-opt: error: -p: column 23: unknown argument value, wrap argument in quotes to "
-                                   "pass arbitrary string values")  # fmt: skip
+    assert err.splitlines()[:3] == ["fwdshim-opt: error: -p: column 23: option `numerics` of `fwd-legalize` takes one value, "
+                                    "not the list `[1,2]`", "  fwd-legalize{numerics=[1,2]}", "  " + " " * 22 + "^^^^^"]  # fmt: skip
 
 
 def test_report_json_write_error_names_the_file(tmp_path, capsys):

@@ -238,6 +238,8 @@ def test_an_unknown_option_names_its_pass(tmp_path, pipeline, name, bad, known):
         (["-p", "fwd-fuse{foo-bar=1}"], "-p: `fwd-fuse` has no option `foo-bar` (its options: numerics, order)"),
         # a list of booleans (xDSL says `given (True, False)`): named as written; a target has no pipeline to split
         (["-t", "numba{plan_only=true,false}"], "-t: option `plan_only` of `numba` takes one value, not the list `true,false`"),
+        # no pass name after the comma: no hint that the comma meant one
+        (["-p", "fwd-fuse{numerics=1,2}"], "-p: option `numerics` of `fwd-fuse` takes one value, not the list `1,2`"),
         (["-p", "forward-shim{numerics=int8-act,fwd-fuse}"], "-p: option `numerics` of `forward-shim` takes one value, "
          "not the list `int8-act,fwd-fuse` (a comma inside the braces separates values; the pipeline's passes are "
          "separated by commas after the `}`: `forward-shim{numerics=int8-act},fwd-fuse`)"),

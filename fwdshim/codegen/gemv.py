@@ -923,7 +923,8 @@ def launch_shape(n: int, k: int, act: str) -> Shape:
     outputs (Q/K/V, O) and of K >= 8192 (down) then took eight warps a block in pairs splitting K,
     `v16r4w8u1s2a2` (H200, 2026-12-01, `bench/gemv.py --try`, one run, read ceiling 4358 GB/s):
     4096x4096 58.0 % (v16r4w4u1s1a2 51.6 %), 4096x14336 78.4 % (v16r4w4u1s2a2 77.0 %); 14336x4096
-    stays (75.7 %, the best of 14 shapes).
+    stayed (75.7 %, the best of 14 shapes) until the step measured faster with four rows a warp
+    (`TALL_DEQUANT_ROWS`, 2026-12-01).
 
     SmolLM2's int8-act projections take two rows a group of warps (was one): with the norms, their
     quantize and the silu·mul's quantize as prologues (`merge.QUANTIZED_PROLOGUES`) every block
@@ -941,7 +942,7 @@ def launch_shape(n: int, k: int, act: str) -> Shape:
             return Shape(16, 4, 4, 1, 1) if n >= 8192 else Shape(16, 4, 8, 1, 4)
         if k >= 8192 or n <= 4096:
             return Shape(16, 4, 8, 1, 2, stages=2)
-        return Shape(16, 8, 4, 1, 1, stages=2)
+        return Shape(16, TALL_DEQUANT_ROWS if n < 65536 else 8, 4, 1, 1, stages=2)
     if k < 2048:
         if n >= 8192:  # a tall matrix of short rows (an output projection): fewer, larger blocks
             return Shape(32, 2, 4, 2, 1)
@@ -951,6 +952,17 @@ def launch_shape(n: int, k: int, act: str) -> Shape:
     if n <= 4096:
         return Shape(32, 2, 4, 2, 2)
     return Shape(16, 2, 4, 1, 1, stages=2)
+
+
+TALL_DEQUANT_ROWS = 4
+"""The rows a warp of the dequantizing GEMV of a tall matrix of long rows (K >= 2048, 4096 < N < 65536,
+K < 8192: Llama-3-8B's gate and up projections, `launch_shape`; an output projection keeps 8, 96 % of
+the read ceiling). Was 8. Measured on the H200 (2026-12-01, `bench/decode_step.py --shapes llama8b
+--numerics dequant --steps 32`, one device call, the same 8 greedy tokens; the output projection at 4
+rows too): 8 rows 3154.5 us a token, 6 rows 3098.0, 4 rows 3088.4 (-2.1 %); `bench/gemv.py`-style
+timing of the 14336 x 4096 GEMV alone in two calls: `v16r4w4u1s1a2` 77.5 / 78.7 % of the ceiling
+against `v16r8w4u1s1a2` 75.2 / 76.9 %. Under Nsight Compute the 8-row kernel holds 128 registers (4
+blocks an SM, 20.7 % occupancy), the 4-row 72 (7 blocks, 40.8 %)."""
 
 
 @functools.cache

@@ -32,7 +32,7 @@ from fwdshim.classes import NUMERICS
 from fwdshim.limits import DEFAULT_CONTEXT, MAX_CONTEXT
 from fwdshim.tools import EPIPE_STATUS, names_directory, package_version, probe_write, quiet_stdout, write_whole
 
-REQUANTIZE = ("q8_0", "none")
+REQUANTIZE = ("none", "q8_0")
 DEVICES = ("auto", "gpu", "cpu")
 
 _EPILOG = """\

@@ -467,6 +467,12 @@ def _pipeline_error(text: str, args: list[str] | None = None) -> str:
     if comma is not None:  # a comma inside a list value (`{a=[1,2]}`) separates its items, not options
         inside = text[text.rfind("{", 0, comma.start(1)) : comma.start(1)]
         comma = None if inside.count("[") > inside.count("]") else comma
+    at = caret.find("^")
+    head = re.search(r"([\w.-]+)\{[^{}]*?([A-Za-z_][\w-]*)=\s*$", text[:at]) if at >= 0 else None
+    if head is not None and "argument value" in message and text[at:].startswith("["):  # `{a=[1,2]}`
+        value = text[at : text.find("]", at) + 1 or None]
+        message = f"option `{head[2]}` of `{head[1]}` takes one value, not the list `{value}`"
+        comma = None
     if comma is not None and ("space" in message or "argument value" in message):  # `{a=1,b=2}`, `{a=1, b=2}`
         at = comma.start(1)
         col = str(at - (len(text) - len(text.lstrip())) + 1)
@@ -573,7 +579,7 @@ def _unknown_option(message: str, specs: list[tuple[str, str]]) -> str:
                     if [v.lower() for v in written] != [g.lower() for g in given]:  # xDSL's `True` is `true`
                         continue
                     one = f"{flag}: option `{om[1]}` of `{pm[1]}` takes one value, not the list `{om[2]}`"
-                    if flag == "-t":  # one target, no pipeline to split
+                    if flag == "-t" or not re.fullmatch(r"[A-Za-z][\w.-]*", written[1]):  # no pass after the comma
                         return one
                     return (f"{one} (a comma inside the braces separates values; the pipeline's passes are separated "
                             f"by commas after the `}}`: `{pm[1]}{{{om[1]}={written[0]}}},{written[1]}`)")  # fmt: skip
