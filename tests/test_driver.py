@@ -335,6 +335,9 @@ def test_help_lists_every_available_pass_once_and_xdsl_options():
     flat = " ".join(out.split())
     assert "--disable-verify do not verify the parsed IR" in flat and "-v, --version print fwdshim-opt's version" in flat
     assert "-t TARGET, --target TARGET what to print: mlir (the IR, default), numba (the launch plan" in flat
+    # xDSL's pass names whole, one ", " apart (argparse broke them at their hyphens: `convert-arith-to-` / `riscv`)
+    passes = out.split("-p PASSES, --passes PASSES", 1)[1].split("--print-between-passes")[0]
+    assert not re.search(r"-\n", passes) and re.search(r"\bconvert-arith-to-riscv, ", " ".join(passes.split()))
 
 
 def test_help_without_any_pass_module(monkeypatch):

@@ -247,13 +247,14 @@ class FwdOptMain(xDSLOptMain):
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser):
         super().register_all_arguments(arg_parser)
         arg_parser.error = _usage_error  # type: ignore[method-assign]  # one line, exit status 1
+        arg_parser.formatter_class = _WholeNames
         from fwdshim.passes import available_passes
 
         ours = set(available_passes())
         for action in arg_parser._actions:
             if "--passes" in action.option_strings:  # fwdshim's passes are listed above the usage
                 rest = [p for p in self.available_passes if p not in ours]
-                action.help = f"a pipeline of passes: fwdshim's (above), or xDSL's: {','.join(rest)}"
+                action.help = f"a pipeline of passes: fwdshim's (above), or xDSL's ({len(rest)}): {', '.join(sorted(rest))}"
             elif "--disable-verify" in action.option_strings:
                 action.help = ("do not verify the parsed IR or what the passes leave (a pass may then fail "
                                "on IR it cannot read: an internal error, not a located one)")  # fmt: skip
@@ -262,7 +263,7 @@ class FwdOptMain(xDSLOptMain):
             elif "--target" in action.option_strings:
                 action.help = ("what to print: mlir (the IR, default), numba (the launch plan and the generated "
                                "Numba source of every kernel; 'numba{plan_only=true}' the plan alone), or xDSL's: "
-                               + ",".join(t for t in self.available_targets if t not in ("numba", "mlir")))  # fmt: skip
+                               + ", ".join(t for t in self.available_targets if t not in ("numba", "mlir")))  # fmt: skip
         arg_parser.add_argument(
             "--explain",
             action="store_true",
@@ -442,6 +443,16 @@ def _did_you_mean(text: str) -> str:
     if not close:
         return text
     return f"{first} (did you mean {close[0]}?)" + (f"\n{rest}" if rest else "")
+
+
+class _WholeNames(argparse.HelpFormatter):
+    """argparse's help, its lines broken at spaces only: a pass name such as `convert-arith-to-riscv`
+    stays whole (argparse broke it at its hyphens)."""
+
+    def _split_lines(self, text, width):
+        import textwrap
+
+        return textwrap.wrap(self._whitespace_matcher.sub(" ", text).strip(), width, break_on_hyphens=False)
 
 
 class UsageError(Exception):
