@@ -269,7 +269,9 @@ class FwdOptMain(xDSLOptMain):
             action="store_true",
             help="after the pipeline, print a table of every stage: op, location, verdict "
             "(native kernel / decomposed / refused), class or reason; stages are numbered after fusion, "
-            "a fused row's `covers [..]` names the stages it took, numbered before fusion",
+            "a fused row's `covers [..]` names the stages it took, numbered before fusion; then the fusion "
+            "coverage: the rules that fired and how often, those that did not, and each fusable stage left "
+            "unfused with why no rule took it (as `//` lines after the IR)",
         )
         arg_parser.add_argument(
             "--report-json",
