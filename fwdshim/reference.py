@@ -546,9 +546,14 @@ def _entry(root: FuncOp | ModuleOp, entry: str | None) -> FuncOp:
 def _input(arg: SSAValue, value, index: int) -> Value:
     if isinstance(value, QAct | WeightData):
         return value
-    arr = np.asarray(value, dtype=F32)
-    dims = fwd.dims_of(arg.type)
     name = arg.name_hint or f"#{index}"
+    if np.iscomplexobj(value):  # NumPy would drop the imaginary parts with a warning
+        raise ValueError(f"input `{name}` holds complex numbers: the step computes on real values")
+    try:
+        arr = np.asarray(value, dtype=F32)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"input `{name}` is not an array of numbers ({e})") from None
+    dims = fwd.dims_of(arg.type)
     if dims is None or arr.shape == dims:
         return arr
     if arr.size == int(np.prod(dims)):

@@ -294,6 +294,16 @@ def test_inputs_and_weights_are_checked():
         ref.execute(m, {**inp, "x": np.ones(65, np.float32)}, store)
     with pytest.raises(ValueError, match=r"input `kc0` has shape \[9, 32\]"):
         ref.execute(m, {**inp, "kc0": np.ones((9, 32), np.float32)}, store)
+    # complex or non-numeric inputs: one message naming the input (NumPy dropped the imaginary parts
+    # with a ComplexWarning, or said only "could not convert string to float")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"^input `x` holds complex numbers: the step computes on real values$"):
+            ref.execute(m, {**inp, "x": inp["x"] + 1j}, store)
+        with pytest.raises(ValueError, match=r"^input `x` is not an array of numbers \(could not convert"):
+            ref.execute(m, {**inp, "x": ["a"] * 64}, store)
     with pytest.raises(MissingWeight, match="blk.0.attn_norm.weight"):
         ref.execute(m, inp, DictWeights())
     bad = DictWeights({n: store.get(n) for n in store.names()} | {"blk.0.attn_q.weight": quantize_weight(np.ones((32, 64), np.float32))})
