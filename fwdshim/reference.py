@@ -517,7 +517,12 @@ def _run_op(op: Operation, env: dict[SSAValue, Value], weights: WeightStore | No
     handler = _HANDLERS.get(type(op))
     if handler is None:
         raise _refuse(op, "this op")
-    return [_shaped(handler(op, get), op.results[0].type)]
+    try:
+        return [_shaped(handler(op, get), op.results[0].type)]
+    except (ValueError, ZeroDivisionError, IndexError) as e:  # sizes the verifier lets through (`kv 0`)
+        if str(e).startswith(where(op)):
+            raise
+        raise ValueError(f"{where(op)}: the reference executor cannot compute this `{op.name}` ({e})") from None
 
 
 def _run_block(block: Block, args: Sequence[Value], weights: WeightStore | None) -> list[Value]:
@@ -535,10 +540,10 @@ def _entry(root: FuncOp | ModuleOp, entry: str | None) -> FuncOp:
     if isinstance(root, FuncOp):
         return root
     funcs = [op for op in root.walk() if isinstance(op, FuncOp)]
+    names = ", ".join(f.sym_name.data for f in funcs) or "none"
     if entry is not None:
-        funcs = [f for f in funcs if f.sym_name.data == entry]
+        funcs = [f for f in funcs if f.sym_name.data == entry.removeprefix("@")]
     if len(funcs) != 1:
-        names = ", ".join(f.sym_name.data for f in funcs) or "none"
         raise ValueError(f"no single function to execute (entry {entry!r}; found: {names})")
     return funcs[0]
 

@@ -160,13 +160,20 @@ _PLAIN = {QT.F32: np.float32, QT.F16: np.float16, QT.F64: np.float64, QT.I8: np.
 
 
 def quantize_weight(values: np.ndarray, ggml: GgmlType | str = GgmlType.Q8_0, name: str = "") -> WeightData:
-    """`values` (float, `[..., K]`, K a multiple of the block) stored as `ggml` by gguf's own quantizer."""
+    """`values` (float, `[..., K]`, K a multiple of the block) stored as `ggml` by gguf's own quantizer.
+
+    Raises: ValueError when K is not a whole number of the type's blocks (gguf's `QuantError`)."""
     ggml = GgmlType(ggml)
     qtype = gguf_of(ggml)
     values = np.asarray(values, dtype=np.float32)
     if qtype in _PLAIN:
         raw = values.astype(_PLAIN[qtype])
     else:
+        block = gguf.GGML_QUANT_SIZES[qtype][0]
+        if values.ndim == 0 or values.shape[-1] % block:
+            what = f"rows of {values.shape[-1]} values" if values.ndim else "a scalar"
+            at = f"weight `{name}`: " if name else ""
+            raise ValueError(f"{at}{ggml.value} stores rows of whole blocks of {block} values, not {what}")
         raw = gguf.quants.quantize(values, qtype)
     return WeightData(name, ggml, tuple(values.shape), raw)
 

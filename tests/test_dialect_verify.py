@@ -215,6 +215,8 @@ BAD = [
     ("norm result", lambda: norm(t(9, 64), A576), "fwd.rms_norm result has the shape of x (576 is not 9x64)"),
     ("rope positive", lambda: rope(A576, A576, half=0), "rope hd, half and rows are positive"),
     ("rope heads", lambda: rope(t(100), t(100)), "rope x of 100 values is not made of 64-wide heads"),
+    # pairs past the head are no partial rotary (legality called them one)
+    ("rope half past the head", lambda: rope(A576, A576, half=40), "rope half 40 turns pairs (i, i + half) past a head of 64 (2*half <= hd)"),
     ("rope result", lambda: rope(A576, t(9, 64)), "rope result has the shape of x (9x64 is not 576)"),
     ("attention l", lambda: attention(l=0, kc=t(0, 192), vc=t(0, 192)), "attention sizes are non-negative and l >= 1 (h 9 kv 3 hd 64 vd 64 l 0 rows 1)"),
     ("attention q", lambda: attention(q=t(512)), "attention q has 512 values, not rows*h*hd = 576"),

@@ -309,3 +309,26 @@ def test_inputs_and_weights_are_checked():
     bad = DictWeights({n: store.get(n) for n in store.names()} | {"blk.0.attn_q.weight": quantize_weight(np.ones((32, 64), np.float32))})
     with pytest.raises(ValueError, match=r"weight `blk.0.attn_q.weight` is \[32, 64\] in the store, declared \[64, 64\]"):
         ref.execute(m, inp, bad)
+
+
+def test_unknown_entry_lists_every_function_and_takes_an_at_sign():
+    two = "func.func @a(%x: tensor<64xf32>) -> tensor<64xf32> {\n  func.return %x : tensor<64xf32>\n}\n"
+    m = parse(two + two.replace("@a", "@b"))
+    with pytest.raises(ValueError, match=r"entry 'c'; found: a, b\)$"):
+        ref.execute(m, [np.ones(64, np.float32)], entry="c")
+    out = ref.execute(m, [np.arange(64, dtype=np.float32)], entry="@b")
+    assert np.array_equal(out[0], np.arange(64, dtype=np.float32))
+
+
+def test_an_op_it_cannot_compute_is_named_with_its_location():
+    """`kv 0` verifies (legality refuses it, with the seed's reason); the executor said only NumPy's
+    `cannot reshape array of size 0 into shape (0)`."""
+    text = """func.func @f(%q: tensor<64xf32>, %k: tensor<0xf32>, %kc: tensor<8x0xf32>) -> tensor<64xf32> {
+  %a = fwd.attention %q, %k, %k, %kc, %kc h 4 kv 0 hd 16 vd 16 l 9 rows 1 : tensor<64xf32>, tensor<0xf32>, tensor<0xf32>, tensor<8x0xf32>, tensor<8x0xf32> -> tensor<64xf32>
+  func.return %a : tensor<64xf32>
+}
+"""
+    m = parse(text)
+    ins = [np.ones(64, np.float32), np.ones(0, np.float32), np.ones((8, 0), np.float32)]
+    with pytest.raises(ValueError, match=r"^test\.mlir:2:3: the reference executor cannot compute this `fwd.attention` \("):
+        ref.execute(m, ins)

@@ -124,3 +124,13 @@ def test_gguf_weights_give_logical_shapes(tmp_path):
     assert store.get("blk.0.attn_q.weight") is q
     with pytest.raises(MissingWeight, match="not in the GGUF file"):
         store.get("output.weight")
+
+
+@pytest.mark.parametrize("shape,ggml,what", [((32, 40), "q8_0", "32 values, not rows of 40 values"),
+                                             ((4, 96), "q4_k", "256 values, not rows of 96 values"),
+                                             ((), "q8_0", "32 values, not a scalar")])  # fmt: skip
+def test_quantize_weight_of_partial_blocks_is_a_value_error(shape, ggml, what):
+    """gguf's quantizer raised its own QuantError."""
+    with pytest.raises(ValueError, match=rf"^weight `w`: {ggml} stores rows of whole blocks of {what}$"):
+        quantize_weight(np.zeros(shape, np.float32), ggml, name="w")
+    assert quantize_weight(np.ones((2, 64), np.float32), "q8_0").shape == (2, 64)

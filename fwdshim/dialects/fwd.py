@@ -544,6 +544,7 @@ class RopeOp(StageOp):
     def verify_shapes(self) -> None:
         hd, half, rows = _int(self, "hd"), _int(self, "half"), _int(self, "rows")
         _want(hd > 0 and half > 0 and rows > 0, "rope hd, half and rows are positive")  # type: ignore[operator]
+        _want(2 * half <= hd, f"rope half {half} turns pairs (i, i + half) past a head of {hd} (2*half <= hd)")  # type: ignore[operator]
         n = numel(self.x.type)
         _want(n is not None and n % hd == 0, f"rope x of {n} values is not made of {hd}-wide heads")  # type: ignore[operator]
         _want(dims_of(self.result.type) == dims_of(self.x.type), f"rope result has the shape of x ({_dims(self.result.type)} is not {_dims(self.x.type)})")
