@@ -15,6 +15,7 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     IntegerAttr,
     StringAttr,
+    MemRefType,
     TensorType,
     UnitAttr,
     f32,
@@ -197,6 +198,9 @@ BAD = [
     ("transpose same shape", lambda: transpose(t(4, 8), t(4, 8)), "transpose result is 4x8, not 8x4 (x is 4x8, its dims reversed)"),
     ("transpose rank 3", lambda: transpose(t(2, 3, 4), t(3, 2, 4)), "transpose result is 3x2x4, not 4x3x2 (x is 2x3x4, its dims reversed)"),
     ("transpose scalar", lambda: transpose(f32, f32), "transpose x and result are tensors, not f32 -> f32"),
+    # any stage over a memref, a vector or a scalar (legality had said `a per-index kernel over 0 values`)
+    ("silu memref", lambda: SiluOp(operands=[v(MemRefType(f32, [64]))], result_types=[MemRefType(f32, [64])]),
+     "fwd.silu operand 0 is memref<64xf32>: a stage reads and yields tensors (and !fwd.qact, !fwd.weights)"),
     ("weight type", lambda: WeightOp(result_types=[f32], properties={"name": StringAttr("w")}), "fwd.weight result is !fwd.weights or a tensor"),
     ("matmul rank", lambda: matmul(A576, WeightsType((8, 1536, 576), GgmlType.Q8_0), t(1536)), "matmul w is a rank-2 weight [N, K]"),
     ("matmul scalar", lambda: matmul(f32, WeightsType((192, 576), GgmlType.Q8_0), t(192)), "matmul x and result are ranked tensors"),

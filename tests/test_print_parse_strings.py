@@ -110,3 +110,28 @@ def test_bytes_that_are_not_utf8_stay_bytes():
     name of it is a located error, not a mangled string."""
     with pytest.raises(Exception, match="should be of base attribute string"):
         _parse('%w = fwd.weight "blk.\\FF" : tensor<64xf32>')
+
+
+def test_marks_read_back_by_xdsls_own_parser_keep_their_text():
+    """xDSL's stock parser (xdsl-opt, a user's pipeline) reads a printed non-ASCII string — the seed's
+    reasons hold `—` — as a BytesAttr: fwd-lower-numba called such a `fwd.refused` mark malformed and
+    the report dropped `fwd.remark`s. Both read it as the text it was."""
+    from xdsl.parser import Parser
+
+    from fwdshim.passes.legalize import LegalizePass
+    from fwdshim.passes.lower_numba import LowerNumbaPass
+    from fwdshim.shim.refusal import REFUSED_ATTR, mark_text
+
+    text = """func.func @f(%x: tensor<64xf32>, %b: tensor<64xf32>) -> tensor<64xf32> {
+  %n = fwd.rms_norm %x bias(%b : tensor<64xf32>) eps 1.0e-05 : tensor<64xf32> -> tensor<64xf32>
+  func.return %n : tensor<64xf32>
+}
+"""
+    ctx = _ctx()
+    m = _parse(text)
+    LegalizePass(mode="mark").apply(ctx, m)
+    back = Parser(ctx, _print(m, False)).parse_module()
+    ops = [o for o in back.walk() if REFUSED_ATTR in o.attributes]
+    assert len(ops) == 1 and mark_text(ops[0], REFUSED_ATTR) == "a bias on an RMSNorm — its kernel scales and never shifts"
+    with pytest.raises(Exception, match="a bias on an RMSNorm — its kernel scales and never shifts \\(refused by fwd-legalize\\)"):
+        LowerNumbaPass().apply(ctx, back)

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Operation, OpResult, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
@@ -57,7 +57,7 @@ from fwdshim.diagnostics import error_at, op_label, where
 from fwdshim.dialects.fwd import FusedOp, StageOp, WeightOp, stages
 from fwdshim.shim.contract import implied_shim, shim_of
 from fwdshim.shim.legality import check
-from fwdshim.shim.refusal import REFUSED_ATTR
+from fwdshim.shim.refusal import REFUSED_ATTR, mark_text
 
 ROLES = ("input", "cache", "weight", "output", "intermediate", "step")
 
@@ -293,8 +293,9 @@ def _refusal(shim, op: StageOp) -> str | None:
     """Why `op` is not lowered: its `fwd.refused` mark (any value: a mark that is not the reason
     string `fwd-legalize{mode=mark}` writes was lowered as if unmarked), else the shim's check."""
     reason = op.attributes.get(REFUSED_ATTR)
-    if isinstance(reason, StringAttr) and reason.data.strip():
-        return f"{reason.data} (refused by fwd-legalize)"
+    text = mark_text(op, REFUSED_ATTR)
+    if text is not None and text.strip():
+        return f"{text} (refused by fwd-legalize)"
     if reason is not None:
         return f"a stage marked `{REFUSED_ATTR} = {reason}` is refused (fwd-legalize{{mode=mark}} marks one with its reason, a non-empty string)"
     r = check(shim, op)

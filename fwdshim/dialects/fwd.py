@@ -211,7 +211,8 @@ def _want(cond: bool, message: str) -> None:
 class StageOp(IRDLOperation):
     """A stage of the decode step: an op that computes (not `fwd.weight`, not `fwd.yield`).
 
-    Every stage's tensors have static shapes. A typed stage (not an op the forward never computes, not
+    Every stage reads and yields ranked tensors of static shapes, `!fwd.qact` or `!fwd.weights` (no
+    memref, vector or scalar). A typed stage (not an op the forward never computes, not
     a fused op) reads `!fwd.weights` only at its `WEIGHT_OPERANDS` and yields no `!fwd.weights`; only
     `fwd.quantize` yields a `!fwd.qact`; its tensors hold values (but at its `EMPTY_OPERANDS`)."""
 
@@ -281,7 +282,10 @@ class StageOp(IRDLOperation):
 
     def verify_(self) -> None:
         self.verify_stage()
-        self.verify_shapes()
+        self.verify_shapes()  # an op's own message for a scalar where it reads a tensor first, then any
+        for what, v in self._values():  # memref, vector or scalar left (`fwd.silu` over a memref)
+            if not isinstance(v.type, TensorType | QActType | WeightsType):
+                raise VerifyException(f"{self.name} {what} is {v.type}: a stage reads and yields tensors (and !fwd.qact, !fwd.weights)")
 
     def verify_shapes(self) -> None:
         pass

@@ -65,6 +65,23 @@ REMARK_ATTR = "fwd.remark"
 """The fusion pass's attribute on an op whose rule matched a class the shim refuses: `<rule>: <reason>`."""
 
 
+def mark_text(op, name: str) -> str | None:
+    """The text of `op`'s `name` mark (`REFUSED_ATTR`, `REMARK_ATTR`), or None (no mark, or one that is
+    no string). xDSL prints a non-ASCII character of a string as escaped bytes (the seed's reasons
+    hold `—`) and its stock parser reads them back as a `BytesAttr`: read as UTF-8 text too."""
+    from xdsl.dialects.builtin import BytesAttr, StringAttr
+
+    a = op.attributes.get(name)
+    if isinstance(a, StringAttr):
+        return a.data
+    if isinstance(a, BytesAttr):
+        try:
+            return a.data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return None
+
+
 @dataclass(frozen=True)
 class Verdict:
     """One row of the legality report.

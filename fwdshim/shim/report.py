@@ -38,7 +38,7 @@ from fwdshim.dialects.fwd import FusedOp, QuantizeOp, stage_numbers
 from fwdshim.shim.forward import ForwardShim
 from fwdshim.shim.contract import forward_shim, shim_of
 from fwdshim.shim.legality import DECOMPOSED_ATTR, check
-from fwdshim.shim.refusal import DECOMPOSED, NATIVE, REMARK, REMARK_ATTR, Verdict
+from fwdshim.shim.refusal import DECOMPOSED, NATIVE, REMARK, REMARK_ATTR, Verdict, mark_text
 
 
 def _stage_rows(shim: ForwardShim, op: Operation, stage: int, part_of: str | None) -> list[Verdict]:
@@ -78,9 +78,9 @@ def verdicts(module: Operation, shim: ForwardShim | None = None) -> list[Verdict
         rows += _stage_rows(shim, op, stage, None)
         rows += _remarks(op, stage)
     for op in module.walk():
-        remark = op.attributes.get(REMARK_ATTR)
-        if isinstance(remark, StringAttr) and op not in numbers and not _inside_stage(op, numbers):
-            rows.append(Verdict(-1, op.name, where(op), REMARK, remark.data))
+        remark = mark_text(op, REMARK_ATTR)
+        if remark is not None and op not in numbers and not _inside_stage(op, numbers):
+            rows.append(Verdict(-1, op.name, where(op), REMARK, remark))
     return rows
 
 
@@ -96,9 +96,9 @@ def _inside_stage(op: Operation, numbers: dict[Operation, int]) -> bool:
 def _remarks(op: Operation, stage: int) -> list[Verdict]:
     rows = []
     for o in op.walk():
-        remark = o.attributes.get(REMARK_ATTR)
-        if isinstance(remark, StringAttr):
-            rows.append(Verdict(stage, o.name, where(o), REMARK, remark.data))
+        remark = mark_text(o, REMARK_ATTR)
+        if remark is not None:
+            rows.append(Verdict(stage, o.name, where(o), REMARK, remark))
     return rows
 
 
