@@ -50,7 +50,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 from gguf import GGMLQuantizationType as QT
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, Operation, SSAValue
 
@@ -509,6 +509,9 @@ def _run_op(op: Operation, env: dict[SSAValue, Value], weights: WeightStore | No
     def get(v: SSAValue | None) -> Value | None:
         return None if v is None else env[v]
 
+    for v in (*op.operands, *op.results):  # the forward computes float32 (legality refuses the rest)
+        if isinstance(v.type, TensorType) and not isinstance(v.type.element_type, Float32Type):
+            raise _refuse(op, f"{v.type.element_type} values")
     if isinstance(op, fwd.WeightOp):
         return [_load_weight(op, weights)]
     if isinstance(op, fwd.FusedOp):

@@ -332,3 +332,12 @@ def test_an_op_it_cannot_compute_is_named_with_its_location():
     ins = [np.ones(64, np.float32), np.ones(0, np.float32), np.ones((8, 0), np.float32)]
     with pytest.raises(ValueError, match=r"^test\.mlir:2:3: the reference executor cannot compute this `fwd.attention` \("):
         ref.execute(m, ins)
+
+
+@pytest.mark.parametrize("elem", ["f16", "bf16", "i32"])
+def test_values_other_than_f32_are_refused_naming_the_op(elem):
+    """The executor ran f16, bf16 and i32 IR as float32 and returned float32 arrays."""
+    m = parse(f"func.func @f(%x: tensor<64x{elem}>) -> tensor<64x{elem}> {{\n"
+              f"  %s = fwd.silu %x : tensor<64x{elem}> -> tensor<64x{elem}>\n  func.return %s : tensor<64x{elem}>\n}}\n")  # fmt: skip
+    with pytest.raises(NotImplementedError, match=rf"^test\.mlir:2:3: the reference executor does not compute {elem} values \(`fwd.silu`\)$"):
+        ref.execute(m, [np.ones(64, np.float32)])
