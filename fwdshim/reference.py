@@ -40,8 +40,10 @@ flattened input, as many as the result holds. `access` and `into` change no valu
 
 Refusals: an op or a field the executor does not compute (the generic primitives, `fwd.gated_delta`,
 an attention's `pos`/`window`/`sinks`/`rows`, a rope's `from`/`rows`, a MoE other than softmax-routed
-SwiGLU without biases) raises `NotImplementedError` naming the op, its location and the field.
-Malformed inputs (missing weights, wrong shapes) raise `ValueError` or `MissingWeight`.
+SwiGLU without biases, tensors of values other than float32) raises `NotImplementedError` naming the
+op, its location and the field. Malformed inputs (missing weights, wrong shapes, complex or non-numeric
+arrays) raise `ValueError` or `MissingWeight`; so does an op whose sizes verify but cannot be computed
+(an attention of `kv 0`, which legality refuses), named with its location.
 """
 
 from __future__ import annotations
