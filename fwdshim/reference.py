@@ -40,7 +40,7 @@ flattened input, as many as the result holds. `access` and `into` change no valu
 
 Refusals: an op or a field the executor does not compute (the generic primitives, `fwd.gated_delta`,
 an attention's `pos`/`window`/`sinks`/`rows`, a rope's `from`/`rows`, a MoE other than softmax-routed
-SwiGLU without biases, tensors of values other than float32) raises `NotImplementedError` naming the
+SwiGLU without biases, activations of values other than float32) raises `NotImplementedError` naming the
 op, its location and the field. Malformed inputs (missing weights, wrong shapes, complex or non-numeric
 arrays) raise `ValueError` or `MissingWeight`; so does an op whose sizes verify but cannot be computed
 (an attention of `kv 0`, which legality refuses), named with its location.
@@ -511,7 +511,11 @@ def _run_op(op: Operation, env: dict[SSAValue, Value], weights: WeightStore | No
     def get(v: SSAValue | None) -> Value | None:
         return None if v is None else env[v]
 
-    for v in (*op.operands, *op.results):  # the forward computes float32 (legality refuses the rest)
+    # activations are float32 (legality refuses the rest); a weight may be a float16/bfloat16 tensor
+    weights_at = getattr(op, "WEIGHT_OPERANDS", frozenset())
+    acts = [] if isinstance(op, fwd.WeightOp | fwd.FusedOp) else [  # a fused op's parts check their own
+        *(v for i, v in enumerate(op.operands) if i not in weights_at), *op.results]
+    for v in acts:
         if isinstance(v.type, TensorType) and not isinstance(v.type.element_type, Float32Type):
             raise _refuse(op, f"{v.type.element_type} values")
     if isinstance(op, fwd.WeightOp):
