@@ -148,6 +148,54 @@ def repack_q8_0(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return qs, d
 
 
+SCALE_FIELDS: dict[QT, tuple[int, ...]] = {
+    QT.Q4_0: (0,), QT.Q4_1: (0, 2), QT.Q5_0: (0,), QT.Q5_1: (0, 2), QT.Q8_0: (0,),
+    QT.Q2_K: (80, 82), QT.Q3_K: (108,), QT.Q4_K: (0, 2), QT.Q5_K: (0, 2), QT.Q6_K: (208,),
+}  # fmt: skip
+"""Byte offsets of each GGML block's f16 scales, by type (`ggml-common.h`: `d` and, for the `_1` types
+and Q2_K/Q4_K/Q5_K, the min scale `m`/`dmin`; a K-quant's 6- or 8-bit sub-scales are integers, always
+finite). A block's values are these scales times integers: they are finite exactly when these are."""
+
+
+def first_nonfinite(raw: np.ndarray, qtype: QT) -> tuple[int, float] | None:
+    """The first value of gguf data `raw` (as `WeightData.raw`) that is not finite, as `(index, value)`,
+    or None: for F32/F16/F64 the flat index of a value; for BF16 (raw `uint16` or its bytes) likewise;
+    for a block type of `SCALE_FIELDS` the flat index of a block whose f16 scale is inf or NaN, and
+    that scale. Other types (integers, the IQ types) are not checked (None).
+
+    Cost: one pass over the scales (a Q8_0 tensor's 2 bytes of every 34) or the values, no copy of a
+    float tensor. The file stores (`frontend.gguf_model`) refuse such a tensor when it is first read:
+    the kernels scale a block's integer dot by its scale and the executor dequantizes each value, so an
+    inf scale (inf * 0 = NaN for a zero quant) made the CPU and the GPU disagree (a MoE router then
+    picked different experts)."""
+    if qtype in (QT.F32, QT.F16, QT.F64):
+        values = np.asarray(raw).reshape(-1)
+        bad = ~np.isfinite(values)
+        if not bad.any():
+            return None
+        i = int(np.argmax(bad))
+        return i, float(values[i])
+    if qtype == QT.BF16:
+        words = np.ascontiguousarray(raw).view(np.uint16).reshape(-1)
+        bad = (words & 0x7F80) == 0x7F80
+        if not bad.any():
+            return None
+        i = int(np.argmax(bad))
+        return i, float(np.array(int(words[i]) << 16, dtype=np.uint32).view(np.float32))
+    fields = SCALE_FIELDS.get(qtype)
+    if fields is None:
+        return None
+    size = gguf.GGML_QUANT_SIZES[qtype][1]
+    blocks = np.asarray(raw).reshape(-1).view(np.uint8).reshape(-1, size)
+    for at in fields:  # a f16 is inf or NaN exactly when its 5 exponent bits are all ones
+        hi = blocks[:, at + 1]
+        bad = (hi & 0x7C) == 0x7C
+        if bad.any():
+            i = int(np.argmax(bad))
+            return i, float(blocks[i, at : at + 2].copy().view("<f2")[0])
+    return None
+
+
 def logical_shape(raw: np.ndarray, qtype: QT) -> tuple[int, ...]:
     """The element shape of gguf data: the array's shape, or for block types its byte shape converted."""
     if qtype in _PLAIN:

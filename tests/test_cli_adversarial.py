@@ -339,9 +339,20 @@ def test_a_prompt_that_is_not_utf8_is_a_usage_error(tmp_path, capsys):
 
 
 def test_nan_weights_stop_with_a_line_not_noise(tmp_path, capsys):
+    """A NaN weight is refused when the weight is read, before any text (`gguf_model.check_finite`)."""
     good = tiny(tmp_path)
     nan = rewrite(good, tmp_path / "nan.gguf", replace={"output_norm.weight": np.full(64, np.nan, np.float32)})
-    out = fails(capsys, run_argv(nan), "the logits at position 3 are not finite (logit 0 is nan)")
+    out = fails(capsys, run_argv(nan), "tensor `output_norm.weight` (F32 64): value 0 is nan; a model's values are finite")
+    assert out == ""
+
+
+def test_a_step_that_overflows_stops_with_a_line(tmp_path, capsys):
+    """Finite weights whose logits overflow float32 stop the run at the first such logit, saying so after
+    the text printed until then (the weights are named when one is not finite: above)."""
+    good = tiny(tmp_path)
+    big = rewrite(good, tmp_path / "big.gguf", replace={"output_norm.weight": np.full(64, 3e38, np.float32)})
+    out = fails(capsys, run_argv(big), "the logits at position 3 are not finite (logit 0 is nan): every weight is "
+                "finite: the step overflowed")  # fmt: skip
     assert out == "the abc\n"  # the prompt, then the error on its own line
 
 
@@ -1111,9 +1122,9 @@ def test_a_line_break_in_a_name_stays_on_the_errors_line(tmp_path, capsys):
     keyed = rewrite(tiny(tmp_path), tmp_path / "k.gguf", kv={"llama.a\nb": (2, VT.UINT32)})
     fails(capsys, ["import", str(keyed)], "metadata key `llama.a\\nb` = 2 is not one fwdshim reads")
     w = random_llama(TINY, seed=3)
-    w["blk.0.attn_norm.weight"][0] = np.nan  # F32: the run stops at its first logits (a RunError)
+    w["blk.0.attn_norm.weight"][0] = np.nan  # F32: the run stops when the weight is read (a ModelError)
     nan = write_llama(tmp_path / "nan\nm.gguf", TINY, w, vocab=byte_vocab(MERGES))
-    fails(capsys, run_argv(nan), f"{tmp_path}/nan\\nm.gguf: the logits at position 3 are not finite")
+    fails(capsys, run_argv(nan), f"{tmp_path}/nan\\nm.gguf: tensor `blk.0.attn_norm.weight` (F32 64): value 0 is nan")
 
 
 def test_a_long_text_with_a_character_the_vocabulary_cannot_spell_is_named_at_once(tmp_path):

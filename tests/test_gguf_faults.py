@@ -52,8 +52,8 @@ CASE_ERRORS = {
                                               "shape does not match its data",
 }  # fmt: skip
 RUN_ONLY = {
-    "gguf_warnings_attn_norm_inf": "the logits at position 1 are not finite (logit 0 is nan): "
-                                   "weight `blk.0.attn_norm.weight` holds inf",
+    "gguf_warnings_attn_norm_inf": "tensor `blk.0.attn_norm.weight` (F32 64): value 5 is inf; a model's values "
+                                   "are finite, so the file is corrupt",
 }  # fmt: skip
 
 
@@ -268,11 +268,21 @@ def _siblings(good: Path, tmp: Path) -> dict[str, tuple[Path, str | None, str | 
     both("offset past the end", _edit(good, tmp / "toff.gguf", (at, struct.pack("<Q", 10**12))),
          "tensor `blk.0.attn_q.weight` (Q8_0 64x64: 4352 bytes) starts 1000000000000 bytes into the data section, "
          "past the end of the file (84384 bytes of data): its offset is wrong")  # it blamed the tensor before it
-    # NaN in a Q8_0 scale: the run stops naming the weight, and no numpy warning on the way
+    # NaN or inf in a Q8_0 scale (a later block's too), in an F32 value: the run refuses the weight when it
+    # is read, naming it, the row and the block, before either path computes with it (it ran, then named
+    # the weight only if the logits came out not finite: an inf router scale ran on, CPU and GPU apart)
     info = next(t for t in r.tensors if t.name == "blk.1.ffn_down.weight")
     out["NaN scale"] = (_edit(good, tmp / "nan.gguf", (info.data_offset, struct.pack("<e", np.nan))), None,
-                        "the logits at position 1 are not finite (logit 0 is nan): weight `blk.1.ffn_down.weight` "
-                        "holds nan")  # fmt: skip
+                        "tensor `blk.1.ffn_down.weight` (Q8_0 64x96): row 0's block 0 has a scale of nan; a "
+                        "quantizer writes finite scales, so the file is corrupt")  # fmt: skip
+    at = info.data_offset + (96 // 32 * 5 + 2) * 34  # row 5, its third block
+    out["inf scale"] = (_edit(good, tmp / "inf.gguf", (at, struct.pack("<e", -np.inf))), None,
+                        "tensor `blk.1.ffn_down.weight` (Q8_0 64x96): row 5's block 2 has a scale of -inf; a "
+                        "quantizer writes finite scales, so the file is corrupt")  # fmt: skip
+    info = next(t for t in r.tensors if t.name == "output_norm.weight")
+    out["inf norm value"] = (_edit(good, tmp / "infnorm.gguf", (info.data_offset + 4 * 7, struct.pack("<f", np.inf))),
+                             None, "tensor `output_norm.weight` (F32 64): value 7 is inf; a model's values "
+                             "are finite, so the file is corrupt")  # fmt: skip
     return out
 
 

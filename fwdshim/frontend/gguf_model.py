@@ -57,7 +57,7 @@ from fwdshim.frontend.gguf_layout import (
     Layout, LayoutError, LayoutReader, Truncated, check_metadata, scan,
 )  # fmt: skip
 from fwdshim.ggml_blocks import GEMV_TYPES
-from fwdshim.weights import MissingWeight, WeightData
+from fwdshim.weights import MissingWeight, WeightData, first_nonfinite
 
 KERNEL_TYPES = GEMV_TYPES
 """The weight types the forward's GEMV kernels dequantize (`fwdshim.ggml_blocks`)."""
@@ -633,9 +633,32 @@ def unpermute_rows(a: np.ndarray, n_head: int) -> np.ndarray:
     return np.ascontiguousarray(a.reshape(n_head, hd // 2, 2, *a.shape[1:]).swapaxes(1, 2).reshape(a.shape))
 
 
+def check_finite(path, wd: WeightData) -> WeightData:
+    """`wd` when its values are finite (`weights.first_nonfinite`: each block's scales, or each float
+    value); else ModelError naming the file `path`, the tensor, the first bad block or value, and its
+    row. A quantizer writes finite scales and a model finite values: such a tensor is corrupt, and
+    refused before either path computes with it (the kernels scale each block's integer dot, the
+    executor each dequantized value: with an inf scale the two disagreed)."""
+    bad = first_nonfinite(wd.raw, wd.qtype)
+    if bad is None:
+        return wd
+    i, v = bad
+    what = f"tensor `{wd.name}` ({wd.qtype.name} {'x'.join(map(str, wd.shape))})"
+    k = wd.shape[-1] if wd.shape else 1
+    if wd.qtype in (QT.F32, QT.F16, QT.F64, QT.BF16):
+        at = f"row {i // k}'s value {i % k} is {v}" if len(wd.shape) > 1 else f"value {i} is {v}"
+        why = "a model's values are finite"
+    else:
+        per_row = k // gguf.GGML_QUANT_SIZES[wd.qtype][0]
+        at = f"row {i // per_row}'s block {i % per_row} has a scale of {v}"
+        why = "a quantizer writes finite scales"
+    raise ModelError(f"{path}: {what}: {at}; {why}, so the file is corrupt")
+
+
 class ModelWeights:
     """The `WeightStore` of an imported model: the GGUF file's tensors by name, with the Q/K rows of
-    every layer un-permuted (`unpermute_rows`); each `WeightData` is built once and kept."""
+    every layer un-permuted (`unpermute_rows`); each `WeightData` is built once and kept. `get` raises
+    ModelError for a tensor holding an inf or NaN scale or value (`check_finite`)."""
 
     def __init__(self, reader: gguf.GGUFReader, params: LlamaParams):
         self.reader = reader
@@ -659,7 +682,7 @@ class ModelWeights:
         if len(shape) == 2 and shape[0] == 1 and t.name.endswith((".bias", "norm.weight")):
             shape = shape[1:]
         wd = WeightData(name, ggml_of(t.tensor_type), shape, np.asarray(raw).reshape(*shape[:-1], -1))
-        self._cache[name] = wd
+        self._cache[name] = check_finite(self.reader.data.filename, wd)
         return wd
 
     def __contains__(self, name: object) -> bool:
@@ -673,7 +696,8 @@ class GGUFWeights:
     """The tensors of a GGUF file by name: `GGUFWeights(gguf.GGUFReader(path))` or `GGUFWeights(path)`
     (opened by `open_gguf`: its layout checked first; raises `ModelError`).
 
-    Shapes are logical (`[N, K]`: GGUF's `ne` order reversed); data stays memory-mapped until used."""
+    Shapes are logical (`[N, K]`: GGUF's `ne` order reversed); data stays memory-mapped until used.
+    `get` raises ModelError for a tensor holding an inf or NaN scale or value (`check_finite`)."""
 
     def __init__(self, reader: gguf.GGUFReader | str | PathLike):
         if not isinstance(reader, gguf.GGUFReader):
@@ -687,7 +711,7 @@ class GGUFWeights:
         if t is None:
             raise MissingWeight(f"weight `{name}` is not in the GGUF file")
         shape = tuple(int(n) for n in reversed(t.shape.tolist()))
-        return WeightData(name, ggml_of(t.tensor_type), shape, t.data)
+        return check_finite(self.reader.data.filename, WeightData(name, ggml_of(t.tensor_type), shape, t.data))
 
     def __contains__(self, name: object) -> bool:
         return name in self._tensors

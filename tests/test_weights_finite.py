@@ -1,0 +1,107 @@
+"""Non-finite weights are refused when a file's weight is first read (`weights.first_nonfinite`,
+`frontend.gguf_model.check_finite`): an inf or NaN block scale or float value names the file, the
+tensor, the row and the block or value.
+
+The fault, by kind: the kernels scale each block's integer dot by the block's scale, the executor
+dequantizes each value first, so an inf scale gave inf on the GPU and NaN on the CPU (inf * 0 for a zero
+quant): a MoE router then ranked that expert first on one and last on the other, and with one such
+router row a CPU run was silently finite. `SCALE_FIELDS` (the f16 scales' offsets in each GGML block)
+is checked against gguf's own dequantizer, an independent reading of `ggml-common.h`."""
+
+from __future__ import annotations
+
+import gguf
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as QT
+from seeds import rng
+
+from fwdshim.frontend.export import byte_vocab, random_llama, write_llama
+from fwdshim.frontend.gguf_model import GGUFWeights, LlamaParams, ModelError
+from fwdshim.frontend.importer import import_gguf
+from fwdshim.tools import cli
+from fwdshim.weights import SCALE_FIELDS, first_nonfinite
+
+F16_NAN = np.frombuffer(np.float16(np.nan).tobytes(), np.uint8)
+
+
+@pytest.mark.parametrize("qtype", sorted(SCALE_FIELDS, key=lambda q: q.name), ids=lambda q: q.name)
+def test_scale_fields_are_the_bytes_gguf_scales_by(qtype):
+    """A NaN written at each 2-byte position of a block makes gguf's dequantized block non-finite exactly
+    at `SCALE_FIELDS[qtype]`, and `first_nonfinite` finds exactly those (the block, and its scale)."""
+    size = gguf.GGML_QUANT_SIZES[qtype][1]
+    raw = rng().integers(0, 256, (4, size), dtype=np.uint8)
+    for at in SCALE_FIELDS[qtype]:
+        raw[:, at : at + 2] = np.frombuffer(np.float16(0.01).tobytes(), np.uint8)
+    assert np.isfinite(gguf.quants.dequantize(raw, qtype)).all() and first_nonfinite(raw, qtype) is None
+    gguf_says, ours = [], []
+    for at in range(size - 1):
+        r = raw.copy()
+        r[2, at : at + 2] = F16_NAN
+        with np.errstate(all="ignore"):
+            if not np.isfinite(gguf.quants.dequantize(r, qtype)).all():
+                gguf_says.append(at)
+        found = first_nonfinite(r, qtype)
+        if found is not None:
+            assert found[0] == 2 and np.isnan(found[1])
+            ours.append(at)
+    assert gguf_says == ours == list(SCALE_FIELDS[qtype])
+
+
+def test_float_values_and_bf16():
+    a = rng().standard_normal((3, 40)).astype(np.float32)
+    assert first_nonfinite(a, QT.F32) is None and first_nonfinite(a.astype(np.float16), QT.F16) is None
+    a[2, 7] = -np.inf
+    assert first_nonfinite(a, QT.F32) == (87, -np.inf)
+    assert first_nonfinite(a.astype(np.float16), QT.F16) == (87, -np.inf)
+    a[1, 3] = np.nan
+    i, v = first_nonfinite(a, QT.F32)
+    assert i == 43 and np.isnan(v)
+    bf16 = (a.view(np.uint32) >> 16).astype(np.uint16)  # truncated: inf and NaN stay what they are
+    i, v = first_nonfinite(bf16, QT.BF16)
+    assert i == 43 and np.isnan(v)
+    assert first_nonfinite(bf16.view(np.uint8), QT.BF16)[0] == 43  # gguf's reader may give the bytes
+    big = np.array([3.3e38, -3.3e38], np.float32)  # the largest bf16 exponents below inf: finite
+    assert first_nonfinite((big.view(np.uint32) >> 16).astype(np.uint16), QT.BF16) is None
+
+
+MOE = LlamaParams(n_layer=1, d=64, ff=64, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
+                  vocab=258, n_expert=4, top_k=2, context_length=64)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def moe_inf(tmp_path_factory):
+    """A MoE file whose router row 2 has a +inf block scale (its block 1)."""
+    tmp = tmp_path_factory.mktemp("moe")
+    path = write_llama(tmp / "moe.gguf", MOE, random_llama(MOE, seed=4), vocab=byte_vocab([("a", "b")]))
+    info = next(t for t in gguf.GGUFReader(path).tensors if t.name == "blk.0.ffn_gate_inp.weight")
+    assert info.tensor_type == QT.Q8_0
+    data = bytearray(path.read_bytes())
+    at = info.data_offset + (2 * (MOE.d // 32) + 1) * 34
+    data[at : at + 2] = np.float16(np.inf).tobytes()
+    bad = tmp / "moe_inf.gguf"
+    bad.write_bytes(bytes(data))
+    return bad
+
+
+WHY = ("tensor `blk.0.ffn_gate_inp.weight` (Q8_0 4x64): row 2's block 1 has a scale of inf; a quantizer "
+       "writes finite scales, so the file is corrupt")  # fmt: skip
+
+
+def test_an_inf_router_scale_is_refused_by_the_store(moe_inf):
+    with pytest.raises(ModelError) as e:
+        GGUFWeights(str(moe_inf)).get("blk.0.ffn_gate_inp.weight")
+    assert str(e.value) == f"{moe_inf}: {WHY}"
+    model = import_gguf(moe_inf, context=16)  # the IR needs no weight's values
+    with pytest.raises(ModelError) as e:
+        model.weights.get("blk.0.ffn_gate_inp.weight")
+    assert str(e.value) == f"{moe_inf}: {WHY}"
+    assert model.weights.get("blk.0.ffn_gate_exps.weight").shape == (4, 64, 64)  # the others read as before
+
+
+def test_an_inf_router_scale_stops_a_run_in_one_line(moe_inf, tmp_path, capsys, monkeypatch):
+    """It ran: the CPU executor's router logit NaN (ranked last), the GPU's inf (ranked first)."""
+    monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
+    rc = cli.main(["run", "--model", str(moe_inf), "--prompt", "ab", "--device", "cpu", "--max-tokens", "2"])
+    out, err = capsys.readouterr()
+    assert (rc, out, err) == (1, "", f"fwdshim: error: {moe_inf}: {WHY}\n")
