@@ -76,7 +76,9 @@ SEED = {
     "B09": "an expert mixture keeping 33 experts — its router keeps at most 32, one a lane of one warp",
     "B10": "an expert mixture of 2049 experts — its router ranks at most 2048, 64 a lane of one warp",
     "B11": "a matmul or mixture over Q8_0 rows of 40 values — its kernels read whole blocks of 32",
-}
+    "B12": "`fwd.matmul` reading an f32 activation — the int8-act numerics read a block-quantized matmul's and a "
+           "mixture's activation as one_word blocks (fwd-quantize-activations{numerics=int8-act} places their quantizes)",
+}  # fmt: skip
 
 
 def T(*dims: int, ty: str = "f32") -> str:
@@ -124,17 +126,18 @@ def attention(h=4, kv=2, hd=32, vd=None, l=8, rows=1, extra="", sinks=False) -> 
     )
 
 
-def moe(extra="act swiglu scoring softmax", wtype="q8_0", router_ty=None, biases="", e=4, top_k=2) -> str:
+def moe(extra="act swiglu scoring softmax", wtype="q8_0", router_ty=None, biases="", e=4, top_k=2, x_ty=None) -> str:
     d, ff = 64, 32
     r_ty = router_ty or f"!fwd.weights<{e}x{d}, {wtype}>"
     gu, dn = f"!fwd.weights<{e}x{ff}x{d}, {wtype}>", f"!fwd.weights<{e}x{d}x{ff}, {wtype}>"
-    s = val("x", T(d))
+    x_ty = x_ty or T(d)
+    s = val("x", x_ty)
     s += f'%r = fwd.weight "r" : {r_ty}\n%g = fwd.weight "g" : {gu}\n%u = fwd.weight "u" : {gu}\n%dn = fwd.weight "d" : {dn}\n'
     if biases:
         s += val("rb", T(e))
     return s + (
         f"%moe = fwd.moe %x, %r, %g, %u, %dn {biases} n_expert {e} top_k {top_k} {extra}"
-        f" : {T(d)}, {r_ty}, {gu}, {gu}, {dn} -> {T(d)}\n"
+        f" : {x_ty}, {r_ty}, {gu}, {gu}, {dn} -> {T(d)}\n"
     )
 
 
@@ -215,6 +218,7 @@ CASES: dict[str, tuple[str, Q8MatKind]] = {
     "B09": (moe(extra="renormalize act swiglu scoring softmax", e=34, top_k=33), Q8MatKind.DEQUANT),
     "B10": (moe(extra="renormalize act swiglu scoring softmax", e=2049), Q8MatKind.DEQUANT),
     "B11": (val("x", T(40)) + f'%w = fwd.weight "w" : !fwd.weights<8x40, q8_0>\n%z = fwd.matmul %x, %w : {T(40)}, !fwd.weights<8x40, q8_0> -> {T(8)}\n', Q8MatKind.DEQUANT),
+    "B12": (X + f'%w = fwd.weight "w" : !fwd.weights<32x64, q8_0>\n%z = fwd.matmul %x, %w : {E}, !fwd.weights<32x64, q8_0> -> {T(32)}\n', Q8MatKind.INT8_ACT),
 }
 for _i, (_sid, _cls) in enumerate(
     [("S01", "relu_sqr"), ("S02", "flash_decode"), ("S03", "softcap"), ("S04", "attn_lse_merge"), ("S05", "grouped_topk"),
@@ -266,8 +270,53 @@ NATIVE = (
 
 
 def test_computed_primitives_fit() -> None:
-    for kind in Q8MatKind:
-        assert refusals(regions(NATIVE, rope(), attention(l=12256, h=1, kv=1), moe(extra="renormalize act swiglu scoring softmax groups 1 scale 1.0")), kind) == []
+    """Under dequant every computed primitive fits; under the int8 numerics so does each but the Q8_0 matmul
+    and the mixture, which read their f32 activation where the contract reads it quantized (B12)."""
+    text = regions(NATIVE, rope(), attention(l=12256, h=1, kv=1), moe(extra="renormalize act swiglu scoring softmax groups 1 scale 1.0"))
+    assert refusals(text, Q8MatKind.DEQUANT) == []
+    for kind in (Q8MatKind.INT8_ACT, Q8MatKind.TWO_PASS_INT8):
+        assert [(r.op_name, r.branch) for r in refusals(text, kind)] == [("fwd.matmul", "B12"), ("fwd.moe", "B12")]
+
+
+Q8 = '%w = fwd.weight "w" : !fwd.weights<32x64, q8_0>\n'
+
+
+def q8_matmul(x: str, ty: str) -> str:
+    return f"%z = fwd.matmul %{x}, %w : {ty}, !fwd.weights<32x64, q8_0> -> {T(32)}\n"
+
+
+@pytest.mark.parametrize(
+    "kind,fmt", [(Q8MatKind.INT8_ACT, "one_word"), (Q8MatKind.TWO_PASS_INT8, "two_words")], ids=lambda v: str(v)
+)
+def test_the_contracts_activation_fits(kind, fmt) -> None:
+    """B12's other side: the format `activation()` names fits — a Q8_0 matmul over the quantize's result,
+    the mixture over a quantized argument — and the other format does not (IR quantized under the other
+    numerics: forward-shim{int8-act} then forward-shim{two-pass-int8} left one_word reads)."""
+    q = f"!fwd.qact<64, {fmt}>"
+    text = X + Q8 + f"%q = fwd.quantize %x {fmt} : {E} -> {q}\n" + q8_matmul("q", q)
+    assert refusals(text, kind) == []
+    mixture = moe(extra="renormalize act swiglu scoring softmax", x_ty=q)
+    assert refusals(mixture, kind) == []
+    assert [(r.op_name, r.branch) for r in refusals(mixture, Q8MatKind.DEQUANT)] == [("fwd.moe", "B12")]
+    other = "two_words" if fmt == "one_word" else "one_word"
+    qo = f"!fwd.qact<64, {other}>"
+    text = X + Q8 + f"%q = fwd.quantize %x {other} : {E} -> {qo}\n" + q8_matmul("q", qo)
+    want = (
+        f"`fwd.matmul` reading a {other} activation — the {kind.value} numerics read a block-quantized matmul's and a "
+        f"mixture's activation as {fmt} blocks (fwd-quantize-activations{{numerics={kind.value}}} places their quantizes)"
+    )
+    assert [(r.op_name, r.branch, r.reason) for r in refusals(text, kind)] == [("fwd.matmul", "B12", want)]
+
+
+def test_a_quantized_argument_under_dequant_is_refused() -> None:
+    """A `!fwd.qact` argument read by a Q8_0 matmul under dequant planned an int8 GEMV (no quantize op for
+    F04 to refuse); a dense matmul reading one is B04's."""
+    q = "!fwd.qact<64, one_word>"
+    text = val("q", q) + Q8 + q8_matmul("q", q)
+    want = "`fwd.matmul` reading a one_word activation — the dequant numerics read every activation as f32"
+    assert [(r.branch, r.reason) for r in refusals(text, Q8MatKind.DEQUANT)] == [("B12", want)]
+    text = val("q", q) + val("wt", T(32, 64, ty="f16")) + f"%z = fwd.matmul %q, %wt : {q}, {T(32, 64, ty='f16')} -> {T(32)}\n"
+    assert [r.branch for r in refusals(text, Q8MatKind.DEQUANT)] == ["B04"]
 
 
 def test_attention_soft_capped_and_masked_reports_the_soft_cap() -> None:

@@ -132,7 +132,13 @@ SUPPORTS: tuple[SeedBranch, ...] = (S01, S02, S03, S04, S05, S06, S07, S08, S09,
 #   shared memory also holds each warp's partial row of the head (heads of 12288 values do not fit),
 #   the router keeps at most 32 experts (top_k 33 computed a top-32 mixture) and ranks at most 2048;
 #   B11 there too: the block GEMVs and the mixture read rows of whole 32-value blocks (Q8_0 rows of 40
-#   values were legal, then fwd-lower-numba failed).
+#   values were legal, then fwd-lower-numba failed);
+#   B12 in the primitive arm right after B04: the contract's own `activation()` checked against the IR —
+#   a block-quantized matmul or a mixture reads its operand 0 as `activation()` says (f32 under dequant,
+#   one_word under int8-act, two_words under two-pass-int8). The seed places the quantizes by it and
+#   checks nothing; IR that skipped fwd-quantize-activations (int8-act legalized with f32 GEMVs), was
+#   quantized under other numerics (one_word reads under a two_words contract) or reads a `!fwd.qact`
+#   argument under dequant passed, and the plan ran numerics other than its `fwd.numerics` contract said.
 
 B01 = B("B01", "an op over 64-bit values — the forward's kernels accumulate in 32 bits")
 B02 = B("B02", "a matmul over {} weights — its kernels dequantize " + names(GEMV_TYPES) + " rows only")
@@ -145,7 +151,8 @@ B08 = B("B08", "an attention over heads of {} values — its kernel holds a spli
 B09 = B("B09", "an expert mixture keeping {} experts — its router keeps at most " + str(MOE_MAX_TOP_K) + ", one a lane of one warp")
 B10 = B("B10", "an expert mixture of {} experts — its router ranks at most " + str(MOE_MAX_EXPERTS) + ", 64 a lane of one warp")
 B11 = B("B11", "a matmul or mixture over {} rows of {} values — its kernels read whole blocks of 32")
-BEYOND_SEED: tuple[SeedBranch, ...] = (B01, B02, B03, B04, B05, B06, B07, B08, B09, B10, B11)
+B12 = B("B12", "`{}` reading {} activation — the {} numerics read {}")
+BEYOND_SEED: tuple[SeedBranch, ...] = (B01, B02, B03, B04, B05, B06, B07, B08, B09, B10, B11, B12)
 
 ALL_BRANCHES: tuple[SeedBranch, ...] = KERNEL_REFUSAL + FITS + SUPPORTS + BEYOND_SEED
 
@@ -414,7 +421,7 @@ class ForwardShim:
             branch = kernel_branch(op)
             if branch is not None:
                 return Refusal.of(op, branch)
-            return self._beyond_seed(op)
+            return self._beyond_seed(op, self)
         if isinstance(op, ViewOp):
             return Refusal.of(op, F03)
         if isinstance(op, QuantizeOp):
@@ -423,8 +430,8 @@ class ForwardShim:
         return self._fused(op)
 
     @staticmethod
-    def _beyond_seed(op: Operation) -> Refusal | None:
-        """B02–B04, B11, B08–B10, B05 for a primitive `kernel_refusal` passes."""
+    def _beyond_seed(op: Operation, shim: "ForwardShim") -> Refusal | None:
+        """B02–B04, B12, B11, B08–B10, B05 for a primitive `kernel_refusal` passes."""
         if isinstance(op, MatmulOp):
             w = op.w.type
             if isinstance(w, WeightsType) and w.type not in _GEMV_TYPES:
@@ -437,6 +444,9 @@ class ForwardShim:
             reads_blocks = i == 0 and (isinstance(op, MoeOp) or (isinstance(op, MatmulOp) and _int8_weights(op.w)))
             if not reads_blocks:
                 return Refusal.of(op, B04, B04.why(op.name))
+        r = shim._contract(op)
+        if r is not None:
+            return r
         for w in op.operands[1:5] if isinstance(op, MoeOp | MatmulOp) else ():
             t = w.type
             k = (dims_of(t) or (0,))[-1] if isinstance(t, WeightsType) else 0
@@ -453,6 +463,25 @@ class ForwardShim:
             if e > MOE_MAX_EXPERTS:
                 return Refusal.of(op, B10, B10.why(e))
         return _not_f32(op)
+
+    def _contract(self, op: Operation) -> Refusal | None:
+        """B12: a block-quantized matmul's or a mixture's operand 0 read as `activation()` says."""
+        if not (self.q8_product(op) or isinstance(op, MoeOp)):
+            return None
+        want = self.activation(op, 0)
+        t = op.operands[0].type
+        have = t.format.data if isinstance(t, QActType) else None
+        if have == want:
+            return None
+        element = str(t.element_type) if isinstance(t, TensorType) else str(t)
+        has = f"a {have.value}" if have is not None else f"{'an' if element[0] in 'fi' else 'a'} {element}"
+        reads = (
+            "every activation as f32"
+            if want is None
+            else f"a block-quantized matmul's and a mixture's activation as {want.value} blocks "
+            f"(fwd-quantize-activations{{numerics={self.kind.value}}} places their quantizes)"
+        )
+        return Refusal.of(op, B12, B12.why(op.name, has, self.kind.value, reads))
 
     def _fused(self, op: FusedOp) -> Refusal | None:
         for leaf in leaves(op):
