@@ -435,6 +435,26 @@ def test_explain_option_of_a_failing_legalize_reports_on_stderr(tmp_path):
     assert r.returncode == 0 and "// legality report:" in r.stdout and r.stderr == ""
 
 
+@pytest.mark.parametrize("mode", ["strict", "mark"])
+def test_explain_with_a_legalize_that_explains_prints_one_table(tmp_path, mode):
+    """`--explain` and `fwd-legalize{explain=true}` together: one table (it was printed twice, the
+    pass's and then the driver's), where `--explain` puts it — after the IR, or on stderr with the errors."""
+    src = tmp_path / "refused.mlir"
+    src.write_text(
+        "func.func @f(%x: tensor<64xf32>) -> tensor<64xf32> {\n"
+        "  %y = fwd.softcap %x cap 30.0 : tensor<64xf32> -> tensor<64xf32>\n"
+        "  func.return %y : tensor<64xf32>\n}\n"
+    )
+    opt = [sys.executable, "-m", "fwdshim.tools.driver"]
+    r = subprocess.run([*opt, str(src), "-p", f"fwd-legalize{{explain=true mode={mode}}}", "--explain"], capture_output=True, text=True)
+    both = r.stdout + r.stderr
+    assert both.count("// legality report:") == 1 and "fwd.softcap" in both
+    if mode == "mark":
+        assert r.returncode == 0 and r.stdout.index("func.func") < r.stdout.index("// legality report:")
+    else:
+        assert r.returncode == 1 and r.stdout == "" and f"{src}:2:3: error: a soft-capped tensor" in r.stderr
+
+
 def test_a_stale_report_is_removed_when_the_input_does_not_verify(tmp_path):
     """`--report-json FILE` holds this run's report or nothing: an input that fails to verify leaves
     no report, so a file from an earlier run must not survive (CI would read it as this run's)."""

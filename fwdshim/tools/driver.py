@@ -298,7 +298,16 @@ class FwdOptMain(xDSLOptMain):
 
     def apply_passes(self, prog: ModuleOp) -> None:
         """Run the pipeline; verify what it leaves (xDSL does not), and when it fails still write the
-        report asked for (`--report-json`; `--explain` prints the table on stderr)."""
+        report asked for (`--report-json`; `--explain` prints the table on stderr). Under `--explain`
+        a `fwd-legalize{explain=true}` of the pipeline does not print its own table too (it printed
+        the same table twice: the pass's, then the driver's after the IR)."""
+        if self.args.explain:
+            from dataclasses import replace
+
+            from fwdshim.passes.legalize import LegalizePass
+
+            once = tuple(replace(p, explain=None) if isinstance(p, LegalizePass) and p.explain else p for p in self.pipeline.passes)
+            self.pipeline = replace(self.pipeline, passes=once)
         try:
             super().apply_passes(prog)
         except DiagnosticException:
