@@ -157,11 +157,12 @@ and Q2_K/Q4_K/Q5_K, the min scale `m`/`dmin`; a K-quant's 6- or 8-bit sub-scales
 finite). A block's values are these scales times integers: they are finite exactly when these are."""
 
 
-def first_nonfinite(raw: np.ndarray, qtype: QT) -> tuple[int, float] | None:
-    """The first value of gguf data `raw` (as `WeightData.raw`) that is not finite, as `(index, value)`,
-    or None: for F32/F16/F64 the flat index of a value; for BF16 (raw `uint16` or its bytes) likewise;
-    for a block type of `SCALE_FIELDS` the flat index of a block whose f16 scale is inf or NaN, and
-    that scale. Other types (integers, the IQ types) are not checked (None).
+def first_nonfinite(raw: np.ndarray, qtype: QT) -> tuple[int, float, int] | None:
+    """The first value of gguf data `raw` (as `WeightData.raw`) that is not finite, as `(index, value,
+    field)`, or None: for F32/F16/F64 the flat index of a value (field 0); for BF16 (raw `uint16` or its
+    bytes) likewise; for a block type of `SCALE_FIELDS` the flat index of a block whose f16 scale is inf
+    or NaN, that scale, and which of the block's scales it is (0: `d`; 1: the min, `m` or `dmin`).
+    Other types (integers, the IQ types) are not checked (None).
 
     Cost: one pass over the scales (a Q8_0 tensor's 2 bytes of every 34) or the values, no copy of a
     float tensor. The file stores (`frontend.gguf_model`) refuse such a tensor when it is first read:
@@ -174,26 +175,29 @@ def first_nonfinite(raw: np.ndarray, qtype: QT) -> tuple[int, float] | None:
         if not bad.any():
             return None
         i = int(np.argmax(bad))
-        return i, float(values[i])
+        return i, float(values[i]), 0
     if qtype == QT.BF16:
         words = np.ascontiguousarray(raw).view(np.uint16).reshape(-1)
         bad = (words & 0x7F80) == 0x7F80
         if not bad.any():
             return None
         i = int(np.argmax(bad))
-        return i, float(np.array(int(words[i]) << 16, dtype=np.uint32).view(np.float32))
+        return i, float(np.array(int(words[i]) << 16, dtype=np.uint32).view(np.float32)), 0
     fields = SCALE_FIELDS.get(qtype)
     if fields is None:
         return None
     size = gguf.GGML_QUANT_SIZES[qtype][1]
     blocks = np.asarray(raw).reshape(-1).view(np.uint8).reshape(-1, size)
+    bad = np.zeros(len(blocks), dtype=bool)
     for at in fields:  # a f16 is inf or NaN exactly when its 5 exponent bits are all ones
-        hi = blocks[:, at + 1]
-        bad = (hi & 0x7C) == 0x7C
-        if bad.any():
-            i = int(np.argmax(bad))
-            return i, float(blocks[i, at : at + 2].copy().view("<f2")[0])
-    return None
+        bad |= (blocks[:, at + 1] & 0x7C) == 0x7C
+    if not bad.any():
+        return None
+    i = int(np.argmax(bad))
+    for f, at in enumerate(fields):  # the first bad block's first bad scale
+        v = float(blocks[i, at : at + 2].copy().view("<f2")[0])
+        if not np.isfinite(v):
+            return i, v, f
 
 
 def logical_shape(raw: np.ndarray, qtype: QT) -> tuple[int, ...]:

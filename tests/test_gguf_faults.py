@@ -273,11 +273,11 @@ def _siblings(good: Path, tmp: Path) -> dict[str, tuple[Path, str | None, str | 
     # the weight only if the logits came out not finite: an inf router scale ran on, CPU and GPU apart)
     info = next(t for t in r.tensors if t.name == "blk.1.ffn_down.weight")
     out["NaN scale"] = (_edit(good, tmp / "nan.gguf", (info.data_offset, struct.pack("<e", np.nan))), None,
-                        "tensor `blk.1.ffn_down.weight` (Q8_0 64x96): row 0's block 0 has a scale of nan; a "
+                        "tensor `blk.1.ffn_down.weight` (Q8_0 64x96): block 0 of row 0 has a scale of nan; a "
                         "quantizer writes finite scales, so the file is corrupt")  # fmt: skip
     at = info.data_offset + (96 // 32 * 5 + 2) * 34  # row 5, its third block
     out["inf scale"] = (_edit(good, tmp / "inf.gguf", (at, struct.pack("<e", -np.inf))), None,
-                        "tensor `blk.1.ffn_down.weight` (Q8_0 64x96): row 5's block 2 has a scale of -inf; a "
+                        "tensor `blk.1.ffn_down.weight` (Q8_0 64x96): block 2 of row 5 has a scale of -inf; a "
                         "quantizer writes finite scales, so the file is corrupt")  # fmt: skip
     info = next(t for t in r.tensors if t.name == "output_norm.weight")
     out["inf norm value"] = (_edit(good, tmp / "infnorm.gguf", (info.data_offset + 4 * 7, struct.pack("<f", np.inf))),
@@ -358,12 +358,14 @@ def test_a_cached_sidecar_does_not_vouch_for_its_source(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "value, why",
-    [(np.inf, "holds inf, which Q8_0 cannot hold"), (np.nan, "holds nan, which Q8_0 cannot hold"),
+    [(np.inf, "(F32 4x64x64): value 5 of row 3 of expert 1 is inf; a model's values are finite, so the file is corrupt"),
+     (np.nan, "(F32 4x64x64): value 5 of row 3 of expert 1 is nan; a model's values are finite, so the file is corrupt"),
      (1e7, "holds a value of 1e+07, past what the f16 scale of a Q8_0 block holds")],
 )  # fmt: skip
 def test_a_weight_requantized_to_q8_0_holds_what_q8_0_holds(tmp_path, capsys, value, why):
-    """A mixture's weights are requantized to Q8_0: NaN, inf or a value past the f16 block scale is
-    refused naming the tensor (llama.cpp's quantizer refuses such data), with no numpy warning."""
+    """A mixture's weights are requantized to Q8_0: a value past the f16 block scale is refused naming
+    the tensor (llama.cpp's quantizer refuses such data), with no numpy warning; NaN or inf first as any
+    non-finite weight is (`gguf_model.nonfinite_why`: the file is corrupt, whatever it is converted to)."""
     w = random_llama(MOE, seed=12)
     w["token_embd.weight"][-1] = 0.0
     w["blk.0.ffn_up_exps.weight"][1, 3, 5] = value

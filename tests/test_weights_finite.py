@@ -43,7 +43,7 @@ def test_scale_fields_are_the_bytes_gguf_scales_by(qtype):
                 gguf_says.append(at)
         found = first_nonfinite(r, qtype)
         if found is not None:
-            assert found[0] == 2 and np.isnan(found[1])
+            assert found[0] == 2 and np.isnan(found[1]) and found[2] == SCALE_FIELDS[qtype].index(at)
             ours.append(at)
     assert gguf_says == ours == list(SCALE_FIELDS[qtype])
 
@@ -52,13 +52,13 @@ def test_float_values_and_bf16():
     a = rng().standard_normal((3, 40)).astype(np.float32)
     assert first_nonfinite(a, QT.F32) is None and first_nonfinite(a.astype(np.float16), QT.F16) is None
     a[2, 7] = -np.inf
-    assert first_nonfinite(a, QT.F32) == (87, -np.inf)
-    assert first_nonfinite(a.astype(np.float16), QT.F16) == (87, -np.inf)
+    assert first_nonfinite(a, QT.F32) == (87, -np.inf, 0)
+    assert first_nonfinite(a.astype(np.float16), QT.F16) == (87, -np.inf, 0)
     a[1, 3] = np.nan
-    i, v = first_nonfinite(a, QT.F32)
+    i, v, _ = first_nonfinite(a, QT.F32)
     assert i == 43 and np.isnan(v)
     bf16 = (a.view(np.uint32) >> 16).astype(np.uint16)  # truncated: inf and NaN stay what they are
-    i, v = first_nonfinite(bf16, QT.BF16)
+    i, v, _ = first_nonfinite(bf16, QT.BF16)
     assert i == 43 and np.isnan(v)
     assert first_nonfinite(bf16.view(np.uint8), QT.BF16)[0] == 43  # gguf's reader may give the bytes
     big = np.array([3.3e38, -3.3e38], np.float32)  # the largest bf16 exponents below inf: finite
@@ -84,7 +84,7 @@ def moe_inf(tmp_path_factory):
     return bad
 
 
-WHY = ("tensor `blk.0.ffn_gate_inp.weight` (Q8_0 4x64): row 2's block 1 has a scale of inf; a quantizer "
+WHY = ("tensor `blk.0.ffn_gate_inp.weight` (Q8_0 4x64): block 1 of row 2 has a scale of inf; a quantizer "
        "writes finite scales, so the file is corrupt")  # fmt: skip
 
 
@@ -105,3 +105,74 @@ def test_an_inf_router_scale_stops_a_run_in_one_line(moe_inf, tmp_path, capsys, 
     rc = cli.main(["run", "--model", str(moe_inf), "--prompt", "ab", "--device", "cpu", "--max-tokens", "2"])
     out, err = capsys.readouterr()
     assert (rc, out, err) == (1, "", f"fwdshim: error: {moe_inf}: {WHY}\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# a dense model: the rows the file holds, the file the user named, the import that converts
+
+
+DENSE = LlamaParams(n_layer=1, d=64, ff=96, h=4, kv=2, hd=16, rope_dim=16, rope_base=10000.0, eps=1e-5,
+                    vocab=258, context_length=64)  # fmt: skip
+
+
+def corrupt(tmp, name: str, tensor: str, at: int, value: bytes, **kw):
+    """A fresh dense model (`write_llama`'s `kw`) with `value` written `at` bytes into `tensor`'s data."""
+    path = write_llama(tmp / f"{name}.src.gguf", DENSE, random_llama(DENSE, seed=5), vocab=byte_vocab([("a", "b")]), **kw)
+    info = next(t for t in gguf.GGUFReader(path).tensors if t.name == tensor)
+    data = bytearray(path.read_bytes())
+    data[info.data_offset + at : info.data_offset + at + len(value)] = value
+    bad = tmp / f"{name}.gguf"
+    bad.write_bytes(bytes(data))
+    return bad
+
+
+def run_error(capsys, path, *extra) -> str:
+    rc = cli.main(["run", "--model", str(path), "--prompt", "ab", "--device", "cpu", "--max-tokens", "2", *extra])
+    out, err = capsys.readouterr()
+    assert rc == 1 and out == "" and err.count("\n") == 1, (rc, out, err)
+    return err
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize("tensor,heads", [("blk.0.attn_q.weight", 4), ("blk.0.attn_k.weight", 2)])
+def test_a_q_or_k_row_is_named_as_the_file_holds_it(tmp_path, capsys, cache, tensor, heads):
+    """The store un-permutes Q/K rows (`unpermute_rows`): row 3 of the file is row 9 of its halves
+    order (heads of 16 rows). The error named row 9: it names the file's."""
+    n = 16 * heads
+    bad = corrupt(tmp_path, "qk", tensor, (3 * 2 + 1) * 34, np.float16(np.inf).tobytes())
+    err = run_error(capsys, bad)
+    assert err == (f"fwdshim: error: {bad}: tensor `{tensor}` ({'Q8_0'} {n}x64): block 1 of row 3 has a scale of inf; "
+                   "a quantizer writes finite scales, so the file is corrupt\n")  # fmt: skip
+
+
+def test_a_converted_models_error_names_the_users_file_and_import_refuses_it(tmp_path, capsys, cache):
+    """An F16 norm is converted to F32 into a sidecar in the cache: the NaN was named in the sidecar, and
+    `import` copied it there. The conversion reads every tensor, so import refuses, naming the file given;
+    so does run, the same line (a verbatim-copied tensor's rows are the file's)."""
+    why = "tensor `blk.0.attn_norm.weight` (F16 64): value 5 is nan; a model's values are finite, so the file is corrupt"
+    bad = corrupt(tmp_path, "f16nan", "blk.0.attn_norm.weight", 2 * 5, np.float16(np.nan).tobytes(),
+                  types={"blk.0.attn_norm.weight": QT.F16})  # fmt: skip
+    assert run_error(capsys, bad) == f"fwdshim: error: {bad}: {why}\n"
+    assert cli.main(["import", str(bad), "-o", str(tmp_path / "s.mlir")]) == 1
+    assert capsys.readouterr().err == f"fwdshim: error: {bad}: {why}\n"
+    assert not list((tmp_path / "cache").rglob("*.gguf")), "no sidecar holds it"
+    why = ("tensor `blk.0.ffn_down.weight` (Q8_0 64x96): block 0 of row 2 has a scale of -inf; a quantizer writes "
+           "finite scales, so the file is corrupt")  # fmt: skip
+    copied = corrupt(tmp_path, "copied", "blk.0.ffn_down.weight", 2 * 3 * 34, np.float16(-np.inf).tobytes(),
+                     types={"blk.0.attn_norm.weight": QT.F16})  # a conversion, and a tensor copied as it is  # fmt: skip
+    assert run_error(capsys, copied) == f"fwdshim: error: {copied}: {why}\n"
+
+
+def test_a_q4_1_min_is_named_as_a_min(tmp_path, capsys, cache):
+    """Q4_1's second f16 is its min `m`: refused as one, at run and when `--requantize q8_0` converts it
+    (which said "holds inf, which Q8_0 cannot hold", naming no row)."""
+    bad = corrupt(tmp_path, "q41", "blk.0.ffn_up.weight", 20 * 4 + 2, np.float16(np.inf).tobytes(),
+                  types={"blk.0.ffn_up.weight": QT.Q4_1})  # rows of 64 values: 2 blocks of 20 bytes  # fmt: skip
+    why = ("tensor `blk.0.ffn_up.weight` (Q4_1 96x64): block 0 of row 2 has a min of inf; a quantizer writes finite "
+           "scales and mins, so the file is corrupt")  # fmt: skip
+    assert run_error(capsys, bad) == f"fwdshim: error: {bad}: {why}\n"
+    assert run_error(capsys, bad, "--requantize", "q8_0") == f"fwdshim: error: {bad}: {why}\n"

@@ -8,9 +8,13 @@
 // forward-shim under int8-act, then again under two-pass-int8: the one_word quantizes the first placed stay
 // (fwd-quantize-activations quantizes f32 reads only), and the second contract refuses their readers.
 // RUN: fwdshim-opt %s -p 'forward-shim{numerics=int8-act},forward-shim{numerics=two-pass-int8}' --split-input-file --verify-diagnostics 2>&1 | filecheck %s --check-prefix=AGAIN
+// int8-act's quantizes under dequant: one error each, at the quantize (the seed's F04), none at its reader.
+// RUN: fwdshim-opt %s -p 'forward-shim{numerics=int8-act},fwd-legalize' --split-input-file --verify-diagnostics 2>&1 | filecheck %s --check-prefix=BACK
 
 // An f32 activation: legal under dequant only.
-// AGAIN: contract.mlir:[[# @LINE + 5]]:3: error: `fwd.matmul` reading a one_word activation — the two-pass-int8 numerics read a block-quantized matmul's and a mixture's activation as two_words blocks
+// BACK: contract.mlir:[[# @LINE + 7]]:3: error: the forward's precise numerics read no activation quantized
+// BACK-NEXT: ----
+// AGAIN: contract.mlir:[[# @LINE + 5]]:3: error: `fwd.matmul` reading a one_word activation — the two-pass-int8 numerics read a block-quantized matmul's and a mixture's activation as two_words blocks (this one was quantized for other numerics)
 // INT8: contract.mlir:[[# @LINE + 4]]:3: error: `fwd.matmul` reading an f32 activation — the int8-act numerics read a block-quantized matmul's and a mixture's activation as one_word blocks (fwd-quantize-activations{numerics=int8-act} places their quantizes)
 // TWO: contract.mlir:[[# @LINE + 3]]:3: error: `fwd.matmul` reading an f32 activation — the two-pass-int8 numerics read a block-quantized matmul's and a mixture's activation as two_words blocks (fwd-quantize-activations{numerics=two-pass-int8} places their quantizes)
 func.func @f32_reads(%x: tensor<64xf32>) -> tensor<32xf32> {
@@ -25,7 +29,7 @@ func.func @f32_reads(%x: tensor<64xf32>) -> tensor<32xf32> {
 
 // A one_word argument: legal under int8-act only.
 // DEQ: contract.mlir:[[# @LINE + 4]]:3: error: `fwd.matmul` reading a one_word activation — the dequant numerics read every activation as f32
-// TWO: contract.mlir:[[# @LINE + 3]]:3: error: `fwd.matmul` reading a one_word activation — the two-pass-int8 numerics read a block-quantized matmul's and a mixture's activation as two_words blocks (fwd-quantize-activations{numerics=two-pass-int8} places their quantizes)
+// TWO: contract.mlir:[[# @LINE + 3]]:3: error: `fwd.matmul` reading a one_word activation — the two-pass-int8 numerics read a block-quantized matmul's and a mixture's activation as two_words blocks (this one was quantized for other numerics)
 func.func @one_word_reads(%q: !fwd.qact<64, one_word>) -> tensor<32xf32> {
   %w = fwd.weight "w" : !fwd.weights<32x64, q8_0>
   %y = fwd.matmul %q, %w : !fwd.qact<64, one_word>, !fwd.weights<32x64, q8_0> -> tensor<32xf32>

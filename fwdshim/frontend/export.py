@@ -29,10 +29,12 @@ import numpy as np
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
+from fwdshim.dialects.attributes import ggml_of
 from fwdshim.frontend.gguf_model import (
-    CONVERTED_KEY, MANIFEST, MATMUL, ROPE_FREQS, SOURCE_KEY, LlamaParams, expected_tensors, tensor_shape,
+    CONVERTED_KEY, MANIFEST, MATMUL, ROPE_FREQS, SOURCE_KEY, LlamaParams, expected_tensors, nonfinite_why,
+    tensor_shape,
 )  # fmt: skip
-from fwdshim.weights import Q8_0_BLOCK_BYTES
+from fwdshim.weights import Q8_0_BLOCK_BYTES, WeightData
 
 _SKIP_KEYS = ("GGUF.", "general.architecture", "general.alignment")
 """Keys the writer writes itself (the alignment through `add_custom_alignment`, so that the data is
@@ -117,7 +119,10 @@ def write_converted(
     """Copy the file `reader` holds to `path`, converting each tensor named in `conversions` to its
     type (see the module docstring). `general.file_type` becomes MOSTLY_Q8_0 when any tensor is
     requantized to Q8_0 (else it is kept); `source`, when given, is recorded as `fwdshim.source`
-    (the stamp of the file converted). Returns `path`."""
+    (the stamp of the file converted). Returns `path`.
+
+    Raises: NotStorable for a tensor holding an inf or NaN value or block scale (`nonfinite_why`, the
+    message a run gives) or one `convert_tensor` cannot store."""
     path = Path(path)
     arch = reader.fields["general.architecture"].contents()
     q8 = QT.Q8_0 in conversions.values()
@@ -134,6 +139,10 @@ def write_converted(
         if source is not None:
             writer.add_string(SOURCE_KEY, source)
         for t in reader.tensors:
+            shape = tensor_shape(t)  # every tensor is read here: a non-finite one is not copied on
+            why = nonfinite_why(WeightData(t.name, ggml_of(t.tensor_type), shape, np.asarray(t.data).reshape(*shape[:-1], -1)))
+            if why is not None:
+                raise NotStorable(why)
             qtype = conversions.get(t.name)
             if qtype is None:
                 writer.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)

@@ -57,7 +57,7 @@ from fwdshim.frontend.gguf_layout import (
     Layout, LayoutError, LayoutReader, Truncated, check_metadata, scan,
 )  # fmt: skip
 from fwdshim.ggml_blocks import GEMV_TYPES
-from fwdshim.weights import MissingWeight, WeightData, first_nonfinite
+from fwdshim.weights import SCALE_FIELDS, MissingWeight, WeightData, first_nonfinite
 
 KERNEL_TYPES = GEMV_TYPES
 """The weight types the forward's GEMV kernels dequantize (`fwdshim.ggml_blocks`)."""
@@ -636,23 +636,38 @@ def unpermute_rows(a: np.ndarray, n_head: int) -> np.ndarray:
 def check_finite(path, wd: WeightData) -> WeightData:
     """`wd` when its values are finite (`weights.first_nonfinite`: each block's scales, or each float
     value); else ModelError naming the file `path`, the tensor, the first bad block or value, and its
-    row. A quantizer writes finite scales and a model finite values: such a tensor is corrupt, and
-    refused before either path computes with it (the kernels scale each block's integer dot, the
-    executor each dequantized value: with an inf scale the two disagreed)."""
+    row (`nonfinite_why`). A quantizer writes finite scales and a model finite values: such a tensor is
+    corrupt, and refused before either path computes with it (the kernels scale each block's integer
+    dot, the executor each dequantized value: with an inf scale the two disagreed)."""
+    why = nonfinite_why(wd)
+    if why is not None:
+        raise ModelError(f"{path}: {why}")
+    return wd
+
+
+def nonfinite_why(wd: WeightData) -> str | None:
+    """None when `wd`'s values are finite, else why not, naming the tensor (its GGUF type and logical
+    shape), the first bad value's or block's row as `wd.raw` holds the rows, and the value or scale."""
     bad = first_nonfinite(wd.raw, wd.qtype)
     if bad is None:
-        return wd
-    i, v = bad
+        return None
+    i, v, field = bad
     what = f"tensor `{wd.name}` ({wd.qtype.name} {'x'.join(map(str, wd.shape))})"
     k = wd.shape[-1] if wd.shape else 1
     if wd.qtype in (QT.F32, QT.F16, QT.F64, QT.BF16):
-        at = f"row {i // k}'s value {i % k} is {v}" if len(wd.shape) > 1 else f"value {i} is {v}"
+        per_row, item = k, "value"
         why = "a model's values are finite"
     else:
-        per_row = k // gguf.GGML_QUANT_SIZES[wd.qtype][0]
-        at = f"row {i // per_row}'s block {i % per_row} has a scale of {v}"
-        why = "a quantizer writes finite scales"
-    raise ModelError(f"{path}: {what}: {at}; {why}, so the file is corrupt")
+        per_row, item = k // gguf.GGML_QUANT_SIZES[wd.qtype][0], "block"
+        why = "a quantizer writes finite scales and mins" if len(SCALE_FIELDS[wd.qtype]) > 1 else "a quantizer writes finite scales"
+    row, j = divmod(i, per_row)
+    at = f"{item} {j}" if len(wd.shape) > 1 else f"{item} {i}"
+    if len(wd.shape) > 1:
+        at += f" of row {row % wd.shape[-2]}"
+    if len(wd.shape) > 2:  # an expert stack `[E, N, K]`
+        at += f" of expert {row // wd.shape[-2]}"
+    at += f" is {v}" if item == "value" else f" has a {'min' if field else 'scale'} of {v}"
+    return f"{what}: {at}; {why}, so the file is corrupt"
 
 
 class ModelWeights:
@@ -660,9 +675,11 @@ class ModelWeights:
     every layer un-permuted (`unpermute_rows`); each `WeightData` is built once and kept. `get` raises
     ModelError for a tensor holding an inf or NaN scale or value (`check_finite`)."""
 
-    def __init__(self, reader: gguf.GGUFReader, params: LlamaParams):
+    def __init__(self, reader: gguf.GGUFReader, params: LlamaParams, source: str | PathLike | None = None):
         self.reader = reader
         self.params = params
+        self.source = source if source is not None else reader.data.filename
+        """The file named in errors: the model's own, where `reader` holds its converted copy."""
         self._tensors = {t.name: t for t in reader.tensors}
         self._cache: dict[str, WeightData] = {}
 
@@ -674,15 +691,16 @@ class ModelWeights:
         if t is None:
             raise MissingWeight(f"weight `{name}` is not in {self.reader.data.filename}")
         shape = tensor_shape(t)
+        if len(shape) == 2 and shape[0] == 1 and t.name.endswith((".bias", "norm.weight")):
+            shape = shape[1:]
         raw = t.data
-        m = _QK.fullmatch(name)
+        check_finite(self.source, WeightData(name, ggml_of(t.tensor_type), shape, np.asarray(raw).reshape(*shape[:-1], -1)))
+        m = _QK.fullmatch(name)  # checked first: an error names the file's rows, not these
         if m:
             heads = self.params.h if m.group(1) == "q" else self.params.kv
             raw = unpermute_rows(np.asarray(raw).reshape(shape[0], -1), heads).reshape(raw.shape)
-        if len(shape) == 2 and shape[0] == 1 and t.name.endswith((".bias", "norm.weight")):
-            shape = shape[1:]
         wd = WeightData(name, ggml_of(t.tensor_type), shape, np.asarray(raw).reshape(*shape[:-1], -1))
-        self._cache[name] = check_finite(self.reader.data.filename, wd)
+        self._cache[name] = wd
         return wd
 
     def __contains__(self, name: object) -> bool:

@@ -201,5 +201,5 @@ def import_gguf(
     module = parse_step(text, name)
     module.attributes["fwd.gguf"] = StringAttr(str(weights_path))
     return ImportedModel(
-        module, text, params, ModelWeights(reader, params), reader, weights_path, path, converted, context
+        module, text, params, ModelWeights(reader, params, path), reader, weights_path, path, converted, context
     )

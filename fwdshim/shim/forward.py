@@ -475,12 +475,17 @@ class ForwardShim:
             return None
         element = str(t.element_type) if isinstance(t, TensorType) else str(t)
         has = f"a {have.value}" if have is not None else f"{'an' if element[0] in 'fi' else 'a'} {element}"
-        reads = (
-            "every activation as f32"
-            if want is None
-            else f"a block-quantized matmul's and a mixture's activation as {want.value} blocks "
-            f"(fwd-quantize-activations{{numerics={self.kind.value}}} places their quantizes)"
-        )
+        if want is None:
+            if isinstance(op.operands[0].owner, QuantizeOp | FusedOp):
+                return None  # the quantize that made it is refused (F04): one error, at the quantize
+            reads = "every activation as f32"
+        else:
+            fix = (  # the pass quantizes f32 reads only: a read quantized otherwise is the IR's own
+                f"fwd-quantize-activations{{numerics={self.kind.value}}} places their quantizes"
+                if have is None
+                else "this one was quantized for other numerics"
+            )
+            reads = f"a block-quantized matmul's and a mixture's activation as {want.value} blocks ({fix})"
         return Refusal.of(op, B12, B12.why(op.name, has, self.kind.value, reads))
 
     def _fused(self, op: FusedOp) -> Refusal | None:
