@@ -418,20 +418,29 @@ def test_ctrl_c_is_one_line_and_status_130(monkeypatch, capsys):
     assert capsys.readouterr().err == "fwdshim-opt: interrupted\n"
 
 
-def test_explain_option_of_a_failing_legalize_reports_on_stderr(tmp_path):
-    """`fwd-legalize{explain=true}` is `--explain`: when the strict pass fails, the table goes to
-    stderr with the errors (stdout stays empty); when it passes, the table follows on stdout."""
+def _refused_source(tmp_path) -> Path:
+    """A function of one op legality refuses (a soft cap, K11), on line 2."""
     src = tmp_path / "refused.mlir"
     src.write_text(
         "func.func @f(%x: tensor<64xf32>) -> tensor<64xf32> {\n"
         "  %y = fwd.softcap %x cap 30.0 : tensor<64xf32> -> tensor<64xf32>\n"
         "  func.return %y : tensor<64xf32>\n}\n"
     )
-    opt = [sys.executable, "-m", "fwdshim.tools.driver"]
-    r = subprocess.run([*opt, str(src), "-p", "fwd-legalize{explain=true}"], capture_output=True, text=True)
+    return src
+
+
+def _opt_process(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fwdshim.tools.driver", *args], capture_output=True, text=True)
+
+
+def test_explain_option_of_a_failing_legalize_reports_on_stderr(tmp_path):
+    """`fwd-legalize{explain=true}` is `--explain`: when the strict pass fails, the table goes to
+    stderr with the errors (stdout stays empty); when it passes, the table follows on stdout."""
+    src = _refused_source(tmp_path)
+    r = _opt_process(str(src), "-p", "fwd-legalize{explain=true}")
     assert r.returncode == 1 and r.stdout == ""
     assert "// legality report:" in r.stderr and f"{src}:2:3: error: a soft-capped tensor" in r.stderr
-    r = subprocess.run([*opt, str(src), "-p", "fwd-legalize{explain=true mode=mark}"], capture_output=True, text=True)
+    r = _opt_process(str(src), "-p", "fwd-legalize{explain=true mode=mark}")
     assert r.returncode == 0 and "// legality report:" in r.stdout and r.stderr == ""
 
 
@@ -439,14 +448,8 @@ def test_explain_option_of_a_failing_legalize_reports_on_stderr(tmp_path):
 def test_explain_with_a_legalize_that_explains_prints_one_table(tmp_path, mode):
     """`--explain` and `fwd-legalize{explain=true}` together: one table (it was printed twice, the
     pass's and then the driver's), where `--explain` puts it — after the IR, or on stderr with the errors."""
-    src = tmp_path / "refused.mlir"
-    src.write_text(
-        "func.func @f(%x: tensor<64xf32>) -> tensor<64xf32> {\n"
-        "  %y = fwd.softcap %x cap 30.0 : tensor<64xf32> -> tensor<64xf32>\n"
-        "  func.return %y : tensor<64xf32>\n}\n"
-    )
-    opt = [sys.executable, "-m", "fwdshim.tools.driver"]
-    r = subprocess.run([*opt, str(src), "-p", f"fwd-legalize{{explain=true mode={mode}}}", "--explain"], capture_output=True, text=True)
+    src = _refused_source(tmp_path)
+    r = _opt_process(str(src), "-p", f"fwd-legalize{{explain=true mode={mode}}}", "--explain")
     both = r.stdout + r.stderr
     assert both.count("// legality report:") == 1 and "fwd.softcap" in both
     if mode == "mark":
