@@ -75,19 +75,35 @@ def default_splits(h: int, hd: int, l: int, block: int) -> int:  # noqa: E741
     return max(1, min(-(-l // per_pass), -(-(l - 1) // SPLIT_ROWS), MAX_SPLITS))
 
 
-def split_rows(c: int, splits: int, block: int, hd: int) -> int:
+def default_unroll(hd: int) -> int:
+    """Positions per lane per step of the attention: four 16-byte loads in flight per thread (a split
+    holds tens to a few hundred rows), fewer for wide heads."""
+    _, _, c = layout(hd)
+    return max(1, 4 // c)
+
+
+def split_rows(c: int, splits: int, block: int, hd: int, unroll: int = 1) -> int:
     """Rows per split for `c` cache rows (c + 1 positions with the current one): the positions over
-    `splits`, rounded up to a whole pass of the block's lane segments. The kernel computes the same."""
+    `splits`, rounded up to a whole step of the block (`unroll` passes of its lane segments; one pass
+    for a single split). The kernel computes the same.
+
+    Whole steps: a split's time is its steps (one memory round trip each), so rows rounded up to a
+    step cost no step and leave fewer splits active — fewer blocks to combine, and Llama-3-8B's 32
+    heads (17 splits: 544 blocks, 1.03 waves of 4 an SM) in one wave at most fills where the last
+    split's blocks had run as a second wave (at a capacity of 1024 rows, 384 of the fills that kept 17
+    splits active; at fill 1000 a split of 64 rows in 16 blocks a head took 12.98 us where 60 rows in
+    17 took 15.15, `bench/RESULTS.md`, eighteenth session)."""
     _, s, _ = layout(hd)
     per_pass = (block // 32) * (32 // s)
+    step = per_pass * unroll if splits > 1 else per_pass
     per_split = -(-(c + 1) // splits)
-    return per_pass * -(-per_split // per_pass)
+    return step * -(-per_split // step)
 
 
-def attention_shared_floats(hd: int, l: int, block: int, splits: int) -> int:  # noqa: E741
+def attention_shared_floats(hd: int, l: int, block: int, splits: int, unroll: int = 1) -> int:  # noqa: E741
     """The floats of the attention's static score array: the widest split's rows, each warp's partial
     row of the head (`warps * hd`), or two per split (the combine's maxima and sums), whichever is most."""
-    return max(split_rows(l - 1, splits, block, hd), (block // 32) * hd, 2 * splits)
+    return max(split_rows(l - 1, splits, block, hd, unroll), (block // 32) * hd, 2 * splits)
 
 
 def attention_limit(h: int, kv: int, hd: int, l: int) -> str | None:  # noqa: E741
@@ -96,7 +112,7 @@ def attention_limit(h: int, kv: int, hd: int, l: int) -> str | None:  # noqa: E7
     if min(h, hd) <= 0:
         return f"{h} query heads of {hd} values"
     block = default_block(hd, l)
-    floats = attention_shared_floats(hd, l, block, default_splits(h, hd, l, block))
+    floats = attention_shared_floats(hd, l, block, default_splits(h, hd, l, block), default_unroll(hd))
     if 4 * floats + 4 * REDUCTION_ROW_FLOATS > STATIC_SHARED_BYTES:
         return f"{floats} floats"
     return None

@@ -92,6 +92,32 @@ def test_attention_splits(c, splits, active):
     check_attention(h=3, kv=1, hd=32, l=24, c=c, block=32, unroll=1, splits=splits)
 
 
+@pytest.mark.parametrize(
+    ("c", "splits", "active"),
+    [
+        (5, 6, 1),  # 6 positions: one step of 8 rows, one split, no combine (two splits of 4 before)
+        (22, 6, 3),  # 23 positions: splits of 8 rows, three active (six of 4 before: the same one step)
+        (22, 2, 2),  # splits of 16: two steps each
+    ],
+)
+def test_attention_split_rows_are_whole_steps(c, splits, active):
+    """hd 32 at 32 threads, unroll 2: a step is 8 rows (two passes of 4 segments), and a split's rows
+    round up to whole steps (`limits.split_rows`): no split takes a step more, fewer splits are active."""
+    assert attention.split_rows(c, splits, 32, 32, 2) == 8 * -(-(-(-(c + 1) // splits)) // 8)
+    assert -(-(c + 1) // attention.split_rows(c, splits, 32, 32, 2)) == active
+    check_attention(h=3, kv=1, hd=32, l=24, c=c, block=32, unroll=2, splits=splits)
+
+
+@pytest.mark.parametrize(("hd", "block", "unroll", "splits", "l"), [(32, 32, 2, 6, 24), (64, 128, 4, 17, 1024), (128, 128, 4, 17, 4096), (64, 64, 4, 1, 40)])
+def test_the_kernels_split_rows_are_the_hosts(hd, block, unroll, splits, l):  # noqa: E741
+    """The kernel computes its rows a split on the device from `c`; the host sizes the score row and
+    the tests' expectations by `limits.split_rows`: the generated line agrees with it at every `c`."""
+    k = attention.attention(4, 2, hd, l, block=block, unroll=unroll, splits=splits)
+    line = next(t.strip() for t in k.source.splitlines() if t.strip().startswith("rows = "))
+    for c in range(l):
+        assert eval(line.split("=", 1)[1], {"c": c}) == attention.split_rows(c, splits, block, hd, unroll), (line, c)
+
+
 @pytest.mark.parametrize("fmt", ["one_word", "two_words"])
 def test_attention_splits_quant(fmt):
     check_attention(h=2, kv=1, hd=32, l=24, c=19, quant=fmt, block=64, unroll=2, splits=5)

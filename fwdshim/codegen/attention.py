@@ -15,8 +15,8 @@ zero before the first launch, and left zero by every launch).
 
 Query head `j` reads kv head `j // (h/kv)`; the keys are cache rows `0..c-1` then `k`; scores
 `q·key / √hd`, softmax over the `c+1` positions, `y = Σ p v`. The `c+1` positions are cut into
-`active` splits of `rows` positions (`split_rows`: `ceil((c+1)/splits)` rounded up to a whole pass
-of the block's lane segments; the blocks of the splits past `active` return at once), so a long cache
+`active` splits of `rows` positions (`split_rows`: `ceil((c+1)/splits)` rounded up to a whole step,
+`unroll` passes of the block's lane segments; the blocks of the splits past `active` return at once), so a long cache
 is read by many SMs: `default_splits` gives a head a split per `SPLIT_ROWS` cache rows. A split's block:
 
 - a head's row is read as `hd/4` 16-byte vectors (`ld_f32x4`; scalars when `hd % 4`) by a segment of
@@ -67,6 +67,7 @@ from fwdshim.limits import (  # noqa: F401 - the attention's launch shape, writt
     _pow2_at_least,
     attention_shared_floats,
     default_block,
+    default_unroll,
     default_splits,
     layout,
     split_rows,
@@ -109,13 +110,6 @@ took 8.60, 9.01, 9.14, 9.48 us against 8.94 without (quantizing: 9.11, 10.12, 9.
 waits on (each block's chain of loads and its combine is), so none."""
 
 
-def default_unroll(hd: int) -> int:
-    """Positions per lane per step: four 16-byte loads in flight per thread (a split holds tens to a
-    few hundred rows), fewer for wide heads."""
-    _, _, c = layout(hd)
-    return max(1, 4 // c)
-
-
 @functools.cache
 def attention(
     h: int, kv: int, hd: int, l: int, *, quant: str | None = None, store_y: bool | None = None,
@@ -139,8 +133,9 @@ def attention(
     w, s, nc = layout(hd)
     segs = 32 // s
     per_pass = warps * segs
-    rows_max = split_rows(l - 1, ns_max, block, hd)
-    ns = attention_shared_floats(hd, l, block, ns_max)
+    rows_max = split_rows(l - 1, ns_max, block, hd, unroll)
+    ns = attention_shared_floats(hd, l, block, ns_max, unroll)
+    rows_step = per_pass * unroll if ns_max > 1 else per_pass  # `split_rows`'s rounding
     if 4 * ns + 4 * 32 > STATIC_SHARED_BYTES:  # legality's B08 (`limits.attention_limit`) for the defaults
         what = f"score row of {rows_max} rows" if ns == rows_max else f"{warps} partial rows of {hd}"
         raise ValueError(f"attention {what} exceeds the 48 KiB of static shared memory")
@@ -406,7 +401,7 @@ def attention_k({names}):
     qo = head * {hd}
     ko = kvh * {hd}
     c = min(max(pos[0], 0), {l - 1})
-    rows = {per_pass} * ((((c + {ns_max}) // {ns_max}) + {per_pass - 1}) // {per_pass})
+    rows = {rows_step} * ((((c + {ns_max}) // {ns_max}) + {rows_step - 1}) // {rows_step})
     active = (c + rows) // rows
     if sp >= active:
         return
