@@ -90,9 +90,12 @@ def split_rows(c: int, splits: int, block: int, hd: int, unroll: int = 1) -> int
     Whole steps: a split's time is its steps (one memory round trip each), so rows rounded up to a
     step cost no step and leave fewer splits active — fewer blocks to combine, and Llama-3-8B's 32
     heads (17 splits: 544 blocks, 1.03 waves of 4 an SM) in one wave at most fills where the last
-    split's blocks had run as a second wave (at a capacity of 1024 rows, 384 of the fills that kept 17
-    splits active; at fill 1000 a split of 64 rows in 16 blocks a head took 12.98 us where 60 rows in
-    17 took 15.15, `bench/RESULTS.md`, eighteenth session)."""
+    split's blocks had run as a second wave (at a capacity of 1024 rows, 384 of the 480 fills that kept
+    17 splits active). Measured on the H200 (2026-12-01, `bench/attention.py --quant`, one call against
+    the same session's earlier one, us stored / quantizing): Llama-3-8B at fill 1000 15.15 / 14.88 ->
+    10.44 / 10.53 (64 rows in 16 active splits where 60 rows took 17); at fill 512 (32 rows: whole
+    steps already) 8.91 / 9.40 -> 8.85 / 9.39; SmolLM2 6.85 / 7.28 -> 6.75 / 7.26 and 5.49 / 5.93 ->
+    5.59 / 6.01."""
     _, s, _ = layout(hd)
     per_pass = (block // 32) * (32 // s)
     step = per_pass * unroll if splits > 1 else per_pass
