@@ -421,7 +421,7 @@ class ForwardShim:
             branch = kernel_branch(op)
             if branch is not None:
                 return Refusal.of(op, branch)
-            return self._beyond_seed(op, self)
+            return self._beyond_seed(op)
         if isinstance(op, ViewOp):
             return Refusal.of(op, F03)
         if isinstance(op, QuantizeOp):
@@ -429,8 +429,7 @@ class ForwardShim:
         assert isinstance(op, FusedOp)
         return self._fused(op)
 
-    @staticmethod
-    def _beyond_seed(op: Operation, shim: "ForwardShim") -> Refusal | None:
+    def _beyond_seed(self, op: Operation) -> Refusal | None:
         """B02–B04, B12, B11, B08–B10, B05 for a primitive `kernel_refusal` passes."""
         if isinstance(op, MatmulOp):
             w = op.w.type
@@ -444,7 +443,7 @@ class ForwardShim:
             reads_blocks = i == 0 and (isinstance(op, MoeOp) or (isinstance(op, MatmulOp) and _int8_weights(op.w)))
             if not reads_blocks:
                 return Refusal.of(op, B04, B04.why(op.name))
-        r = shim._contract(op)
+        r = self._contract(op)
         if r is not None:
             return r
         for w in op.operands[1:5] if isinstance(op, MoeOp | MatmulOp) else ():
