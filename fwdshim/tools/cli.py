@@ -91,7 +91,8 @@ def _parser() -> argparse.ArgumentParser:
         "norms widened to F32) go into STEP.weights.gguf beside the output (-o step.mlir writes "
         "step.weights.gguf; --weights chooses another file; into the cache when writing to stdout). "
         "When nothing is converted no such file is written: the IR's `// weights:` line names the "
-        "model's own file.",
+        "model's own file, and no weight's values are read (a weight holding an inf or NaN is refused "
+        "when `run` or a conversion reads it).",
     )  # fmt: skip
     imp.add_argument("model", metavar="MODEL",
                      help="a GGUF file of architecture llama, or a known model name (smollm2)")  # fmt: skip
