@@ -131,7 +131,8 @@ def test_attention_combine_registers_equal_the_loop(monkeypatch, c, quant, split
     """Up to `COMBINE_REGISTERS` splits the last block of a head holds every split's max, sum and
     output in registers (loads issued together, splits past `active` read in range and unused);
     more go through shared memory, the outputs `COMBINE_BATCH` splits a step. Same operations, same
-    order: the same bits (2 or 6 of 6 splits active; 19 or 16 of 20: batches of 8 with a part one)."""
+    order: the same bits (2 or 6 of 6 splits active; 19 or 16 of 20: batches of 8 with a part one); and
+    so does `COMBINE_EARLY` (the outputs in registers, loaded first; the weights in shared memory)."""
     g = rng()
     h, kv, hd = 3, 1, 32
     given = dict(
@@ -145,13 +146,18 @@ def test_attention_combine_registers_equal_the_loop(monkeypatch, c, quant, split
         kern = attention.attention(h, kv, hd, l, quant=quant, store_y=True, block=32, unroll=1, splits=splits)
         return kern, kern.run(**given)
 
+    monkeypatch.setattr(attention, "COMBINE_EARLY", False)
     k_reg, reg = run()
+    monkeypatch.setattr(attention, "COMBINE_EARLY", True)  # the outputs in registers, the weights in shared memory
+    k_early, early = run()
     monkeypatch.setattr(attention, "COMBINE_REGISTERS", 0)
     k_loop, loop = run()
     attention.attention.cache_clear()
     assert "for t in range(active)" not in k_reg.source and "for t in range(active)" in k_loop.source
+    assert "m0 = part_ml" in k_reg.source and "m0 = part_ml" not in k_early.source and "dc = min(tid" in k_early.source
     for key in [k for k in ("y", "yq", "yd", "ys") if k in reg]:
         bits_equal(reg[key], loop[key], f"{key}: registers == loop")
+        bits_equal(reg[key], early[key], f"{key}: registers == outputs early")
     want = R.attention(given["q"], given["k"], given["v"], given["k_cache"][:c], given["v_cache"][:c], h, kv, hd)
     close(reg["y"], want, 2e-6 * (1 + np.abs(want)) * np.sqrt(hd), "attention y")
 

@@ -87,6 +87,20 @@ operations in the same order either way."""
 COMBINE_BATCH = 8
 """Splits' outputs a combine past `COMBINE_REGISTERS` loads together per step."""
 
+COMBINE_EARLY = False
+"""Whether a combine of at most `COMBINE_REGISTERS` splits whose head fits the block (`hd <= block`)
+holds only the splits' outputs in registers — loaded first, a thread a dim — and their weights in
+shared memory (a thread a split loads its max and sum, read back at constant indices), instead of
+every thread loading every split's max, sum and output. The loads are one L2 round trip either way
+and the sums the same operations in the same order (the same bits); the kernel's registers become its
+cache loop's (ptxas 13.0, sm_90, 17 splits: Llama-3-8B's heads 128 -> 72 a thread at `unroll` 4, 128
+-> 96 at 8; SmolLM2's 128 -> 72). Off: measured on the H200 (2026-12-02, `bench/attention.py
+--no-torch --quant --try`, one call, µs stored / quantizing, default launch -> this) it loses at the
+default unroll — Llama-3-8B fill 512 8.87 / 9.44 -> 9.24 / 9.67, fill 1000 10.45 / 10.63 -> 13.71 /
+14.20; SmolLM2 5.57 / 5.94 -> 6.68 / 7.08, 6.87 / 7.31 -> 9.46 / 9.85 — and wins only for Llama-3-8B's
+heads at `unroll` 8 and fill 512 (`b128u8s17`: 7.87 / 8.27, one step of 32 rows in one wave of 5
+blocks an SM), 10.60 / 11.11 at fill 1000."""
+
 
 PRE_WAIT = False
 """Whether the attention issues its first step's cache loads (the split's first K and V rows) before
@@ -282,7 +296,19 @@ if ok:
     def slot_of(t: int) -> str:  # a split past `active` reads the last active one's (in range), unused
         return f"(slot0 + min({t}, active - 1))"
 
-    if reg:
+    early = reg and COMBINE_EARLY and hd <= block
+    if early:
+        # each split's output for this thread's dim (a dim past the head reads the last one, unused)
+        # loaded before the weights: one round trip with the splits' max and sum
+        early_loads = "\n".join(f"o{t} = part_o[{slot_of(t)} * {hd} + dc]" for t in range(ns_max))
+        o_sums = "\n".join(guarded(None if t == 0 else upto(t), f"out = fadd_rn(out, fmul_rn(sc[{t}], o{t}))") for t in range(ns_max))
+        merged = f"""\
+out = {zero}
+if ok:
+{indent(o_sums, 1)}
+    out = fdiv_rn(out, total)
+{finish}"""
+    elif reg:
         o_loads = "\n".join(f"o{t} = part_o[{slot_of(t)} * {hd} + dd]" for t in range(ns_max))
         o_sums = "\n".join(guarded(None if t == 0 else upto(t), f"out = fadd_rn(out, fmul_rn(w{t}, o{t}))") for t in range(ns_max))
         merged = f"""\
@@ -308,7 +334,7 @@ if ok:
 {indent(o_sums, 2)}
     out = fdiv_rn(out, total)
 {finish}"""
-    if reg:
+    if reg and not early:
         weights = "\n".join(
             [f"m{t} = part_ml[2 * {slot_of(t)}]\nl{t} = part_ml[2 * {slot_of(t)} + 1]" for t in range(ns_max)]
             + ["m = float32(-math.inf)"]
@@ -334,6 +360,18 @@ cuda.syncthreads()
 total = {zero}
 for t in range(active):
     total = fadd_rn(total, fmul_rn(sc[t], sc[{ns_max} + t]))"""
+    if early:
+        # the splits' max and sum through shared memory (a thread a split), read back at constant
+        # indices (their loads issued together), the same operations in the same order as above
+        weights = "\n".join(
+            [f"dc = min(tid, {hd - 1})", early_loads,
+             f"for t in range(tid, active, {block}):", f"    sc[t] = part_ml[2 * (slot0 + t)]",
+             f"    sc[{ns_max} + t] = part_ml[2 * (slot0 + t) + 1]", "cuda.syncthreads()", "m = float32(-math.inf)"]
+            + [guarded(None if t == 0 else upto(t), f"m = max(m, sc[{t}])") for t in range(ns_max)]
+            + ["cuda.syncthreads()", f"for t in range(tid, active, {block}):", "    sc[t] = float32(math.exp(fsub_rn(sc[t], m)))",
+               "cuda.syncthreads()", f"total = {zero}"]
+            + [guarded(None if t == 0 else upto(t), f"total = fadd_rn(total, fmul_rn(sc[{t}], sc[{ns_max + t}]))") for t in range(ns_max)]
+        )  # fmt: skip
     if ns_max > 1:
         tail = f"""\
 if active == 1:
