@@ -3,7 +3,7 @@ host time, kernels per layer, the HBM floor, and the ratios.
 
     python bench/decode_step.py [--shapes smollm2,llama8b] [--numerics dequant,int8-act]
         [--context 1024] [--fill 512] [--steps 64] [--no-torch] [--check] [--results bench/RESULTS.md]
-        [--json FILE] [--label TEXT] [--set MODULE.NAME=VALUE ...]
+        [--json FILE] [--label TEXT] [--set MODULE.NAME=VALUE ...] [--leave-out REGEX ...]
 
 Models are random, written as Q8_0 GGUF files straight from random blocks (int8 quants and f16 scales,
 never float32 weights): `smollm2` is SmolLM2-135M's shape (30 layers, d 576, 9 heads over 3 kv heads
@@ -24,17 +24,24 @@ is decoded by `runner.Decoder` on the GPU at cache fill F (`--fill`, `Decoder.as
 `--check` first decodes 3 tokens on the GPU and the CPU executor (SmolLM2 shape) and prints their
 relative difference. `--set MODULE.NAME=VALUE` (repeatable) sets a constant of `fwdshim.codegen.MODULE`
 before anything is built (`--set gemv.PRE_WAIT_LOADS=4`), so one device call can time a tree with and
-without a switch; the table's label names it. Prints one JSON object per measurement, then a table;
-with `--results` appends the table to that file.
+without a switch; the table's label names it. `--leave-out REGEX` (repeatable) also times each shape
+and numerics with the plan's launches whose kernel name matches REGEX left out of the captured graph
+(`rms_norm`, `attention`, `quantize_one_word_1x`): what the step would take without them — an upper
+bound on what fusing them away could save. The values such a step computes are wrong (the launches
+after read what the left-out ones wrote a step before), so its row says `without /REGEX/` and its
+tokens mean nothing. Prints one JSON object per measurement, then a table; with `--results` appends the
+table to that file.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import functools
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -159,14 +166,48 @@ def step_bytes(rt, fill: int) -> int:
     return total
 
 
-def bench_fwdshim(out: list, name: str, m, numerics: str, args, ceiling: float) -> dict:
+@contextlib.contextmanager
+def leaving_out(regex: str):
+    """Within it, a compiled step captures and launches none of its plan's launches whose kernel name
+    matches `regex` ("" leaves nothing out), and the captured graphs' kernel counts are not checked
+    against the plan (`--leave-out`: timing only, the values are wrong)."""
+    if not regex:
+        yield
+        return
+    from fwdshim.codegen import loop as loop_mod
+    from fwdshim.codegen import runtime
+
+    rx = re.compile(regex)
+    saved = runtime.CompiledForward._launch_all, runtime._check_nodes, loop_mod._kernel_nodes
+
+    def launch_all(self, stream):
+        for launch, launch_args in zip(self.plan.launches, self._args, strict=True):
+            k = launch.kernel
+            if rx.search(k.name):
+                continue
+            if self.simulated:
+                k.fn[k.grid, k.block](*launch_args)
+            else:
+                k.launch_on(stream, *launch_args)
+
+    runtime.CompiledForward._launch_all = launch_all
+    runtime._check_nodes = lambda gb, handle, plan: 0
+    loop_mod._kernel_nodes = lambda gb, handle: None
+    try:
+        yield
+    finally:
+        runtime.CompiledForward._launch_all, runtime._check_nodes, loop_mod._kernel_nodes = saved
+
+
+def bench_fwdshim(out: list, name: str, m, numerics: str, args, ceiling: float, leave_out: str = "") -> dict:
     try:
         from fwdshim.tools.runner import Decoder, generate
     except ImportError:  # an older checkout (FWDSHIM_SRC)
         from fwdshim.runner import Decoder, generate
 
     t0 = time.perf_counter()
-    dec = Decoder(m, numerics, "gpu")
+    with leaving_out(leave_out):
+        dec = Decoder(m, numerics, "gpu")
     fwd = dec.forward
     loop, rt = fwd.loop, fwd.runtime
     build_s = time.perf_counter() - t0
@@ -192,7 +233,7 @@ def bench_fwdshim(out: list, name: str, m, numerics: str, args, ceiling: float) 
     nbytes = step_bytes(rt, fill)
     floor = nbytes / (ceiling * 1e9) * 1e6
     rec = dict(
-        what="fwdshim", shape=name, numerics=numerics, fill=fill, wall_us=round(wall, 1), graph_us=round(graph, 1),
+        what="fwdshim", shape=name, numerics=numerics + (f" without /{leave_out}/" if leave_out else ""), fill=fill, wall_us=round(wall, 1), graph_us=round(graph, 1),
         host_us=round(wall - graph, 1), host_share=round((wall - graph) / wall, 3), tokens_per_s=round(1e6 / wall, 1),
         kernels=loop.kernel_count, kernels_per_layer=round(loop.kernel_count / n_layer, 2), step_mb=round(nbytes / 1e6, 1),
         floor_us=round(floor, 1), build_s=round(build_s, 1), tokens=gen.tokens[:8],
@@ -364,7 +405,15 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
                     help="set a constant of fwdshim.codegen.MODULE for the run (repeatable), e.g. gemv.PRE_WAIT_LOADS=4; "
                          "the table's label says so")  # fmt: skip
+    ap.add_argument("--leave-out", action="append", default=[], metavar="REGEX",
+                    help="also time each step with the launches whose kernel name matches REGEX left out of the graph "
+                         "(repeatable; e.g. rms_norm): what fusing them away could save at most (its values are wrong)")  # fmt: skip
     args = ap.parse_args()
+    for regex in args.leave_out:
+        try:
+            re.compile(regex)
+        except re.error as e:
+            ap.error(f"--leave-out {regex!r}: not a regular expression ({e})")
     try:
         settings = codegen_settings(args.set)
     except ValueError as e:
@@ -409,10 +458,11 @@ def main() -> None:
                 del gpu, cpu
         recs = []
         for numerics in args.numerics.split(","):
-            try:
-                recs.append(bench_fwdshim(out, name, m, numerics, args, ceiling))
-            except Exception as e:  # noqa: BLE001 - one failing row must not lose the others
-                emit(out, what="error", shape=name, numerics=numerics, error=f"{type(e).__name__}: {e}")
+            for regex in ["", *args.leave_out]:
+                try:
+                    recs.append(bench_fwdshim(out, name, m, numerics, args, ceiling, regex))
+                except Exception as e:  # noqa: BLE001 - one failing row must not lose the others
+                    emit(out, what="error", shape=name, numerics=numerics, error=f"{type(e).__name__}: {e}")
         del m
         peer = {}
         if not args.no_torch:

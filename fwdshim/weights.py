@@ -13,7 +13,9 @@ API (stable; the reference executor, the Numba runtime and the kernel tests use 
   expert stack, dequantized alone), `wd.q8_0` (`repack_q8_0(raw)`), `wd.rows(idx)` (`float32` rows of
   the outermost axis, dequantized alone: an embedding lookup).
 - `WeightStore` protocol: `get(name) -> WeightData`; raises `MissingWeight` (a `KeyError`) naming the
-  tensor when the store has none of that name.
+  tensor when the store has none of that name. Every store refuses a tensor holding an inf or NaN
+  value or block scale on its first read (`nonfinite_why` says where): `DictWeights` with
+  `NonFiniteWeight` (a `ValueError`), the file stores with `frontend.gguf_model.ModelError`.
 - `DictWeights(mapping)`: from numpy arrays (`float32` -> F32, `float16` -> F16), `WeightData`, or
   `(raw, qtype)` pairs such as `(gguf.quants.quantize(a, Q8_0), Q8_0)`; `quantize_weight(a, "q8_0")`
   builds the same `WeightData` in one call.
@@ -50,6 +52,11 @@ class MissingWeight(KeyError):
 
     def __str__(self) -> str:
         return self.args[0] if self.args else "missing weight"
+
+
+class NonFiniteWeight(ValueError):
+    """A weight given through the API (`DictWeights`) holding an inf or NaN value or block scale
+    (`nonfinite_why`): the file stores refuse theirs as `frontend.gguf_model.ModelError`."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -200,6 +207,33 @@ def first_nonfinite(raw: np.ndarray, qtype: QT) -> tuple[int, float, int] | None
             return i, v, f
 
 
+def nonfinite_why(wd: WeightData, corrupt: str = "the file") -> str | None:
+    """None when `wd`'s values are finite (`first_nonfinite`), else why not: the tensor (its GGUF type
+    and logical shape), the first bad value's or block's row as `wd.raw` holds the rows (and expert),
+    the value or scale, and that `corrupt` (what holds the tensor: "the file", "the weight") is corrupt
+    — a quantizer writes finite scales and a model finite values."""
+    bad = first_nonfinite(wd.raw, wd.qtype)
+    if bad is None:
+        return None
+    i, v, fld = bad
+    what = f"tensor `{wd.name}` ({wd.qtype.name} {'x'.join(map(str, wd.shape))})"
+    k = wd.shape[-1] if wd.shape else 1
+    if wd.qtype in (QT.F32, QT.F16, QT.F64, QT.BF16):
+        per_row, item = k, "value"
+        why = "a model's values are finite"
+    else:
+        per_row, item = k // gguf.GGML_QUANT_SIZES[wd.qtype][0], "block"
+        why = "a quantizer writes finite scales and mins" if len(SCALE_FIELDS[wd.qtype]) > 1 else "a quantizer writes finite scales"
+    row, j = divmod(i, per_row)
+    at = f"{item} {j}" if len(wd.shape) > 1 else f"{item} {i}"
+    if len(wd.shape) > 1:
+        at += f" of row {row % wd.shape[-2]}"
+    if len(wd.shape) > 2:  # an expert stack `[E, N, K]`
+        at += f" of expert {row // wd.shape[-2]}"
+    at += f" is {v}" if item == "value" else f" has a {'min' if fld else 'scale'} of {v}"
+    return f"{what}: {at}; {why}, so {corrupt} is corrupt"
+
+
 def logical_shape(raw: np.ndarray, qtype: QT) -> tuple[int, ...]:
     """The element shape of gguf data: the array's shape, or for block types its byte shape converted."""
     if qtype in _PLAIN:
@@ -259,11 +293,19 @@ class DictWeights:
     def __init__(self, mapping: Mapping[str, object] | None = None, **named: object):
         items = {**(mapping or {}), **named}
         self._data = {name: weight_data(name, v) for name, v in items.items()}
+        self._finite: set[str] = set()
 
     def get(self, name: str) -> WeightData:
+        """The weight `name`; MissingWeight when there is none, NonFiniteWeight when its values or
+        block scales are not all finite (checked on its first read, as the file stores do)."""
         wd = self._data.get(name)
         if wd is None:
             raise MissingWeight(f"weight `{name}` is not in the store")
+        if name not in self._finite:
+            why = nonfinite_why(wd, "the weight")
+            if why is not None:
+                raise NonFiniteWeight(why)
+            self._finite.add(name)
         return wd
 
     def __contains__(self, name: object) -> bool:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
@@ -34,6 +35,7 @@ def _bench(name: str):
         ("decode_step.py", ["--set", "gemv.PRE_WAIT=4"], "PRE_WAIT is a bool (True), not a int"),
         ("decode_step.py", ["--set", "gemv.NO_SUCH=1"], "fwdshim.codegen.gemv has no constant NO_SUCH"),
         ("decode_step.py", ["--set", "merge.PRE_WAIT_PROLOGUE=yes"], "'yes' is no Python literal"),
+        ("decode_step.py", ["--leave-out", "rms_(norm"], "--leave-out 'rms_(norm': not a regular expression"),
         ("gemv_ggml.py", ["--types", "q4_k,f32"], "--types: unknown GGML type(s) f32 (known: q4_0,"),
         ("gemv_ggml.py", ["--warps", "4,two"], "--warps '4,two': whole numbers of warps, comma-separated"),
         ("attention.py", ["--shapes", "gpt9"], "--shapes: unknown shape 'gpt9' (known: smollm2, llama8b, llama8b_kv)"),
@@ -143,3 +145,37 @@ def test_compile_time_bad_model_is_one_line(args, message):
     r = subprocess.run([sys.executable, str(BENCH / "compile_time.py"), *args], capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.startswith("compile_time.py: error: ") and message in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_leave_out_drops_the_matching_launches_and_only_within(monkeypatch):
+    """`decode_step.py --leave-out REGEX`: within `leaving_out(REGEX)` a compiled step launches none of
+    the kernels whose names match (here the RMS norms: the buffer only they write keeps its old
+    values while every other launch runs), and on leaving it launches them all again."""
+    from numba import config
+
+    if not config.ENABLE_CUDASIM:
+        pytest.skip("runs the step under Numba's CUDA simulator")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import seeds
+    from test_lowering_modules import TINY, llama_inputs, llama_src, llama_weights, parse, pipeline
+
+    from fwdshim.codegen.runtime import CompiledForward
+
+    decode_step = _bench("decode_step")
+    rng = seeds.rng()
+    fw = CompiledForward(pipeline(parse(llama_src(**TINY)), "dequant"), llama_weights(rng, **TINY))
+    norms = [la for la in fw.plan.launches if "rms_norm" in la.kernel.name]
+    others = [la for la in fw.plan.launches if "rms_norm" not in la.kernel.name]
+    assert norms and others
+    written = {a.buffer for la in norms for a, p in zip(la.args, la.kernel.params, strict=True) if p.role == "out"}
+    by_others = {a.buffer for la in others for a, p in zip(la.args, la.kernel.params, strict=True) if p.role != "in"}
+    only_norms = sorted(written - by_others)
+    assert only_norms, written
+    inputs = llama_inputs(rng, **TINY, rows=1)
+    before = {b: fw.array(b).copy_to_host().copy() for b in only_norms}
+    with decode_step.leaving_out("rms_norm"):
+        fw.run_stagewise(inputs)
+    for b in only_norms:
+        np.testing.assert_array_equal(fw.array(b).copy_to_host(), before[b], err_msg=b)
+    fw.run_stagewise(inputs)  # every launch again: the norms write their results
+    assert any(not np.array_equal(fw.array(b).copy_to_host(), before[b]) for b in only_norms)

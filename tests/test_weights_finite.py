@@ -20,7 +20,7 @@ from fwdshim.frontend.export import byte_vocab, random_llama, write_llama
 from fwdshim.frontend.gguf_model import GGUFWeights, LlamaParams, ModelError
 from fwdshim.frontend.importer import import_gguf
 from fwdshim.tools import cli
-from fwdshim.weights import SCALE_FIELDS, first_nonfinite
+from fwdshim.weights import SCALE_FIELDS, DictWeights, NonFiniteWeight, first_nonfinite
 
 F16_NAN = np.frombuffer(np.float16(np.nan).tobytes(), np.uint8)
 
@@ -176,3 +176,26 @@ def test_a_q4_1_min_is_named_as_a_min(tmp_path, capsys, cache):
            "scales and mins, so the file is corrupt")  # fmt: skip
     assert run_error(capsys, bad) == f"fwdshim: error: {bad}: {why}\n"
     assert run_error(capsys, bad, "--requantize", "q8_0") == f"fwdshim: error: {bad}: {why}\n"
+
+
+def test_dict_weights_refuse_a_non_finite_weight_on_its_first_read():
+    """The API's store (`DictWeights`) holds to the same rule as the file stores: a weight given as a
+    float array with an inf or NaN value, or as Q8_0 blocks with a non-finite scale, is refused with
+    `NonFiniteWeight` (a ValueError) naming the tensor, the row and the block or value when first read;
+    a finite weight beside it reads as given."""
+    g = rng()
+    good = g.standard_normal((4, 64)).astype(np.float32)
+    bad = good.copy()
+    bad[3, 5] = np.nan
+    q8 = gguf.quants.quantize(g.standard_normal((6, 96)).astype(np.float32), QT.Q8_0)
+    q8[4, 34 * 2 : 34 * 2 + 2] = np.frombuffer(np.float16(np.inf).tobytes(), np.uint8)  # row 4, block 2's scale
+    store = DictWeights({"good": good, "bad": bad, "bad16": bad.astype(np.float16), "q": (q8, QT.Q8_0)})
+    np.testing.assert_array_equal(store.get("good").raw, good)
+    with pytest.raises(NonFiniteWeight, match=r"^tensor `bad` \(F32 4x64\): value 5 of row 3 is nan; a model's values are finite, so the weight is corrupt$"):
+        store.get("bad")
+    with pytest.raises(NonFiniteWeight, match=r"^tensor `bad16` \(F16 4x64\): value 5 of row 3 is nan"):
+        store.get("bad16")
+    with pytest.raises(ValueError, match=r"^tensor `q` \(Q8_0 6x96\): block 2 of row 4 has a scale of inf; a quantizer writes finite scales, so the weight is corrupt$"):
+        store.get("q")
+    with pytest.raises(NonFiniteWeight):  # refused again, not remembered as read
+        store.get("bad")

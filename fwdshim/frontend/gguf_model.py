@@ -57,7 +57,7 @@ from fwdshim.frontend.gguf_layout import (
     Layout, LayoutError, LayoutReader, Truncated, check_metadata, scan,
 )  # fmt: skip
 from fwdshim.ggml_blocks import GEMV_TYPES
-from fwdshim.weights import SCALE_FIELDS, MissingWeight, WeightData, first_nonfinite
+from fwdshim.weights import MissingWeight, WeightData, nonfinite_why
 
 KERNEL_TYPES = GEMV_TYPES
 """The weight types the forward's GEMV kernels dequantize (`fwdshim.ggml_blocks`)."""
@@ -643,31 +643,6 @@ def check_finite(path, wd: WeightData) -> WeightData:
     if why is not None:
         raise ModelError(f"{path}: {why}")
     return wd
-
-
-def nonfinite_why(wd: WeightData) -> str | None:
-    """None when `wd`'s values are finite, else why not, naming the tensor (its GGUF type and logical
-    shape), the first bad value's or block's row as `wd.raw` holds the rows, and the value or scale."""
-    bad = first_nonfinite(wd.raw, wd.qtype)
-    if bad is None:
-        return None
-    i, v, field = bad
-    what = f"tensor `{wd.name}` ({wd.qtype.name} {'x'.join(map(str, wd.shape))})"
-    k = wd.shape[-1] if wd.shape else 1
-    if wd.qtype in (QT.F32, QT.F16, QT.F64, QT.BF16):
-        per_row, item = k, "value"
-        why = "a model's values are finite"
-    else:
-        per_row, item = k // gguf.GGML_QUANT_SIZES[wd.qtype][0], "block"
-        why = "a quantizer writes finite scales and mins" if len(SCALE_FIELDS[wd.qtype]) > 1 else "a quantizer writes finite scales"
-    row, j = divmod(i, per_row)
-    at = f"{item} {j}" if len(wd.shape) > 1 else f"{item} {i}"
-    if len(wd.shape) > 1:
-        at += f" of row {row % wd.shape[-2]}"
-    if len(wd.shape) > 2:  # an expert stack `[E, N, K]`
-        at += f" of expert {row // wd.shape[-2]}"
-    at += f" is {v}" if item == "value" else f" has a {'min' if field else 'scale'} of {v}"
-    return f"{what}: {at}; {why}, so the file is corrupt"
 
 
 class ModelWeights:
