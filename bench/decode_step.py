@@ -3,7 +3,7 @@ host time, kernels per layer, the HBM floor, and the ratios.
 
     python bench/decode_step.py [--shapes smollm2,llama8b] [--numerics dequant,int8-act]
         [--context 1024] [--fill 512] [--steps 64] [--no-torch] [--check] [--results bench/RESULTS.md]
-        [--json FILE] [--label TEXT] [--set MODULE.NAME=VALUE ...] [--leave-out REGEX ...]
+        [--json FILE] [--label TEXT] [--set MODULE.NAME=VALUE ...] [--leave-out REGEX ...] [--empty REGEX ...]
 
 Models are random, written as Q8_0 GGUF files straight from random blocks (int8 quants and f16 scales,
 never float32 weights): `smollm2` is SmolLM2-135M's shape (30 layers, d 576, 9 heads over 3 kv heads
@@ -27,9 +27,10 @@ before anything is built (`--set gemv.PRE_WAIT_LOADS=4`), so one device call can
 without a switch; the table's label names it. `--leave-out REGEX` (repeatable) also times each shape
 and numerics with the plan's launches whose kernel name matches REGEX left out of the captured graph
 (`rms_norm`, `attention`, `quantize_one_word_1x`): what the step would take without them — an upper
-bound on what fusing them away could save. The values such a step computes are wrong (the launches
-after read what the left-out ones wrote a step before), so its row says `without /REGEX/` and its
-tokens mean nothing. Prints one JSON object per measurement, then a table; with `--results` appends the
+bound on what fusing them away could save; `--empty REGEX` launches an empty kernel of the same grid and
+block in place of each (`empty_kernel`): what their launch boundaries cost without their work. The values
+such a step computes are wrong (the launches after read what the left-out ones wrote a step before), so
+its row says `without /REGEX/` (`with /REGEX/ empty`) and its tokens mean nothing. Prints one JSON object per measurement, then a table; with `--results` appends the
 table to that file.
 """
 
@@ -166,11 +167,25 @@ def step_bytes(rt, fill: int) -> int:
     return total
 
 
+def empty_kernel(like):
+    """An empty kernel of the grid and block of kernel `like`, taking `like`'s first parameter (under
+    programmatic dependent launch it waits and lets the next launch in as every plan kernel does):
+    what `--empty` launches in place of a plan's launch."""
+    from fwdshim.codegen.kernel import Param, build
+
+    p0 = like.params[0]
+    body = "@cuda.jit(cache=True)\ndef empty_k(a):\n    if cuda.threadIdx.x == 1 << 20:\n        a[0] = a[0]\n"
+    shape = "x".join(map(str, (*like.grid, *like.block)))
+    return build(f"empty_{shape}_{p0.dtype}{p0.size}", body, "empty_k", like.grid, like.block,
+                 [Param("a", p0.dtype, p0.size, "inout", "untouched")], "an empty launch (bench/decode_step.py --empty)")  # fmt: skip
+
+
 @contextlib.contextmanager
-def leaving_out(regex: str):
+def leaving_out(regex: str, empty: bool = False):
     """Within it, a compiled step captures and launches none of its plan's launches whose kernel name
-    matches `regex` ("" leaves nothing out), and the captured graphs' kernel counts are not checked
-    against the plan (`--leave-out`: timing only, the values are wrong)."""
+    matches `regex` ("" leaves nothing out) — with `empty`, an empty kernel of the same grid and block
+    in place of each (`empty_kernel`) — and the captured graphs' kernel counts are not checked against
+    the plan (`--leave-out`, `--empty`: timing only, the values are wrong)."""
     if not regex:
         yield
         return
@@ -179,12 +194,16 @@ def leaving_out(regex: str):
 
     rx = re.compile(regex)
     saved = runtime.CompiledForward._launch_all, runtime._check_nodes, loop_mod._kernel_nodes
+    stand_ins: dict[str, object] = {}
 
     def launch_all(self, stream):
         for launch, launch_args in zip(self.plan.launches, self._args, strict=True):
             k = launch.kernel
             if rx.search(k.name):
-                continue
+                if not empty:
+                    continue
+                k = stand_ins.setdefault(k.name, empty_kernel(k))
+                launch_args = launch_args[:1]
             if self.simulated:
                 k.fn[k.grid, k.block](*launch_args)
             else:
@@ -199,14 +218,14 @@ def leaving_out(regex: str):
         runtime.CompiledForward._launch_all, runtime._check_nodes, loop_mod._kernel_nodes = saved
 
 
-def bench_fwdshim(out: list, name: str, m, numerics: str, args, ceiling: float, leave_out: str = "") -> dict:
+def bench_fwdshim(out: list, name: str, m, numerics: str, args, ceiling: float, leave_out: str = "", empty: bool = False) -> dict:
     try:
         from fwdshim.tools.runner import Decoder, generate
     except ImportError:  # an older checkout (FWDSHIM_SRC)
         from fwdshim.runner import Decoder, generate
 
     t0 = time.perf_counter()
-    with leaving_out(leave_out):
+    with leaving_out(leave_out, empty):
         dec = Decoder(m, numerics, "gpu")
     fwd = dec.forward
     loop, rt = fwd.loop, fwd.runtime
@@ -233,7 +252,7 @@ def bench_fwdshim(out: list, name: str, m, numerics: str, args, ceiling: float, 
     nbytes = step_bytes(rt, fill)
     floor = nbytes / (ceiling * 1e9) * 1e6
     rec = dict(
-        what="fwdshim", shape=name, numerics=numerics + (f" without /{leave_out}/" if leave_out else ""), fill=fill, wall_us=round(wall, 1), graph_us=round(graph, 1),
+        what="fwdshim", shape=name, numerics=numerics + (f" with /{leave_out}/ empty" if empty else f" without /{leave_out}/" if leave_out else ""), fill=fill, wall_us=round(wall, 1), graph_us=round(graph, 1),
         host_us=round(wall - graph, 1), host_share=round((wall - graph) / wall, 3), tokens_per_s=round(1e6 / wall, 1),
         kernels=loop.kernel_count, kernels_per_layer=round(loop.kernel_count / n_layer, 2), step_mb=round(nbytes / 1e6, 1),
         floor_us=round(floor, 1), build_s=round(build_s, 1), tokens=gen.tokens[:8],
@@ -408,12 +427,15 @@ def main() -> None:
     ap.add_argument("--leave-out", action="append", default=[], metavar="REGEX",
                     help="also time each step with the launches whose kernel name matches REGEX left out of the graph "
                          "(repeatable; e.g. rms_norm): what fusing them away could save at most (its values are wrong)")  # fmt: skip
+    ap.add_argument("--empty", action="append", default=[], metavar="REGEX",
+                    help="also time each step with an empty kernel of the same grid in place of each launch whose kernel "
+                         "name matches REGEX (repeatable): what the launches' boundaries cost without their work")  # fmt: skip
     args = ap.parse_args()
-    for regex in args.leave_out:
+    for regex in args.leave_out + args.empty:
         try:
             re.compile(regex)
         except re.error as e:
-            ap.error(f"--leave-out {regex!r}: not a regular expression ({e})")
+            ap.error(f"--{'leave-out' if regex in args.leave_out else 'empty'} {regex!r}: not a regular expression ({e})")
     try:
         settings = codegen_settings(args.set)
     except ValueError as e:
@@ -458,9 +480,9 @@ def main() -> None:
                 del gpu, cpu
         recs = []
         for numerics in args.numerics.split(","):
-            for regex in ["", *args.leave_out]:
+            for regex, empty in [("", False), *((r, False) for r in args.leave_out), *((r, True) for r in args.empty)]:
                 try:
-                    recs.append(bench_fwdshim(out, name, m, numerics, args, ceiling, regex))
+                    recs.append(bench_fwdshim(out, name, m, numerics, args, ceiling, regex, empty))
                 except Exception as e:  # noqa: BLE001 - one failing row must not lose the others
                     emit(out, what="error", shape=name, numerics=numerics, error=f"{type(e).__name__}: {e}")
         del m

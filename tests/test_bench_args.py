@@ -36,6 +36,7 @@ def _bench(name: str):
         ("decode_step.py", ["--set", "gemv.NO_SUCH=1"], "fwdshim.codegen.gemv has no constant NO_SUCH"),
         ("decode_step.py", ["--set", "merge.PRE_WAIT_PROLOGUE=yes"], "'yes' is no Python literal"),
         ("decode_step.py", ["--leave-out", "rms_(norm"], "--leave-out 'rms_(norm': not a regular expression"),
+        ("decode_step.py", ["--empty", "attention["], "--empty 'attention[': not a regular expression"),
         ("gemv_ggml.py", ["--types", "q4_k,f32"], "--types: unknown GGML type(s) f32 (known: q4_0,"),
         ("gemv_ggml.py", ["--warps", "4,two"], "--warps '4,two': whole numbers of warps, comma-separated"),
         ("attention.py", ["--shapes", "gpt9"], "--shapes: unknown shape 'gpt9' (known: smollm2, llama8b, llama8b_kv)"),
@@ -148,9 +149,10 @@ def test_compile_time_bad_model_is_one_line(args, message):
 
 
 def test_leave_out_drops_the_matching_launches_and_only_within(monkeypatch):
-    """`decode_step.py --leave-out REGEX`: within `leaving_out(REGEX)` a compiled step launches none of
-    the kernels whose names match (here the RMS norms: the buffer only they write keeps its old
-    values while every other launch runs), and on leaving it launches them all again."""
+    """`decode_step.py --leave-out REGEX` (`--empty REGEX`): within `leaving_out(REGEX[, empty=True])` a
+    compiled step launches none of the kernels whose names match (here the RMS norms: the buffer only
+    they write keeps its old values while every other launch runs; with `empty` an empty kernel of
+    their grid runs in their place), and on leaving it launches them all again."""
     from numba import config
 
     if not config.ENABLE_CUDASIM:
@@ -173,9 +175,12 @@ def test_leave_out_drops_the_matching_launches_and_only_within(monkeypatch):
     assert only_norms, written
     inputs = llama_inputs(rng, **TINY, rows=1)
     before = {b: fw.array(b).copy_to_host().copy() for b in only_norms}
-    with decode_step.leaving_out("rms_norm"):
-        fw.run_stagewise(inputs)
-    for b in only_norms:
-        np.testing.assert_array_equal(fw.array(b).copy_to_host(), before[b], err_msg=b)
+    for empty in (False, True):  # left out, or an empty kernel of the same grid launched in place
+        with decode_step.leaving_out("rms_norm", empty):
+            fw.run_stagewise(inputs)
+        for b in only_norms:
+            np.testing.assert_array_equal(fw.array(b).copy_to_host(), before[b], err_msg=b)
+    stand_in = decode_step.empty_kernel(norms[0].kernel)
+    assert (stand_in.grid, stand_in.block) == (norms[0].kernel.grid, norms[0].kernel.block)
     fw.run_stagewise(inputs)  # every launch again: the norms write their results
     assert any(not np.array_equal(fw.array(b).copy_to_host(), before[b]) for b in only_norms)
