@@ -297,25 +297,20 @@ if ok:
         return f"(slot0 + min({t}, active - 1))"
 
     early = reg and COMBINE_EARLY and hd <= block
-    if early:
-        # each split's output for this thread's dim (a dim past the head reads the last one, unused)
-        # loaded before the weights: one round trip with the splits' max and sum
-        early_loads = "\n".join(f"o{t} = part_o[{slot_of(t)} * {hd} + dc]" for t in range(ns_max))
-        o_sums = "\n".join(guarded(None if t == 0 else upto(t), f"out = fadd_rn(out, fmul_rn(sc[{t}], o{t}))") for t in range(ns_max))
+    if reg:
+        # `early`: each split's output for this thread's dim (a dim past the head reads the last one,
+        # unused) loaded before the weights, one round trip with the splits' max and sum; the weights
+        # then in shared memory. Otherwise every split's weight `w{t}` and output in registers.
+        o_loads = "\n".join(f"o{t} = part_o[{slot_of(t)} * {hd} + {'dc' if early else 'dd'}]" for t in range(ns_max))
+        weight = "sc[{t}]" if early else "w{t}"
+        o_sums = "\n".join(
+            guarded(None if t == 0 else upto(t), f"out = fadd_rn(out, fmul_rn({weight.format(t=t)}, o{t}))") for t in range(ns_max)
+        )
+        early_loads, loads_here = (o_loads, "") if early else ("", indent(o_loads, 1) + "\n")
         merged = f"""\
 out = {zero}
 if ok:
-{indent(o_sums, 1)}
-    out = fdiv_rn(out, total)
-{finish}"""
-    elif reg:
-        o_loads = "\n".join(f"o{t} = part_o[{slot_of(t)} * {hd} + dd]" for t in range(ns_max))
-        o_sums = "\n".join(guarded(None if t == 0 else upto(t), f"out = fadd_rn(out, fmul_rn(w{t}, o{t}))") for t in range(ns_max))
-        merged = f"""\
-out = {zero}
-if ok:
-{indent(o_loads, 1)}
-{indent(o_sums, 1)}
+{loads_here}{indent(o_sums, 1)}
     out = fdiv_rn(out, total)
 {finish}"""
     else:
@@ -365,7 +360,7 @@ for t in range(active):
         # indices (their loads issued together), the same operations in the same order as above
         weights = "\n".join(
             [f"dc = min(tid, {hd - 1})", early_loads,
-             f"for t in range(tid, active, {block}):", f"    sc[t] = part_ml[2 * (slot0 + t)]",
+             f"for t in range(tid, active, {block}):", "    sc[t] = part_ml[2 * (slot0 + t)]",
              f"    sc[{ns_max} + t] = part_ml[2 * (slot0 + t) + 1]", "cuda.syncthreads()", "m = float32(-math.inf)"]
             + [guarded(None if t == 0 else upto(t), f"m = max(m, sc[{t}])") for t in range(ns_max)]
             + ["cuda.syncthreads()", f"for t in range(tid, active, {block}):", "    sc[t] = float32(math.exp(fsub_rn(sc[t], m)))",
