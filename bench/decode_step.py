@@ -197,6 +197,11 @@ def leaving_out(regex: str, empty: bool = False):
     stand_ins: dict[str, object] = {}
 
     def launch_all(self, stream):
+        names = [launch.kernel.name for launch in self.plan.launches]
+        if not any(rx.search(n) for n in names):  # a row that would time the whole step under another name
+            shown = sorted({re.sub(r"_[0-9a-f]{8}\b", "_…", n) for n in names})
+            raise ValueError(f"/{regex}/ matches none of the step's kernels ({', '.join(shown)}): a stage merged "
+                             "into another launch is left out only with it (its name is merged_…)")  # fmt: skip
         for launch, launch_args in zip(self.plan.launches, self._args, strict=True):
             k = launch.kernel
             if rx.search(k.name):
@@ -425,11 +430,14 @@ def main() -> None:
                     help="set a constant of fwdshim.codegen.MODULE for the run (repeatable), e.g. gemv.PRE_WAIT_LOADS=4; "
                          "the table's label says so")  # fmt: skip
     ap.add_argument("--leave-out", action="append", default=[], metavar="REGEX",
-                    help="also time each step with the launches whose kernel name matches REGEX left out of the graph "
-                         "(repeatable; e.g. rms_norm): what fusing them away could save at most (its values are wrong)")  # fmt: skip
+                    help="also time each step with the launches whose kernel name REGEX matches (re.search; e.g. rms_norm, "
+                         "attention; a merged launch is named merged_...) left out of the graph (repeatable): what fusing "
+                         "them away could save at most; the step's outputs are then meaningless, and a REGEX matching no "
+                         "launch is an error row")  # fmt: skip
     ap.add_argument("--empty", action="append", default=[], metavar="REGEX",
-                    help="also time each step with an empty kernel of the same grid in place of each launch whose kernel "
-                         "name matches REGEX (repeatable): what the launches' boundaries cost without their work")  # fmt: skip
+                    help="also time each step with an empty kernel of the same grid and block in place of each launch "
+                         "whose kernel name REGEX matches (repeatable): what the launches' boundaries cost without their "
+                         "work (outputs meaningless, as with --leave-out)")  # fmt: skip
     args = ap.parse_args()
     for regex in args.leave_out + args.empty:
         try:

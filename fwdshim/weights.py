@@ -54,6 +54,18 @@ class MissingWeight(KeyError):
         return self.args[0] if self.args else "missing weight"
 
 
+def missing(name: str, held, where: str) -> MissingWeight:
+    """MissingWeight for `name`, not among the names `held` by `where` ("the store", a file's path): the
+    closest held name when one is close (`weight `blk.9.attn_q.weight` is not in the store (did you mean
+    `blk.0.attn_q.weight`?)`), else how many it holds."""
+    import difflib
+
+    held = list(held)
+    close = difflib.get_close_matches(name, held, n=1, cutoff=0.8)
+    hint = f"did you mean `{close[0]}`?" if close else f"it holds {len(held)} weight{'s' if len(held) != 1 else ''}"
+    return MissingWeight(f"weight `{name}` is not in {where} ({hint})")
+
+
 class NonFiniteWeight(ValueError):
     """A weight given through the API (`DictWeights`) holding an inf or NaN value or block scale
     (`nonfinite_why`): the file stores refuse theirs as `frontend.gguf_model.ModelError`."""
@@ -300,7 +312,7 @@ class DictWeights:
         block scales are not all finite (checked on its first read, as the file stores do)."""
         wd = self._data.get(name)
         if wd is None:
-            raise MissingWeight(f"weight `{name}` is not in the store")
+            raise missing(name, self._data, "the store")
         if name not in self._finite:
             why = nonfinite_why(wd, "the weight")
             if why is not None:

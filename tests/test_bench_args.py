@@ -180,6 +180,8 @@ def test_leave_out_drops_the_matching_launches_and_only_within(monkeypatch):
             fw.run_stagewise(inputs)
         for b in only_norms:
             np.testing.assert_array_equal(fw.array(b).copy_to_host(), before[b], err_msg=b)
+    with decode_step.leaving_out("no_such_kernel"), pytest.raises(ValueError, match=r"^/no_such_kernel/ matches none of the step's kernels \(.*rms_norm"):
+        fw.run_stagewise(inputs)  # a REGEX matching nothing would time the whole step under another name
     stand_in = decode_step.empty_kernel(norms[0].kernel)
     assert (stand_in.grid, stand_in.block) == (norms[0].kernel.grid, norms[0].kernel.block)
     fw.run_stagewise(inputs)  # every launch again: the norms write their results

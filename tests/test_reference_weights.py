@@ -66,8 +66,13 @@ def test_dict_weights_from_arrays_and_quantized_blocks():
 
 
 def test_missing_weight_names_the_tensor():
-    with pytest.raises(MissingWeight, match="weight `blk.9.attn_q.weight` is not in the store"):
+    with pytest.raises(MissingWeight, match=r"^weight `blk.9.attn_q.weight` is not in the store \(it holds 0 weights\)$"):
         DictWeights().get("blk.9.attn_q.weight")
+    store = DictWeights({"blk.0.attn_q.weight": np.ones((2, 32), np.float32), "output_norm.weight": np.ones(32, np.float32)})
+    with pytest.raises(MissingWeight, match=r"^weight `blk.0.attn_q.weigth` is not in the store \(did you mean `blk.0.attn_q.weight`\?\)$"):
+        store.get("blk.0.attn_q.weigth")
+    with pytest.raises(MissingWeight, match=r"\(it holds 2 weights\)$"):
+        store.get("token_embd.weight")
 
 
 def test_bare_arrays_must_be_f32_or_f16():
@@ -122,7 +127,7 @@ def test_gguf_weights_give_logical_shapes(tmp_path):
     assert s.shape == (3, 4, 32)
     np.testing.assert_allclose(s.expert(1), stack[1], atol=0.05)
     assert store.get("blk.0.attn_q.weight") is q
-    with pytest.raises(MissingWeight, match="not in the GGUF file"):
+    with pytest.raises(MissingWeight, match=r"^weight `output.weight` is not in \S+tiny.gguf \(it holds 4 weights\)$"):
         store.get("output.weight")
 
 

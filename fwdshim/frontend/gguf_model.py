@@ -57,7 +57,7 @@ from fwdshim.frontend.gguf_layout import (
     Layout, LayoutError, LayoutReader, Truncated, check_metadata, scan,
 )  # fmt: skip
 from fwdshim.ggml_blocks import GEMV_TYPES
-from fwdshim.weights import MissingWeight, WeightData, nonfinite_why
+from fwdshim.weights import WeightData, missing, nonfinite_why
 
 KERNEL_TYPES = GEMV_TYPES
 """The weight types the forward's GEMV kernels dequantize (`fwdshim.ggml_blocks`)."""
@@ -664,7 +664,7 @@ class ModelWeights:
             return wd
         t = self._tensors.get(name)
         if t is None:
-            raise MissingWeight(f"weight `{name}` is not in {self.reader.data.filename}")
+            raise missing(name, self._tensors, str(self.reader.data.filename))
         shape = tensor_shape(t)
         if len(shape) == 2 and shape[0] == 1 and t.name.endswith((".bias", "norm.weight")):
             shape = shape[1:]
@@ -702,7 +702,7 @@ class GGUFWeights:
     def get(self, name: str) -> WeightData:
         t = self._tensors.get(name)
         if t is None:
-            raise MissingWeight(f"weight `{name}` is not in the GGUF file")
+            raise missing(name, self._tensors, str(self.reader.data.filename))
         shape = tuple(int(n) for n in reversed(t.shape.tolist()))
         return check_finite(self.reader.data.filename, WeightData(name, ggml_of(t.tensor_type), shape, t.data))
 
