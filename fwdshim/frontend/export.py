@@ -31,10 +31,9 @@ from gguf import GGUFValueType as VT
 
 from fwdshim.dialects.attributes import ggml_of
 from fwdshim.frontend.gguf_model import (
-    CONVERTED_KEY, MANIFEST, MATMUL, ROPE_FREQS, SOURCE_KEY, LlamaParams, expected_tensors, nonfinite_why,
-    tensor_shape,
+    CONVERTED_KEY, MANIFEST, MATMUL, ROPE_FREQS, SOURCE_KEY, LlamaParams, expected_tensors, tensor_shape,
 )  # fmt: skip
-from fwdshim.weights import Q8_0_BLOCK_BYTES, WeightData
+from fwdshim.weights import Q8_0_BLOCK_BYTES, WeightData, nonfinite_why
 
 _SKIP_KEYS = ("GGUF.", "general.architecture", "general.alignment")
 """Keys the writer writes itself (the alignment through `add_custom_alignment`, so that the data is
