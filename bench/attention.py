@@ -3,7 +3,7 @@ shapes of a sweep (threads a block, positions a lane a step, splits a head), aga
 must read, an empty kernel of the same grid and torch's `scaled_dot_product_attention` (f32, GQA).
 
     python bench/attention.py [--shapes smollm2,llama8b] [--fill 512] [--context 1024] [--sweep]
-                              [--try b256u4s16,...] [--reps 20] [--jobs 8] [--json FILE] [--results FILE]
+                              [--try b256u4s16,...] [--reps 20] [--jobs 8] [--stages] [--json FILE] [--results FILE]
 
 Shapes: `smollm2` (9 query heads over 3 kv heads of 64), `llama8b` (32 over 8 of 128) and the probe
 `llama8b_kv` (8 over 8 of 128: a kv head's grid and bytes, `SHAPES`), a cache of
@@ -14,8 +14,10 @@ once, the current q, k, v, and y written; GB/s over the time a launch. Each resu
 a NumPy float64 attention (max abs error printed; a variant over 1e-4 is marked). `--quant` also
 times the int8-act form (y quantized, `one_word`, as the int8-act plans launch it). A tag `b128u4s9`:
 128 threads, 4 positions a lane a step, 9 splits a head (`b128u4s17o5`: and launch bounds of 5 blocks an
-SM, `o0` none; without `o` the kernel's default, `attention.MIN_BLOCKS`). `--results` appends the table to a markdown
-file with the date and the GPU; `--json` writes every timing.
+SM, `o0` none; without `o` the kernel's default, `attention.MIN_BLOCKS`). `--stages` also stamps the
+default launch's stages (`bench/stages.py`) in one plain launch after warm-up: how long each takes a
+block, and when. `--results` appends the table to a markdown file with the date and the GPU; `--json`
+writes every timing.
 """
 
 from __future__ import annotations
@@ -184,6 +186,26 @@ def time_kernel(timer, kern, caches: Caches, reps: int) -> tuple[float, float]:
     return timer.replay_ms(timer.graph(record), reps) / launches, err
 
 
+def stage_rows(kern, caches: Caches, warm: int = 8) -> list[dict]:
+    """`kern` stamped at `stages.ATTENTION_STAGES` (`bench/stages.py`): `warm` plain launches over the
+    cache copies, then one more, the GPU idle before it, whose stamps `stages.summarize` reads."""
+    import stages
+    from numba import cuda
+
+    stamped = stages.instrument(kern)
+    names = ["entry", *(st.name for st in stages.ATTENTION_STAGES)]
+    scratch = caches.scratch(kern)
+    size = stamped.params[-1].size
+    marks = [cuda.to_device(np.zeros(size, np.int64)) for _ in range(2)]
+    for i in range(warm + 1):
+        if i == warm:
+            cuda.synchronize()
+            marks = [cuda.to_device(np.zeros(size, np.int64)) for _ in range(2)]
+        stamped.launch(*caches.args(i, scratch), *marks)
+    cuda.synchronize()
+    return stages.summarize(marks[0].copy_to_host(), marks[1].copy_to_host(), names)
+
+
 def bench_torch(caches: Caches, reps: int) -> float | None:
     """ms a launch of torch's f32 `scaled_dot_product_attention` (enable_gqa) over the same rows, graph
     replay over the same number of cache copies; None where this torch has no GQA attention."""
@@ -228,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="processes compiling first")
     ap.add_argument("--no-torch", action="store_true", help="leave out torch's attention")
     ap.add_argument("--quant", action="store_true", help="also the int8-act form (y quantized one_word, not stored)")
+    ap.add_argument("--stages", action="store_true",
+                    help="also stamp the default launch's stages (bench/stages.py: the global timer and the SM's cycles at "
+                         "each stage, thread 0 of every block) in one launch after warm-up, and print where its time goes")
     ap.add_argument("--json", type=Path, help="write every timing to this JSON file")
     ap.add_argument("--results", type=Path, help="append the table to this markdown file")
     args = ap.parse_args(argv)
@@ -262,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     timer = Timer()
     gpu, ceiling = gpu_ceiling(timer, args.reps)
     print(f"GPU {gpu}; read ceiling {ceiling:.0f} GB/s")
-    records, rows = [], []
+    records, rows, staged = [], [], []
     for name in names:
         h, kv, hd = SHAPES[name]
         caches = Caches(h, kv, hd, l, args.fill, rng)
@@ -289,6 +314,14 @@ def main(argv: list[str] | None = None) -> int:
         if quant_res:
             print(f"{name} one_word: " + "; ".join(f"{tag(t)} {ms * 1e3:.2f} us" for t, ms in sorted(quant_res.items(), key=lambda kv: kv[1])[:12]))
         rows.append((name, dflt, res.get(dflt), ranked[0] if ranked else None, res, empty, peer, floor_us, caches.nbytes))
+        for quant in ((None, "one_word") if args.quant else (None,)) if args.stages else ():
+            import stages
+
+            kern = kernel_for((name, l, dflt, quant))
+            got = stage_rows(kern, caches)
+            records.append(dict(shape=name, launch=list(dflt), quant=quant, stages=got))
+            staged += ["", *stages.stage_lines(f"**{name}** `{kern.name}`, fill {args.fill}: one launch, stamped", got)]
+            print("\n".join(staged[-len(got) - 4:]))
         del caches
     if args.json:
         args.json.write_text(json.dumps(dict(gpu=gpu, ceiling=ceiling, records=records), indent=1))
@@ -311,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
         e = f"{empty * 1e3:.2f}" if empty else ""
         lines.append(f"| {name} | {tag(dflt)} | {us:.2f} | {nbytes / d[0] / 1e6:.0f} | {nbytes / d[0] / 1e6 / ceiling:.1%} | "
                      f"{us / floor_us:.1f} | {d[1]:.1e} | {e} | {b} | {p} |")
+    if staged:
+        lines += ["", "Stages (`--stages`, `bench/stages.py`): ns since the same block's previous stamp (its SM's cycles), "
+                  "and when the stage was reached after the first block's entry.", *staged]
     return print_table(lines, args.results)
 
 

@@ -26,6 +26,10 @@ equivalents with the same names and results are in `fwdshim.codegen.simulator`.
   `.launch_dependents`, sm_90): wait for the launches before this one on the stream to finish and
   their writes to be visible; let the launch after this one be scheduled. Without a launch that asks
   for it (`kernel.PDL`) both do nothing.
+- `globaltimer() -> uint64`, `clock64() -> uint64`: the GPU's global nanosecond timer (one clock for
+  every SM; it advances in steps of tens of ns on the H200) and the SM's cycle counter
+  (`%globaltimer`, `%clock64`), read in program order (`asm sideeffect` with a memory clobber): the
+  stamps of a kernel's stages (`bench/stages.py`); no generated kernel of the plan reads them.
 - `s8x4_f32(w) -> (float32 x 4)`: the four signed bytes of an int32 word (low byte first) as exact
   float32 values, without an integer-to-float conversion unit: each byte `b` is biased to `b ^ 0x80`,
   placed under the exponent of 2^23 by one `prmt` and the bias subtracted (`sub.f32`, exact).
@@ -207,6 +211,23 @@ def _pdl(ptx: str, name: str):
 
 pdl_wait = intrinsic(_pdl("griddepcontrol.wait;", "pdl_wait"))
 pdl_launch = intrinsic(_pdl("griddepcontrol.launch_dependents;", "pdl_launch"))
+
+
+def _timer(register: str, name: str):
+    def typer(typingctx):
+        def codegen(context, builder, sig, args):
+            i64 = ir.IntType(64)
+            asm = ir.InlineAsm(ir.FunctionType(i64, []), f"mov.u64 $0, {register};", "=l,~{{memory}}", side_effect=True)
+            return builder.call(asm, [])
+
+        return signature(types.uint64), codegen
+
+    typer.__name__ = name
+    return typer
+
+
+globaltimer = intrinsic(_timer("%globaltimer", "globaltimer"))
+clock64 = intrinsic(_timer("%clock64", "clock64"))
 
 
 _S8X4 = """{

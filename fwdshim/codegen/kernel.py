@@ -209,7 +209,7 @@ class KernelSource:
 class Param:
     """One kernel parameter: a 1-D C-contiguous array of `size` elements of `dtype`.
 
-    `dtype` is a NumPy dtype name (`float32`, `float16`, `uint16`, `int8`, `int32`); `role` is `in`,
+    `dtype` is a NumPy dtype name (`float32`, `float16`, `uint16`, `int8`, `int32`, `int64`); `role` is `in`,
     `out` (written whole) or `inout`; `doc` the logical shape and meaning."""
 
     name: str
@@ -229,6 +229,7 @@ _NUMBA_NAMES = {
     "uint16": "uint16",
     "int8": "int8",
     "int32": "int32",
+    "int64": "int64",
 }
 
 

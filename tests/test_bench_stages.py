@@ -1,0 +1,82 @@
+"""`bench/stages.py`: a kernel stamped at its stages computes what it computed unstamped, every block
+stamps each stage it reaches in order, and a stage whose marker the generated source lacks is an error
+(under the simulator, whose timers are the host's nanosecond clock)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from kernels_common import bits_equal, fast_simulator, rng  # noqa: F401
+
+from fwdshim.codegen import attention
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def _stages():
+    sys.path.insert(0, str(BENCH))
+    try:
+        return __import__("stages")
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def _inputs(h, kv, hd, l, c):  # noqa: E741
+    g = rng()
+    f = np.float32
+    return dict(q=g.standard_normal(h * hd).astype(f), k=g.standard_normal(kv * hd).astype(f),
+                v=g.standard_normal(kv * hd).astype(f), k_cache=g.standard_normal((l - 1) * kv * hd).astype(f),
+                v_cache=g.standard_normal((l - 1) * kv * hd).astype(f), pos=np.array([c], np.int32))  # fmt: skip
+
+
+@pytest.mark.parametrize(("quant", "c", "active"), [(None, 22, 6), ("one_word", 9, 3)])
+def test_stamped_attention_computes_the_same_and_stamps_in_order(quant, c, active):
+    st = _stages()
+    h, kv, hd, l, splits = 3, 1, 32, 24, 6  # noqa: E741
+    kern = attention.attention(h, kv, hd, l, quant=quant, store_y=True, block=32, unroll=1, splits=splits)
+    stamped = st.instrument(kern)
+    assert [p.name for p in stamped.params] == [*kern.param_names, "stamps", "clocks"]
+    given = _inputs(h, kv, hd, l, c)
+    want, got = kern.run(**given), stamped.run(**given)
+    for name in kern.param_names:
+        bits_equal(got[name], want[name], f"stamped attention {name}")
+    names = ["entry", *(s.name for s in st.ATTENTION_STAGES)]
+    marks = got["stamps"].reshape(h * splits, len(names))
+    assert (marks[:, 0] > 0).all(), "every block stamps its entry"
+    sp = np.arange(h * splits) // h
+    done = marks[sp < active]
+    assert (done[:, 1:6] > 0).all(), "an active split reaches every stage to its count"
+    assert (np.diff(done[:, :6], axis=1) >= 0).all(), "a block's stamps are in program order"
+    assert not marks[sp >= active, 1:].any(), "a split past the active ones returns after its entry"
+    assert (marks[:, 7] > 0).sum() == h, "one block a head (the last to count) combines it"
+    rows = st.summarize(got["stamps"], got["clocks"], names)
+    assert [r["blocks"] for r in rows] == [h * splits, *[h * active] * 5, h, h]
+    assert all(r["step_p50"] >= 0 for r in rows[1:])
+    table = st.stage_lines("t", rows)
+    assert len(table) == 4 + len(names) and table[4].startswith("| entry | 18 |")
+
+
+def test_one_split_has_no_combine_stages():
+    """A kernel of one split divides and stores itself: no count, no combine, its end stamped."""
+    st = _stages()
+    kern = attention.attention(2, 1, 32, 24, block=32, unroll=1, splits=1)
+    stamped = st.instrument(kern)
+    got = stamped.run(**_inputs(2, 1, 32, 24, 5))
+    names = ["entry", *(s.name for s in st.ATTENTION_STAGES)]
+    marks = got["stamps"].reshape(2, len(names))
+    assert (marks[:, :5] > 0).all() and not marks[:, 5:7].any() and (marks[:, 7] > 0).all()
+
+
+def test_a_marker_the_source_lacks_is_an_error():
+    st = _stages()
+    kern = attention.attention(2, 1, 32, 24, block=32, unroll=1, splits=2)
+    with pytest.raises(ValueError, match=r"stage `nowhere`: no line starts with '    nowhere = '"):
+        st.instrument(kern, (st.Stage("nowhere", "    nowhere = "),))
+    # an optional stage is left out quietly: the kernel still runs, its slot never stamped
+    stamped = st.instrument(kern, (st.Stage("nowhere", "    nowhere = ", optional=True), st.Stage("end", None)))
+    got = stamped.run(**_inputs(2, 1, 32, 24, 20))
+    marks = got["stamps"].reshape(4, 3)
+    assert (marks[:, 0] > 0).all() and not marks[:, 1].any() and (marks[:, 2] > 0).sum() == 2
