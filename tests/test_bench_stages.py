@@ -80,3 +80,22 @@ def test_a_marker_the_source_lacks_is_an_error():
     got = stamped.run(**_inputs(2, 1, 32, 24, 20))
     marks = got["stamps"].reshape(4, 3)
     assert (marks[:, 0] > 0).all() and not marks[:, 1].any() and (marks[:, 2] > 0).sum() == 2
+
+
+def test_attention_bench_stage_rows(monkeypatch):
+    """`bench/attention.py --stages`'s glue: the default launch stamped over the bench's caches (two
+    copies here), one summary row a stage, every active block counted."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        bench = __import__("attention")
+    finally:
+        sys.path.remove(str(BENCH))
+    monkeypatch.setattr(bench, "L2_BYTES", 1)
+    h, kv, hd, l, fill = 3, 1, 32, 24, 13  # noqa: E741
+    caches = bench.Caches(h, kv, hd, l, fill, np.random.default_rng(0))
+    assert caches.copies == 2
+    kern = attention.attention(h, kv, hd, l, block=32, unroll=1, splits=4)
+    rows = bench.stage_rows(kern, caches, warm=1)
+    active = -(-(fill + 1) // attention.split_rows(fill, 4, 32, 32, 1))
+    assert [r["stage"] for r in rows][:2] == ["entry", "cache length read"]
+    assert [r["blocks"] for r in rows] == [h * 4, *[h * active] * 5, h, h]
