@@ -614,3 +614,45 @@ def test_generated_calls_stay_within_cpythons_argument_limit(monkeypatch, numeri
     for launch in plan.merged:
         calls = [c for c in ast.walk(ast.parse(launch.kernel.source)) if isinstance(c, ast.Call)]
         assert max(len(c.args) + len(c.keywords) for c in calls) <= merge.MAX_CALL_ARGS, launch.name
+
+
+@sim_only
+@pytest.mark.parametrize("numerics", ["int8-act"])  # dequant: the same counts (~80 s a numerics under the simulator)
+def test_release_counts_are_bit_for_bit_the_fenced_counts(monkeypatch, numerics):
+    """`merge.RELEASE_COUNT` and `attention.RELEASE_COUNT` (off by default): the blocks of launches with
+    tails (rope after Q/K as tails here) and of the attention's splits (2 at l = 64) count themselves
+    done with one acquire-release atomic of thread 0. Every output and buffer is bit for bit the stage
+    launches' and the fenced counts', and every count is left at zero."""
+    from fwdshim.codegen import attention
+
+    monkeypatch.setattr(merge, "ROPE_EPILOGUES", False)
+    monkeypatch.setattr(merge, "PAIR_EPILOGUES", False)
+    shape = dict(TINY, l=64)
+    rng = seeds.rng()
+    m = pipeline(parse(llama_src(**shape)), numerics)
+    weights = llama_weights(rng, **shape)
+    inputs = llama_inputs(rng, **shape, rows=shape["l"] - 2)
+    out = {}
+    for release in (False, True):
+        monkeypatch.setattr(merge, "RELEASE_COUNT", release)
+        monkeypatch.setattr(attention, "RELEASE_COUNT", release)
+        attention.attention.cache_clear()
+        try:
+            out[release] = run_both(m, weights, inputs)
+        finally:
+            attention.attention.cache_clear()
+    plan = out[True][True][2]
+    counted = [launch.kernel.name for launch in plan.launches if "atomic_add_acq_rel(count" in launch.kernel.source]
+    assert {n.split("_")[0] for n in counted} == {"merged", "attention"}, counted
+    assert not any("cuda.atomic.add(count" in launch.kernel.source for launch in plan.launches)
+    assert any("cuda.atomic.add(count" in launch.kernel.source for launch in out[False][True][2].launches)
+    want = out[False][False][0]
+    for merged in (False, True):
+        res, bufs, _ = out[True][merged]
+        for a, b in zip(want, res, strict=True):
+            np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+        for name, buf in bufs.items():
+            if re.search(r"\.(count|qcount\d+)$", name):
+                assert not buf.any(), name
+            else:
+                assert buf.tobytes() == out[False][merged][1][name].tobytes(), name

@@ -102,6 +102,15 @@ heads at `unroll` 8 and fill 512 (`b128u8s17`: 7.87 / 8.27, one step of 32 rows 
 blocks an SM), 10.60 / 11.11 at fill 1000."""
 
 
+RELEASE_COUNT = False
+"""Whether a split's block counts itself done with one acquire-release atomic of thread 0 after the
+block's barrier (`intrinsics.atomic_add_acq_rel`) instead of `cuda.threadfence()` in every thread, a
+relaxed `atomic.add` and, in the head's last block, `cuda.threadfence()` again: one GPU-scope fence
+and L2 round trip fewer on the chain of every split and of the combine (the stage stamps of
+`bench/stages.py` put the partial row's count at 1.0-1.1 us and the combine's first reads at 0.85-1.0
+on the H200, 2026-12-02: bench/RESULTS.md). The same values either way. Off: not yet measured on a GPU
+(`bench/attention.py --stages`, `bench/decode_step.py --set attention.RELEASE_COUNT=True`)."""
+
 PRE_WAIT = False
 """Whether the attention issues its first step's cache loads (the split's first K and V rows) before
 it waits for the launches before it (`kernel.pdl_lines`, the kernel marked `kernel.LATE_WAIT`), then
@@ -367,6 +376,11 @@ for t in range(active):
                "cuda.syncthreads()", f"total = {zero}"]
             + [guarded(None if t == 0 else upto(t), f"total = fadd_rn(total, fmul_rn(sc[{t}], sc[{ns_max + t}]))") for t in range(ns_max)]
         )  # fmt: skip
+    if RELEASE_COUNT:  # thread 0 counts the block done, releasing its writes and acquiring the others'
+        count_done, acquired = "cuda.syncthreads()\nif tid == 0:\n    flag[0] = atomic_add_acq_rel(count, head, 1)\ncuda.syncthreads()", ""
+    else:
+        count_done = "cuda.threadfence()\ncuda.syncthreads()\nif tid == 0:\n    flag[0] = cuda.atomic.add(count, head, 1)\ncuda.syncthreads()"
+        acquired = "cuda.threadfence()\n"
     if ns_max > 1:
         tail = f"""\
 if active == 1:
@@ -382,15 +396,10 @@ for dd in range(tid, {hd}, {block}):
 if tid == 0:
     part_ml[2 * slot] = m
     part_ml[2 * slot + 1] = total
-cuda.threadfence()
-cuda.syncthreads()
-if tid == 0:
-    flag[0] = cuda.atomic.add(count, head, 1)
-cuda.syncthreads()
+{count_done}
 if flag[0] != active - 1:
     return
-cuda.threadfence()
-slot0 = head * {ns_max}
+{acquired}slot0 = head * {ns_max}
 if tid == 0:
     count[head] = 0
 {weights}
@@ -416,7 +425,8 @@ if tid == 0:
     if min_blocks < 0:
         raise ValueError(f"attention launch bounds of {min_blocks} blocks an SM")
     bounds = "" if simulating() else f", launch_bounds=({block}, {min_blocks})" if min_blocks > 1 else f", launch_bounds={block}"
-    body = f"""\
+    release = f"from fwdshim.codegen.{'simulator' if simulating() else 'intrinsics'} import atomic_add_acq_rel\n\n\n"
+    body = (release if RELEASE_COUNT and ns_max > 1 else "") + f"""\
 @cuda.jit(cache=True{bounds})
 def attention_k({names}):
     sc = cuda.shared.array({ns}, float32)

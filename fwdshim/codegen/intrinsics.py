@@ -14,6 +14,12 @@ equivalents with the same names and results are in `fwdshim.codegen.simulator`.
 - `lda_i32x4`, `lda_f32x4`, `lda_i32`: the same loads through a generic address (`ld.v4.b32`, ...):
   any state space, so a `cuda.shared.array` (16-byte aligned for the wide ones) or data written earlier
   in the same kernel (the merged launches' prologues, `codegen.merge`).
+- `atomic_add_acq_rel(a, i, v) -> int32`: `a[i] += v` on an int32 array, returning the old value, as
+  one atomic with acquire-release semantics at GPU scope (`atom.acq_rel.gpu.global.add.s32`): the
+  writes ordered before it (a block's, by the barrier before thread 0's call) are visible to whoever
+  acquires its result, and the caller sees the writes released before the values it counts — a
+  block's "count myself done; am I last?" in one L2 round trip, without `membar.gl` (`fence.sc.gpu`)
+  in every thread before a relaxed `atomic.add` and again after it.
 - `prefetch_l2(a, i, nbytes)`: asks the copy engine to bring `nbytes` of the 1-D array `a` from
   element `i` into L2 (`cp.async.bulk.prefetch.L2.global`, sm_90; a hint: nothing waits for it). The
   address must be 16-byte aligned and `nbytes` a multiple of 16.
@@ -110,6 +116,21 @@ def _ld_word(name: str, space: str = "global.nc."):
 
 ld_i32 = intrinsic(_ld_word("ld_i32"))
 lda_i32 = intrinsic(_ld_word("lda_i32", space=""))
+
+
+@intrinsic
+def atomic_add_acq_rel(typingctx, a, i, v):
+    if not (isinstance(a, types.Array) and a.ndim == 1 and a.dtype == types.int32) or not all(isinstance(t, types.Integer) for t in (i, v)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = _pointer(context, builder, sig.args[0], args[0], args[1], _I32)
+        val = context.cast(builder, args[2], sig.args[2], types.int32)
+        asm = ir.InlineAsm(ir.FunctionType(_I32, [_I32.as_pointer(), _I32]), "atom.acq_rel.gpu.global.add.s32 $0, [$1], $2;",
+                           "=r,l,r,~{memory}", side_effect=True)  # fmt: skip
+        return builder.call(asm, [ptr, val])
+
+    return signature(types.int32, a, i, v), codegen
 
 
 @intrinsic

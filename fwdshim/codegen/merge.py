@@ -135,6 +135,13 @@ launch; two-pass-int8's norms and their quantizes). Measured on the H200 (2026-1
 tokens): 843.8 us a token with chains of one (the silu·mul the gate/up launch's tail), 967.1 with
 chains of two: kept at 1. Not measured: two-pass-int8 (6 launches with chains, 7 without)."""
 
+RELEASE_COUNT = False
+"""Whether a block of a launch with tails counts itself done with one acquire-release atomic of thread
+0 after the block's barrier (`intrinsics.atomic_add_acq_rel`) instead of `cuda.threadfence()` in every
+thread, a relaxed `atomic.add` and, in the last block, `cuda.threadfence()` again (as
+`attention.RELEASE_COUNT`). The same values either way. Off: not yet measured on a GPU
+(`bench/decode_step.py --set merge.RELEASE_COUNT=True`)."""
+
 ACTIVATIONS = ("x", "xq", "xd")
 """The GEMV parameters that read an activation (`codegen.gemv`, `codegen.gemv_ggml`): what a
 prologue's shared-memory result may stand for."""
@@ -769,16 +776,18 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
                     f"cuda.syncthreads()\nfor _vb in range({g}):\n    for _vt in range(cuda.threadIdx.x, {k.block[0]}, {block}):\n"
                     f"        part{i}({args}, _vb, 0, _vt)"
                 )
+        if RELEASE_COUNT:  # thread 0 counts the block done, releasing its writes and acquiring the others'
+            count_done = "cuda.syncthreads()\nif cuda.threadIdx.x == 0:\n    _flag[0] = atomic_add_acq_rel(count, 0, 1)"
+            acquired = ""
+        else:
+            count_done = "cuda.threadfence()\ncuda.syncthreads()\nif cuda.threadIdx.x == 0:\n    _flag[0] = cuda.atomic.add(count, 0, 1)"
+            acquired = "cuda.threadfence()\n"
         body += f"""
-cuda.threadfence()
-cuda.syncthreads()
-if cuda.threadIdx.x == 0:
-    _flag[0] = cuda.atomic.add(count, 0, 1)
+{count_done}
 cuda.syncthreads()
 if _flag[0] != {total - 1}:
     return
-cuda.threadfence()
-if cuda.threadIdx.x == 0:
+{acquired}if cuda.threadIdx.x == 0:
     count[0] = 0
 """ + "\n".join(tail_calls)
     sig = ", ".join(names + (["count"] if tails else []))
@@ -788,7 +797,8 @@ if cuda.threadIdx.x == 0:
     fns_src = "\n\n\n".join(fns)
     waves = 0 if simulating() else one_wave_blocks(total, block, fns_src + body)
     bounds = f", launch_bounds=({block}, {waves})" if waves else ""  # the simulator's `cuda.jit` takes none
-    src = fns_src + f"""
+    release = f"from fwdshim.codegen.{'simulator' if simulating() else 'intrinsics'} import atomic_add_acq_rel\n\n\n"
+    src = (release if RELEASE_COUNT and tails else "") + fns_src + f"""
 
 
 @cuda.jit(cache=True{bounds})
