@@ -3,7 +3,8 @@ shapes of a sweep (threads a block, positions a lane a step, splits a head), aga
 must read, an empty kernel of the same grid and torch's `scaled_dot_product_attention` (f32, GQA).
 
     python bench/attention.py [--shapes smollm2,llama8b] [--fill 512] [--context 1024] [--sweep]
-                              [--try b256u4s16,...] [--reps 20] [--jobs 8] [--stages] [--json FILE] [--results FILE]
+                              [--try b256u4s16,...] [--reps 20] [--jobs 8] [--stages] [--set MODULE.NAME=VALUE ...]
+                              [--json FILE] [--results FILE]
 
 Shapes: `smollm2` (9 query heads over 3 kv heads of 64), `llama8b` (32 over 8 of 128) and the probe
 `llama8b_kv` (8 over 8 of 128: a kv head's grid and bytes, `SHAPES`), a cache of
@@ -16,8 +17,9 @@ times the int8-act form (y quantized, `one_word`, as the int8-act plans launch i
 128 threads, 4 positions a lane a step, 9 splits a head (`b128u4s17o5`: and launch bounds of 5 blocks an
 SM, `o0` none; without `o` the kernel's default, `attention.MIN_BLOCKS`). `--stages` also stamps the
 default launch's stages (`bench/stages.py`) in one plain launch after warm-up: how long each takes a
-block, and when. `--results` appends the table to a markdown file with the date and the GPU; `--json`
-writes every timing.
+block, and when. `--set MODULE.NAME=VALUE` sets a constant of `fwdshim.codegen.MODULE` first (in
+the compiling processes too), as `bench/decode_step.py --set` does. `--results` appends the table to
+a markdown file with the date and the GPU; `--json` writes every timing.
 """
 
 from __future__ import annotations
@@ -104,11 +106,23 @@ def _compile_one(spec: tuple) -> tuple:
         return spec, f"{type(e).__name__}: {str(e)[:200]}", time.perf_counter() - t
 
 
-def precompile(specs: list[tuple], jobs: int) -> dict[tuple, tuple]:
-    """Compile every spec in `jobs` fresh processes (Numba's disk cache keeps the results)."""
+def apply_settings(items: list[str]) -> list[str]:
+    """Set each `--set MODULE.NAME=VALUE` (`decode_step.codegen_settings`: a constant of
+    `fwdshim.codegen.MODULE`, checked; ValueError, one line) before any kernel is built; `items`."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from decode_step import codegen_settings
+
+    for module, name, value in codegen_settings(items):
+        setattr(module, name, value)
+    return items
+
+
+def precompile(specs: list[tuple], jobs: int, settings: list[str] = ()) -> dict[tuple, tuple]:
+    """Compile every spec in `jobs` fresh processes (Numba's disk cache keeps the results), each with
+    `settings` applied first (`apply_settings`)."""
     if jobs <= 1:
         return {s[0]: s[1:] for s in map(_compile_one, specs)}
-    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as ex:
+    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=apply_settings, initargs=(list(settings),)) as ex:
         return {s[0]: s[1:] for s in ex.map(_compile_one, specs, chunksize=2)}
 
 
@@ -253,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stages", action="store_true",
                     help="also stamp the default launch's stages (bench/stages.py: the global timer and the SM's cycles at "
                          "each stage, thread 0 of every block) in one launch after warm-up, and print where its time goes")
+    ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="set a constant of fwdshim.codegen.MODULE for the run (repeatable), e.g. "
+                         "attention.RELEASE_COUNT=True; the table's heading says so")
     ap.add_argument("--json", type=Path, help="write every timing to this JSON file")
     ap.add_argument("--results", type=Path, help="append the table to this markdown file")
     args = ap.parse_args(argv)
@@ -268,6 +285,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--fill {args.fill}, --context {args.context}: needs 0 <= fill < context")
     if args.jobs < 1 or args.reps < 1:
         ap.error("--jobs and --reps are at least 1")
+    try:
+        apply_settings(args.set)
+    except ValueError as e:
+        ap.error(str(e))
     from gemv import Timer, empty_ms, gpu_ceiling, print_table, require_gpu
 
     require_gpu(ap)
@@ -279,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         for quant in (None, "one_word") if args.quant else (None,):
             specs += [(name, l, t, quant) for t in dict.fromkeys(launches)]
     t = time.perf_counter()
-    compiled = precompile(specs, args.jobs)
+    compiled = precompile(specs, args.jobs, args.set)
     failed = {s: v[0] for s, v in compiled.items() if v[0]}
     print(f"compiled {len(specs)} kernels in {time.perf_counter() - t:.1f} s ({args.jobs} processes); {len(failed)} did not build")
 
@@ -326,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(dict(gpu=gpu, ceiling=ceiling, records=records), indent=1))
     lines = [
-        f"### {datetime.date.today().isoformat()} — {gpu} — `bench/attention.py`",
+        f"### {datetime.date.today().isoformat()} — {gpu} — `bench/attention.py`" + "".join(f" `--set {x}`" for x in args.set),
         "",
         f"Read ceiling {ceiling:.0f} GB/s (same run). Context {l}, fill {args.fill}; graph replay over cache "
         "copies past 4x L2. floor: the bytes at the read ceiling. empty: an empty kernel of the default's grid.",
