@@ -237,6 +237,20 @@ def test_run_help_quotes_the_measured_cpu_rate(capsys):
     assert f"| dequant | CPU (executor) | 30 | {rate.group(1)} |" in results
 
 
+@pytest.mark.parametrize("command", ["import", "run"])
+def test_requantize_help_names_the_types_as_legality_does(capsys, command):
+    """`--requantize none`'s help lists the types the kernels read as the legality pass's B02 refusal
+    does (`ggml_blocks.names`: GGML's order), and the types q8_0 leaves alone likewise."""
+    from fwdshim.ggml_blocks import DENSE_TYPES, GEMV_TYPES, names
+    from gguf import GGMLQuantizationType as QT
+
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"the kernels read {names(GEMV_TYPES)};" in text, text
+    assert f"every weight but {names(DENSE_TYPES | {QT.Q8_0})} to Q8_0" in text, text
+
+
 def test_version_is_the_packages(capsys):
     from importlib.metadata import version
 

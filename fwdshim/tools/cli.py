@@ -53,10 +53,10 @@ _CONTEXT_HELP = (
 def _requantize_help(default: str) -> str:
     none, q8 = ("none (default)", "q8_0") if default == "none" else ("none", "q8_0 (default)")
     return (
-        f"{none}: run the weights as the file stores them (the kernels read F32, F16, BF16, Q8_0, "
-        "Q4_0, Q4_1, Q5_0, Q5_1 and Q2_K..Q6_K; the legality pass refuses a matmul of any other type, "
-        f"naming the type and the op's line); {q8}: requantize every weight but F32, F16, BF16 and Q8_0 "
-        "to Q8_0 in a cached sidecar GGUF (a second rounding: the model's answers may change)"
+        f"{none}: run the weights as the file stores them (the kernels read F32, F16, Q4_0, Q4_1, Q5_0, "
+        "Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and BF16; the legality pass refuses a matmul of any other "
+        f"type, naming the type and the op's line); {q8}: requantize every weight but F32, F16, Q8_0 and "
+        "BF16 to Q8_0 in a cached sidecar GGUF (a second rounding: the model's answers may change)"
     )
 
 
