@@ -4,6 +4,7 @@ host time, kernels per layer, the HBM floor, and the ratios.
     python bench/decode_step.py [--shapes smollm2,llama8b] [--numerics dequant,int8-act]
         [--context 1024] [--fill 512] [--steps 64] [--no-torch] [--check] [--results bench/RESULTS.md]
         [--json FILE] [--label TEXT] [--set MODULE.NAME=VALUE ...] [--leave-out REGEX ...] [--empty REGEX ...]
+        [--timeline REGEX]
 
 Models are random, written as Q8_0 GGUF files straight from random blocks (int8 quants and f16 scales,
 never float32 weights): `smollm2` is SmolLM2-135M's shape (30 layers, d 576, 9 heads over 3 kv heads
@@ -30,8 +31,12 @@ and numerics with the plan's launches whose kernel name matches REGEX left out o
 bound on what fusing them away could save; `--empty REGEX` launches an empty kernel of the same grid and
 block in place of each (`empty_kernel`): what their launch boundaries cost without their work. The values
 such a step computes are wrong (the launches after read what the left-out ones wrote a step before), so
-its row says `without /REGEX/` (`with /REGEX/ empty`) and its tokens mean nothing. Prints one JSON object per measurement, then a table; with `--results` appends the
-table to that file.
+its row says `without /REGEX/` (`with /REGEX/ empty`) and its tokens mean nothing. `--timeline REGEX`
+also runs the step with the matching launches stamped (`stamping`, `bench/stages.py`: the global timer at
+each block's entry, wait and end), then one step from the fill, and prints a middle layer's launches:
+when their blocks entered, were released from their wait and ended — the launches' overlap and gaps
+(its row says `with /REGEX/ stamped`: the stamps' stores are in its time). Prints one JSON object per
+measurement, then a table; with `--results` appends the table to that file.
 """
 
 from __future__ import annotations
@@ -223,14 +228,69 @@ def leaving_out(regex: str, empty: bool = False):
         runtime.CompiledForward._launch_all, runtime._check_nodes, loop_mod._kernel_nodes = saved
 
 
-def bench_fwdshim(out: list, name: str, m, numerics: str, args, ceiling: float, leave_out: str = "", empty: bool = False) -> dict:
+@contextlib.contextmanager
+def stamping(regex: str):
+    """Within it, a compiled step captures each launch whose kernel name matches `regex` stamped
+    (`bench/stages.py`: thread 0 of every block stamps the global timer at its entry, at the end of its
+    wait and at its end — the attention at its stages too), each launch with stamp arrays of its own;
+    yields the list the capture fills, one `(plan index, kernel name, blocks, stage names, stamps,
+    clocks)` a stamped launch (`stages.timeline`'s `marks`, the arrays on the device). The values the
+    step computes are the same; its time includes the stamps' stores."""
+    import stages
+    from numba import cuda
+
+    from fwdshim.codegen import runtime
+
+    rx = re.compile(regex)
+    saved = runtime.CompiledForward._launch_all
+    made: dict[int, tuple] = {}
+    marks: list = []
+
+    def launch_all(self, stream):
+        for i, (launch, launch_args) in enumerate(zip(self.plan.launches, self._args, strict=True)):
+            k = launch.kernel
+            if rx.search(k.name):
+                if i not in made:
+                    at = (stages.WAITED, *stages.ATTENTION_STAGES[:-1], stages.Stage("end", None)) \
+                        if k.name.startswith("attention") else stages.STEP_STAGES  # fmt: skip
+                    stamped = stages.instrument(k, at)
+                    arrays = [cuda.to_device(np.zeros(stamped.params[-1].size, np.int64)) for _ in range(2)]
+                    made[i] = (stamped, arrays)
+                    marks.append((i, k.name, k.grid[0], ["entry", *(st.name for st in at)], *arrays))
+                k, arrays = made[i]
+                launch_args = (*launch_args, *arrays)
+            if self.simulated:
+                k.fn[k.grid, k.block](*launch_args)
+            else:
+                k.launch_on(stream, *launch_args)
+
+    runtime.CompiledForward._launch_all = launch_all
+    try:
+        yield marks
+    finally:
+        runtime.CompiledForward._launch_all = saved
+
+
+def timeline_window(marks: list, per_layer: int) -> range | None:
+    """The plan indices of one layer's launches to show: from two before the stamped attention launch
+    nearest the plan's middle (else the stamped launch nearest it), `per_layer + 3` of them."""
+    if not marks:
+        return None
+    mid = max(i for i, *_ in marks) / 2
+    attn = [i for i, name, *_ in marks if name.startswith("attention")] or [i for i, *_ in marks]
+    start = min(attn, key=lambda i: (abs(i - mid), i))
+    return range(max(0, start - 2), start + per_layer + 1)
+
+
+def bench_fwdshim(out: list, name: str, m, numerics: str, args, ceiling: float, leave_out: str = "", empty: bool = False,
+                  stamp: str = "") -> dict:  # fmt: skip
     try:
         from fwdshim.tools.runner import Decoder, generate
     except ImportError:  # an older checkout (FWDSHIM_SRC)
         from fwdshim.runner import Decoder, generate
 
     t0 = time.perf_counter()
-    with leaving_out(leave_out, empty):
+    with leaving_out(leave_out, empty), (stamping(stamp) if stamp else contextlib.nullcontext([])) as marks:
         dec = Decoder(m, numerics, "gpu")
     fwd = dec.forward
     loop, rt = fwd.loop, fwd.runtime
@@ -256,12 +316,26 @@ def bench_fwdshim(out: list, name: str, m, numerics: str, args, ceiling: float, 
     graph = 1e6 * (time.perf_counter() - t0) / reps
     nbytes = step_bytes(rt, fill)
     floor = nbytes / (ceiling * 1e9) * 1e6
+    label = f" with /{leave_out}/ empty" if empty else f" without /{leave_out}/" if leave_out else ""
     rec = dict(
-        what="fwdshim", shape=name, numerics=numerics + (f" with /{leave_out}/ empty" if empty else f" without /{leave_out}/" if leave_out else ""), fill=fill, wall_us=round(wall, 1), graph_us=round(graph, 1),
+        what="fwdshim", shape=name, numerics=numerics + label + (f" with /{stamp}/ stamped" if stamp else ""), fill=fill, wall_us=round(wall, 1), graph_us=round(graph, 1),
         host_us=round(wall - graph, 1), host_share=round((wall - graph) / wall, 3), tokens_per_s=round(1e6 / wall, 1),
         kernels=loop.kernel_count, kernels_per_layer=round(loop.kernel_count / n_layer, 2), step_mb=round(nbytes / 1e6, 1),
         floor_us=round(floor, 1), build_s=round(build_s, 1), tokens=gen.tokens[:8],
     )  # fmt: skip
+    if stamp:  # one more step from the fill, its stamps alone
+        import stages
+
+        if not marks:
+            raise ValueError(f"/{stamp}/ matches none of the step's kernels")
+        for *_, st, ck in marks:
+            st.copy_to_device(np.zeros(st.size, np.int64))
+            ck.copy_to_device(np.zeros(ck.size, np.int64))
+        loop.feed(fill, [7])
+        loop.graph.launch(rt.stream)
+        rt.sync()
+        host = [(i, k, nb, names, st.copy_to_host(), ck.copy_to_host()) for i, k, nb, names, st, ck in marks]
+        rec["timeline"] = stages.timeline(host, timeline_window(host, round(loop.kernel_count / n_layer)))
     emit(out, **rec)
     del dec, fwd, loop, rt
     return rec
@@ -434,16 +508,22 @@ def main() -> None:
                          "attention; a merged launch is named merged_...) left out of the graph (repeatable): what fusing "
                          "them away could save at most; the step's outputs are then meaningless, and a REGEX matching no "
                          "launch is an error row")  # fmt: skip
+    ap.add_argument("--timeline", default="", metavar="REGEX",
+                    help="also run each shape and numerics with the launches whose kernel name REGEX matches stamped "
+                         "(bench/stages.py: thread 0 of every block stamps the GPU's global timer at its entry, the end "
+                         "of its wait and its end; `.` for all), time it, then replay one step from the fill and print a "
+                         "layer's launches: when their blocks entered, were released and ended")
     ap.add_argument("--empty", action="append", default=[], metavar="REGEX",
                     help="also time each step with an empty kernel of the same grid and block in place of each launch "
                          "whose kernel name REGEX matches (repeatable): what the launches' boundaries cost without their "
                          "work (outputs meaningless, as with --leave-out)")  # fmt: skip
     args = ap.parse_args()
-    for regex in args.leave_out + args.empty:
+    for regex in args.leave_out + args.empty + ([args.timeline] if args.timeline else []):
         try:
             re.compile(regex)
         except re.error as e:
-            ap.error(f"--{'leave-out' if regex in args.leave_out else 'empty'} {regex!r}: not a regular expression ({e})")
+            flag = "leave-out" if regex in args.leave_out else "empty" if regex in args.empty else "timeline"
+            ap.error(f"--{flag} {regex!r}: not a regular expression ({e})")
     try:
         settings = codegen_settings(args.set)
     except ValueError as e:
@@ -488,9 +568,10 @@ def main() -> None:
                 del gpu, cpu
         recs = []
         for numerics in args.numerics.split(","):
-            for regex, empty in [("", False), *((r, False) for r in args.leave_out), *((r, True) for r in args.empty)]:
+            rows_of = [("", False, ""), *((r, False, "") for r in args.leave_out), *((r, True, "") for r in args.empty)]
+            for regex, empty, stamp in rows_of + ([("", False, args.timeline)] if args.timeline else []):
                 try:
-                    recs.append(bench_fwdshim(out, name, m, numerics, args, ceiling, regex, empty))
+                    recs.append(bench_fwdshim(out, name, m, numerics, args, ceiling, regex, empty, stamp))
                 except Exception as e:  # noqa: BLE001 - one failing row must not lose the others
                     emit(out, what="error", shape=name, numerics=numerics, error=f"{type(e).__name__}: {e}")
         del m
@@ -511,6 +592,13 @@ def main() -> None:
             f"{rec['host_us']} ({100 * rec['host_share']:.1f}%) | {rec['kernels_per_layer']} | {rec['floor_us']} | "
             f"{round(c, 1) if c else '-'} | {round(e, 1) if e else '-'} | {ratio} |"
         )
+    for rec, _ in rows:
+        if rec.get("timeline"):
+            import stages
+
+            lines += ["", *stages.timeline_lines(
+                f"**{rec['shape']}, {rec['numerics']}**, fill {rec['fill']}: one step's launches around a middle layer "
+                "(µs after the first entry shown; `--timeline`, bench/stages.py)", rec["timeline"])]  # fmt: skip
     table = "\n".join(lines)
     print(table)
     if args.results:

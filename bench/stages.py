@@ -2,7 +2,7 @@
 stamps the GPU's global timer (`intrinsics.globaltimer`: ns, one clock for every SM) and its SM's
 cycle counter (`intrinsics.clock64`) at named points of the kernel's generated source.
 
-- `instrument(kern, stages) -> Kernel`: `kern` (a 1-D grid) with two more parameters, `stamps` and
+- `instrument(kern, stages) -> Kernel`: `kern` (blocks along x only) with two more parameters, `stamps` and
   `clocks` (`uint64 [grid * (len(stages) + 1)]`, zeroed: 0 is "not reached"), which thread 0 of block
   `b` writes at `b * (len(stages) + 1) + i`: at entry (`i = 0`), then at each stage `i` of `stages`
   (`Stage`): before or after the first line of the source that starts with its marker, or at the
@@ -14,6 +14,10 @@ cycle counter (`intrinsics.clock64`) at named points of the kernel's generated s
   (`atomic.add`; a kernel of one split has none), the combine's maxima and sums read (the combine in
   registers), the end of the head's last block (a kernel of several splits with one active — a short
   cache — stores from its single-split branch and stamps no end).
+- `STEP_STAGES`: any plan kernel's: the end of its wait (`pdl_wait()` at its top, when there) and its
+  end. `timeline(marks, window) -> list[dict]`: launches of a step stamped so, each launch's first
+  and last block entry, its blocks' wait released (first, p50) and its last block's end, in µs after
+  the first entry of the launches shown (`bench/decode_step.py --timeline`).
 - `summarize(stamps, clocks, names) -> list[dict]`: per stage, the blocks that reached it, the time
   since each block's previous stamp (`step_*`: p50, p90, max; the SM's cycles over its clock rate,
   which the same stamps measure against the global timer) and when it was reached (`at_*`: p50 and
@@ -45,6 +49,13 @@ class Stage:
     optional: bool = False
 
 
+WAITED = Stage("waited", "    pdl_wait()", "after", optional=True)
+"""The end of a kernel's wait for the launches before it (`pdl_wait()` at its top: `kernel._with_pdl`;
+a kernel that waits later, `kernel.LATE_WAIT`, has none there)."""
+
+STEP_STAGES = (WAITED, Stage("end", None))
+"""A plan kernel's stages in the step (`bench/decode_step.py --timeline`): its wait, its end."""
+
 ATTENTION_STAGES = (
     Stage("cache length read", "    r0 = sp * rows"),
     Stage("scores", "    n = "),
@@ -66,8 +77,8 @@ def instrument(kern, stages=ATTENTION_STAGES):
     """`kern` stamped at `stages` (module docstring); ValueError for a 2-D grid or a marker not found."""
     from fwdshim.codegen.kernel import KernelSource, LazyDispatcher, Param, simulating
 
-    if len(kern.grid) != 1:
-        raise ValueError(f"{kern.name}: stages are stamped on a 1-D grid, not {kern.grid}")
+    if any(g != 1 for g in kern.grid[1:]):
+        raise ValueError(f"{kern.name}: stages are stamped on a 1-D grid (blocks along x), not {kern.grid}")
     n = len(stages) + 1
     src = kern.source
     entry = kern.fn.ks.entry if isinstance(kern.fn, LazyDispatcher) else r"\w+_k"
@@ -153,4 +164,42 @@ def stage_lines(title: str, rows: list[dict]) -> list[str]:
     for r in rows:
         step = " | ".join(f"{r[k]:.0f}" for k in ("step_p50", "step_p90", "step_max")) if "step_p50" in r else " | | "
         lines.append(f"| {r['stage']} | {r['blocks']} | {step} | {r['at_p50']:.0f} | {r['at_max']:.0f} |")
+    return lines
+
+
+def timeline(marks, window=None) -> list[dict]:
+    """One row a stamped launch of `marks` (`(plan index, kernel name, blocks, stage names, stamps,
+    clocks)`, stamps as host arrays), those with plan indices in `window` (a range; None: all): `blocks`,
+    `entry_first`/`entry_last`, `waited_first`/`waited_p50` (None without a wait stamp), `end_last` (the
+    last stamped end: a launch whose blocks return early — a tail's, an attention's idle splits — has
+    fewer ends than blocks), µs after the earliest entry among them."""
+    rows = []
+    for i, name, nb, names, stamps, _ in marks:
+        if window is not None and i not in window:
+            continue
+        g = np.asarray(stamps, np.int64).reshape(nb, len(names))
+        col = {n: g[:, j][g[:, j] > 0] for j, n in enumerate(names)}
+        rows.append(dict(index=i, kernel=name, blocks=nb, _e=col["entry"], _w=col.get("waited"), _end=col.get("end")))
+    starts = [r["_e"].min() for r in rows if r["_e"].size]
+    if not starts:
+        raise ValueError("no stamped launch ran")
+    t0 = min(starts)
+    us = lambda v: round((float(v) - t0) / 1e3, 2)  # noqa: E731
+    for r in rows:
+        e, w, end = r.pop("_e"), r.pop("_w"), r.pop("_end")
+        r.update(entry_first=us(e.min()) if e.size else None, entry_last=us(e.max()) if e.size else None,
+                 waited_first=us(w.min()) if w is not None and w.size else None,
+                 waited_p50=us(np.percentile(w, 50)) if w is not None and w.size else None,
+                 end_last=us(end.max()) if end is not None and end.size else None)  # fmt: skip
+    return rows
+
+
+def timeline_lines(title: str, rows: list[dict]) -> list[str]:
+    """A markdown table of `timeline`'s rows under `title`."""
+    f = lambda v: "" if v is None else f"{v:.2f}"  # noqa: E731
+    lines = [title, "", "| # | launch | blocks | entry: first | last | wait released: first | p50 | last end |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        lines.append(f"| {r['index']} | `{r['kernel']}` | {r['blocks']} | {f(r['entry_first'])} | {f(r['entry_last'])} | "
+                     f"{f(r['waited_first'])} | {f(r['waited_p50'])} | {f(r['end_last'])} |")  # fmt: skip
     return lines

@@ -37,6 +37,7 @@ def _bench(name: str):
         ("decode_step.py", ["--set", "merge.PRE_WAIT_PROLOGUE=yes"], "'yes' is no Python literal"),
         ("decode_step.py", ["--leave-out", "rms_(norm"], "--leave-out 'rms_(norm': not a regular expression"),
         ("decode_step.py", ["--empty", "attention["], "--empty 'attention[': not a regular expression"),
+        ("decode_step.py", ["--timeline", "gemv("], "--timeline 'gemv(': not a regular expression"),
         ("gemv_ggml.py", ["--types", "q4_k,f32"], "--types: unknown GGML type(s) f32 (known: q4_0,"),
         ("gemv_ggml.py", ["--warps", "4,two"], "--warps '4,two': whole numbers of warps, comma-separated"),
         ("attention.py", ["--shapes", "gpt9"], "--shapes: unknown shape 'gpt9' (known: smollm2, llama8b, llama8b_kv)"),

@@ -99,3 +99,49 @@ def test_attention_bench_stage_rows(monkeypatch):
     active = -(-(fill + 1) // attention.split_rows(fill, 4, 32, 32, 1))
     assert [r["stage"] for r in rows][:2] == ["entry", "cache length read"]
     assert [r["blocks"] for r in rows] == [h * 4, *[h * active] * 5, h, h]
+
+
+def test_decode_step_timeline_stamps_every_launch_of_a_step():
+    """`bench/decode_step.py --timeline REGEX`'s `stamping`: a step run within it computes the same
+    bits with every matching launch stamped; under the simulator the launches run one after another,
+    so each launch's first entry follows the last end of the one before, and the timeline says so."""
+    from numba import config
+
+    if not config.ENABLE_CUDASIM:
+        pytest.skip("runs the step under Numba's CUDA simulator")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import seeds
+    from test_lowering_modules import TINY, llama_inputs, llama_src, llama_weights, parse, pipeline
+
+    from fwdshim.codegen.runtime import CompiledForward
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        decode_step = __import__("decode_step")
+        st = __import__("stages")
+        rng = seeds.rng()
+        m = pipeline(parse(llama_src(**TINY)), "int8-act")
+        weights = llama_weights(rng, **TINY)
+        inputs = llama_inputs(rng, **TINY, rows=2)
+        fw = CompiledForward(m, weights)
+        want = [np.asarray(a.copy_to_host()).copy() for a in fw.run_stagewise(inputs)]
+        fw2 = CompiledForward(m, weights)
+        with decode_step.stamping(".") as marks:
+            got = [np.asarray(a.copy_to_host()).copy() for a in fw2.run_stagewise(inputs)]
+        for a, b in zip(want, got, strict=True):
+            bits_equal(b, a, "a stamped step")
+        assert [i for i, *_ in marks] == list(range(len(fw2.plan.launches)))
+        host = [(i, k, nb, names, s.copy_to_host(), c.copy_to_host()) for i, k, nb, names, s, c in marks]
+        attn = next(names for _, k, _, names, *_ in host if k.startswith("attention"))
+        assert attn[:3] == ["entry", "waited", "cache length read"] and attn[-1] == "end"
+        rows = st.timeline(host)
+        assert len(rows) == len(host) and rows[0]["entry_first"] == 0.0
+        for a, b in zip(rows, rows[1:]):
+            assert a["end_last"] is not None and b["entry_first"] >= a["end_last"], (a, b)
+        assert all(r["waited_first"] is not None for r in rows if r["kernel"].startswith(("attention", "rms_norm")))
+        window = decode_step.timeline_window(host, 4)
+        assert window.start == max(0, next(i for i, k, *_ in host if k.startswith("attention")) - 2)
+        table = st.timeline_lines("t", st.timeline(host, window))
+        assert len(table) == 4 + len([i for i, *_ in host if i in window])
+    finally:
+        sys.path.remove(str(BENCH))
