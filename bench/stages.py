@@ -22,7 +22,8 @@ cycle counter (`intrinsics.clock64`) at named points of the kernel's generated s
   since each block's previous stamp (`step_*`: p50, p90, max; the SM's cycles over its clock rate,
   which the same stamps measure against the global timer) and when it was reached (`at_*`: p50 and
   max, ns after the first block's entry).
-- `stage_lines(title, rows) -> list[str]`: those rows as a markdown table.
+- `stage_lines(title, rows) -> list[str]`: those rows as a markdown table, with each stage's share of
+  the p50s (a block's time, stage by stage: where it goes). One launch: run it again to see the noise.
 
 `bench/attention.py --stages` stamps the attention's default launch: one plain launch after warm-up
 launches (the GPU idle before it), over caches past the L2.
@@ -159,10 +160,16 @@ def summarize(stamps: np.ndarray, clocks: np.ndarray, names) -> list[dict]:
 
 def stage_lines(title: str, rows: list[dict]) -> list[str]:
     """A markdown table of `summarize`'s rows under `title`."""
-    lines = [title, "", "| stage | blocks | ns since the block's previous stamp: p50 | p90 | max | reached at, ns: p50 | max |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    whole = sum(r.get("step_p50", 0.0) for r in rows) or 1.0
+    lines = [title, "",
+             "| stage | blocks | ns a block from its previous stamp (its SM's cycles at the clock the stamps measure): p50 "
+             "| p90 | max | share of the p50s | reached, ns after the first block's entry: p50 | max |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
-        step = " | ".join(f"{r[k]:.0f}" for k in ("step_p50", "step_p90", "step_max")) if "step_p50" in r else " | | "
+        if "step_p50" in r:
+            step = " | ".join(f"{r[k]:.0f}" for k in ("step_p50", "step_p90", "step_max")) + f" | {r['step_p50'] / whole:.0%}"
+        else:
+            step = " | | | "
         lines.append(f"| {r['stage']} | {r['blocks']} | {step} | {r['at_p50']:.0f} | {r['at_max']:.0f} |")
     return lines
 

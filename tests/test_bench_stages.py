@@ -56,7 +56,8 @@ def test_stamped_attention_computes_the_same_and_stamps_in_order(quant, c, activ
     assert [r["blocks"] for r in rows] == [h * splits, *[h * active] * 5, h, h]
     assert all(r["step_p50"] >= 0 for r in rows[1:])
     table = st.stage_lines("t", rows)
-    assert len(table) == 4 + len(names) and table[4].startswith("| entry | 18 |")
+    assert len(table) == 4 + len(names) and table[4].startswith("| entry | 18 |") and table[5].endswith(f"| {rows[1]['at_max']:.0f} |")
+    assert round(sum(float(t.split("|")[6].strip(" %")) for t in table[5:]), -1) == 100, table
 
 
 def test_one_split_has_no_combine_stages():

@@ -270,3 +270,31 @@ def test_attention_launch_bounds():
 
     with pytest.raises(ValueError, match="launch bounds of -1 blocks an SM"):
         attention(4, 2, 32, 8, min_blocks=-1)
+
+
+@pytest.mark.parametrize(
+    ("block", "splits", "c", "quant"),
+    [(128, 1, 21, None), (64, 4, 22, None), (64, 3, 19, "one_word"), (128, 2, 0, "two_words")],
+)
+def test_attention_warp_softmax(monkeypatch, block, splits, c, quant):
+    """`attention.WARP_SOFTMAX` (off by default): each warp reduces the split's scores itself and the
+    weights are computed where the output reads them. Against the float64 reference, the quantized form
+    bit for bit its own stored result (`check_attention`), and close to the block softmax's result (the
+    same weights, the sum in another order); its source keeps one barrier before the output."""
+    monkeypatch.setattr(attention, "WARP_SOFTMAX", True)
+    attention.attention.cache_clear()
+    try:
+        check_attention(h=4, kv=2, hd=32, l=24, c=c, quant=quant, block=block, unroll=1, splits=splits)
+        k = attention.attention(4, 2, 32, 24, block=block, unroll=1, splits=splits)
+        src = k.source
+        soft = src[src.index("    n = ") : src.index("    a0_0 = ")]
+        assert "syncthreads" not in soft and "red0" not in soft and "sc[p] = e" not in soft, soft
+        g = rng()
+        given = dict(q=g.standard_normal(128).astype(F32), k=g.standard_normal(64).astype(F32),
+                     v=g.standard_normal(64).astype(F32), k_cache=g.standard_normal((23, 64)).astype(F32),
+                     v_cache=g.standard_normal((23, 64)).astype(F32), pos=np.array([c], np.int32))  # fmt: skip
+        warp = k.run(**given)["y"]
+    finally:
+        attention.attention.cache_clear()
+    blockwise = attention.attention(4, 2, 32, 24, block=block, unroll=1, splits=splits).run(**given)["y"]
+    close(warp, blockwise, 1e-6 * (1 + np.abs(blockwise)), "warp softmax against the block softmax")

@@ -102,6 +102,17 @@ heads at `unroll` 8 and fill 512 (`b128u8s17`: 7.87 / 8.27, one step of 32 rows 
 blocks an SM), 10.60 / 11.11 at fill 1000."""
 
 
+WARP_SOFTMAX = False
+"""Whether each warp of a split's block reduces the split's scores itself — their max and the sum of
+their exponentials, a lane every 32nd score, then the warp butterfly — and the output computes each
+position's weight `exp(s - m)` where it reads it, instead of the block's two reductions through shared
+memory (four barriers) and the exponentials stored over the scores. The weights are the same bits
+(the same max, the same `exp(fsub_rn(s, m))`); the sum's order is the lanes' (the block's threads'
+before): other bits, the same for the storing and quantizing forms. Aimed at the softmax stage's
+0.7-0.8 us a split (`bench/stages.py`, H200, 2026-12-02). ptxas 13.0, sm_90, the int8-act form: 5
+barriers where there were 9, and Llama-3-8B's heads 135 registers (128 before: 3 blocks an SM where 4
+fit, so try it with `MIN_BLOCKS=4`), SmolLM2's 127. Off: not yet measured on a GPU."""
+
 RELEASE_COUNT = False
 """Whether a split's block counts itself done with one acquire-release atomic of thread 0 after the
 block's barrier (`intrinsics.atomic_add_acq_rel`) instead of `cuda.threadfence()` in every thread, a
@@ -238,11 +249,16 @@ def attention(
     cur_k = "\n".join(
         f"kc{j}_{t} = {pick(valid(j), f'k[ko + {elem(j, t)}]')}" for j, t in regs
     )
+    def weight(idx: str) -> str:
+        """A position's softmax weight exp(s - m): stored over its score (the block's softmax), or
+        computed where it is used (`WARP_SOFTMAX`: the scores stay as they are)."""
+        return f"float32(math.exp(fsub_rn(sc[{idx}], m)))" if WARP_SOFTMAX else f"sc[{idx}]"
+
     # the output: accumulators per (chunk, element) of this lane's dims
     acc_init = "\n".join(f"a{j}_{t} = {zero}" for j, t in regs)
     out_loads, out_sums = [], []
     for u in range(unroll):
-        out_loads.append(position(u) + f"\nw{u} = sc[p{u} - r0] if ok{u} else {zero}")
+        out_loads.append(position(u) + f"\nw{u} = {weight(f'p{u} - r0')} if ok{u} else {zero}")
         for j in range(nc):
             out_loads.append(load(f"v{u}_{j}_", "v_cache", f"p{u} * {row} + ko", j, both(f"ok{u}", valid(j))).rstrip())
     for u in range(unroll):
@@ -254,8 +270,8 @@ def attention(
         v_prefetch.append(position(u))
         for j in range(nc):
             v_prefetch.append(load(f"v{u}_{j}_", "v_cache", f"p{u} * {row} + ko", j, both(f"ok{u}", valid(j))).rstrip())
-        first_weights.append(position(u) + f"\nw{u} = sc[p{u} - r0] if ok{u} else {zero}")
-    cur_v = "wc = sc[c - r0]\n" + "\n".join(
+        first_weights.append(position(u) + f"\nw{u} = {weight(f'p{u} - r0')} if ok{u} else {zero}")
+    cur_v = f"wc = {weight('c - r0')}\n" + "\n".join(
         guarded(valid(j), f"a{j}_{t} += wc * v[ko + {elem(j, t)}]") for j, t in regs
     )
     combine = "\n".join(seg_sum(f"a{j}_{t}", up) for j, t in regs if up)
@@ -425,6 +441,30 @@ if tid == 0:
     if min_blocks < 0:
         raise ValueError(f"attention launch bounds of {min_blocks} blocks an SM")
     bounds = "" if simulating() else f", launch_bounds=({block}, {min_blocks})" if min_blocks > 1 else f", launch_bounds={block}"
+    if WARP_SOFTMAX:  # each warp reduces the split's scores itself: no barrier, no exp stored
+        softmax = f"""\
+m = float32(-math.inf)
+for p in range(lane, n, 32):
+    m = max(m, sc[p])
+m = warp_max(m)
+total = {zero}
+for p in range(lane, n, 32):
+    total = fadd_rn(total, float32(math.exp(fsub_rn(sc[p], m))))
+total = warp_sum(total)"""
+    else:
+        softmax = f"""\
+m = float32(-math.inf)
+for p in range(tid, n, {block}):
+    m = max(m, sc[p])
+{block_reduce("m", "max", "red0", warps)}
+cuda.syncthreads()
+total = {zero}
+for p in range(tid, n, {block}):
+    e = float32(math.exp(fsub_rn(sc[p], m)))
+    sc[p] = e
+    total = fadd_rn(total, e)
+{block_reduce("total", "sum", "red0", warps)}
+cuda.syncthreads()"""
     release = f"from fwdshim.codegen.{'simulator' if simulating() else 'intrinsics'} import atomic_add_acq_rel\n\n\n"
     body = (release if RELEASE_COUNT and ns_max > 1 else "") + f"""\
 @cuda.jit(cache=True{bounds})
@@ -460,18 +500,7 @@ def attention_k({names}):
             sc[c - r0] = fmul_rn(s0, {f32(1.0 / math.sqrt(hd))})
     cuda.syncthreads()
     n = min(r0 + rows, c + 1) - r0
-    m = float32(-math.inf)
-    for p in range(tid, n, {block}):
-        m = max(m, sc[p])
-{indent(block_reduce("m", "max", "red0", warps), 1)}
-    cuda.syncthreads()
-    total = {zero}
-    for p in range(tid, n, {block}):
-        e = float32(math.exp(fsub_rn(sc[p], m)))
-        sc[p] = e
-        total = fadd_rn(total, e)
-{indent(block_reduce("total", "sum", "red0", warps), 1)}
-    cuda.syncthreads()
+{indent(softmax, 1)}
 {indent(acc_init, 1)}
     base = r0
 {indent(chr(10).join(first_weights), 1)}
