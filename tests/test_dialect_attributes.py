@@ -141,6 +141,9 @@ def test_weights_type_verify(dims, message):
     [
         ("!fwd.weights<576, q8_0>", "weights have rank 2 or 3"),
         ("!fwd.weights<0x576, q8_0>", "weights have positive dimensions"),
+        ("!fwd.weights<576x-3, q8_0>", "expected a dimension (a positive integer) after `x`"),  # was "rank 2 or 3"
+        ("!fwd.weights<8x576x, q8_0>", "expected a dimension (a positive integer) after `x`"),
+        ("!fwd.weights<8x576x-1, q8_0>", "expected a dimension (a positive integer) after `x`"),
         ("!fwd.weights<q8_0>", "expected the weights' dimensions"),
         ("!fwd.weights<576x576, q9_0>", "Expected `f32`, `f16`"),
         ("#fwd.ggml<Q8_0>", "Expected `f32`"),

@@ -14,6 +14,12 @@
 
 // -----
 
+%w = fwd.weight "blk.0.attn_q.weight" : !fwd.weights<576x-3, q8_0>
+// CHECK: invalid_parse.mlir:[[# @LINE - 1]]:58
+// CHECK: expected a dimension (a positive integer) after `x`
+
+// -----
+
 %w = fwd.weight "blk.0.attn_q.weight" : !fwd.weights<q8_0>
 // CHECK: invalid_parse.mlir:[[# @LINE - 1]]:54
 // CHECK: expected the weights' dimensions (`NxK` or `ExNxK`)

@@ -181,6 +181,8 @@ def _parse_dims(parser: AttrParser) -> list[int]:
     dims = parser.parse_dimension_list()
     if not dims:
         parser.raise_error("expected the weights' dimensions (`NxK` or `ExNxK`)")
+    if len(dims) < 3 and parser._current_token.text == "x":  # `4x-3`: the list stopped at what follows an `x`
+        parser.raise_error("expected a dimension (a positive integer) after `x`", parser.pos + 1, parser.pos + 1)
     if (problem := _dims_problem(tuple(dims))) is not None:
         parser.raise_error(problem, start, parser.pos)
     return dims
