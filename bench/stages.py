@@ -108,7 +108,6 @@ def instrument(kern, stages=ATTENTION_STAGES):
             inserts.append((at + 1, _stamp(slot, nxt[: len(nxt) - len(nxt.lstrip())])))
     for at, text in sorted(inserts, key=lambda t: t[0], reverse=True):
         body[at:at] = text.rstrip("\n").split("\n")
-    # trailing blank lines of the body stay after the end stamp
     head = f"def {m.group(1)}({m.group(2)}, stamps, clocks):\n" + _stamp(f"cuda.blockIdx.x * {n}", "    ")
     where = "simulator" if simulating() else "intrinsics"
     top = src[: m.start()]
