@@ -83,7 +83,7 @@ def instrument(kern, stages=ATTENTION_STAGES):
     n = len(stages) + 1
     src = kern.source
     entry = kern.fn.ks.entry if isinstance(kern.fn, LazyDispatcher) else r"\w+_k"
-    m = re.search(rf"^def ({entry})\((.*)\):\n", src, re.M)
+    m = re.search(rf"^def ({entry})\((.*)\):\n", src, re.MULTILINE)
     if m is None:
         raise ValueError(f"{kern.name}: no kernel function in its source")
     lines = src[m.end():].split("\n")
@@ -190,7 +190,7 @@ def timeline(marks, window=None) -> list[dict]:
     if not starts:
         raise ValueError("no stamped launch ran")
     t0 = min(starts)
-    us = lambda v: round((float(v) - t0) / 1e3, 2)  # noqa: E731
+    us = lambda v: round((float(v) - t0) / 1e3, 2)
     for r in rows:
         e, w, end = r.pop("_e"), r.pop("_w"), r.pop("_end")
         r.update(entry_first=us(e.min()) if e.size else None, entry_last=us(e.max()) if e.size else None,
@@ -202,7 +202,7 @@ def timeline(marks, window=None) -> list[dict]:
 
 def timeline_lines(title: str, rows: list[dict]) -> list[str]:
     """A markdown table of `timeline`'s rows under `title`."""
-    f = lambda v: "" if v is None else f"{v:.2f}"  # noqa: E731
+    f = lambda v: "" if v is None else f"{v:.2f}"
     lines = [title, "", "| # | launch | blocks | entry: first | last | wait released: first | p50 | last end |",
              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:

@@ -4,6 +4,7 @@ stamps each stage it reaches in order, and a stage whose marker the generated so
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -24,7 +25,7 @@ def _stages():
         sys.path.remove(str(BENCH))
 
 
-def _inputs(h, kv, hd, l, c):  # noqa: E741
+def _inputs(h, kv, hd, l, c):
     g = rng()
     f = np.float32
     return dict(q=g.standard_normal(h * hd).astype(f), k=g.standard_normal(kv * hd).astype(f),
@@ -35,7 +36,7 @@ def _inputs(h, kv, hd, l, c):  # noqa: E741
 @pytest.mark.parametrize(("quant", "c", "active"), [(None, 22, 6), ("one_word", 9, 3)])
 def test_stamped_attention_computes_the_same_and_stamps_in_order(quant, c, active):
     st = _stages()
-    h, kv, hd, l, splits = 3, 1, 32, 24, 6  # noqa: E741
+    h, kv, hd, l, splits = 3, 1, 32, 24, 6
     kern = attention.attention(h, kv, hd, l, quant=quant, store_y=True, block=32, unroll=1, splits=splits)
     stamped = st.instrument(kern)
     assert [p.name for p in stamped.params] == [*kern.param_names, "stamps", "clocks"]
@@ -92,7 +93,7 @@ def test_attention_bench_stage_rows(monkeypatch):
     finally:
         sys.path.remove(str(BENCH))
     monkeypatch.setattr(bench, "L2_BYTES", 1)
-    h, kv, hd, l, fill = 3, 1, 32, 24, 13  # noqa: E741
+    h, kv, hd, l, fill = 3, 1, 32, 24, 13
     caches = bench.Caches(h, kv, hd, l, fill, np.random.default_rng(0))
     assert caches.copies == 2
     kern = attention.attention(h, kv, hd, l, block=32, unroll=1, splits=4)
@@ -137,7 +138,7 @@ def test_decode_step_timeline_stamps_every_launch_of_a_step():
         assert attn[:3] == ["entry", "waited", "cache length read"] and attn[-1] == "end"
         rows = st.timeline(host)
         assert len(rows) == len(host) and rows[0]["entry_first"] == 0.0
-        for a, b in zip(rows, rows[1:]):
+        for a, b in itertools.pairwise(rows):
             assert a["end_last"] is not None and b["entry_first"] >= a["end_last"], (a, b)
         assert all(r["waited_first"] is not None for r in rows if r["kernel"].startswith(("attention", "rms_norm")))
         window = decode_step.timeline_window(host, 4)
