@@ -186,6 +186,33 @@ def empty_kernel(like):
 
 
 @contextlib.contextmanager
+def substituting(launch_of):
+    """Within it, a compiled step launches (and captures) `launch_of(plan, i, kernel, args)` for its
+    plan's launch `i` instead of the launch itself: a `(kernel, args)` to launch, or None to launch
+    nothing (`leaving_out`, `stamping`)."""
+    from fwdshim.codegen import runtime
+
+    saved = runtime.CompiledForward._launch_all
+
+    def launch_all(self, stream):
+        for i, (launch, launch_args) in enumerate(zip(self.plan.launches, self._args, strict=True)):
+            got = launch_of(self.plan, i, launch.kernel, launch_args)
+            if got is None:
+                continue
+            k, launch_args = got
+            if self.simulated:
+                k.fn[k.grid, k.block](*launch_args)
+            else:
+                k.launch_on(stream, *launch_args)
+
+    runtime.CompiledForward._launch_all = launch_all
+    try:
+        yield
+    finally:
+        runtime.CompiledForward._launch_all = saved
+
+
+@contextlib.contextmanager
 def leaving_out(regex: str, empty: bool = False):
     """Within it, a compiled step captures and launches none of its plan's launches whose kernel name
     matches `regex` ("" leaves nothing out) — with `empty`, an empty kernel of the same grid and block
@@ -198,34 +225,25 @@ def leaving_out(regex: str, empty: bool = False):
     from fwdshim.codegen import runtime
 
     rx = re.compile(regex)
-    saved = runtime.CompiledForward._launch_all, runtime._check_nodes, loop_mod._kernel_nodes
+    saved = runtime._check_nodes, loop_mod._kernel_nodes
     stand_ins: dict[str, object] = {}
 
-    def launch_all(self, stream):
-        names = [launch.kernel.name for launch in self.plan.launches]
-        if not any(rx.search(n) for n in names):  # a row that would time the whole step under another name
-            shown = sorted({re.sub(r"_[0-9a-f]{8}\b", "_…", n) for n in names})
+    def launch_of(plan, i, k, launch_args):
+        if i == 0 and not any(rx.search(la.kernel.name) for la in plan.launches):  # it would time the whole step
+            shown = sorted({re.sub(r"_[0-9a-f]{8}\b", "_…", la.kernel.name) for la in plan.launches})
             raise ValueError(f"/{regex}/ matches none of the step's kernels ({', '.join(shown)}): a stage merged "
                              "into another launch is left out only with it (its name is merged_…)")  # fmt: skip
-        for launch, launch_args in zip(self.plan.launches, self._args, strict=True):
-            k = launch.kernel
-            if rx.search(k.name):
-                if not empty:
-                    continue
-                k = stand_ins.setdefault(k.name, empty_kernel(k))
-                launch_args = launch_args[:1]
-            if self.simulated:
-                k.fn[k.grid, k.block](*launch_args)
-            else:
-                k.launch_on(stream, *launch_args)
+        if not rx.search(k.name):
+            return k, launch_args
+        return (stand_ins.setdefault(k.name, empty_kernel(k)), launch_args[:1]) if empty else None
 
-    runtime.CompiledForward._launch_all = launch_all
     runtime._check_nodes = lambda gb, handle, plan: 0
     loop_mod._kernel_nodes = lambda gb, handle: None
     try:
-        yield
+        with substituting(launch_of):
+            yield
     finally:
-        runtime.CompiledForward._launch_all, runtime._check_nodes, loop_mod._kernel_nodes = saved
+        runtime._check_nodes, loop_mod._kernel_nodes = saved
 
 
 @contextlib.contextmanager
@@ -239,36 +257,25 @@ def stamping(regex: str):
     import stages
     from numba import cuda
 
-    from fwdshim.codegen import runtime
-
     rx = re.compile(regex)
-    saved = runtime.CompiledForward._launch_all
     made: dict[int, tuple] = {}
     marks: list = []
 
-    def launch_all(self, stream):
-        for i, (launch, launch_args) in enumerate(zip(self.plan.launches, self._args, strict=True)):
-            k = launch.kernel
-            if rx.search(k.name):
-                if i not in made:
-                    at = (stages.WAITED, *stages.ATTENTION_STAGES[:-1], stages.Stage("end", None)) \
-                        if k.name.startswith("attention") else stages.STEP_STAGES  # fmt: skip
-                    stamped = stages.instrument(k, at)
-                    arrays = [cuda.to_device(np.zeros(stamped.params[-1].size, np.int64)) for _ in range(2)]
-                    made[i] = (stamped, arrays)
-                    marks.append((i, k.name, k.grid[0], ["entry", *(st.name for st in at)], *arrays))
-                k, arrays = made[i]
-                launch_args = (*launch_args, *arrays)
-            if self.simulated:
-                k.fn[k.grid, k.block](*launch_args)
-            else:
-                k.launch_on(stream, *launch_args)
+    def launch_of(plan, i, k, launch_args):
+        if not rx.search(k.name):
+            return k, launch_args
+        if i not in made:
+            at = (stages.WAITED, *stages.ATTENTION_STAGES[:-1], stages.Stage("end", None)) \
+                if k.name.startswith("attention") else stages.STEP_STAGES  # fmt: skip
+            stamped = stages.instrument(k, at)
+            arrays = [cuda.to_device(np.zeros(stamped.params[-1].size, np.int64)) for _ in range(2)]
+            made[i] = (stamped, arrays)
+            marks.append((i, k.name, k.grid[0], ["entry", *(st.name for st in at)], *arrays))
+        stamped, arrays = made[i]
+        return stamped, (*launch_args, *arrays)
 
-    runtime.CompiledForward._launch_all = launch_all
-    try:
+    with substituting(launch_of):
         yield marks
-    finally:
-        runtime.CompiledForward._launch_all = saved
 
 
 def timeline_window(marks: list, per_layer: int) -> range | None:
