@@ -43,7 +43,7 @@ def _bench(name: str):
         ("attention.py", ["--shapes", "gpt9"], "--shapes: unknown shape 'gpt9' (known: smollm2, llama8b, llama8b_kv)"),
         ("attention.py", ["--try", "b128u4"], "--try: `b128u4` is not an attention launch tag"),
         ("attention.py", ["--fill", "1024"], "--fill 1024, --context 1024: needs 0 <= fill < context"),
-        ("attention.py", ["--set", "attention.RELEASE_COUNT=1"], "RELEASE_COUNT is a bool (False), not a int"),
+        ("attention.py", ["--set", "attention.RELEASE_COUNT=1"], "RELEASE_COUNT is a bool (True), not a int"),
         ("attention.py", ["--set", "attention.NO_SUCH=1"], "fwdshim.codegen.attention has no constant NO_SUCH"),
         ("compile_time.py", ["--numerics", "int4"], "argument --numerics: invalid choice: 'int4'"),
         ("occupancy.py", ["--shapes", "gpt9"], "--shapes 'gpt9': of smollm2, llama8b"),

@@ -619,7 +619,7 @@ def test_generated_calls_stay_within_cpythons_argument_limit(monkeypatch, numeri
 @sim_only
 @pytest.mark.parametrize("numerics", ["int8-act"])  # dequant: the same counts (~80 s a numerics under the simulator)
 def test_release_counts_are_bit_for_bit_the_fenced_counts(monkeypatch, numerics):
-    """`merge.RELEASE_COUNT` and `attention.RELEASE_COUNT` (off by default): the blocks of launches with
+    """`merge.RELEASE_COUNT` and `attention.RELEASE_COUNT` (on by default): the blocks of launches with
     tails (rope after Q/K as tails here) and of the attention's splits (2 at l = 64) count themselves
     done with one acquire-release atomic of thread 0. Every output and buffer is bit for bit the stage
     launches' and the fenced counts', and every count is left at zero."""

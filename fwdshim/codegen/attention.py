@@ -113,14 +113,17 @@ before): other bits, the same for the storing and quantizing forms. Aimed at the
 barriers where there were 9, and Llama-3-8B's heads 135 registers (128 before: 3 blocks an SM where 4
 fit, so try it with `MIN_BLOCKS=4`), SmolLM2's 127. Off: not yet measured on a GPU."""
 
-RELEASE_COUNT = False
+RELEASE_COUNT = True
 """Whether a split's block counts itself done with one acquire-release atomic of thread 0 after the
 block's barrier (`intrinsics.atomic_add_acq_rel`) instead of `cuda.threadfence()` in every thread, a
 relaxed `atomic.add` and, in the head's last block, `cuda.threadfence()` again: one GPU-scope fence
 and L2 round trip fewer on the chain of every split and of the combine (the stage stamps of
 `bench/stages.py` put the partial row's count at 1.0-1.1 us and the combine's first reads at 0.85-1.0
-on the H200, 2026-12-02: bench/RESULTS.md). The same values either way. Off: not yet measured on a GPU
-(`bench/attention.py --stages`, `bench/decode_step.py --set attention.RELEASE_COUNT=True`)."""
+on the H200, 2026-12-02: bench/RESULTS.md). The same values either way. On: measured on the H200
+(2026-12-02, `bench/attention.py --quant --stages`, fill 512, int8-act form) 9.32 -> 8.90 us a launch
+(Llama-3-8B's heads), 6.09 -> 5.76 (SmolLM2's), the combine's first reads 0.86-0.94 -> 0.61-0.67 us;
+with `merge.RELEASE_COUNT` in Llama-3-8B's step (`bench/decode_step.py`, one call) 3072.6 -> 3055.8 us
+a token (dequant), 2781.9 -> 2764.2 (int8-act)."""
 
 PRE_WAIT = False
 """Whether the attention issues its first step's cache loads (the split's first K and V rows) before
