@@ -59,16 +59,27 @@ import hashlib
 import math
 
 from fwdshim.codegen import kernel as _kernel
-from fwdshim.codegen.kernel import Kernel, Param, block_reduce, build, check_block, f32, indent, simulating
+from fwdshim.codegen.kernel import (
+    Kernel,
+    Param,
+    block_reduce,
+    build,
+    check_block,
+    count_done,
+    f32,
+    indent,
+    release_import,
+    simulating,
+)
 from fwdshim.codegen.quantize import check_format, epilogue, qact_params
 from fwdshim.limits import (  # noqa: F401 - the attention's launch shape, written once in limits
-    STATIC_SHARED_BYTES,
     SPLIT_ROWS,
+    STATIC_SHARED_BYTES,
     _pow2_at_least,
     attention_shared_floats,
     default_block,
-    default_unroll,
     default_splits,
+    default_unroll,
     layout,
     split_rows,
 )
@@ -111,7 +122,11 @@ memory (four barriers) and the exponentials stored over the scores. The weights 
 before): other bits, the same for the storing and quantizing forms. Aimed at the softmax stage's
 0.7-0.8 us a split (`bench/stages.py`, H200, 2026-12-02). ptxas 13.0, sm_90, the int8-act form: 5
 barriers where there were 9, and Llama-3-8B's heads 135 registers (128 before: 3 blocks an SM where 4
-fit, so try it with `MIN_BLOCKS=4`), SmolLM2's 127. Off: not yet measured on a GPU."""
+fit, so try it with `MIN_BLOCKS=4`), SmolLM2's 127. Off: measured on the H200 (2026-12-02,
+`bench/attention.py --quant --stages`, fill 512, with `MIN_BLOCKS=4`, against the default in the same
+call) its softmax stage 0.73-0.75 -> 0.55-0.66 us (Llama-3-8B) and 0.66 -> 0.45 (SmolLM2), but its
+scores stage slower (1.9-2.0 -> 2.4-2.5 / 0.65-0.93 -> 0.87-1.16): a launch 8.82 / 9.32 -> 8.51 / 9.21 us
+(stored / quantizing, Llama-3-8B's heads), 5.53 / 6.09 -> 5.85 / 6.35 (SmolLM2's)."""
 
 RELEASE_COUNT = True
 """Whether a split's block counts itself done with one acquire-release atomic of thread 0 after the
@@ -395,11 +410,8 @@ for t in range(active):
                "cuda.syncthreads()", f"total = {zero}"]
             + [guarded(None if t == 0 else upto(t), f"total = fadd_rn(total, fmul_rn(sc[{t}], sc[{ns_max + t}]))") for t in range(ns_max)]
         )  # fmt: skip
-    if RELEASE_COUNT:  # thread 0 counts the block done, releasing its writes and acquiring the others'
-        count_done, acquired = "cuda.syncthreads()\nif tid == 0:\n    flag[0] = atomic_add_acq_rel(count, head, 1)\ncuda.syncthreads()", ""
-    else:
-        count_done = "cuda.threadfence()\ncuda.syncthreads()\nif tid == 0:\n    flag[0] = cuda.atomic.add(count, head, 1)\ncuda.syncthreads()"
-        acquired = "cuda.threadfence()\n"
+    counted, acquired = count_done("flag", "count", "head", "tid", RELEASE_COUNT)
+    counted += "\ncuda.syncthreads()"
     if ns_max > 1:
         tail = f"""\
 if active == 1:
@@ -415,7 +427,7 @@ for dd in range(tid, {hd}, {block}):
 if tid == 0:
     part_ml[2 * slot] = m
     part_ml[2 * slot + 1] = total
-{count_done}
+{counted}
 if flag[0] != active - 1:
     return
 {acquired}slot0 = head * {ns_max}
@@ -468,8 +480,7 @@ for p in range(tid, n, {block}):
     total = fadd_rn(total, e)
 {block_reduce("total", "sum", "red0", warps)}
 cuda.syncthreads()"""
-    release = f"from fwdshim.codegen.{'simulator' if simulating() else 'intrinsics'} import atomic_add_acq_rel\n\n\n"
-    body = (release if RELEASE_COUNT and ns_max > 1 else "") + f"""\
+    body = (release_import() if RELEASE_COUNT and ns_max > 1 else "") + f"""\
 @cuda.jit(cache=True{bounds})
 def attention_k({names}):
     sc = cuda.shared.array({ns}, float32)

@@ -476,6 +476,27 @@ def build(name: str, body: str, entry: str, grid, block, params, notes: str = ""
     return Kernel(name, source, fn, tuple(grid), tuple(block), tuple(params), notes)
 
 
+def count_done(flag: str, count: str, index: str, tid: str, release: bool) -> tuple[str, str]:
+    """(`count`, `acquired`): the statements with which a block counts itself done in `count[index]` (an
+    int32 global array), thread `tid` 0 leaving the count before its own in `flag[0]` (shared) — the
+    caller's barrier follows — and those the last block runs before it reads what the others wrote.
+    With `release`: after the block's barrier, thread 0's one acquire-release atomic at GPU scope
+    (`intrinsics.atomic_add_acq_rel`, imported by `release_import`), nothing after; else a GPU-scope
+    fence in every thread, a relaxed `cuda.atomic.add`, and the fence again in the last block. The
+    attention's splits and the tails of merged launches count with it (`attention.RELEASE_COUNT`,
+    `merge.RELEASE_COUNT`)."""
+    if release:
+        return f"cuda.syncthreads()\nif {tid} == 0:\n    {flag}[0] = atomic_add_acq_rel({count}, {index}, 1)", ""
+    fenced = f"cuda.threadfence()\ncuda.syncthreads()\nif {tid} == 0:\n    {flag}[0] = cuda.atomic.add({count}, {index}, 1)"
+    return fenced, "cuda.threadfence()\n"
+
+
+def release_import() -> str:
+    """The import of `atomic_add_acq_rel` a kernel module counting with `count_done(release=True)`
+    needs (the simulator's stand-in under `NUMBA_ENABLE_CUDASIM`), with the blank lines after it."""
+    return f"from fwdshim.codegen.{'simulator' if simulating() else 'intrinsics'} import atomic_add_acq_rel\n\n\n"
+
+
 def f32(v: float) -> str:
     """A float32 constant as generated source (`float32(...)` so Numba never widens to float64)."""
     return f"float32({float(np.float32(v))!r})"

@@ -61,7 +61,19 @@ from dataclasses import replace
 
 import numpy as np
 
-from fwdshim.codegen.kernel import LATE_WAIT, Kernel, Param, build, indent, occupancy, pdl_lines, simulating, sm_count
+from fwdshim.codegen.kernel import (
+    LATE_WAIT,
+    Kernel,
+    Param,
+    build,
+    count_done,
+    indent,
+    occupancy,
+    pdl_lines,
+    release_import,
+    simulating,
+    sm_count,
+)  # fmt: skip
 
 TAIL_THREADS = 4096
 """The most threads (grid x block) a tail may have: its work runs on one block, a round of the launch's
@@ -777,14 +789,9 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
                     f"cuda.syncthreads()\nfor _vb in range({g}):\n    for _vt in range(cuda.threadIdx.x, {k.block[0]}, {block}):\n"
                     f"        part{i}({args}, _vb, 0, _vt)"
                 )
-        if RELEASE_COUNT:  # thread 0 counts the block done, releasing its writes and acquiring the others'
-            count_done = "cuda.syncthreads()\nif cuda.threadIdx.x == 0:\n    _flag[0] = atomic_add_acq_rel(count, 0, 1)"
-            acquired = ""
-        else:
-            count_done = "cuda.threadfence()\ncuda.syncthreads()\nif cuda.threadIdx.x == 0:\n    _flag[0] = cuda.atomic.add(count, 0, 1)"
-            acquired = "cuda.threadfence()\n"
+        counted, acquired = count_done("_flag", "count", "0", "cuda.threadIdx.x", RELEASE_COUNT)
         body += f"""
-{count_done}
+{counted}
 cuda.syncthreads()
 if _flag[0] != {total - 1}:
     return
@@ -798,8 +805,7 @@ if _flag[0] != {total - 1}:
     fns_src = "\n\n\n".join(fns)
     waves = 0 if simulating() else one_wave_blocks(total, block, fns_src + body)
     bounds = f", launch_bounds=({block}, {waves})" if waves else ""  # the simulator's `cuda.jit` takes none
-    release = f"from fwdshim.codegen.{'simulator' if simulating() else 'intrinsics'} import atomic_add_acq_rel\n\n\n"
-    src = (release if RELEASE_COUNT and tails else "") + fns_src + f"""
+    src = (release_import() if RELEASE_COUNT and tails else "") + fns_src + f"""
 
 
 @cuda.jit(cache=True{bounds})
