@@ -236,6 +236,19 @@ def test_each_branch_refuses_with_the_seed_reason(branch: str) -> None:
     assert got[0].location.startswith("t.mlir:")
 
 
+@pytest.mark.parametrize("ggml, k, block", [("q4_0", 40, 32), ("q4_k", 100, 256), ("q4_k", 96, 256), ("q6_k", 288, 256)])
+def test_b11_names_the_block_of_the_weights_type(ggml: str, k: int, block: int) -> None:
+    """B11 refuses rows that are not whole blocks of the weights' own GGML type — 32 values, 256 for
+    the K-quants — and says which (a Q4_K row of 96 values is not whole blocks either)."""
+    w = f"!fwd.weights<8x{k}, {ggml}>"
+    text = val("x", T(k)) + f'%w = fwd.weight "w" : {w}\n%z = fwd.matmul %x, %w : {T(k)}, {w} -> {T(8)}\n'
+    got = refusals(text, Q8MatKind.DEQUANT)
+    name = ggml.upper()
+    assert [(r.branch, r.reason) for r in got] == [
+        ("B11", f"a matmul or mixture over {name} rows of {k} values — its kernels read whole blocks of {block}")
+    ]
+
+
 def test_every_seed_branch_has_a_case() -> None:
     ids = {b.id for b in ALL_BRANCHES}
     assert ids == set(CASES) == set(SEED)
@@ -426,7 +439,8 @@ def test_matmul_weight_types() -> None:
     read = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]
     for ggml, want in [*((g, []) for g in read), ("mxfp4", ["B02"]), ("tq2_0", ["B02"]), ("iq4_nl", ["B02"]),
                        ("iq2_xxs", ["B02"]), ("i32", ["B02"]), ("f64", ["B01"]), ("i64", ["B01"])]:  # fmt: skip
-        text = X + f'%w = fwd.weight "w" : !fwd.weights<32x64, {ggml}>\n%z = fwd.matmul %x, %w : {E}, !fwd.weights<32x64, {ggml}> -> {T(32)}\n'
+        w = f"!fwd.weights<32x256, {ggml}>"  # whole blocks of every type (256 values: the K-quants', B11)
+        text = val("x", T(256)) + f'%w = fwd.weight "w" : {w}\n%z = fwd.matmul %x, %w : {T(256)}, {w} -> {T(32)}\n'
         got = refusals(text)
         assert [r.branch for r in got] == want, ggml
         if want == ["B02"]:

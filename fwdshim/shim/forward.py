@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import gguf
 from xdsl.dialects.builtin import Float32Type, Float64Type, IntegerType, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 
@@ -131,8 +132,8 @@ SUPPORTS: tuple[SeedBranch, ...] = (S01, S02, S03, S04, S05, S06, S07, S08, S09,
 #   kernels beyond the seed's K18 (`fwdshim.limits`, the factories' own checks): the attention's static
 #   shared memory also holds each warp's partial row of the head (heads of 12288 values do not fit),
 #   the router keeps at most 32 experts (top_k 33 computed a top-32 mixture) and ranks at most 2048;
-#   B11 there too: the block GEMVs and the mixture read rows of whole 32-value blocks (Q8_0 rows of 40
-#   values were legal, then fwd-lower-numba failed);
+#   B11 there too: the block GEMVs and the mixture read rows of whole blocks — 32 values, 256 for the
+#   K-quants (Q8_0 rows of 40 values were legal, then fwd-lower-numba failed);
 #   B12 in the primitive arm right after B04: the contract's own `activation()` checked against the IR —
 #   a block-quantized matmul or a mixture reads its operand 0 as `activation()` says (f32 under dequant,
 #   one_word under int8-act, two_words under two-pass-int8). The seed places the quantizes by it and
@@ -150,7 +151,7 @@ B07 = B("B07", "a fused {} of parts its kernel does not compute — {}")
 B08 = B("B08", "an attention over heads of {} values — its kernel holds a split's scores and each warp's partial row of the head in 48 KiB of static shared memory")
 B09 = B("B09", "an expert mixture keeping {} experts — its router keeps at most " + str(MOE_MAX_TOP_K) + ", one a lane of one warp")
 B10 = B("B10", "an expert mixture of {} experts — its router ranks at most " + str(MOE_MAX_EXPERTS) + ", 64 a lane of one warp")
-B11 = B("B11", "a matmul or mixture over {} rows of {} values — its kernels read whole blocks of 32")
+B11 = B("B11", "a matmul or mixture over {} rows of {} values — its kernels read whole blocks of {}")
 B12 = B("B12", "`{}` reading {} activation — the {} numerics read {}")
 BEYOND_SEED: tuple[SeedBranch, ...] = (B01, B02, B03, B04, B05, B06, B07, B08, B09, B10, B11, B12)
 
@@ -449,8 +450,10 @@ class ForwardShim:
         for w in op.operands[1:5] if isinstance(op, MoeOp | MatmulOp) else ():
             t = w.type
             k = (dims_of(t) or (0,))[-1] if isinstance(t, WeightsType) else 0
-            if isinstance(t, WeightsType) and t.type.value not in _DENSE_DTYPES | {"bf16"} and k % 32:
-                return Refusal.of(op, B11, B11.why(t.type.name, k))
+            if isinstance(t, WeightsType) and t.type.value not in _DENSE_DTYPES | {"bf16"}:
+                block = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[t.type.name]][0]
+                if k % block:
+                    return Refusal.of(op, B11, B11.why(t.type.name, k, block))
         if isinstance(op, AttentionOp):
             h, kv, hd, l = (getattr(op, n).value.data for n in ("h", "kv", "hd", "l"))  # noqa: E741
             if attention_limit(h, kv, hd, l) is not None:
