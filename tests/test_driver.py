@@ -151,8 +151,9 @@ def test_unreadable_input_is_one_line(args, expected):
 
 def test_an_output_path_ending_in_a_separator_names_a_directory(tmp_path):
     """`-o nodir/` (no such directory) had written a file named `nodir`; `--report-json rep/` said
-    "is a directory" of a directory that is not there. Both are one line naming the option, nothing
-    written; `write_whole` itself refuses such a path."""
+    "is a directory" of a directory that is not there; `-o adir` (an existing directory) did not name
+    the option. Each is one line naming the option, nothing written; `write_whole` itself refuses such
+    a path."""
     path = write(tmp_path, "ok.mlir", FUNC.format(body="  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32>"))
     (tmp_path / "adir").mkdir()
     for flag in ("-o", "--report-json"):
@@ -162,6 +163,8 @@ def test_an_output_path_ending_in_a_separator_names_a_directory(tmp_path):
         assert r.stderr == f"fwdshim-opt: error: {flag} {gone}: names a directory (it ends in '/'); give a file name\n"
         r = opt(str(path), flag, there)
         assert r.stderr == f"fwdshim-opt: error: {flag} {there}: is a directory; give a file name\n"
+        r = opt(str(path), flag, there.rstrip("/"))  # an existing directory without the separator names the option too
+        assert r.returncode == 1 and r.stderr == f"fwdshim-opt: error: {flag} {there.rstrip('/')}: is a directory; give a file name\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "ok.mlir"]
     with pytest.raises(IsADirectoryError, match="names a directory"):
         write_whole(f"{tmp_path / 'nodir'}/", lambda f: f.write(b"x"))

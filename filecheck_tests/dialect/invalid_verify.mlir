@@ -57,7 +57,7 @@ func.func @transpose_rank3(%x: tensor<2x3x4xf32>) -> tensor<3x2x4xf32> {
 
 func.func @matmul_rank(%x: tensor<576xf32>) -> tensor<1536xf32> {
   %w = fwd.weight "blk.0.ffn_gate_exps.weight" : !fwd.weights<8x1536x576, q8_0>
-  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: matmul w is a rank-2 weight [N, K]
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: matmul w must be a rank-2 weight [N, K], not !fwd.weights<8x1536x576, q8_0>
   %y = fwd.matmul %x, %w : tensor<576xf32>, !fwd.weights<8x1536x576, q8_0> -> tensor<1536xf32>
   func.return %y : tensor<1536xf32>
 }
@@ -66,7 +66,7 @@ func.func @matmul_rank(%x: tensor<576xf32>) -> tensor<1536xf32> {
 
 func.func @matmul_unranked(%x: f32) -> tensor<192xf32> {
   %w = fwd.weight "blk.0.attn_k.weight" : !fwd.weights<192x576, q8_0>
-  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: matmul x and result are ranked tensors
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: matmul x and result must be tensors of rank >= 1, not f32 -> tensor<192xf32>
   %y = fwd.matmul %x, %w : f32, !fwd.weights<192x576, q8_0> -> tensor<192xf32>
   func.return %y : tensor<192xf32>
 }
@@ -159,9 +159,17 @@ func.func @elementwise_row_scalar(%a: tensor<64xf32>, %b: f32) -> tensor<64xf32>
 // -----
 
 func.func @norm_unranked(%x: f32) -> f32 {
-  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fwd.rms_norm x is a ranked tensor
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fwd.rms_norm x must be a tensor of rank >= 1, not f32
   %n = fwd.rms_norm %x eps 1.0e-05 : f32 -> f32
   func.return %n : f32
+}
+
+// -----
+
+func.func @norm_rank0(%x: tensor<f32>) -> tensor<f32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fwd.rms_norm x must be a tensor of rank >= 1, not tensor<f32>
+  %n = fwd.rms_norm %x eps 1.0e-05 : tensor<f32> -> tensor<f32>
+  func.return %n : tensor<f32>
 }
 
 // -----

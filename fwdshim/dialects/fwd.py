@@ -390,8 +390,8 @@ class MatmulOp(StageOp):
 
     def verify_shapes(self) -> None:
         xd, wd, yd = dims_of(self.x.type), dims_of(self.w.type), dims_of(self.result.type)
-        _want(wd is not None and len(wd) == 2, "matmul w is a rank-2 weight [N, K]")
-        _want(bool(xd) and bool(yd), "matmul x and result are ranked tensors")
+        _want(wd is not None and len(wd) == 2, f"matmul w must be a rank-2 weight [N, K], not {self.w.type}")
+        _want(bool(xd) and bool(yd), f"matmul x and result must be tensors of rank >= 1, not {self.x.type} -> {self.result.type}")
         n, k = wd  # type: ignore[misc]
         _want(xd[-1] == k, f"matmul x rows have {xd[-1]} values, w rows have {k}")  # type: ignore[index]
         _want(yd[-1] == n, f"matmul result rows have {yd[-1]} values, w has {n} rows")  # type: ignore[index]
@@ -495,7 +495,7 @@ class RowReduceOp(StageOp):
 
     def verify_shapes(self) -> None:
         xd = dims_of(self.x.type)
-        _want(bool(xd), f"{self.name} x is a ranked tensor")
+        _want(bool(xd), f"{self.name} x must be a tensor of rank >= 1, not {self.x.type}")
         row = xd[-1]  # type: ignore[index]
         eps = _float(self, "eps")
         _want(eps is None or eps >= 0, f"{self.name} eps is negative ({_f32_text(eps) if eps is not None else eps})")

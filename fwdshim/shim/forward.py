@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import Float32Type, Float64Type, IntegerType, TensorT
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from fwdshim.classes import ClassId, Q8MatKind, Support
+from fwdshim.diagnostics import where
 from fwdshim.dialects.attributes import GgmlType, QActType, QuantFormat, WeightsType
 from fwdshim.dialects.fwd import (
     REFUSED_PRIMITIVES,
@@ -46,7 +47,6 @@ from fwdshim.dialects.fwd import (
     leaves,
     numel,
 )
-from fwdshim.diagnostics import where
 from fwdshim.ggml_blocks import GEMV_GGML, GEMV_TYPES, INT8_ACT_GGML, names
 from fwdshim.limits import MOE_MAX_EXPERTS, MOE_MAX_TOP_K, STATIC_SHARED_BYTES, attention_limit
 from fwdshim.shim.fused_shapes import fused_shape_refusal

@@ -752,7 +752,7 @@ def _run(args: list[str]) -> int:
                   "give the IR a file (-o FILE)", file=sys.stderr)  # fmt: skip
             return 1
         for flag, name in (("-o", tool.args.output_file), ("--report-json", tool.args.report_json)):
-            if name and names_directory(name):
+            if name and (names_directory(name) or os.path.isdir(name)):
                 what = "is a directory" if os.path.isdir(name) else f"names a directory (it ends in {name[-1]!r})"
                 print(f"fwdshim-opt: error: {flag} {name}: {what}; give a file name", file=sys.stderr)
                 return 1
