@@ -489,12 +489,26 @@ func.func @fused_args(%x: tensor<576xf32>) -> tensor<576xf32> {
 // -----
 
 func.func @fused_no_yield(%x: tensor<576xf32>) {
-  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused region ends in fwd.yield
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused region ends in fwd.yield, not fwd.silu
   fwd.fused elementwise_chains covers [0] ins(%x) : (tensor<576xf32>) -> () {
   ^bb0(%a: tensor<576xf32>):
     %s = fwd.silu %a : tensor<576xf32> -> tensor<576xf32>
   }
   func.return
+}
+
+// -----
+
+// Another terminator is not counted as a part (it had said "fused covers list 2 stages for 3 parts").
+func.func @fused_func_return(%x: tensor<576xf32>) -> tensor<576xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused region ends in fwd.yield, not func.return
+  %f = fwd.fused elementwise_chains covers [0, 1] ins(%x) : (tensor<576xf32>) -> tensor<576xf32> {
+  ^bb0(%a: tensor<576xf32>):
+    %s = fwd.silu %a : tensor<576xf32> -> tensor<576xf32>
+    %t = fwd.silu %s : tensor<576xf32> -> tensor<576xf32>
+    func.return %t : tensor<576xf32>
+  }
+  func.return %f : tensor<576xf32>
 }
 
 // -----

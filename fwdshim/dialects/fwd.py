@@ -912,6 +912,8 @@ class FusedOp(StageOp):
         covers = self.cover_list
         _want(all(c >= 0 for c in covers), "fused covers are stage numbers, not negative")
         _want(all(a < b for a, b in zip(covers, covers[1:])), "fused covers are not strictly increasing")
+        last = self.body.block.last_op  # before the parts are counted: another terminator is not a part
+        _want(isinstance(last, YieldOp), f"fused region ends in fwd.yield, not {last.name if last is not None else 'nothing'}")
         parts = self.parts()
         _want(bool(parts), "fused op has no parts")
         n_leaves = sum(len(p.cover_list) if isinstance(p, FusedOp) else 1 for p in parts)
@@ -921,8 +923,6 @@ class FusedOp(StageOp):
             [a.type for a in block.args] == [v.type for v in self.ins],
             "fused region arguments do not match its operands",
         )
-        last = block.last_op
-        _want(isinstance(last, YieldOp), "fused region ends in fwd.yield")
         _want(
             [v.type for v in last.operands] == [r.type for r in self.res],  # type: ignore[union-attr]
             "fused yield does not match its results",
