@@ -778,3 +778,23 @@ def test_split_input_report_to_stdout_is_one_list(tmp_path):
     assert r.returncode == 0, r.stderr
     docs = json.loads(r.stdout)
     assert isinstance(docs, list) and len(docs) == 3 and all(d["shim"] for d in docs)
+
+
+def test_legalizing_for_other_numerics_than_the_module_was_quantized_for_says_so(tmp_path):
+    """`forward-shim{numerics=int8-act},forward-shim{numerics=dequant}`: the second run's refusal (the
+    matmul reads a quantized activation the dequantizing forward never reads) is followed by a note
+    naming the numerics the module was quantized for and what to do; the first numerics alone pass."""
+    text = (
+        "func.func @f(%x: tensor<64xf32>) -> tensor<32xf32> {\n"
+        '  %w = fwd.weight "w" : !fwd.weights<32x64, q8_0>\n'
+        "  %z = fwd.matmul %x, %w : tensor<64xf32>, !fwd.weights<32x64, q8_0> -> tensor<32xf32>\n"
+        "  func.return %z : tensor<32xf32>\n}\n"
+    )
+    path = write(tmp_path, "m.mlir", text)
+    assert opt(str(path), "-p", "forward-shim{numerics=int8-act}").returncode == 0
+    r = opt(str(path), "-p", "forward-shim{numerics=int8-act},forward-shim{numerics=dequant}")
+    assert r.returncode == 1 and r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert lines[0] == f"{path}:3:3: error: the forward's precise numerics read no activation quantized"
+    assert lines[-1] == ("note: the module's activations were quantized for cuda-forward:Int8Act (its fwd.numerics); "
+                         "for cuda-forward:Dequant run the pipeline on the IR from before that")  # fmt: skip

@@ -86,6 +86,22 @@ def split_decomposed(shim: ForwardShim, module: Operation) -> None:
             _split_nested(shim, op)
 
 
+def _recorded_shim(module: ModuleOp) -> str | None:
+    """The shim name `fwd.numerics` records on `module` (None without one, or an unreadable one)."""
+    from xdsl.dialects.builtin import DictionaryAttr
+
+    numerics = module.attributes.get(NUMERICS_ATTR)
+    name = numerics.data.get("shim") if isinstance(numerics, DictionaryAttr) else None
+    return name.data if isinstance(name, StringAttr) else None
+
+
+def _quantized(module: ModuleOp) -> bool:
+    """Whether any value of `module` is a quantized activation (`!fwd.qact`)."""
+    from fwdshim.dialects.attributes import QActType
+
+    return any(isinstance(r.type, QActType) for o in module.walk() for r in o.results)
+
+
 def legalize(shim: ForwardShim, module: Operation) -> list[tuple[Operation, Refusal]]:
     """Decompose and check every top-level stage of `module`; returns the refused ops with why."""
     refused: list[tuple[Operation, Refusal]] = []
@@ -132,6 +148,7 @@ class LegalizePass(NumericsPass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         forget_plan(op)
         shim = self.shim
+        before = _recorded_shim(op)  # the numerics an earlier fwd-legalize recorded, if any
         refused = legalize(shim, op)
         targets = {target for target, _ in refused}
         for o in op.walk():  # a mark left by an earlier run (other numerics) where the op now fits
@@ -146,4 +163,8 @@ class LegalizePass(NumericsPass):
             failing = bool(refused) and self.mode == "strict"
             print(report_table(op, shim, [r.name for r in RULES], unfused_guards), end="", file=sys.stderr if failing else sys.stdout)
         if refused and self.mode == "strict":
-            raise PassFailedException("\n".join(r.error_line() for _, r in refused))
+            lines = [r.error_line() for _, r in refused]
+            if before is not None and before != shim.name() and _quantized(op):
+                lines.append(f"note: the module's activations were quantized for {before} (its {NUMERICS_ATTR}); "
+                             f"for {shim.name()} run the pipeline on the IR from before that")  # fmt: skip
+            raise PassFailedException("\n".join(lines))
