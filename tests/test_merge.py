@@ -35,6 +35,17 @@ def run_both(m, weights, inputs, cache_len=None):
     return out
 
 
+def same_bits(out):
+    """(stage plan's buffers, merged plan's buffers, stage plan, merged plan) of `run_both`'s result,
+    after asserting that both runs' outputs, and every buffer both plans hold, are the same bits."""
+    (r0, b0, p0), (r1, b1, p1) = out[False], out[True]
+    for a, b in zip(r0, r1, strict=True):
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+    for name in set(b0) & set(b1):
+        assert b0[name].tobytes() == b1[name].tobytes(), name
+    return b0, b1, p0, p1
+
+
 @sim_only
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
 def test_merged_launches_are_bit_for_bit_their_stages(numerics):
@@ -86,11 +97,7 @@ def test_prologues_are_bit_for_bit_their_stages(monkeypatch, numerics, at_wait):
         out = run_both(m, llama_weights(rng, **TINY), llama_inputs(rng, **TINY, rows=TINY["l"] - 2))
     finally:
         fresh()
-    (r0, b0, p0), (r1, b1, p1) = out[False], out[True]
-    for a, b in zip(r0, r1, strict=True):
-        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
-    for name in set(b0) & set(b1):
-        assert b0[name].tobytes() == b1[name].tobytes(), name
+    *_, p1 = same_bits(out)
     pros = [launch.holds[0].name for launch in p1.merged if launch.prologue]
     assert pros[0].startswith("rms_norm_w") and any(p.startswith("rms_norm_res_w_sum") for p in pros), pros
     assert "every block first: stage 0 rms_norm_w" in p1.text()
@@ -134,11 +141,7 @@ def test_lead_norms_are_bit_for_bit_their_stages(monkeypatch, numerics, split):
         out = run_both(m, llama_weights(rng, **shape), llama_inputs(rng, **shape, rows=shape["l"] - 2))
     finally:
         fresh()
-    (r0, b0, p0), (r1, b1, p1) = out[False], out[True]
-    for a, b in zip(r0, r1, strict=True):
-        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
-    for name in set(b0) & set(b1):
-        assert b0[name].tobytes() == b1[name].tobytes(), name
+    b0, b1, p0, p1 = same_bits(out)
     for name in set(b1) - set(b0):
         assert re.search(r"\.(count|qcount\d+|lead)$", name) and not b1[name].any(), name
     leads = [x for x in p1.merged if x.lead]
@@ -327,11 +330,7 @@ def test_merged_graph_is_bit_for_bit_the_stages_graph_on_the_gpu(monkeypatch, nu
     weights = llama_weights(rng, **SMOL)
     inputs = llama_inputs(rng, **SMOL, rows=1000)
     out = run_both(m, weights, inputs)
-    (r0, b0, _), (r1, b1, p1) = out[False], out[True]
-    for a, b in zip(r0, r1, strict=True):
-        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
-    for name in set(b0) & set(b1):
-        assert b0[name].tobytes() == b1[name].tobytes(), name
+    *_, p1 = same_bits(out)
     print(f"\n{numerics}: {len(p1.merged)} merged launches for {len(p1.stage_launches)} stage kernels, bit for bit")
 
 
@@ -348,11 +347,7 @@ def test_lead_norms_are_bit_for_bit_the_stages_graph_on_the_gpu(monkeypatch, num
     rng = np.random.default_rng(1202)  # fixed: the gpu suite is deterministic
     m = pipeline(parse(llama_src(**shape)), numerics)
     out = run_both(m, llama_weights(rng, **shape), llama_inputs(rng, **shape, rows=700))
-    (r0, b0, _), (r1, b1, p1) = out[False], out[True]
-    for a, b in zip(r0, r1, strict=True):
-        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
-    for name in set(b0) & set(b1):
-        assert b0[name].tobytes() == b1[name].tobytes(), name
+    b0, b1, _, p1 = same_bits(out)
     for name in set(b1) - set(b0):
         assert not b1[name].any(), name
     leads = [x.holds[0] for x in p1.merged if x.lead]
