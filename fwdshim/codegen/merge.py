@@ -777,6 +777,17 @@ def groups(launches: Sequence) -> list[tuple[list, list, list, list]]:
     return out
 
 
+def _at_wait(fn: str, name: str, params: str, call: str) -> str:
+    """Device function `fn` (a part of kernel `name`, `_device_fn`) taking `params` after its own and
+    making `call` right after its wait for the launches before (`pdl_lines`, once in its body)."""
+    m = re.search(r"^(def part\d+\(.*)\):$", fn, re.M)
+    assert m is not None
+    fn = fn[: m.end(1)] + ", " + params + fn[m.end(1) :]
+    wait = "\n".join("    " + ln for ln in pdl_lines())
+    assert wait and fn.count(wait + "\n") == 1, name
+    return fn.replace(wait + "\n", wait + "\n    " + call + "\n", 1)
+
+
 def lead_import() -> str:
     """The imports of a merged launch with lead blocks (`LEAD_NORMS`): the GPU's intrinsics or the
     simulator's stand-ins."""
@@ -853,19 +864,9 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
         own = [q.name for q, x in zip(k.params, shared_args[i], strict=True) if x in shared or x in lead_outs] if i < len(par) else []
         fn = _device_fn(k, f"part{i}", thread, own, hoist=i < len(par))
         if lead and i < len(par):  # after its weight loads and its wait, the part polls the lead blocks' count
-            m = re.search(r"^(def part\d+\(.*)\):$", fn, re.M)
-            assert m is not None
-            fn = fn[: m.end(1)] + ", _lc" + fn[m.end(1) :]
-            wait = "\n".join("    " + ln for ln in pdl_lines())
-            assert wait and fn.count(wait + "\n") == 1, k.name
-            fn = fn.replace(wait + "\n", wait + "\n    _lead_wait(_lc)\n", 1)
+            fn = _at_wait(fn, k.name, "_lc", "_lead_wait(_lc)")
         if inline and i < len(par):
-            m = re.search(r"^(def part\d+\(.*)\):$", fn, re.M)
-            assert m is not None
-            fn = fn[: m.end(1)] + ", " + pro_call + fn[m.end(1) :]
-            wait = "\n".join("    " + ln for ln in pdl_lines())
-            assert wait and fn.count(wait + "\n") == 1, k.name
-            fn = fn.replace(wait + "\n", wait + "\n    _pro(" + pro_call + ")\n", 1)
+            fn = _at_wait(fn, k.name, pro_call, f"_pro({pro_call})")
         fns.append(fn)
         args = ", ".join(f"_s{x}" if (i < len(par) and x in shared) else names[x] for x in shared_args[i])
         if i < len(par):
