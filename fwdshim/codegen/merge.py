@@ -145,9 +145,9 @@ Aimed at Llama-3-8B's 4096-wide norms (launches of their own: ~2 us of boundary 
 a layer). Off: not yet measured on a GPU (`bench/decode_step.py --set merge.LEAD_NORMS=True`)."""
 
 LEAD_HELD = 16
-"""The most input values a thread of a lead norm holds at once (`norms.rms_norm(held=)`): the merged
-launch's registers are the most any of its paths takes, and a 4096-wide add+norm holding 48 took the
-gate/up launch from 56-64 to 166-168 registers a thread (ptxas 13.0, sm_90)."""
+"""The most input values a thread of a lead norm holds at once (`norms.rms_norm(held=)`; the norms'
+default is 48): fewer values in flight for the norm's path to spill under `LEAD_REGISTERS`. Alone it
+does not bound the launch's registers (ptxas 13.0, sm_90: 166 -> 165 for Llama-3-8B's gate/up)."""
 
 LEAD_REGISTERS = 64
 """The registers a thread of a launch with lead blocks may take (CUDA launch bounds of
