@@ -19,7 +19,6 @@ the module carries the numerics contract as `fwd.numerics` (the `Contract` plus 
 from __future__ import annotations
 
 import sys
-
 from collections import deque
 from dataclasses import dataclass
 
@@ -32,13 +31,13 @@ from xdsl.utils.exceptions import PassFailedException
 from fwdshim.dialects.fwd import FusedOp, YieldOp, stages
 from fwdshim.passes.fuse import unfused_guards
 from fwdshim.passes.options import NumericsPass
+from fwdshim.passes.plan_attrs import forget_plan
 from fwdshim.passes.rules import RULES
-from fwdshim.shim.contract import NUMERICS_ATTR, contract_attr
+from fwdshim.shim.contract import NUMERICS_ATTR, ContractError, contract_attr, shim_of
 from fwdshim.shim.forward import ForwardShim
 from fwdshim.shim.legality import DECOMPOSED_ATTR, check
 from fwdshim.shim.refusal import REFUSED_ATTR, Refusal
 from fwdshim.shim.report import report_table
-from fwdshim.passes.plan_attrs import forget_plan
 
 MODES = ("strict", "mark")
 
@@ -87,12 +86,14 @@ def split_decomposed(shim: ForwardShim, module: Operation) -> None:
 
 
 def _recorded_shim(module: ModuleOp) -> str | None:
-    """The shim name `fwd.numerics` records on `module` (None without one, or an unreadable one)."""
-    from xdsl.dialects.builtin import DictionaryAttr
-
-    numerics = module.attributes.get(NUMERICS_ATTR)
-    name = numerics.data.get("shim") if isinstance(numerics, DictionaryAttr) else None
-    return name.data if isinstance(name, StringAttr) else None
+    """The shim name `fwd.numerics` records on `module` (`contract.shim_of`; None without one, or an
+    unreadable one)."""
+    if NUMERICS_ATTR not in module.attributes:
+        return None
+    try:
+        return shim_of(module).name()
+    except ContractError:
+        return None
 
 
 def _quantized(module: ModuleOp) -> bool:
