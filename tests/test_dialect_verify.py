@@ -56,6 +56,7 @@ from fwdshim.dialects.fwd import (
     RmsNormOp,
     RopeOp,
     SiluOp,
+    SoftcapOp,
     StageOp,
     TransposeOp,
     ViewOp,
@@ -110,7 +111,7 @@ def rope(x, out, hd=64, half=32, rows=1) -> RopeOp:
     return RopeOp(operands=[v(x), v(t(2, 32))], result_types=[out], properties=ints(hd=hd, half=half, rows=rows))
 
 
-def attention(h=9, kv=3, hd=64, vd=64, l=4096, rows=1, q=None, k=None, vv=None, kc=None, vc=None, out=None):
+def attention(h=9, kv=3, hd=64, vd=64, l=4096, rows=1, q=None, k=None, vv=None, kc=None, vc=None, out=None, **extra):
     q = q or t(rows * h * hd)
     k = k or t(rows * kv * hd)
     vv = vv or t(rows * kv * vd)
@@ -120,7 +121,7 @@ def attention(h=9, kv=3, hd=64, vd=64, l=4096, rows=1, q=None, k=None, vv=None, 
     return AttentionOp(
         operands=[v(q), v(k), v(vv), v(kc), v(vc), []],
         result_types=[out],
-        properties=ints(h=h, kv=kv, hd=hd, vd=vd, l=l, rows=rows),
+        properties=ints(h=h, kv=kv, hd=hd, vd=vd, l=l, rows=rows) | extra,
     )
 
 
@@ -229,6 +230,15 @@ BAD = [
     ("attention k_cache", lambda: attention(kc=t(4096, 192)), "attention k_cache is not (l-1) x kv*hd = 4095x192"),
     ("attention v_cache", lambda: attention(vc=t(192, 4095)), "attention v_cache is not (l-1) x kv*vd = 4095x192"),
     ("attention result", lambda: attention(out=t(192)), "attention result has 192 values, not rows*h*vd = 576"),
+    ("attention pos past l", lambda: attention(**ints(pos=5000)), "attention pos 5000 is not a position of its l = 4096 (0 <= pos < l)"),
+    ("attention pos l", lambda: attention(**ints(pos=4096)), "attention pos 4096 is not a position of its l = 4096 (0 <= pos < l)"),
+    ("attention pos negative", lambda: attention(**ints(pos=-1)), "attention pos -1 is not a position of its l = 4096 (0 <= pos < l)"),
+    ("attention window", lambda: attention(**ints(window=-5)), "attention window -5 is not a count of positions (window >= 1)"),
+    ("attention window 0", lambda: attention(**ints(window=0)), "attention window 0 is not a count of positions (window >= 1)"),
+    ("attention softcap 0", lambda: attention(softcap=FloatAttr(0.0, f32)), "attention softcap 0 is not positive (c·tanh(s/c) caps at c > 0)"),
+    ("attention softcap negative", lambda: attention(softcap=FloatAttr(-2.5, f32)), "attention softcap -2.5 is not positive (c·tanh(s/c) caps at c > 0)"),
+    ("softcap cap", lambda: SoftcapOp(operands=[v(A576)], result_types=[A576], properties={"cap": FloatAttr(0.0, f32)}),
+     "fwd.softcap cap 0 is not positive (c·tanh(x/c) caps at c > 0)"),
     ("moe positive", lambda: moe(k=0), "moe n_expert and top_k are positive"),
     ("moe top_k", lambda: moe(e=2, k=3), "moe top_k = 3 exceeds n_expert = 2"),
     ("moe router", lambda: moe(router=WeightsType((576, 8), GgmlType.Q8_0)), "moe router is not n_expert x d = 8x576"),
@@ -312,6 +322,7 @@ GOOD = [
     ("norm full", lambda: norm(A576, A576, weight=A576, residual=A576, bias=A576)),
     ("norm per head", lambda: norm(t(9, 64), t(9, 64), weight=t(64))),
     ("attention", lambda: attention()),
+    ("attention at its last position, a window of 1, a cap", lambda: attention(**ints(pos=4095, window=1), softcap=FloatAttr(1e-3, f32))),
     # what the seed refuses verifies: h % kv != 0, a partial rotary, 64-bit values, l past the 48 KiB row
     ("gqa uneven", lambda: attention(h=9, kv=2)),
     ("score row past 48 KiB", lambda: attention(l=12257)),

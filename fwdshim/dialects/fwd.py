@@ -604,6 +604,10 @@ class AttentionOp(StageOp):
         _want(dims_of(self.k_cache.type) == (l - 1, kv * hd), f"attention k_cache is not (l-1) x kv*hd = {l - 1}x{kv * hd}")  # type: ignore[operator]
         _want(dims_of(self.v_cache.type) == (l - 1, kv * vd), f"attention v_cache is not (l-1) x kv*vd = {l - 1}x{kv * vd}")  # type: ignore[operator]
         _want(numel(self.result.type) == rows * h * vd, f"attention result has {numel(self.result.type)} values, not rows*h*vd = {rows * h * vd}")  # type: ignore[operator]
+        pos, window, cap = _int(self, "pos"), _int(self, "window"), _float(self, "softcap")
+        _want(pos is None or 0 <= pos < l, f"attention pos {pos} is not a position of its l = {l} (0 <= pos < l)")  # type: ignore[operator]
+        _want(window is None or window >= 1, f"attention window {window} is not a count of positions (window >= 1)")  # type: ignore[operator]
+        _want(cap is None or cap > 0, f"attention softcap {_f32_text(cap) if cap is not None else cap} is not positive (c·tanh(s/c) caps at c > 0)")
 
 
 @irdl_op_definition
@@ -705,6 +709,8 @@ class SoftcapOp(StageOp):
             numel(self.x.type) == numel(self.result.type),
             f"{self.name} result has {numel(self.result.type)} values for {numel(self.x.type)} inputs",
         )
+        cap = _float(self, "cap")
+        _want(cap is not None and cap > 0, f"{self.name} cap {_f32_text(cap) if cap is not None else cap} is not positive (c·tanh(x/c) caps at c > 0)")
 
 
 # ---------------------------------------------------------------------------------------------
