@@ -281,5 +281,11 @@ class FusePass(NumericsPass):
             raise ValueError(f"option `order` of `fwd-fuse` takes shim or shared, not `{self.order}`")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        self.check_not_quantized_otherwise(op)
+        self.run(op)
+
+    def run(self, op: ModuleOp) -> None:
+        """The pass on `op` without `apply`'s check of the numerics it was quantized for (`forward-shim`
+        leaves that to its legality pass, which locates each op those numerics cannot read)."""
         forget_plan(op)
         fuse_module(op, self.shim, RULES if self.order == "shared" else None)

@@ -30,10 +30,10 @@ from xdsl.utils.exceptions import PassFailedException
 
 from fwdshim.dialects.fwd import FusedOp, YieldOp, stages
 from fwdshim.passes.fuse import unfused_guards
-from fwdshim.passes.options import NumericsPass
+from fwdshim.passes.options import NumericsPass, quantized_for
 from fwdshim.passes.plan_attrs import forget_plan
 from fwdshim.passes.rules import RULES
-from fwdshim.shim.contract import NUMERICS_ATTR, ContractError, contract_attr, shim_of
+from fwdshim.shim.contract import NUMERICS_ATTR, contract_attr
 from fwdshim.shim.forward import ForwardShim
 from fwdshim.shim.legality import DECOMPOSED_ATTR, check
 from fwdshim.shim.refusal import REFUSED_ATTR, Refusal
@@ -85,24 +85,6 @@ def split_decomposed(shim: ForwardShim, module: Operation) -> None:
             _split_nested(shim, op)
 
 
-def _recorded_shim(module: ModuleOp) -> str | None:
-    """The shim name `fwd.numerics` records on `module` (`contract.shim_of`; None without one, or an
-    unreadable one)."""
-    if NUMERICS_ATTR not in module.attributes:
-        return None
-    try:
-        return shim_of(module).name()
-    except ContractError:
-        return None
-
-
-def _quantized(module: ModuleOp) -> bool:
-    """Whether any value of `module` is a quantized activation (`!fwd.qact`)."""
-    from fwdshim.dialects.attributes import QActType
-
-    return any(isinstance(r.type, QActType) for o in module.walk() for r in o.results)
-
-
 def legalize(shim: ForwardShim, module: Operation) -> list[tuple[Operation, Refusal]]:
     """Decompose and check every top-level stage of `module`; returns the refused ops with why."""
     refused: list[tuple[Operation, Refusal]] = []
@@ -149,7 +131,7 @@ class LegalizePass(NumericsPass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         forget_plan(op)
         shim = self.shim
-        before = _recorded_shim(op)  # the numerics an earlier fwd-legalize recorded, if any
+        before = quantized_for(op, shim)  # other numerics an earlier fwd-legalize quantized for, if any
         refused = legalize(shim, op)
         targets = {target for target, _ in refused}
         for o in op.walk():  # a mark left by an earlier run (other numerics) where the op now fits
@@ -165,7 +147,7 @@ class LegalizePass(NumericsPass):
             print(report_table(op, shim, [r.name for r in RULES], unfused_guards), end="", file=sys.stderr if failing else sys.stdout)
         if refused and self.mode == "strict":
             lines = [r.error_line() for _, r in refused]
-            if before is not None and before != shim.name() and _quantized(op):
+            if before is not None:
                 lines.append(f"note: the module's activations were quantized for {before} (its {NUMERICS_ATTR}); "
                              f"for {shim.name()} run the pipeline on the IR from before that")  # fmt: skip
             raise PassFailedException("\n".join(lines))

@@ -41,6 +41,6 @@ class ForwardShimPass(NumericsPass):
         from fwdshim.passes.legalize import split_decomposed
 
         split_decomposed(self.shim, op)
-        QuantizeActivationsPass(self.numerics).apply(ctx, op)
-        FusePass(self.numerics).apply(ctx, op)
+        QuantizeActivationsPass(self.numerics).run(op)
+        FusePass(self.numerics).run(op)
         LegalizePass(numerics=self.numerics, mode="strict").apply(ctx, op)

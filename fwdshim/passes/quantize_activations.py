@@ -116,6 +116,12 @@ class QuantizeActivationsPass(NumericsPass):
     `fwd-fuse`); `two-pass-int8`: `two_words` blocks, a stage of their own."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        self.check_not_quantized_otherwise(op)
+        self.run(op)
+
+    def run(self, op: ModuleOp) -> None:
+        """The pass on `op` without `apply`'s check of the numerics it was quantized for (`forward-shim`
+        leaves that to its legality pass, which locates each op those numerics cannot read)."""
         forget_plan(op)
         quantize_activations(op, self.shim)
 
