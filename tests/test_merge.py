@@ -111,51 +111,6 @@ def test_prologues_are_bit_for_bit_their_stages(monkeypatch, numerics, at_wait):
 
 
 @sim_only
-@pytest.mark.parametrize("split", [False, True], ids=["reblocked", "split-over-blocks"])
-@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
-def test_lead_norms_are_bit_for_bit_their_stages(monkeypatch, numerics, split):
-    """With `LEAD_NORMS` (and no prologues), each RMS norm runs as the lead blocks of the GEMV launch
-    after it: the tiny layer's 32-thread norms rebuilt at the GEMVs' block size (`reblocked`, the stage
-    plan too), or, with one-warp GEMVs and two values a thread, a 64-wide norm split over two blocks
-    (`norms.default_cols`). Every output and every buffer is bit for bit the stage launches', and the
-    lead counts (tickets, lead blocks done, blocks past their poll) are left at zero for the next launch."""
-    from fwdshim.codegen import gemv, norms
-
-    monkeypatch.setattr(merge, "LEAD_NORMS", True)
-    monkeypatch.setattr(merge, "PROLOGUE_VALUES", 0)  # else the tiny norms run as prologues
-    shape = dict(TINY)
-    if split:
-        shape["d"] = 64
-        monkeypatch.setattr(norms, "COLS_ITEMS", 2)
-        monkeypatch.setattr(gemv, "launch_shape", lambda n, k, act: gemv.Shape(16, 1, 1, 1, 1))
-
-    def fresh():
-        norms.rms_norm.cache_clear()
-        gemv.q8_0.cache_clear()
-        gemv.q8_0_int8.cache_clear()
-
-    fresh()
-    try:
-        rng = seeds.rng()
-        m = pipeline(parse(llama_src(**shape)), numerics)
-        out = run_both(m, llama_weights(rng, **shape), llama_inputs(rng, **shape, rows=shape["l"] - 2))
-    finally:
-        fresh()
-    b0, b1, p0, p1 = same_bits(out)
-    for name in set(b1) - set(b0):
-        assert re.search(r"\.(count|qcount\d+|lead)$", name) and not b1[name].any(), name
-    leads = [x for x in p1.merged if x.lead]
-    assert len(leads) == 2, [x.name for x in p1.merged]
-    for launch in leads:
-        norm, first = launch.holds[0], launch.holds[1]
-        assert norm.name.startswith("rms_norm") and norm.kernel.block == first.kernel.block == launch.kernel.block
-        assert (norm.kernel.grid[0] == 2) == split, norm.name
-        assert launch.kernel.grid[0] == norm.kernel.grid[0] + sum(h.kernel.grid[0] for h in launch.holds[1:] if h.name.startswith("gemv_"))
-    assert f"its first blocks: stage 0 {leads[0].holds[0].name}; then holds stage 1" in p1.text()
-    assert [(h.stage, h.name) for x in p1.merged for h in (x.holds or (x,))] == [(h.stage, h.name) for h in p0.stage_launches]
-
-
-@sim_only
 @pytest.mark.parametrize("numerics", ["int8-act", "two-pass-int8"])
 def test_prologue_chains_are_bit_for_bit_their_stages(monkeypatch, numerics):
     """With eight-warp GEMVs and a 256-wide FFN (the block and a one-block silu·mul of 256 threads),
@@ -332,26 +287,6 @@ def test_merged_graph_is_bit_for_bit_the_stages_graph_on_the_gpu(monkeypatch, nu
     out = run_both(m, weights, inputs)
     *_, p1 = same_bits(out)
     print(f"\n{numerics}: {len(p1.merged)} merged launches for {len(p1.stage_launches)} stage kernels, bit for bit")
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(simulating(), reason="the gpu suite runs on a device (FWDSHIM_GPU=1)")
-@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
-def test_lead_norms_are_bit_for_bit_the_stages_graph_on_the_gpu(monkeypatch, numerics):
-    """A Llama-3-8B-wide layer (4096 values, 32 heads over 8 of 128; a narrow FFN) with its norms as the
-    lead blocks of the GEMV launches after them (`merge.LEAD_NORMS`: 16 or 32 blocks a norm, the GEMV
-    blocks polling their count), each plan captured as a graph and replayed twice at a cache fill of
-    700: the same bits merged and stage by stage, the counts left at zero."""
-    monkeypatch.setattr(merge, "LEAD_NORMS", True)
-    shape = dict(d=4096, h=32, kv=8, hd=128, ff=1024, l=1024)
-    rng = np.random.default_rng(1202)  # fixed: the gpu suite is deterministic
-    m = pipeline(parse(llama_src(**shape)), numerics)
-    out = run_both(m, llama_weights(rng, **shape), llama_inputs(rng, **shape, rows=700))
-    b0, b1, _, p1 = same_bits(out)
-    for name in set(b1) - set(b0):
-        assert not b1[name].any(), name
-    leads = [x.holds[0] for x in p1.merged if x.lead]
-    assert len(leads) == 2 and all(h.name.startswith("rms_norm") and h.kernel.grid[0] > 1 for h in leads), [h.name for h in leads]
 
 
 @pytest.mark.parametrize("act", ["f32", "int8"])

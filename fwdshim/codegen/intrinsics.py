@@ -20,10 +20,6 @@ equivalents with the same names and results are in `fwdshim.codegen.simulator`.
   acquires its result, and the caller sees the writes released before the values it counts — a
   block's "count myself done; am I last?" in one L2 round trip, without `membar.gl` (`fence.sc.gpu`)
   in every thread before a relaxed `atomic.add` and again after it.
-- `ld_acquire_i32(a, i) -> int32`: `a[i]` of an int32 array, loaded with acquire semantics at GPU
-  scope (`ld.acquire.gpu.global.b32`): the writes released before the value it reads are visible to
-  the caller after it — a block polling a count other blocks of the same launch release.
-- `nanosleep(ns)`: the thread sleeps about `ns` nanoseconds (`nanosleep.u32`, sm_70+), between polls.
 - `prefetch_l2(a, i, nbytes)`: asks the copy engine to bring `nbytes` of the 1-D array `a` from
   element `i` into L2 (`cp.async.bulk.prefetch.L2.global`, sm_90; a hint: nothing waits for it). The
   address must be 16-byte aligned and `nbytes` a multiple of 16.
@@ -135,34 +131,6 @@ def atomic_add_acq_rel(typingctx, a, i, v):
         return builder.call(asm, [ptr, val])
 
     return signature(types.int32, a, i, v), codegen
-
-
-@intrinsic
-def ld_acquire_i32(typingctx, a, i):
-    if not (isinstance(a, types.Array) and a.ndim == 1 and a.dtype == types.int32) or not isinstance(i, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        ptr = _pointer(context, builder, sig.args[0], args[0], args[1], _I32)
-        asm = ir.InlineAsm(ir.FunctionType(_I32, [_I32.as_pointer()]), "ld.acquire.gpu.global.b32 $0, [$1];", "=r,l,~{memory}",
-                           side_effect=True)  # fmt: skip
-        return builder.call(asm, [ptr])
-
-    return signature(types.int32, a, i), codegen
-
-
-@intrinsic
-def nanosleep(typingctx, ns):
-    if not isinstance(ns, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        val = context.cast(builder, args[0], sig.args[0], types.uint32)
-        asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [_I32]), "nanosleep.u32 $0;", "r,~{memory}", side_effect=True)
-        builder.call(asm, [val])
-        return context.get_dummy_value()
-
-    return signature(types.void, ns), codegen
 
 
 @intrinsic

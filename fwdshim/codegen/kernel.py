@@ -246,11 +246,6 @@ class Kernel:
     block: tuple[int, ...]
     params: tuple[Param, ...]
     notes: str = ""
-    remake: Any = field(default=None, repr=False, compare=False)
-    """For a one-row kernel that can run at another block size (an RMS norm, `norms.rms_norm`),
-    `remake(block, held=None)` builds it with the same parameters at `block` threads a block (its
-    blocks a row chosen for that size), a thread holding at most `held` input values at once (None:
-    the kernel's default); None for any other kernel (`codegen.merge.reblocked`)."""
 
     @property
     def body(self) -> str:

@@ -131,34 +131,6 @@ the gate/up launch's tail); Llama-3-8B's 4096 norms stay tails. 1024 -> 1536 on 
 (2026-11-30, `bench/decode_step.py`, SmolLM2 shape, fill 512, one run each): 831.7 -> 820.3 us a
 token (dequant), 983.0 -> 980.1 (int8-act)."""
 
-LEAD_NORMS = False
-"""Whether an RMS norm launch whose result only the set of GEMVs right after it reads, as their
-activation, runs in that set's launch as its lead blocks (`_lead_set`): each block of the merged
-launch draws a ticket (an atomic count), the first tickets run the norm's blocks — after the wait for
-the launches before, as its own launch would — and count themselves done (`atomic_add_acq_rel`);
-the GEMV blocks issue their weight loads, wait for the launches before, then poll that count
-(`ld_acquire_i32`) until every lead block is done and read the norm's result through coherent loads.
-A block polls only for tickets drawn before its own, by blocks already running, so the launch cannot
-deadlock whatever order the GPU starts its blocks in. A norm at another block size than the set's
-is rebuilt at the set's (`reblocked`, the stage plan too: the same bits merged and stage by stage).
-Aimed at Llama-3-8B's 4096-wide norms (launches of their own: ~2 us of boundary each in the step, two
-a layer). Off: not yet measured on a GPU (`bench/decode_step.py --set merge.LEAD_NORMS=True`)."""
-
-LEAD_HELD = 16
-"""The most input values a thread of a lead norm holds at once (`norms.rms_norm(held=)`; the norms'
-default is 48): fewer values in flight for the norm's path to spill under `LEAD_REGISTERS`. Alone it
-does not bound the launch's registers (ptxas 13.0, sm_90: 166 -> 165 for Llama-3-8B's gate/up)."""
-
-LEAD_REGISTERS = 64
-"""The registers a thread of a launch with lead blocks may take (CUDA launch bounds of
-`65536 // (LEAD_REGISTERS * block)` blocks an SM): the lead norm's path, fully unrolled, took the
-merged launch from its GEMVs' 56-70 to 165-168 (ptxas 13.0, sm_90, Llama-3-8B's shapes) whatever
-`LEAD_HELD`; bounded, that path spills instead of every GEMV block losing occupancy."""
-
-LEAD_POLL_NS = 64
-"""The nanoseconds a GEMV block's polling thread sleeps between reads of the lead blocks' count
-(`LEAD_NORMS`)."""
-
 QUANTIZED_PROLOGUES = True
 """Whether a prologue may leave a quantized activation (`xq`, `xd`) in shared memory (int8-act's norms
 and quantizes). Measured on the H200 (2026-11-30, `bench/decode_step.py`, SmolLM2 shape, fill 512,
@@ -401,54 +373,6 @@ def prologue_modes(pro, par: Sequence) -> dict[tuple[str, str], str] | None:
         if not fed:
             return None
     return modes
-
-
-def _lead_set(launches: Sequence, i: int) -> tuple[list, list, int] | None:
-    """([the norm launch], parallel set, the index after it) when launch `i` is an RMS norm (a kernel
-    with `Kernel.remake`) at the block size of the set of GEMVs right after it whose every GEMV
-    waits late (`_waits_late`), and that set reads the norm's results only as its activations
-    (`ACTIVATIONS`) and writes nothing the norm touches (`LEAD_NORMS`); else None."""
-    n = len(launches)
-    if not LEAD_NORMS or i + 1 >= n:
-        return None
-    lead = launches[i]
-    k = lead.kernel
-    if k.remake is None or _grid1(k) is None or not _plain(k) or "ld_" in _body(k):
-        return None
-    par, j = _parallel(launches, i + 1, MAX_PARTS - 1)
-    if not par or k.block[0] != par[0].kernel.block[0] or not all(x.kernel.name.startswith("gemv_") and _waits_late(x.kernel) for x in par):
-        return None
-    if any(set(x.writes) & (set(lead.reads) | set(lead.writes)) for x in par):
-        return None
-    outs = {_key(a) for a, p in zip(lead.args, k.params, strict=True) if p.role != "in"}
-    fed = False
-    for x in par:
-        for b, q in zip(x.args, x.kernel.params, strict=True):
-            if _key(b) in outs:
-                if q.name not in ACTIVATIONS:
-                    return None
-                fed = True
-    return ([lead], par, j) if fed else None
-
-
-def reblocked(launches: Sequence) -> list:
-    """The plan's stage launches (in order) with each RMS norm that the set of GEMVs right after it does
-    not take as its prologue rebuilt at their block size, holding at most `LEAD_HELD` values a thread
-    (`Kernel.remake`), where that makes it their lead blocks (`LEAD_NORMS`, `_lead_set`); the others
-    as given. The plan applies it to its stages' launches
-    before merging them, merged or not, so both run the same kernel (the same bits: a norm's sum of
-    squares is reduced in an order that depends on its block size)."""
-    out = list(launches)
-    if not LEAD_NORMS:
-        return out
-    for i in range(len(out) - 1):
-        k, nxt = out[i].kernel, out[i + 1].kernel
-        if k.remake is None or not nxt.name.startswith("gemv_") or _prologue_set(out, i) is not None:
-            continue
-        trial = out[:i] + [replace(out[i], kernel=k.remake(nxt.block[0], LEAD_HELD))] + out[i + 1 :]
-        if _lead_set(trial, i) is not None:
-            out = trial
-    return out
 
 
 def _prologue_set(launches: Sequence, i: int) -> tuple[list, list, int] | None:
@@ -729,14 +653,13 @@ def _epilogue_kernel(k: Kernel, kind: str, y_first: bool) -> Kernel:
 
 def groups(launches: Sequence) -> list[tuple[list, list, list, list]]:
     """The plan's launches cut into (prologue, parallel set, epilogues, tails) groups, in order (module
-    docstring); a prologue is a list of at most `PROLOGUE_CHAIN` launches, run in order, or the one
-    launch the set runs as its lead blocks (`LEAD_NORMS`: a prologue `prologue_modes` refuses); each
+    docstring); a prologue is a list of at most `PROLOGUE_CHAIN` launches, run in order; each
     epilogue belongs to one part of the set (`_epilogue_of`)."""
     out: list[tuple[list, list, list]] = []
     i, n = 0, len(launches)
     while i < n:
         pro: list = []
-        found = _prologue_set(launches, i) or _lead_set(launches, i)
+        found = _prologue_set(launches, i)
         if found is not None:
             pro, par, j = found
         else:
@@ -766,10 +689,9 @@ def groups(launches: Sequence) -> list[tuple[list, list, list, list]]:
             j += 1
         tails: list = []
         heavy = _set_bytes(par) > TAIL_SET_BYTES
-        lead = bool(pro) and prologue_modes(pro, par) is None  # lead blocks: no tails behind them
-        while not heavy and not lead and j < n and len(pro) + len(par) + len(epi) + len(tails) < MAX_PARTS and _tail_ok(launches[j], block):
-            if _prologue_set(launches, j) is not None or _lead_set(launches, j) is not None:
-                break  # it runs as (the head of) the next set's prologue or its lead blocks instead
+        while not heavy and j < n and len(pro) + len(par) + len(epi) + len(tails) < MAX_PARTS and _tail_ok(launches[j], block):
+            if _prologue_set(launches, j) is not None:
+                break  # it runs as (the head of) the next set's prologue instead
             tails.append(launches[j])
             j += 1
         out.append((pro, par, epi, tails))
@@ -777,28 +699,9 @@ def groups(launches: Sequence) -> list[tuple[list, list, list, list]]:
     return out
 
 
-def _at_wait(fn: str, name: str, params: str, call: str) -> str:
-    """Device function `fn` (a part of kernel `name`, `_device_fn`) taking `params` after its own and
-    making `call` right after its wait for the launches before (`pdl_lines`, once in its body)."""
-    m = re.search(r"^(def part\d+\(.*)\):$", fn, re.M)
-    assert m is not None
-    fn = fn[: m.end(1)] + ", " + params + fn[m.end(1) :]
-    wait = "\n".join("    " + ln for ln in pdl_lines())
-    assert wait and fn.count(wait + "\n") == 1, name
-    return fn.replace(wait + "\n", wait + "\n    " + call + "\n", 1)
-
-
-def lead_import() -> str:
-    """The imports of a merged launch with lead blocks (`LEAD_NORMS`): the GPU's intrinsics or the
-    simulator's stand-ins."""
-    where = "simulator" if simulating() else "intrinsics"
-    return f"from fwdshim.codegen.{where} import atomic_add_acq_rel, ld_acquire_i32, nanosleep\n\n\n"
-
-
 def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: Sequence[Sequence[int]], n_args: int,
                   arg_params: Sequence[Param], pro: Sequence[Kernel] = (), pro_args: Sequence[Sequence[int]] = (),
-                  modes: dict[int, str] | None = None, held: tuple[int, int, int, int] | None = None,
-                  lead: bool = False) -> Kernel:  # fmt: skip
+                  modes: dict[int, str] | None = None, held: tuple[int, int, int, int] | None = None) -> Kernel:  # fmt: skip
     """The merged kernel of parallel parts `par` and `tails`; `shared_args[i]` maps part i's
     parameters (parts in `par + tails` order) to indices of the merged parameters `arg_params`
     (`n_args` of them, then `count` when there are tails). With a prologue `pro` (a chain of
@@ -806,9 +709,7 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
     parameter the chain writes whether it is kept in shared memory (`shared`: the set or a later
     kernel of the chain reads it) or only block 0 stores it (`global`, `prologue_modes`). `held`: the
     stage launches the merged launch holds, (prologue, set, epilogues, tails), for its name
-    `merged_<R>r<P>p<E>e<T>t_<hash>` (zero counts but the set's left out); default the kernels given.
-    With `lead`, the one kernel of `pro` runs as the launch's lead blocks instead (`LEAD_NORMS`; the
-    parameter `lead` last: the tickets drawn, the lead blocks done, the GEMV blocks past their poll)."""
+    `merged_<R>r<P>p<E>e<T>t_<hash>` (zero counts but the set's left out); default the kernels given."""
     block = par[0].block[0]
     names = [f"a{j}" for j in range(n_args)]
     fns, calls = [], []
@@ -816,17 +717,11 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
     parts = list(par) + list(tails)
     modes = dict(modes or {})
     shared = [j for j, m in modes.items() if m == "shared"]
-    if len(pro) != len(pro_args):
-        raise ValueError(f"{len(pro)} prologue kernels, {len(pro_args)} argument lists")
-    lead_k, lead_args = (pro[0], pro_args[0]) if lead else (None, None)
-    if lead:
-        if len(pro) != 1 or tails or modes:
-            raise ValueError("lead blocks: one kernel, no tails, nothing kept in shared memory")
-        pro, pro_args = (), ()
-    lead_outs = {x for x, p in zip(lead_args or (), lead_k.params if lead_k else (), strict=True) if p.role != "in"}
     inline = bool(pro) and PRE_WAIT_PROLOGUE and all(_waits_late(k) for k in par)  # the prologue at the parts' waits
     head = ""
     decls = ""
+    if len(pro) != len(pro_args):
+        raise ValueError(f"{len(pro)} prologue kernels, {len(pro_args)} argument lists")
     if pro:
         align = "" if simulating() else ", alignment=16"
         decls = "".join(
@@ -861,54 +756,26 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
         head = ""
     for i, k in enumerate(parts):
         thread = i >= len(par) and k.block[0] != block
-        own = [q.name for q, x in zip(k.params, shared_args[i], strict=True) if x in shared or x in lead_outs] if i < len(par) else []
+        own = [q.name for q, x in zip(k.params, shared_args[i], strict=True) if x in shared] if i < len(par) else []
         fn = _device_fn(k, f"part{i}", thread, own, hoist=i < len(par))
-        if lead and i < len(par):  # after its weight loads and its wait, the part polls the lead blocks' count
-            fn = _at_wait(fn, k.name, "_lc", "_lead_wait(_lc)")
         if inline and i < len(par):
-            fn = _at_wait(fn, k.name, pro_call, f"_pro({pro_call})")
+            m = re.search(r"^(def part\d+\(.*)\):$", fn, re.M)
+            assert m is not None
+            fn = fn[: m.end(1)] + ", " + pro_call + fn[m.end(1) :]
+            wait = "\n".join("    " + ln for ln in pdl_lines())
+            assert wait and fn.count(wait + "\n") == 1, k.name
+            fn = fn.replace(wait + "\n", wait + "\n    _pro(" + pro_call + ")\n", 1)
         fns.append(fn)
         args = ", ".join(f"_s{x}" if (i < len(par) and x in shared) else names[x] for x in shared_args[i])
         if i < len(par):
             g = _grid1(k)
             cond = "if" if i == 0 else "elif"
             pooled = "".join(f", _h{j}_{dtype}" for j, (_, _, dtype) in enumerate(shared_decls(k)))
-            calls.append(f"{cond} _b < {start + g}:\n    part{i}({args}, _b - {start}, 0{pooled}{', ' + pro_call if inline else ''}{', lead' if lead else ''})")
+            calls.append(f"{cond} _b < {start + g}:\n    part{i}({args}, _b - {start}, 0{pooled}{', ' + pro_call if inline else ''})")
             start += g
     total = start
     body = pool_decls + decls + head + "\n".join(calls)
     params = list(arg_params)
-    if lead:
-        g = _grid1(lead_k)
-        assert g is not None
-        fns.insert(0, _device_fn(lead_k, "lead_part", False))
-        fns.insert(1, f"""@cuda.jit(device=True, inline=True)
-def _lead_wait(_lc):
-    if cuda.threadIdx.x == 0:
-        while ld_acquire_i32(_lc, 1) < {g}:
-            nanosleep({LEAD_POLL_NS})
-        if cuda.atomic.add(_lc, 2, 1) == {total - 1}:
-            _lc[1] = 0
-            _lc[2] = 0
-    cuda.syncthreads()""")
-        args = ", ".join(names[x] for x in lead_args)
-        body = f"""if cuda.threadIdx.x == 0:
-    _t = cuda.atomic.add(lead, 0, 1)
-    if _t == {g + total - 1}:
-        lead[0] = 0
-    _flag[0] = _t
-cuda.syncthreads()
-_b = _flag[0]
-if _b < {g}:
-    lead_part({args}, _b, 0)
-    cuda.syncthreads()
-    if cuda.threadIdx.x == 0:
-        atomic_add_acq_rel(lead, 1, 1)
-    return
-_b -= {g}
-""" + body
-        total += g
-        params.append(Param("lead", "int32", 3, "inout", "tickets drawn, lead blocks done, blocks past their poll (0 between launches)"))
     if tails:
         params.append(Param("count", "int32", 1, "inout", "parallel blocks done (0 between launches)"))
         tail_calls = []
@@ -931,17 +798,14 @@ if _flag[0] != {total - 1}:
 {acquired}if cuda.threadIdx.x == 0:
     count[0] = 0
 """ + "\n".join(tail_calls)
-    sig = ", ".join(names + (["count"] if tails else []) + (["lead"] if lead else []))
+    sig = ", ".join(names + (["count"] if tails else []))
     # every block runs one part first: when each part waits for earlier launches itself, after its
     # weight copies (`gemv.PRE_WAIT`), the launch adds no wait of its own at its top
     late = (not pro and all(LATE_WAIT in _body(k) for k in par)) or inline
     fns_src = "\n\n\n".join(fns)
     waves = 0 if simulating() else one_wave_blocks(total, block, fns_src + body)
-    if lead and not simulating():
-        waves = max(waves, 65536 // (LEAD_REGISTERS * block))
     bounds = f", launch_bounds=({block}, {waves})" if waves else ""  # the simulator's `cuda.jit` takes none
-    imports = (release_import() if RELEASE_COUNT and tails else "") + (lead_import() if lead else "")
-    src = imports + fns_src + f"""
+    src = (release_import() if RELEASE_COUNT and tails else "") + fns_src + f"""
 
 
 @cuda.jit(cache=True{bounds})
@@ -950,9 +814,9 @@ def merged_k({sig}):
     _b = cuda.blockIdx.x
 {"    " + LATE_WAIT + chr(10) if late else ""}{indent(body, 1)}
 """
-    first = [lead_k] if lead_k is not None else list(pro)
+    lead = list(pro)
     key = hashlib.sha256(
-        "\0".join(k.name for k in first + parts).encode()
+        "\0".join(k.name for k in lead + parts).encode()
         + repr(([list(a) for a in pro_args], sorted(modes.items()), shared_args)).encode()
     ).hexdigest()[:8]
     r, p, e, t = held if held is not None else (len(pro), len(par), 0, len(tails))
@@ -960,7 +824,6 @@ def merged_k({sig}):
     notes = (
         "merged launch: "
         + (f"prologue: {', '.join(k.name for k in pro)} | " if pro else "")
-        + (f"lead blocks: {lead_k.name} | " if lead_k is not None else "")
         + ", ".join(k.name for k in par)
         + (" | tails: " + ", ".join(k.name for k in tails) if tails else "")
     )
@@ -1014,20 +877,16 @@ def merge_launches(launches: Sequence, fresh: Callable[..., object], arg: Callab
                 params[j] = replace(params[j], role="inout")
         pro_args = [mapping.pop(0) for _ in pro]
         modes: dict[int, str] = {}
-        found = prologue_modes(pro, par) if pro else None
-        lead = bool(pro) and found is None
-        if found:
-            modes = {refs[key]: m for key, m in found.items()}
+        if pro:
+            modes = {refs[key]: m for key, m in (prologue_modes(pro, par) or {}).items()}
         kern = merged_kernel([x.kernel for x in par], [x.kernel for x in tails], mapping, len(params), params,
-                             [x.kernel for x in pro], pro_args, modes, (len(pro), n_set, len(epi), len(tails)), lead=lead)  # fmt: skip
+                             [x.kernel for x in pro], pro_args, modes, (len(pro), n_set, len(epi), len(tails)))  # fmt: skip
         keys = list(refs)
         by_param = {p.name: p for p in kern.params}
         args = [arg(f"a{j}", b, part, by_param[f"a{j}"].role) for j, (b, part) in enumerate(keys)]
         if tails:
             args.append(fresh(len(out)))
-        if lead:
-            args.append(fresh(len(out), "lead", 3))
         first = (pro + par)[0]
         out.append(launch_of(first.stage, kern, tuple(args), holds=tuple(held), tails=len(tails),
-                             prologue=0 if lead else len(pro), epilogues=len(epi), lead=len(pro) if lead else 0))  # fmt: skip
+                             prologue=len(pro), epilogues=len(epi)))  # fmt: skip
     return out

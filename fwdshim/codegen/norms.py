@@ -29,7 +29,6 @@ quantizing kernels agree bit for bit with their unfused composition: `rms_norm(w
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 
 from fwdshim.codegen.kernel import (
     Kernel,
@@ -65,11 +64,10 @@ def _head(block: int, reductions: int) -> str:
 def rms_norm(
     n: int, rows: int = 1, eps: float = 1e-5, *, weight: bool = False, residual: bool = False,
     write_sum: bool = False, quant: str | None = None, store_y: bool | None = None, block: int | None = None,
-    cols: int | None = None, held: int | None = None,
+    cols: int | None = None,
 ) -> Kernel:  # fmt: skip
     """The RMS norm row kernel and its fused variants (see the module docstring); `cols` blocks a row
-    (default `default_cols`); `held` the most input values a thread holds at once (default
-    `HELD_FLOATS`; fewer registers, more round trips)."""
+    (default `default_cols`)."""
     block = _check(n, rows, block)
     if quant is not None:
         check_format(quant)
@@ -100,20 +98,14 @@ def rms_norm(
     if cols < 1 or (cols > 1 and (items > UNROLL_ITEMS or cols > items)):
         raise ValueError(f"{cols} blocks a row of {n} values at {block} threads (at most {min(items, UNROLL_ITEMS)})")
     if items <= UNROLL_ITEMS:
-        body = _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, quant, names, warps, nb, cols,
-                             HELD_FLOATS if held is None else held)  # fmt: skip
+        body = _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, quant, names, warps, nb, cols)
     else:
         body = _rms_looped(n, block, eps, h, yv, write_sum, store_y, quant, names, warps, nb)
     tags = [t for t, on in (("res", residual), ("w", weight), ("sum", write_sum)) if on]
     tags += [quant] if quant else []
-    name = "_".join(["rms_norm", *tags, f"{rows}x{n}", *([f"c{cols}"] if cols > 1 else []), f"b{block}", *([f"h{held}"] if held is not None else [])])
+    name = "_".join(["rms_norm", *tags, f"{rows}x{n}", *([f"c{cols}"] if cols > 1 else []), f"b{block}"])
     what = f"RMS norm of {rows} rows of {n}, eps {eps}" + (f", {cols} blocks a row" if cols > 1 else "")
-    k = build(name, body, "rms_norm_k", (rows * cols,), (block,), params, what)
-    if rows != 1:
-        return k
-    return replace(k, remake=lambda b, held=None: rms_norm(
-        n, rows, eps, weight=weight, residual=residual, write_sum=write_sum, quant=quant, store_y=store_y, block=b, held=held,
-    ))  # fmt: skip
+    return build(name, body, "rms_norm_k", (rows * cols,), (block,), params, what)
 
 
 COLS_ITEMS = 8
@@ -153,7 +145,7 @@ def _idx(j: int, block: int) -> str:
     return f"tid + {j * block}" if j else "tid"
 
 
-def _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, quant, names, warps, nb, cols=1, held=HELD_FLOATS) -> str:
+def _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, quant, names, warps, nb, cols=1) -> str:
     """The RMS norm with each thread's values `i = tid + j*block` (`items` of them) loaded before
     their first use: all at once when they fit `HELD_FLOATS` registers (the second pass reuses
     them), else in chunks that do (the second pass loads its chunk again). The same float operations
@@ -208,11 +200,11 @@ def _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, qu
         return out
 
     def chunks(per):
-        c = max(1, held // per)
+        c = max(1, HELD_FLOATS // per)
         return [range(a, min(a + c, items)) for a in range(0, items, c)]
 
     per1 = 1 + residual
-    fits = items * (per1 + weight) <= held
+    fits = items * (per1 + weight) <= HELD_FLOATS
     if cols > 1:  # every block loads and sums every value; each writes the outputs of its own values
         if fits:
             first = loads(range(items), True) + sums(range(items))

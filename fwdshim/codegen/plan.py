@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
+
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Operation, OpResult, SSAValue
@@ -123,9 +124,6 @@ class Launch:
     epilogues: int = 0
     """Of a merged launch's `holds`, those after its parallel set that each block applies to the rows
     it has just computed (`codegen.merge`: an elementwise op of a GEMV's output), before the tails."""
-    lead: int = 0
-    """Of a merged launch's `holds`, the first ones that run as its lead blocks (`codegen.merge.LEAD_NORMS`:
-    the launch's first blocks to start run them, the others wait for them after their weight loads)."""
 
     @property
     def name(self) -> str:
@@ -232,20 +230,18 @@ class LaunchPlan:
                 block = "x".join(map(str, launch.block))
                 hint = ", ".join(a.ref for a in launch.args if a.role == "prefetch")
                 hint = f"; L2 prefetch for launch {(i + 1) % len(self.merged)}: {hint}" if hint else ""
-                if len(launch.holds) <= 1 and not launch.tails and not launch.prologue and not launch.lead:
+                if len(launch.holds) <= 1 and not launch.tails and not launch.prologue:
                     lines.append(f"//   launch {i}: stage {launch.stage} alone: {launch.name}{hint}")
                     continue
                 n = len(launch.holds) - launch.tails
                 first = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[: launch.prologue])
-                leads = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[: launch.lead])
-                held = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[launch.prologue + launch.lead : n - launch.epilogues])
+                held = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[launch.prologue : n - launch.epilogues])
                 epis = launch.holds[n - launch.epilogues : n]
                 quant = ", ".join(f"stage {h.stage} {h.name}" for h in epis if h.name.startswith("quantize_"))
                 epi = ", ".join(f"stage {h.stage} {h.name}" for h in epis if not h.name.startswith("quantize_"))
                 tails = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[n:])
                 lines.append(f"//   launch {i}: {launch.name} grid {grid} block {block} "
-                             + (f"every block first: {first}; then " if first else "")
-                             + (f"its first blocks: {leads}; then " if leads else "") + f"holds {held}"
+                             + (f"every block first: {first}; then " if first else "") + f"holds {held}"
                              + (f"; each block on its rows: {epi}" if epi else "")
                              + (f"; each 32 values once stored: {quant}" if quant else "")
                              + (f"; last block: {tails}" if tails else "") + hint)  # fmt: skip
@@ -473,10 +469,6 @@ def build_plan(func: FuncOp, module: Operation | None = None, merge: bool | None
                                            f"first as {first}: a GGUF tensor has one shape and type"))  # fmt: skip
     if errors:
         raise PlanError("\n".join(errors))
-    from fwdshim.codegen.merge import reblocked
-
-    flat = iter(reblocked([x for s in stage_plans for x in s.launches]))  # merged or not, the same kernels
-    stage_plans = [replace(s, launches=tuple(next(flat) for _ in s.launches)) for s in stage_plans]
     maintenance = _kv_append(b, stage_plans)
     if merge is None:
         merge = _merge_env()

@@ -112,5 +112,5 @@ def prefetch_next(launches: Sequence, weight_bytes: Callable[[object], int | Non
         args = tuple(launch.args) + tuple(arg(q.name, a.buffer, a.part, ROLE) for q, (a, _) in zip(kern.params[-len(parts) :], wanted))
         holds = launch.holds or (launch,)  # a lone launch holds its stage launch: the kernel is another
         out.append(launch_of(launch.stage, kern, args, holds=holds, tails=launch.tails, prologue=launch.prologue,
-                              epilogues=launch.epilogues, lead=launch.lead))
+                              epilogues=launch.epilogues))
     return out

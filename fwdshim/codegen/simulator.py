@@ -13,8 +13,7 @@ shuffles. `fwdshim.codegen.kernel.prelude()` imports these instead of libdevice 
 - `warp_sum`, `warp_max`, `warp_isum`: the prelude's warp reductions, computed once over the values
   of all 32 lanes (the same xor butterfly, the same rounded adds, so the same bits as the GPU's
   shuffles give), meeting at one barrier instead of the five of five shuffles.
-- `atomic_add_acq_rel`: the add under a lock (the simulator's threads see every write at once);
-  `ld_acquire_i32` the read under it; `nanosleep` yields the thread.
+- `atomic_add_acq_rel`: the add under a lock (the simulator's threads see every write at once).
 - `globaltimer`, `clock64`: the host's nanosecond clock (`time.perf_counter_ns`) for both.
 - `prefetch_l2` (checks its arguments, does nothing), `ld_i32`, `ld_i32x4`, `ld_f32x4`, `s8x4_f32`, `dp4a`, `f16x2_f32`, `bf16x2_f32`: as in `intrinsics`.
 """
@@ -271,15 +270,6 @@ def atomic_add_acq_rel(a, i, v):
         old = a[i]
         a[i] = old + v
     return old
-
-
-def ld_acquire_i32(a, i):
-    with _ATOMIC:
-        return a[i]
-
-
-def nanosleep(ns):
-    time.sleep(0)
 
 
 def globaltimer():
