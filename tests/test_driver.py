@@ -780,17 +780,20 @@ def test_split_input_report_to_stdout_is_one_list(tmp_path):
     assert isinstance(docs, list) and len(docs) == 3 and all(d["shim"] for d in docs)
 
 
+Q8_MATMUL = (
+    "func.func @f(%x: tensor<64xf32>) -> tensor<32xf32> {\n"
+    '  %w = fwd.weight "w" : !fwd.weights<32x64, q8_0>\n'
+    "  %z = fwd.matmul %x, %w : tensor<64xf32>, !fwd.weights<32x64, q8_0> -> tensor<32xf32>\n"
+    "  func.return %z : tensor<32xf32>\n}\n"
+)
+"""One Q8_0 matmul: the module the numerics-mismatch tests quantize for one numerics, then another."""
+
+
 def test_legalizing_for_other_numerics_than_the_module_was_quantized_for_says_so(tmp_path):
     """`forward-shim{numerics=int8-act},forward-shim{numerics=dequant}`: the second run's refusal (the
     matmul reads a quantized activation the dequantizing forward never reads) is followed by a note
     naming the numerics the module was quantized for and what to do; the first numerics alone pass."""
-    text = (
-        "func.func @f(%x: tensor<64xf32>) -> tensor<32xf32> {\n"
-        '  %w = fwd.weight "w" : !fwd.weights<32x64, q8_0>\n'
-        "  %z = fwd.matmul %x, %w : tensor<64xf32>, !fwd.weights<32x64, q8_0> -> tensor<32xf32>\n"
-        "  func.return %z : tensor<32xf32>\n}\n"
-    )
-    path = write(tmp_path, "m.mlir", text)
+    path = write(tmp_path, "m.mlir", Q8_MATMUL)
     assert opt(str(path), "-p", "forward-shim{numerics=int8-act}").returncode == 0
     r = opt(str(path), "-p", "forward-shim{numerics=int8-act},forward-shim{numerics=dequant}")
     assert r.returncode == 1 and r.stdout == ""
@@ -805,13 +808,7 @@ def test_fusing_or_quantizing_for_other_numerics_than_the_module_was_quantized_f
     """`fwd-fuse` and `fwd-quantize-activations` with other numerics than those a module's activations
     were quantized for (its `fwd.numerics`) fail with one line naming both and what to do, instead of
     fusing or quantizing it under a contract it no longer keeps; the same numerics again pass."""
-    text = (
-        "func.func @f(%x: tensor<64xf32>) -> tensor<32xf32> {\n"
-        '  %w = fwd.weight "w" : !fwd.weights<32x64, q8_0>\n'
-        "  %z = fwd.matmul %x, %w : tensor<64xf32>, !fwd.weights<32x64, q8_0> -> tensor<32xf32>\n"
-        "  func.return %z : tensor<32xf32>\n}\n"
-    )
-    path = write(tmp_path, "m.mlir", text)
+    path = write(tmp_path, "m.mlir", Q8_MATMUL)
     same = second.split("{")[0] + "{numerics=int8-act}"
     assert opt(str(path), "-p", f"forward-shim{{numerics=int8-act}},{same}").returncode == 0
     r = opt(str(path), "-p", f"forward-shim{{numerics=int8-act}},{second}")
