@@ -799,24 +799,24 @@ def test_legalizing_for_other_numerics_than_the_module_was_quantized_for_says_so
     assert r.returncode == 1 and r.stdout == ""
     lines = r.stderr.splitlines()
     assert lines[0] == f"{path}:3:3: error: the forward's precise numerics read no activation quantized"
-    assert lines[-1] == ("note: the module's activations were quantized for cuda-forward:Int8Act (its fwd.numerics); "
-                         "for cuda-forward:Dequant run the pipeline on the IR from before that")  # fmt: skip
+    assert lines[-1] == ("note: the module's activations were quantized for int8-act (its one_word blocks); "
+                         "for dequant run the pipeline on the IR from before that")  # fmt: skip
 
 
+@pytest.mark.parametrize("first", ["forward-shim", "fwd-quantize-activations"])
 @pytest.mark.parametrize("second", ["fwd-fuse{numerics=two-pass-int8}", "fwd-fuse", "fwd-quantize-activations{numerics=two-pass-int8}"])
-def test_fusing_or_quantizing_for_other_numerics_than_the_module_was_quantized_for_is_an_error(tmp_path, second):
-    """`fwd-fuse` and `fwd-quantize-activations` with other numerics than those a module's activations
-    were quantized for (its `fwd.numerics`) fail with one line naming both and what to do, instead of
+def test_fusing_or_quantizing_for_other_numerics_than_the_module_was_quantized_for_is_an_error(tmp_path, first, second):
+    """`fwd-fuse` and `fwd-quantize-activations` on a module whose activations were quantized for other
+    numerics (read from their formats: `one_word` blocks are int8-act's, whether `fwd-legalize`
+    recorded `fwd.numerics` or not) fail with one line naming those numerics and what to do, instead of
     fusing or quantizing it under a contract it no longer keeps; the same numerics again pass."""
     path = write(tmp_path, "m.mlir", Q8_MATMUL)
-    same = second.split("{")[0] + "{numerics=int8-act}"
-    assert opt(str(path), "-p", f"forward-shim{{numerics=int8-act}},{same}").returncode == 0
-    r = opt(str(path), "-p", f"forward-shim{{numerics=int8-act}},{second}")
+    name = second.split("{")[0]
+    assert opt(str(path), "-p", f"{first}{{numerics=int8-act}},{name}{{numerics=int8-act}}").returncode == 0
+    r = opt(str(path), "-p", f"{first}{{numerics=int8-act}},{second}")
     assert r.returncode == 1 and r.stdout == ""
-    name, numerics = (second.split("{")[0], second.split("=")[1].rstrip("}")) if "{" in second else (second, "dequant")
-    shim = {"two-pass-int8": "TwoPassInt8", "dequant": "Dequant"}[numerics]
+    numerics = second.split("=")[1].rstrip("}") if "{" in second else "dequant"
     assert r.stderr.splitlines() == [
-        f"error: {name}{{numerics={numerics}}}: the module's activations were quantized for cuda-forward:Int8Act "
-        f"(its fwd.numerics), not for cuda-forward:{shim}; run the pipeline on the IR from before that, or give "
-        "the numerics it was quantized for"
+        f"error: {name}{{numerics={numerics}}}: the module's activations were quantized for int8-act (its one_word "
+        "blocks); run the pipeline on the IR from before that, or give it numerics=int8-act"
     ]

@@ -13,7 +13,7 @@
 
 // An f32 activation: legal under dequant only.
 // BACK: contract.mlir:[[# @LINE + 8]]:3: error: the forward's precise numerics read no activation quantized
-// BACK-NEXT: note: the module's activations were quantized for cuda-forward:Int8Act (its fwd.numerics); for cuda-forward:Dequant run the pipeline on the IR from before that
+// BACK-NEXT: note: the module's activations were quantized for int8-act (its one_word blocks); for dequant run the pipeline on the IR from before that
 // BACK-NEXT: ----
 // AGAIN: contract.mlir:[[# @LINE + 5]]:3: error: `fwd.matmul` reading a one_word activation — the two-pass-int8 numerics read a block-quantized matmul's and a mixture's activation as two_words blocks (this one was quantized for other numerics)
 // INT8: contract.mlir:[[# @LINE + 4]]:3: error: `fwd.matmul` reading an f32 activation — the int8-act numerics read a block-quantized matmul's and a mixture's activation as one_word blocks (fwd-quantize-activations{numerics=int8-act} places their quantizes)

@@ -131,7 +131,7 @@ class LegalizePass(NumericsPass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         forget_plan(op)
         shim = self.shim
-        before = quantized_for(op, shim)  # other numerics an earlier fwd-legalize quantized for, if any
+        before = quantized_for(op, self.numerics)  # other numerics the activations were quantized for, if any
         refused = legalize(shim, op)
         targets = {target for target, _ in refused}
         for o in op.walk():  # a mark left by an earlier run (other numerics) where the op now fits
@@ -148,6 +148,6 @@ class LegalizePass(NumericsPass):
         if refused and self.mode == "strict":
             lines = [r.error_line() for _, r in refused]
             if before is not None:
-                lines.append(f"note: the module's activations were quantized for {before} (its {NUMERICS_ATTR}); "
-                             f"for {shim.name()} run the pipeline on the IR from before that")  # fmt: skip
+                lines.append(f"note: the module's activations were quantized for {before}; "
+                             f"for {self.numerics} run the pipeline on the IR from before that")  # fmt: skip
             raise PassFailedException("\n".join(lines))

@@ -4,8 +4,8 @@
 `fwd-quantize-activations`, `fwd-fuse`, `fwd-legalize` and `forward-shim` derive from `NumericsPass`:
 the spelling is checked by `shim.contract.forward_shim` in `__post_init__` (a ValueError: the driver
 prints it as one line, `unknown numerics ...`), and `apply` reads the parsed shim as `self.shim`.
-`quantized_for` names the numerics a module's activations were quantized for when they are not the
-pass's: `fwd-quantize-activations` and `fwd-fuse` refuse such a module, `fwd-legalize` notes it.
+`quantized_for` names the numerics a module's activations were quantized for (from their formats)
+when they are not the pass's: `fwd-quantize-activations` and `fwd-fuse` refuse such a module, `fwd-legalize` notes it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import ArgSpec
 from xdsl.utils.exceptions import PassFailedException
 
-from fwdshim.shim.contract import NUMERICS_ATTR, ContractError, forward_shim, shim_of
+from fwdshim.dialects.attributes import QActType, QuantFormat
+from fwdshim.shim.contract import forward_shim
 from fwdshim.shim.forward import ForwardShim
 
 
@@ -45,37 +46,32 @@ class NumericsPass(ModulePass):
         return self._shim
 
     def check_not_quantized_otherwise(self, module: Operation) -> None:
-        """Raises PassFailedException when `module`'s activations were quantized for other numerics
+        """Raises PassFailedException when some activation of `module` was quantized for other numerics
         than this pass's (`quantized_for`): fusing or quantizing it again would mix two contracts."""
-        other = quantized_for(module, self.shim)
+        other = quantized_for(module, self.numerics)
         if other is not None:
             raise PassFailedException(
-                f"error: {self.name}{{numerics={self.numerics}}}: the module's activations were quantized for {other} "
-                f"(its {NUMERICS_ATTR}), not for {self.shim.name()}; run the pipeline on the IR from before that, "
-                f"or give the numerics it was quantized for"
+                f"error: {self.name}{{numerics={self.numerics}}}: the module's activations were quantized for "
+                f"{other}; run the pipeline on the IR from before that, or give it numerics={other[: other.index(' ')]}"
             )
 
 
-def recorded_shim(module: Operation) -> str | None:
-    """The shim name `fwd.numerics` records on `module` (`contract.shim_of`; None without one, or an
-    unreadable one)."""
-    if NUMERICS_ATTR not in module.attributes:
-        return None
-    try:
-        return shim_of(module).name()
-    except ContractError:
-        return None
+_PLACED_FOR = {QuantFormat.ONE_WORD.value: "int8-act", QuantFormat.TWO_WORDS.value: "two-pass-int8"}
+"""The numerics that quantize an activation to each format (`fwd-quantize-activations`)."""
 
 
-def quantized_for(module: Operation, shim: ForwardShim) -> str | None:
-    """The shim name `module`'s `fwd.numerics` records when it is not `shim`'s and some value of
-    `module` is a quantized activation (`!fwd.qact`, placed for those numerics); else None."""
-    from fwdshim.dialects.attributes import QActType
-
-    before = recorded_shim(module)
-    if before is None or before == shim.name():
-        return None
-    return before if any(isinstance(r.type, QActType) for o in module.walk() for r in o.results) else None
+def quantized_for(module: Operation, numerics: str) -> str | None:
+    """`<numerics> (its <format> blocks)` for the first quantized activation (`!fwd.qact`) of `module`
+    whose format other numerics than `numerics` place (`one_word`: int8-act, `two_words`:
+    two-pass-int8; dequant places none); None when every one is `numerics`'. Read from the values
+    themselves, not the `fwd.numerics` record (which only `fwd-legalize` writes)."""
+    for o in module.walk():
+        for r in o.results:
+            if isinstance(r.type, QActType):
+                fmt = r.type.format.data.value
+                if _PLACED_FOR[fmt] != numerics:
+                    return f"{_PLACED_FOR[fmt]} (its {fmt} blocks)"
+    return None
 
 
 def bare_flags(cls: type, spec: ArgSpec) -> ArgSpec:
