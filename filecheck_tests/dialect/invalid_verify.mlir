@@ -263,7 +263,7 @@ func.func @attention_v(%q: tensor<576xf32>, %k: tensor<192xf32>, %v: tensor<192x
 // -----
 
 func.func @attention_k_cache(%q: tensor<576xf32>, %k: tensor<192xf32>, %v: tensor<192xf32>, %kc: tensor<4096x192xf32>, %vc: tensor<4095x192xf32>) -> tensor<576xf32> {
-  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: attention k_cache is not (l-1) x kv*hd = 4095x192
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: attention k_cache is 4096x192, not (l-1) x kv*hd = 4095x192
   %a = fwd.attention %q, %k, %v, %kc, %vc h 9 kv 3 hd 64 vd 64 l 4096 rows 1 : tensor<576xf32>, tensor<192xf32>, tensor<192xf32>, tensor<4096x192xf32>, tensor<4095x192xf32> -> tensor<576xf32>
   func.return %a : tensor<576xf32>
 }
@@ -271,7 +271,7 @@ func.func @attention_k_cache(%q: tensor<576xf32>, %k: tensor<192xf32>, %v: tenso
 // -----
 
 func.func @attention_v_cache(%q: tensor<576xf32>, %k: tensor<192xf32>, %v: tensor<192xf32>, %kc: tensor<4095x192xf32>, %vc: tensor<192x4095xf32>) -> tensor<576xf32> {
-  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: attention v_cache is not (l-1) x kv*vd = 4095x192
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: attention v_cache is 192x4095, not (l-1) x kv*vd = 4095x192
   %a = fwd.attention %q, %k, %v, %kc, %vc h 9 kv 3 hd 64 vd 64 l 4096 rows 1 : tensor<576xf32>, tensor<192xf32>, tensor<192xf32>, tensor<4095x192xf32>, tensor<192x4095xf32> -> tensor<576xf32>
   func.return %a : tensor<576xf32>
 }

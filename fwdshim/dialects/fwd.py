@@ -601,8 +601,8 @@ class AttentionOp(StageOp):
         _want(numel(self.q.type) == rows * h * hd, f"attention q has {numel(self.q.type)} values, not rows*h*hd = {rows * h * hd}")  # type: ignore[operator]
         _want(numel(self.k.type) == rows * kv * hd, f"attention k has {numel(self.k.type)} values, not rows*kv*hd = {rows * kv * hd}")  # type: ignore[operator]
         _want(numel(self.v.type) == rows * kv * vd, f"attention v has {numel(self.v.type)} values, not rows*kv*vd = {rows * kv * vd}")  # type: ignore[operator]
-        _want(dims_of(self.k_cache.type) == (l - 1, kv * hd), f"attention k_cache is not (l-1) x kv*hd = {l - 1}x{kv * hd}")  # type: ignore[operator]
-        _want(dims_of(self.v_cache.type) == (l - 1, kv * vd), f"attention v_cache is not (l-1) x kv*vd = {l - 1}x{kv * vd}")  # type: ignore[operator]
+        _want(dims_of(self.k_cache.type) == (l - 1, kv * hd), f"attention k_cache is {_dims(self.k_cache.type)}, not (l-1) x kv*hd = {l - 1}x{kv * hd}")  # type: ignore[operator]
+        _want(dims_of(self.v_cache.type) == (l - 1, kv * vd), f"attention v_cache is {_dims(self.v_cache.type)}, not (l-1) x kv*vd = {l - 1}x{kv * vd}")  # type: ignore[operator]
         _want(numel(self.result.type) == rows * h * vd, f"attention result has {numel(self.result.type)} values, not rows*h*vd = {rows * h * vd}")  # type: ignore[operator]
         pos, window, cap = _int(self, "pos"), _int(self, "window"), _float(self, "softcap")
         _want(pos is None or 0 <= pos < l, f"attention pos {pos} is not a position of its l = {l} (0 <= pos < l)")  # type: ignore[operator]
