@@ -148,6 +148,6 @@ class LegalizePass(NumericsPass):
         if refused and self.mode == "strict":
             lines = [r.error_line() for _, r in refused]
             if before is not None:
-                lines.append(f"note: the module's activations were quantized for {before}; "
+                lines.append(f"note: the module's activations were quantized for {before[0]} (its {before[1]} blocks); "
                              f"for {self.numerics} run the pipeline on the IR from before that")  # fmt: skip
             raise PassFailedException("\n".join(lines))

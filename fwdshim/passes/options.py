@@ -50,9 +50,10 @@ class NumericsPass(ModulePass):
         than this pass's (`quantized_for`): fusing or quantizing it again would mix two contracts."""
         other = quantized_for(module, self.numerics)
         if other is not None:
+            numerics, fmt = other
             raise PassFailedException(
                 f"error: {self.name}{{numerics={self.numerics}}}: the module's activations were quantized for "
-                f"{other}; run the pipeline on the IR from before that, or give it numerics={other[: other.index(' ')]}"
+                f"{numerics} (its {fmt} blocks); run the pipeline on the IR from before that, or give it numerics={numerics}"
             )
 
 
@@ -60,8 +61,8 @@ _PLACED_FOR = {QuantFormat.ONE_WORD.value: "int8-act", QuantFormat.TWO_WORDS.val
 """The numerics that quantize an activation to each format (`fwd-quantize-activations`)."""
 
 
-def quantized_for(module: Operation, numerics: str) -> str | None:
-    """`<numerics> (its <format> blocks)` for the first quantized activation (`!fwd.qact`) of `module`
+def quantized_for(module: Operation, numerics: str) -> tuple[str, str] | None:
+    """(numerics, format) of the first quantized activation (`!fwd.qact`) of `module`
     whose format other numerics than `numerics` place (`one_word`: int8-act, `two_words`:
     two-pass-int8; dequant places none); None when every one is `numerics`'. Read from the values
     themselves, not the `fwd.numerics` record (which only `fwd-legalize` writes)."""
@@ -70,7 +71,7 @@ def quantized_for(module: Operation, numerics: str) -> str | None:
             if isinstance(r.type, QActType):
                 fmt = r.type.format.data.value
                 if _PLACED_FOR[fmt] != numerics:
-                    return f"{_PLACED_FOR[fmt]} (its {fmt} blocks)"
+                    return _PLACED_FOR[fmt], fmt
     return None
 
 
