@@ -46,6 +46,7 @@ def _bench(name: str):
         ("attention.py", ["--set", "attention.RELEASE_COUNT=1"], "RELEASE_COUNT is a bool (True), not a int"),
         ("attention.py", ["--set", "attention.NO_SUCH=1"], "fwdshim.codegen.attention has no constant NO_SUCH"),
         ("compile_time.py", ["--numerics", "int4"], "argument --numerics: invalid choice: 'int4'"),
+        ("read_sizes.py", ["--reps", "0"], "--reps is at least 1"),
         ("occupancy.py", ["--shapes", "gpt9"], "--shapes 'gpt9': of smollm2, llama8b"),
         ("occupancy.py", ["--numerics", "int4"], "--numerics 'int4': of dequant, int8-act, two-pass-int8"),
         ("occupancy.py", ["--arch", "hopper"], "--arch 'hopper': an architecture such as sm_90"),
@@ -117,6 +118,7 @@ def test_occupancy_largest_loop_reads_sass():
         ("gemv.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"),
         ("gemv_ggml.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"),
         ("gemv_mma.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"),
+        ("read_sizes.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"),
     ],
 )
 def test_the_simulator_is_one_line_not_a_traceback(script, status, message):
@@ -189,3 +191,26 @@ def test_leave_out_drops_the_matching_launches_and_only_within(monkeypatch):
     assert (stand_in.grid, stand_in.block) == (norms[0].kernel.grid, norms[0].kernel.block)
     fw.run_stagewise(inputs)  # every launch again: the norms write their results
     assert any(not np.array_equal(fw.array(b).copy_to_host(), before[b]) for b in only_norms)
+
+
+@pytest.mark.parametrize("unroll, words, grid", [(2, 1000, (2, 8)), (4, 4096, (1, 32)), (8, 36, (3, 4))])
+def test_read_sizes_kernel_reads_every_word_once(monkeypatch, unroll, words, grid):
+    """`bench/read_sizes.py`'s streaming read XORs every word of its buffer into one thread's
+    accumulator, once (the unrolled steps and the remainder together; under the simulator, with its
+    16-byte load): a buffer of zeros but one word of the kernel's magic value makes it store that
+    value, wherever the word lies — a word read by no thread, or twice, would leave it unstored."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        pytest.skip("runs the kernel under Numba's CUDA simulator")
+    from numba import cuda
+
+    from fwdshim.codegen import intrinsics, simulator
+
+    monkeypatch.setattr(intrinsics, "ld_i32x4", simulator.ld_i32x4)
+    k = _bench("read_sizes").read_kernel(unroll)
+    rng = np.random.default_rng(unroll)
+    for at in [0, words - 1, *rng.integers(0, words, size=4)]:
+        a = np.zeros(words, np.int32)
+        a[at] = 0x7FEDCBA9
+        out = cuda.to_device(np.zeros(1, np.int64))
+        k[grid](cuda.to_device(a), words, out)
+        assert out.copy_to_host()[0] == 0x7FEDCBA9, at
