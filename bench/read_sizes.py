@@ -60,35 +60,10 @@ SMALL_BYTES = 4 * 2**20
 
 
 def read_kernel(unroll: int):
-    """`read_k(a int32 [words], words, out int64 [1])`: every thread reads 16-byte vectors at a grid
-    stride, `unroll` loads issued before their use, then the remainder one at a time."""
-    from numba import cuda, int32
+    """`fwdshim.tools.profile.sized_read_kernel`: every word read once, `unroll` 16-byte loads in flight."""
+    from fwdshim.tools.profile import sized_read_kernel
 
-    from fwdshim.codegen.intrinsics import ld_i32x4
-
-    loads = "\n".join(
-        f"        a{u}, b{u}, c{u}, d{u} = ld_i32x4(a, i + {u} * stride)" for u in range(unroll)
-    )
-    xors = " ^ ".join(f"a{u} ^ b{u} ^ c{u} ^ d{u}" for u in range(unroll))
-    src = f"""
-def read_k(a, words, out):
-    stride = cuda.gridsize(1) * 4
-    i = cuda.grid(1) * 4
-    acc = int32(0)
-    while i + {unroll - 1} * stride + 4 <= words:
-{loads}
-        acc ^= {xors}
-        i += {unroll} * stride
-    while i + 4 <= words:
-        a0, b0, c0, d0 = ld_i32x4(a, i)
-        acc ^= a0 ^ b0 ^ c0 ^ d0
-        i += stride
-    if acc == 0x7FEDCBA9:
-        out[0] = acc
-"""
-    scope = {"cuda": cuda, "int32": int32, "ld_i32x4": ld_i32x4}
-    exec(src, scope)  # noqa: S102 - our own generated source, as the codegen does
-    return cuda.jit(scope["read_k"])
+    return sized_read_kernel(unroll)
 
 
 def bench_size(timer, nbytes: int, reps: int) -> dict:

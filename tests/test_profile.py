@@ -159,6 +159,25 @@ def test_occupancy_columns_and_waves():
     assert json.loads(prof.to_json())["sm_limits"]["sms"] == 2
 
 
+def test_bare_read_columns():
+    """With a bare read's time for a kernel (`Profile.read_us`) its row gives that time and the read's
+    time over the kernel's; a kernel without one keeps both columns empty; the JSON carries both."""
+    prof = _profile(_plan())
+    gate = next(k for k in prof.kernels() if k.kernel.startswith("gemv"))
+    prof.read_us = {gate.kernel: 4.5}
+    rows = {k.kernel: k for k in prof.kernels()}
+    assert rows[gate.kernel].read_us == 4.5 and rows[gate.kernel].of_read == pytest.approx(4.5 / 6.0)
+    line = next(line for line in prof.table().splitlines() if line.startswith(f"| {gate.kernel} |"))
+    assert f"| {gate.ceiling_share:.1%} | 4.50 | 75.0% |" in line
+    header = next(line for line in prof.table().splitlines() if line.startswith("| kernel"))
+    assert "| of ceiling | bare read us | of read | regs |" in header
+    other = next(k for k in rows.values() if k.kernel != gate.kernel)
+    line = next(line for line in prof.table().splitlines() if line.startswith(f"| {other.kernel} |"))
+    assert f"| {other.ceiling_share:.1%} |  |  |" in line and other.read_us is None and other.of_read is None
+    kernels = {k["kernel"]: k for k in json.loads(prof.to_json())["kernels"]}
+    assert kernels[gate.kernel]["read_us"] == 4.5 and kernels[other.kernel]["of_read"] is None
+
+
 @pytest.mark.gpu
 def test_profile_on_the_gpu_reads_each_kernels_occupancy(tmp_path, monkeypatch):
     """On a GPU (`FWDSHIM_GPU=1`): a tiny model's profile gives every kernel its registers, shared
@@ -177,4 +196,6 @@ def test_profile_on_the_gpu_reads_each_kernels_occupancy(tmp_path, monkeypatch):
     rows = prof.kernels()
     assert rows and all(k.regs and k.regs <= 255 and k.blocks_per_sm >= 1 and k.waves > 0 for k in rows), rows
     assert any(k.shared > 0 for k in rows)  # the norms' and the attention's shared rows
+    # every kernel has a bare read of its bytes, no slower than an empty launch and not absurdly fast
+    assert all(k.read_us is not None and prof.floor_us * 0.5 < k.read_us < 1e3 for k in rows), rows
     print("\n" + prof.table())

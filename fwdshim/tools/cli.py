@@ -147,7 +147,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Compile the model's decode step for the GPU and time every launch of it, each "
         "distinct kernel in a graph of its own over copies of its weights past the L2, the caches "
         "filled to --fill rows: prints a table sorted by time (bytes, GB/s, share of the read "
-        "ceiling, share of the step; each kernel's registers, blocks an SM and what limits them, and "
+        "ceiling, share of the step, the time of a bare read of as many bytes in one launch and the "
+        "kernel's speed as a share of it; each kernel's registers, blocks an SM and what limits them, and "
         "its grid in waves of those blocks), writes it as JSON and draws the kernel families as a PNG bar "
         "chart (needs matplotlib: pip install fwdshim[profile]).",
     )  # fmt: skip

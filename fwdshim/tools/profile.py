@@ -11,7 +11,12 @@ to `fill` and times, on the GPU:
   same code, shapes and launch shape, e.g. one per layer) share its time;
 - the whole step's graph, replayed back to back (`step_us`), and an empty kernel in a graph of 32
   launches (`floor_us`, the launch floor);
-- a streaming read of 1 GiB (16-byte loads), the read ceiling of the shares.
+- a streaming read of 1 GiB (16-byte loads), the read ceiling of the shares;
+- for each distinct kernel, a bare streaming read of as many bytes as it reads, one launch over
+  copies rotated as its own (`size_read_us`, the best of `SIZE_READ_GRIDS`): what one launch of
+  that many bytes can take at best, launch, first loads and drain included (on an H200 a read of a
+  Llama-3-8B O projection's 18.9 MB reaches 71 % of the ceiling, of its gate's 66 MB 90 %:
+  `bench/read_sizes.py`). `of read` is that time over the kernel's (1.0: as fast as a bare read).
 
 `Profile` holds one `LaunchRecord` per launch (in graph order) with the bytes the launch must read
 and write (`launch_bytes`: every array argument whole, except a cache: the `fill` rows an attention
@@ -140,6 +145,8 @@ class KernelRow:
     gbs: float
     ceiling_share: float
     step_share: float
+    read_us: float | None = None
+    of_read: float | None = None
     regs: int | None = None
     shared: int | None = None
     blocks_per_sm: int | None = None
@@ -152,7 +159,9 @@ class Profile:
     """The timed launches of one step (module docstring). `ceiling_gbs`: the read ceiling;
     `step_us`: the step's graph replayed; `floor_us`: an empty kernel's launch; `meta`: what was
     profiled (model, numerics, fill, GPU); `occupancy`: each kernel's registers and shared memory
-    (by name; a kernel missing has no occupancy columns) on an SM of `limits`."""
+    (by name; a kernel missing has no occupancy columns) on an SM of `limits`; `read_us`: by kernel
+    name, a bare read of as many bytes as the kernel reads (`size_read_us`; a kernel missing has an
+    empty `of read` column)."""
 
     records: list[LaunchRecord]
     ceiling_gbs: float
@@ -161,6 +170,7 @@ class Profile:
     meta: dict[str, Any] = field(default_factory=dict)
     occupancy: dict[str, Occupancy] = field(default_factory=dict)
     limits: SMLimits = SMLimits()
+    read_us: dict[str, float] = field(default_factory=dict)
 
     @property
     def sum_us(self) -> float:
@@ -187,6 +197,9 @@ class Profile:
             gbs = self._gbs(read + written, us)
             row = KernelRow(name, rs[0].family, len(rs), us, total, read, written, gbs,
                             gbs / self.ceiling_gbs if self.ceiling_gbs else 0.0, self._share(total))  # fmt: skip
+            if name in self.read_us:
+                row.read_us = self.read_us[name]
+                row.of_read = row.read_us / us if us > 0 else None
             occ = self.occupancy.get(name)
             if occ is not None:
                 threads = math.prod(rs[0].block)
@@ -219,14 +232,15 @@ class Profile:
             + (f"; an empty launch {self.floor_us:.2f} us" if self.floor_us is not None else ""),
             "",
             "| kernel | launches | us each | us in step | share of step | read KB | written KB | GB/s | of ceiling "
-            "| regs | blocks/SM (limit) | waves |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| bare read us | of read | regs | blocks/SM (limit) | waves |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for k in self.kernels():
             occ = f"{k.regs} | {k.blocks_per_sm} ({k.limiter}) | {k.waves:.2f}" if k.regs is not None else " |  | "
+            rd = f"{k.read_us:.2f} | {k.of_read:.1%}" if k.read_us is not None and k.of_read is not None else " | "
             head.append(
                 f"| {k.kernel} | {k.launches} | {k.us:.2f} | {k.total_us:.1f} | {k.step_share:.1%} | "
-                f"{k.read / 1e3:.1f} | {k.written / 1e3:.1f} | {k.gbs:.0f} | {k.ceiling_share:.1%} | {occ} |"
+                f"{k.read / 1e3:.1f} | {k.written / 1e3:.1f} | {k.gbs:.0f} | {k.ceiling_share:.1%} | {rd} | {occ} |"
             )
         return "\n".join(head) + "\n"
 
@@ -331,6 +345,84 @@ def streaming_read_kernel(words: int, grid: int = 1024, block: int = 256):
             out[0] = acc
 
     return read_k
+
+
+def sized_read_kernel(unroll: int):
+    """A Numba kernel `read_k(a int32 [words], words, out int64 [1])` reading all of `a` (`words` a
+    multiple of 4) with 16-byte loads at a grid stride, `unroll` of them issued before their use, then
+    the rest one at a time: every word XORed into its thread's accumulator once (`bench/read_sizes.py`,
+    `size_read_us`). Any grid; launch it as `read_k[blocks, threads]`."""
+    from numba import cuda, int32
+
+    from fwdshim.codegen.intrinsics import ld_i32x4
+
+    if unroll < 1:
+        raise ValueError(f"a read of {unroll} loads in flight")
+    loads = "\n".join(f"        a{u}, b{u}, c{u}, d{u} = ld_i32x4(a, i + {u} * stride)" for u in range(unroll))
+    xors = " ^ ".join(f"a{u} ^ b{u} ^ c{u} ^ d{u}" for u in range(unroll))
+    src = f"""
+def read_k(a, words, out):
+    stride = cuda.gridsize(1) * 4
+    i = cuda.grid(1) * 4
+    acc = int32(0)
+    while i + {unroll - 1} * stride + 4 <= words:
+{loads}
+        acc ^= {xors}
+        i += {unroll} * stride
+    while i + 4 <= words:
+        a0, b0, c0, d0 = ld_i32x4(a, i)
+        acc ^= a0 ^ b0 ^ c0 ^ d0
+        i += stride
+    if acc == 0x7FEDCBA9:
+        out[0] = acc
+"""
+    scope = {"cuda": cuda, "int32": int32, "ld_i32x4": ld_i32x4}
+    exec(src, scope)  # noqa: S102 - our own generated source, as the codegen's kernels are
+    return cuda.jit(scope["read_k"])
+
+
+SIZE_READ_GRIDS = ((1056, 256, 4), (528, 512, 2), (132, 256, 2), (66, 256, 2), (33, 256, 1))
+"""(blocks, threads, loads in flight) of the bare reads `size_read_us` takes the best of: within 0.2 %
+of the best of `bench/read_sizes.py`'s 27 grids at every size it timed on an H200 (0.12-132 MB, two
+runs, 2026-12-03)."""
+
+
+def size_read_us(timer: _Timer, nbytes: int, reps: int, min_launches: int = 32) -> float:
+    """Microseconds of the best bare read (`sized_read_kernel`, grids `SIZE_READ_GRIDS`) of `nbytes`
+    (rounded up to 16) a launch, over copies rotated past 3x the L2 (at most 64, as `time_kernels`
+    rotates a kernel's weights) in a graph of at least `min_launches` launches."""
+    from numba import cuda
+
+    words = max(4, -(-nbytes // 16) * 4)
+    copies = max(1, min(64, math.ceil(3 * L2_BYTES / (4 * words))))
+    stride = -(-words // 64) * 64
+    flat = cuda.device_array(stride * copies, np.int32)
+    flat[:] = 1
+    bufs = [flat[c * stride : c * stride + words] for c in range(copies)]
+    out = cuda.device_array(1, np.int64)
+    launches = copies * -(-min_launches // copies)
+    best = math.inf
+    for blocks, threads, unroll in SIZE_READ_GRIDS:
+        k = _sized_read(unroll)
+        k[blocks, threads](bufs[0], words, out)
+        cuda.synchronize()
+
+        def record(gb, k=k, blocks=blocks, threads=threads, bufs=bufs):
+            for i in range(launches):
+                k[blocks, threads, gb](bufs[i % copies], words, out)
+
+        best = min(best, timer.replay_us(timer.graph(record), reps, launches))
+    del bufs, flat
+    return best
+
+
+_SIZED_READS: dict[int, Any] = {}
+
+
+def _sized_read(unroll: int):
+    if unroll not in _SIZED_READS:
+        _SIZED_READS[unroll] = sized_read_kernel(unroll)
+    return _SIZED_READS[unroll]
 
 
 def _read_ceiling(timer: _Timer, reps: int) -> float:
@@ -464,8 +556,12 @@ def profile_runtime(runtime, fill: int, reps: int = 20, meta: Mapping[str, Any] 
     name = cuda.get_current_device().name
     gpu = name.decode() if isinstance(name, bytes) else str(name)
     info = {"fill": fill, "gpu": gpu, **(meta or {})}
+    read_us = {}
+    for r in records:
+        if r.kernel not in read_us and r.read > 0:
+            read_us[r.kernel] = size_read_us(timer, r.read, reps)
     return Profile(records, _read_ceiling(timer, reps), step_us, _floor_us(timer, reps), info,
-                   kernel_occupancy(runtime.plan), device_limits())
+                   kernel_occupancy(runtime.plan), device_limits(), read_us)
 
 
 def profile_model(model, numerics: str = "dequant", fill: int = 0, reps: int = 20, name: str | None = None) -> Profile:
