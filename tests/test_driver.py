@@ -790,12 +790,12 @@ Q8_MATMUL = (
 
 
 def test_legalizing_for_other_numerics_than_the_module_was_quantized_for_says_so(tmp_path):
-    """`forward-shim{numerics=int8-act},forward-shim{numerics=dequant}`: the second run's refusal (the
-    matmul reads a quantized activation the dequantizing forward never reads) is followed by a note
-    naming the numerics the module was quantized for and what to do; the first numerics alone pass."""
+    """`forward-shim{numerics=int8-act},fwd-legalize{numerics=dequant}`: legality's refusal (the matmul
+    reads a quantized activation the dequantizing forward never reads) is followed by a note naming the
+    numerics the module was quantized for and what to do; the first numerics alone pass."""
     path = write(tmp_path, "m.mlir", Q8_MATMUL)
     assert opt(str(path), "-p", "forward-shim{numerics=int8-act}").returncode == 0
-    r = opt(str(path), "-p", "forward-shim{numerics=int8-act},forward-shim{numerics=dequant}")
+    r = opt(str(path), "-p", "forward-shim{numerics=int8-act},fwd-legalize{numerics=dequant}")
     assert r.returncode == 1 and r.stdout == ""
     lines = r.stderr.splitlines()
     assert lines[0] == f"{path}:3:3: error: the forward's precise numerics read no activation quantized"
@@ -804,9 +804,10 @@ def test_legalizing_for_other_numerics_than_the_module_was_quantized_for_says_so
 
 
 @pytest.mark.parametrize("first", ["forward-shim", "fwd-quantize-activations"])
-@pytest.mark.parametrize("second", ["fwd-fuse{numerics=two-pass-int8}", "fwd-fuse", "fwd-quantize-activations{numerics=two-pass-int8}"])
+@pytest.mark.parametrize("second", ["fwd-fuse{numerics=two-pass-int8}", "fwd-fuse", "fwd-quantize-activations{numerics=two-pass-int8}",
+                                    "forward-shim", "forward-shim{numerics=two-pass-int8}"])
 def test_fusing_or_quantizing_for_other_numerics_than_the_module_was_quantized_for_is_an_error(tmp_path, first, second):
-    """`fwd-fuse` and `fwd-quantize-activations` on a module whose activations were quantized for other
+    """`fwd-fuse`, `fwd-quantize-activations` and `forward-shim` (which runs both) on a module whose activations were quantized for other
     numerics (read from their formats: `one_word` blocks are int8-act's, whether `fwd-legalize`
     recorded `fwd.numerics` or not) fail with one line naming those numerics and what to do, instead of
     fusing or quantizing it under a contract it no longer keeps; the same numerics again pass."""

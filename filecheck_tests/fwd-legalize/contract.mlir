@@ -5,8 +5,8 @@
 // RUN: fwdshim-opt %s --split-input-file --verify-diagnostics -p 'fwd-legalize{numerics=int8-act}' 2>&1 | filecheck %s --check-prefix=INT8
 // RUN: fwdshim-opt %s --split-input-file --verify-diagnostics -p 'fwd-legalize{numerics=two-pass-int8}' 2>&1 | filecheck %s --check-prefix=TWO
 // RUN: fwdshim-opt %s --split-input-file --verify-diagnostics -p fwd-legalize 2>&1 | filecheck %s --check-prefix=DEQ
-// forward-shim under int8-act, then again under two-pass-int8: the one_word quantizes the first placed stay
-// (fwd-quantize-activations quantizes f32 reads only), and the second contract refuses their readers.
+// forward-shim under int8-act, then again under two-pass-int8: the second run refuses the module in one line
+// (its activations are int8-act's one_word blocks), before quantizing or fusing anything.
 // RUN: fwdshim-opt %s -p 'forward-shim{numerics=int8-act},forward-shim{numerics=two-pass-int8}' --split-input-file --verify-diagnostics 2>&1 | filecheck %s --check-prefix=AGAIN
 // int8-act's quantizes under dequant: one error each, at the quantize (the seed's F04), none at its reader.
 // RUN: fwdshim-opt %s -p 'forward-shim{numerics=int8-act},fwd-legalize' --split-input-file --verify-diagnostics 2>&1 | filecheck %s --check-prefix=BACK
@@ -15,7 +15,7 @@
 // BACK: contract.mlir:[[# @LINE + 8]]:3: error: the forward's precise numerics read no activation quantized
 // BACK-NEXT: note: the module's activations were quantized for int8-act (its one_word blocks); for dequant run the pipeline on the IR from before that
 // BACK-NEXT: ----
-// AGAIN: contract.mlir:[[# @LINE + 5]]:3: error: `fwd.matmul` reading a one_word activation — the two-pass-int8 numerics read a block-quantized matmul's and a mixture's activation as two_words blocks (this one was quantized for other numerics)
+// AGAIN: error: forward-shim{numerics=two-pass-int8}: the module's activations were quantized for int8-act (its one_word blocks); run the pipeline on the IR from before that, or give it numerics=int8-act
 // INT8: contract.mlir:[[# @LINE + 4]]:3: error: `fwd.matmul` reading an f32 activation — the int8-act numerics read a block-quantized matmul's and a mixture's activation as one_word blocks (fwd-quantize-activations{numerics=int8-act} places their quantizes)
 // TWO: contract.mlir:[[# @LINE + 3]]:3: error: `fwd.matmul` reading an f32 activation — the two-pass-int8 numerics read a block-quantized matmul's and a mixture's activation as two_words blocks (fwd-quantize-activations{numerics=two-pass-int8} places their quantizes)
 func.func @f32_reads(%x: tensor<64xf32>) -> tensor<32xf32> {

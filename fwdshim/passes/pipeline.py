@@ -7,7 +7,9 @@ legalizes"). Quantizing first lets the epilogue rules (`add_norm_quant`, `norm_q
 DECOMPOSE class in the input is split into its parts before anything else (`legalize.split_decomposed`):
 split only by legalize, its parts missed the activation quantization (a Q8_0 matmul reading f32 under
 int8-act, against the contract) and the forward's own fusion. So the output is what the numerics
-say, and running the pipeline on its own output changes nothing.
+say, and running the pipeline on its own output changes nothing. A module whose activations were
+quantized for other numerics is refused first, in one line (`NumericsPass.check_not_quantized_otherwise`),
+as `fwd-quantize-activations` and `fwd-fuse` refuse it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class ForwardShimPass(NumericsPass):
             raise PassFailedException(f"forward-shim needs fwd-legalize (fwdshim.passes.legalize): {e}") from None
         from fwdshim.passes.legalize import split_decomposed
 
+        self.check_not_quantized_otherwise(op)  # as its fwd-quantize-activations and fwd-fuse would
         split_decomposed(self.shim, op)
         QuantizeActivationsPass(self.numerics).run(op)
         FusePass(self.numerics).run(op)
