@@ -189,6 +189,12 @@ def _siblings(good: Path, tmp: Path) -> dict[str, tuple[Path, str | None, str | 
          f"offset {at + 8} runs past the end of the file ({size} bytes))")
     both("tensor count", _edit(good, tmp / "count.gguf", (8, struct.pack("<Q", BIG))),
          f"truncated or corrupt GGUF file of {size} bytes (the header claims {BIG} tensors, more than the file holds)")
+    n_keys = len(gguf.GGUFReader(good).fields) - 3  # less GGUF.version, tensor_count, kv_count
+    for short in (0, n_keys - 1):  # its first or its last key read as a tensor: it said "has 8 dimensions"
+        first = "general.architecture" if short == 0 else list(gguf.GGUFReader(good).fields)[-1]
+        both(f"key count {short}", _edit(good, tmp / f"keys{short}.gguf", (16, struct.pack("<Q", short))),
+             f"tensor #0 is named `{first}`, a metadata key: the header's count of metadata keys ({short}) is "
+             "wrong, so the file is corrupt")
     at = _info_at(data, "blk.1.ffn_down.weight") + 4 + 8
     both("tensor dims", _edit(good, tmp / "dims.gguf", (at, struct.pack("<Q", BIG))),
          f"truncated or corrupt GGUF file of {size} bytes (tensor `blk.1.ffn_down.weight` claims {BIG}x96 values "
@@ -268,6 +274,14 @@ def _siblings(good: Path, tmp: Path) -> dict[str, tuple[Path, str | None, str | 
     both("offset past the end", _edit(good, tmp / "toff.gguf", (at, struct.pack("<Q", 10**12))),
          "tensor `blk.0.attn_q.weight` (Q8_0 64x64: 4352 bytes) starts 1000000000000 bytes into the data section, "
          "past the end of the file (84384 bytes of data): its offset is wrong")  # it blamed the tensor before it
+    at = _info_at(data, "token_embd.weight") + 4 + 2 * 8 + 4  # the first tensor's offset: it blamed the second
+    both("first offset past the end", _edit(good, tmp / "t0off.gguf", (at, struct.pack("<Q", 2**40))),
+         "tensor `token_embd.weight` (Q8_0 262x64: 17816 bytes) starts 1099511627776 bytes into the data section, "
+         "past the end of the file (84384 bytes of data): its offset is wrong")
+    at = _info_at(data, "blk.0.attn_k.weight") + 4 + 2 * 8 + 4  # moved onto a later tensor, inside the file
+    both("offset inside the file", _edit(good, tmp / "tmidoff.gguf", (at, struct.pack("<Q", 32768))),
+         "tensor `blk.0.attn_k.weight` (Q8_0 32x64: 2176 bytes) starts 32768 bytes into the data section, where "
+         "the tensors listed before it end at 22432: its offset is wrong")
     # NaN or inf in a Q8_0 scale (a later block's too), in an F32 value: the run refuses the weight when it
     # is read, naming it, the row and the block, before either path computes with it (it ran, then named
     # the weight only if the logits came out not finite: an inf router scale ran on, CPU and GPU apart)

@@ -227,9 +227,14 @@ def _value(cur: _Cursor, key: str) -> Meta:
     return Meta(vt, item, n, value_at=at, strings=np.array(starts, dtype=np.int64))
 
 
-def _tensor_info(cur: _Cursor, i: int, alignment: int) -> TensorInfo:
+def _tensor_info(cur: _Cursor, i: int, alignment: int, n_keys: int = 0) -> TensorInfo:
     at = cur.pos
     name = cur.string(f"the name of tensor #{i}")
+    if name.startswith(("general.", "tokenizer.")) or name in KEY_KINDS:  # a key read as a tensor: the key count is short
+        raise LayoutError(
+            f"tensor #{i} is named `{name}`, a metadata key: the header's count of metadata keys "
+            f"({n_keys}) is wrong, so the file is corrupt"
+        )
     what = f"tensor `{name}`"
     n_dims = cur.unpack("I", what)
     if n_dims > MAX_DIMS:
@@ -295,7 +300,7 @@ def scan(data) -> Layout:
         layout.alignment = align.value
     names: set[str] = set()
     for i in range(n_tensors):
-        t = _tensor_info(cur, i, layout.alignment)
+        t = _tensor_info(cur, i, layout.alignment, n_keys)
         if t.name in names:
             raise LayoutError(f"tensor `{t.name}` appears twice")
         names.add(t.name)
@@ -306,12 +311,42 @@ def scan(data) -> Layout:
     return layout
 
 
+def _misplaced(layout: Layout, size: int) -> tuple[TensorInfo, int] | None:
+    """The one tensor whose offset alone breaks the data's layout in the file's tensor order — every
+    other tensor where the ones listed before it end — with where it belongs; None when no tensor or
+    several do. A last tensor counts only with an offset past the end of the file (elsewhere the size
+    of the tensor before it may be what is wrong)."""
+    a, at, bad = layout.alignment, 0, []
+    for t in layout.tensors:
+        if t.offset != at:
+            bad.append((t, at))
+        at += -(-t.n_bytes // a) * a
+    if len(bad) != 1:
+        return None
+    t, want = bad[0]
+    if t is layout.tensors[-1] and layout.data_start + t.offset < size:
+        return None
+    return t, want
+
+
 def _check_extents(layout: Layout, size: int) -> None:
     """The tensors' data, in offset order, one after the other, each of the size its type and shape
-    give (padded to the alignment), the last ending inside the file."""
+    give (padded to the alignment), the last ending inside the file. A tensor whose offset alone is
+    wrong (`_misplaced`) is named, wherever in the offset order it falls."""
     a, at, before = layout.alignment, 0, None
     for t in sorted(layout.tensors, key=lambda t: t.offset):
         if t.offset != at:
+            if (m := _misplaced(layout, size)) is not None:
+                u, want = m
+                where = (
+                    f", past the end of the file ({max(0, size - layout.data_start)} bytes of data)"
+                    if layout.data_start + u.offset >= size
+                    else f", where the tensors listed before it end at {want}"
+                )
+                raise LayoutError(
+                    f"tensor `{u.name}` ({u.describe()}) starts {u.offset} bytes into the data section{where}: "
+                    "its offset is wrong"
+                )
             if before is None:
                 raise LayoutError(
                     f"tensor `{t.name}` starts {t.offset} bytes into the data section; "
