@@ -17,8 +17,12 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     FileLineColLoc,
+    Float32Type,
+    FloatAttr,
     IntAttr,
+    IntegerAttr,
     ModuleOp,
     StringAttr,
     UnknownLoc,
@@ -147,9 +151,13 @@ class LocatingParser(Parser):
             message = str(e.args[0]) if e.args else str(e)
             m = _INTEGER_OUT_OF_RANGE.match(message)
             at = m and self._last_number(span.start, lambda v: str(v) == m[1])
+            if m and self._op_name_at(span).startswith("fwd."):  # signed i64s (xDSL's range is a signless one's)
+                message = f"{m[1]} is out of range of a signed 64-bit integer (the largest is 9223372036854775807)"
             self.raise_error(message, at or span)
         except (struct.error, OverflowError) as e:
             self._number_out_of_range(span, e)
+        if op.name.startswith("fwd."):
+            self._check_fwd_numbers(op, span)
         written = self._unknown_written_to == self._current_token.span.start  # op's own trailing loc(unknown)
         if isinstance(op.location, UnknownLoc) and not written:
             loc = span.get_location()
@@ -157,6 +165,35 @@ class LocatingParser(Parser):
                 StringAttr(loc.file), IntAttr(loc.line + self._line_offset), IntAttr(loc.col)
             )
         return op
+
+    def _op_name_at(self, span: Span) -> str:
+        """The name of the op written at `span` (`fwd.rope` of `%r = fwd.rope ...`, a generic form's
+        quoted name unquoted), or ""."""
+        content = self.lexer.input.content
+        text = content[span.start : span.start + 4096]
+        m = _OP_NAME.match(text.decode(errors="replace") if isinstance(text, bytes) else text)
+        return m[1] if m else ""
+
+    def _check_fwd_numbers(self, op: Operation, span: Span) -> None:
+        """A `fwd` op's numbers are taken as written or refused at the number: an integer property
+        written past `2^63 - 1` (xDSL stores it in the i64 as its two's complement: `l
+        18446744073709551615` became `l -1` and a verify error about -1) and a nonzero float its f32
+        property stores as zero (`eps 1.0e-50` became `eps 0.0` silently). Every `fwd` integer
+        property is a signed i64 and every float one an f32; an attribute of the op's dictionary
+        keeps xDSL's (and MLIR's) reading."""
+        f32_zero = any(
+            isinstance(a, FloatAttr) and isinstance(a.type, Float32Type) and a.value.data == 0.0
+            for a in op.properties.values()
+        )
+        ints = [a for p in op.properties.values() for a in (p.data if isinstance(p, ArrayAttr) else (p,))]
+        wrapped = {a.value.data + (1 << 64) for a in ints if isinstance(a, IntegerAttr) and a.value.data < 0}
+        for at, v in number_literals(self.lexer.input, span.start, self.pos):
+            if isinstance(v, int) and v in wrapped:
+                self.raise_error(
+                    f"{at.text} is out of range of a signed 64-bit integer (the largest is 9223372036854775807)", at
+                )
+            if f32_zero and isinstance(v, float) and v != 0.0 and struct.unpack("<f", struct.pack("<f", v))[0] == 0.0:
+                self.raise_error(f"{at.text} is too small for an f32: it would be stored as 0.0", at)
 
     def _last_number(self, start: int, pick: Callable[[int | float], bool]) -> Span | None:
         """The last number literal from `start` to the current token that `pick` chooses."""
@@ -240,6 +277,7 @@ class LocatingParser(Parser):
 
 
 _INTEGER_OUT_OF_RANGE = re.compile(r"Integer value (-?\d+) is out of range")
+_OP_NAME = re.compile(r'\s*(?:%[^=]*=\s*)?"?([A-Za-z_][\w.$]*)')
 _FLOAT_FORMAT = re.compile(r"with (\w) format")
 _FLOAT_TYPES = {"f": "f32", "e": "f16"}
 _INTEGER_TYPE = re.compile(r"[su]?i(\d+)")
