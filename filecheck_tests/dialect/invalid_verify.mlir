@@ -55,6 +55,18 @@ func.func @transpose_rank3(%x: tensor<2x3x4xf32>) -> tensor<3x2x4xf32> {
 
 // -----
 
+// A name no GGUF tensor has: empty, or with a control character (both passed to the plan and failed
+// only when the weights were loaded).
+// CHECK: invalid_verify.mlir:[[# @LINE + 1]]:1: error: fwd.weight names a GGUF tensor: its name is not empty ("")
+%w = fwd.weight "" : !fwd.weights<64x64, q8_0>
+
+// -----
+
+// CHECK: invalid_verify.mlir:[[# @LINE + 1]]:1: error: fwd.weight names a GGUF tensor: its name "ab\00cd" holds the control character '\x00' (byte 0x00)
+%w = fwd.weight "ab\00cd" : !fwd.weights<64x64, q8_0>
+
+// -----
+
 func.func @matmul_rank(%x: tensor<576xf32>) -> tensor<1536xf32> {
   %w = fwd.weight "blk.0.ffn_gate_exps.weight" : !fwd.weights<8x1536x576, q8_0>
   // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: matmul w must be a rank-2 weight [N, K], not !fwd.weights<8x1536x576, q8_0>

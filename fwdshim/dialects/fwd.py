@@ -369,6 +369,14 @@ class WeightOp(IRDLOperation):
             isinstance(self.result.type, WeightsType | TensorType),
             "fwd.weight result is !fwd.weights or a tensor",
         )
+        name = self.tensor_name.data
+        _want(name != "", 'fwd.weight names a GGUF tensor: its name is not empty ("")')
+        bad = next((c for c in name if ord(c) < 0x20 or ord(c) == 0x7F), None)
+        _want(
+            bad is None,
+            f"fwd.weight names a GGUF tensor: its name {StringAttr(name)} holds the control character "
+            f"{bad!r} (byte 0x{ord(bad or ' '):02x})",
+        )
 
 
 # ---------------------------------------------------------------------------------------------
