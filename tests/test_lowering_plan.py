@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from test_lowering_modules import TINY, TINY_MOE, legalize_only, llama_src, parse, pipeline
+from xdsl.dialects.builtin import ModuleOp
 
 from fwdshim.codegen.fused import CACHE_LEN
 from fwdshim.codegen.plan import PlanError, build_plan, plan_for
@@ -294,3 +295,15 @@ def test_ops_of_other_dialects_are_named_as_written(capsys):
     rc = main([str(src), "--allow-unregistered-dialect", "-p", "forward-shim", "--explain"])
     out = capsys.readouterr().out
     assert rc == 0 and "read by foo.bar)" in out and "builtin.unregistered" not in out
+
+
+@pytest.mark.parametrize("given, named", [(None, "NoneType"), ("f", "str"), (ModuleOp([]), "ModuleOp")])
+def test_plan_of_something_else_is_a_type_error_naming_it(given, named):
+    """`plan_of` of a value that is no `func.func` says what it takes and what it got (it raised
+    "cannot create weak reference to 'NoneType' object"); of a module, how to pick its function."""
+    from fwdshim.passes.lower_numba import plan_of
+
+    with pytest.raises(TypeError) as e:
+        plan_of(given)
+    assert str(e.value).startswith(f"plan_of(func): func is a func.func op (FuncOp), not {named}")
+    assert ("module.walk()" in str(e.value)) == (named == "ModuleOp")

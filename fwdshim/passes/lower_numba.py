@@ -35,7 +35,15 @@ _PLANS: "weakref.WeakKeyDictionary[FuncOp, object]" = weakref.WeakKeyDictionary(
 
 def plan_of(func: FuncOp):
     """The `LaunchPlan` the pass attached to `func`, or None (also when a pass after it changed the
-    function: the plan no longer describes it; `-t numba` printed such a stale plan)."""
+    function: the plan no longer describes it; `-t numba` printed such a stale plan).
+
+    Raises: TypeError when `func` is not a `func.func`."""
+    if not isinstance(func, FuncOp):
+        raise TypeError(
+            f"plan_of(func): func is a func.func op (FuncOp), not {type(func).__name__}"
+            + (": pick one of the module's (`op for op in module.walk() if isinstance(op, FuncOp)`)"
+               if isinstance(func, ModuleOp) else "")  # fmt: skip
+        )
     got = _PLANS.get(func)
     if got is None:
         return None
