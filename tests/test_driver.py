@@ -4,6 +4,7 @@ exit status 1, never a Python traceback. Also `--help` and the main job on the b
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -497,6 +498,10 @@ def test_an_unwritable_output_names_its_option(tmp_path):
     assert (r.returncode, r.stdout) == (1, "")
     assert r.stderr == f"fwdshim-opt: error: --report-json {gone / 'r.json'}: cannot write there (no such file or directory)\n"
     assert list(tmp_path.iterdir()) == []
+    if os.path.isfile("/proc/version"):  # a file that is there, in a directory that takes no new file
+        r = opt(src, "-p", "forward-shim", "-o", "/proc/version")
+        assert r.stderr == ("fwdshim-opt: error: -o /proc/version: cannot write there (no new file can be created "
+                            "in /proc: no such file or directory)\n")  # it said only "no such file or directory"
 
 
 def test_a_closed_stdout_is_quiet_and_keeps_the_other_outputs(tmp_path):

@@ -30,10 +30,17 @@ def _refuse_directory(path: str | Path) -> None:
 
 def probe_write(path: str | Path) -> None:
     """Raise the OSError `write_whole(path, ...)` would meet creating its temporary file (a missing or
-    read-only directory, a path ending in a separator), before any work is done."""
+    read-only directory, a path ending in a separator), before any work is done. In a directory that
+    exists but holds no new file (`/proc`: "No such file or directory" for a file that is there), the
+    error says so."""
     _refuse_directory(path)
     tmp = _beside(Path(os.path.realpath(path)))
-    tmp.touch()
+    try:
+        tmp.touch()
+    except OSError as e:
+        if not tmp.parent.is_dir():
+            raise
+        raise OSError(e.errno, f"no new file can be created in {tmp.parent}: {e.strerror or e}", str(path)) from None
     tmp.unlink()
 
 
