@@ -46,6 +46,8 @@ from gemv import (
     torch_replay_ms,
 )
 
+from fwdshim.tools.profile import read_times
+
 SHAPES = [(1536, 576), (4096, 4096), (6144, 4096), (14336, 4096), (4096, 14336), (2 * 14336, 4096)]
 """(N, K) of the GEMVs whose bytes are read: SmolLM2's gate or up, Llama-3-8B's O, Q/K/V, gate or up,
 down, gate and up together."""
@@ -57,13 +59,6 @@ GRIDS = [(132 * b, t, u) for t in (256, 512) for b in (1, 2, 4, 8) for u in (2, 
 SMALL_GRIDS = [(b, t, u) for b in (16, 33, 66) for t in (128, 256) for u in (1, 2)]
 """More for reads under `SMALL_BYTES`: fewer blocks, one or two loads in flight."""
 SMALL_BYTES = 4 * 2**20
-
-
-def read_kernel(unroll: int):
-    """`fwdshim.tools.profile.sized_read_kernel`: every word read once, `unroll` 16-byte loads in flight."""
-    from fwdshim.tools.profile import sized_read_kernel
-
-    return sized_read_kernel(unroll)
 
 
 def bench_size(timer, nbytes: int, reps: int) -> dict:
@@ -78,19 +73,9 @@ def bench_size(timer, nbytes: int, reps: int) -> dict:
     t = torch.randint(-(2**31), 2**31 - 1, (stride * copies,), device="cuda", dtype=torch.int32)
     flat = cuda.as_cuda_array(t)
     bufs = [flat[c * stride : c * stride + words] for c in range(copies)]
-    out = cuda.device_array(1, np.int64)
-    grids = {}
-    for blocks, threads, unroll in GRIDS + (SMALL_GRIDS if nbytes < SMALL_BYTES else []):
-        k = read_kernel(unroll)
-        k[blocks, threads](bufs[0], words, out)
-        cuda.synchronize()
-
-        def record(builder, k=k, blocks=blocks, threads=threads, bufs=bufs):
-            for i in range(launches):
-                k[blocks, threads, builder](bufs[i % copies], words, out)
-
-        ms = timer.replay_ms(timer.graph(record), reps) / launches
-        grids[f"{blocks}x{threads}u{unroll}"] = nbytes / ms / 1e6
+    grid_list = GRIDS + (SMALL_GRIDS if nbytes < SMALL_BYTES else [])
+    times = read_times(bufs, words, grid_list, launches, lambda record: timer.replay_ms(timer.graph(record), reps) / launches)
+    grids = {f"{b}x{th}u{u}": nbytes / ms / 1e6 for (b, th, u), ms in times.items()}
     fs = [t[c * stride : c * stride + words].view(torch.float32) for c in range(copies)]
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())

@@ -195,7 +195,7 @@ def test_leave_out_drops_the_matching_launches_and_only_within(monkeypatch):
 
 @pytest.mark.parametrize("unroll, words, grid", [(2, 1000, (2, 8)), (4, 4096, (1, 32)), (8, 36, (3, 4))])
 def test_read_sizes_kernel_reads_every_word_once(monkeypatch, unroll, words, grid):
-    """`bench/read_sizes.py`'s streaming read XORs every word of its buffer into one thread's
+    """The bare streaming read (`fwdshim profile`'s and `bench/read_sizes.py`'s) XORs every word of its buffer into one thread's
     accumulator, once (the unrolled steps and the remainder together; under the simulator, with its
     16-byte load): a buffer of zeros but one word of the kernel's magic value makes it store that
     value, wherever the word lies — a word read by no thread, or twice, would leave it unstored."""
@@ -206,7 +206,9 @@ def test_read_sizes_kernel_reads_every_word_once(monkeypatch, unroll, words, gri
     from fwdshim.codegen import intrinsics, simulator
 
     monkeypatch.setattr(intrinsics, "ld_i32x4", simulator.ld_i32x4)
-    k = _bench("read_sizes").read_kernel(unroll)
+    from fwdshim.tools.profile import sized_read_kernel
+
+    k = sized_read_kernel(unroll)
     rng = np.random.default_rng(unroll)
     for at in [0, words - 1, *rng.integers(0, words, size=4)]:
         a = np.zeros(words, np.int32)

@@ -4,7 +4,9 @@ sums, the JSON and the PNG chart (its file and axes), from a tiny step's plan an
 from __future__ import annotations
 
 import json
+import os
 
+import numpy as np
 import pytest
 from test_lowering_modules import TINY, llama_src, parse, pipeline
 
@@ -199,3 +201,27 @@ def test_profile_on_the_gpu_reads_each_kernels_occupancy(tmp_path, monkeypatch):
     # every kernel has a bare read of its bytes, no slower than an empty launch and not absurdly fast
     assert all(k.read_us is not None and prof.floor_us * 0.5 < k.read_us < 1e3 for k in rows), rows
     print("\n" + prof.table())
+
+
+def test_read_times_runs_every_grid_over_the_buffers_in_turn(monkeypatch):
+    """`read_times` captures `launches` reads of the buffers in turn for each grid and gives each
+    grid the time its `time_graph` says (under the simulator, the capture run on stream 0)."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        pytest.skip("runs the reads under Numba's CUDA simulator")
+    from numba import cuda
+
+    from fwdshim.codegen import intrinsics, simulator
+
+    monkeypatch.setattr(intrinsics, "ld_i32x4", simulator.ld_i32x4)
+    monkeypatch.setattr(P, "_SIZED_READS", {})
+    words, grids = 64, ((2, 8, 1), (1, 16, 2))
+    bufs = [cuda.to_device(np.full(words, i, np.int32)) for i in range(3)]
+    captured = []
+
+    def time_graph(record):
+        record(0)
+        captured.append(len(captured))
+        return 1.5 * len(captured)
+
+    times = P.read_times(bufs, words, grids, 3, time_graph)
+    assert times == {(2, 8, 1): 1.5, (1, 16, 2): 3.0}

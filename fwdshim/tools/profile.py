@@ -399,21 +399,31 @@ def size_read_us(timer: _Timer, nbytes: int, reps: int, min_launches: int = 32) 
     flat = cuda.device_array(stride * copies, np.int32)
     flat[:] = 1
     bufs = [flat[c * stride : c * stride + words] for c in range(copies)]
-    out = cuda.device_array(1, np.int64)
     launches = copies * -(-min_launches // copies)
-    best = math.inf
-    for blocks, threads, unroll in SIZE_READ_GRIDS:
+    times = read_times(bufs, words, SIZE_READ_GRIDS, launches, lambda record: timer.replay_us(timer.graph(record), reps, launches))
+    del bufs, flat
+    return min(times.values())
+
+
+def read_times(bufs: list, words: int, grids, launches: int, time_graph) -> dict[tuple[int, int, int], float]:
+    """Each grid's `(blocks, threads, unroll)` time of `sized_read_kernel` reading `bufs` (device
+    int32 arrays of `words` each) in turn, `launches` launches in a graph: `time_graph(record)` times
+    the graph `record(builder)` captures, per launch (in its own unit)."""
+    from numba import cuda
+
+    out = cuda.device_array(1, np.int64)
+    times = {}
+    for blocks, threads, unroll in grids:
         k = _sized_read(unroll)
-        k[blocks, threads](bufs[0], words, out)
+        k[blocks, threads](bufs[0], words, out)  # compiled and loaded before any capture
         cuda.synchronize()
 
-        def record(gb, k=k, blocks=blocks, threads=threads, bufs=bufs):
+        def record(gb, k=k, blocks=blocks, threads=threads):
             for i in range(launches):
-                k[blocks, threads, gb](bufs[i % copies], words, out)
+                k[blocks, threads, gb](bufs[i % len(bufs)], words, out)
 
-        best = min(best, timer.replay_us(timer.graph(record), reps, launches))
-    del bufs, flat
-    return best
+        times[(blocks, threads, unroll)] = time_graph(record)
+    return times
 
 
 _SIZED_READS: dict[int, Any] = {}
