@@ -180,8 +180,11 @@ def _f32_text(v: float) -> str:
         return repr(v)
     for digits in range(1, 10):
         text = f"{v:.{digits}g}"
-        if struct.pack("<f", float(text)) == want:
-            return text
+        try:  # "3.4028235e+38" (FLT_MAX's shortest text) is past FLT_MAX as a double: struct refuses it
+            if struct.pack("<f", float(text)) == want:
+                return text
+        except OverflowError:
+            continue
     return repr(v)
 
 
