@@ -307,3 +307,22 @@ def test_plan_of_something_else_is_a_type_error_naming_it(given, named):
         plan_of(given)
     assert str(e.value).startswith(f"plan_of(func): func is a func.func op (FuncOp), not {named}")
     assert ("module.walk()" in str(e.value)) == (named == "ModuleOp")
+
+
+def test_kernels_of_one_name_and_two_sources_are_both_kept(monkeypatch):
+    """Two norms whose eps differ have one kernel name (eps is not in it) and two sources: the plan's
+    kernels hold both — compiled before capture, printed by `-t numba` — where by name alone the second
+    norm's source was dropped (its launch would have compiled at its first run)."""
+    monkeypatch.setenv("FWDSHIM_MERGE", "0")
+    src = (
+        "func.func @decode_step(%x: tensor<576xf32>) -> tensor<576xf32> {\n"
+        "  %a = fwd.rms_norm %x eps 1.0e-05 : tensor<576xf32> -> tensor<576xf32>\n"
+        "  %b = fwd.rms_norm %a eps 1.0e-06 : tensor<576xf32> -> tensor<576xf32>\n"
+        "  func.return %b : tensor<576xf32>\n}\n"
+    )
+    m = pipeline(parse(src), "dequant")
+    plan = plan_for(m)
+    norms = [k for k in plan.kernels() if k.name.startswith("rms_norm")]
+    assert len(norms) == 2 and norms[0].name == norms[1].name and norms[0].source != norms[1].source
+    text = plan.source_text()
+    assert text.count(f"# ---- kernel {norms[0].name}:") == 2

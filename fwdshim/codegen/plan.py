@@ -193,10 +193,12 @@ class LaunchPlan:
         raise KeyError(f"the plan has no buffer {name}")
 
     def kernels(self) -> list[Kernel]:
-        """Every distinct kernel, in first-launch order."""
-        seen: dict[str, Kernel] = {}
+        """Every distinct kernel (by name and source), in first-launch order. Two kernels of one name
+        may differ in a constant their name does not carry (two norms' eps): both are here, so both
+        are compiled before capture and printed (by name alone, the second was neither)."""
+        seen: dict[tuple[str, str], Kernel] = {}
         for launch in self.launches:
-            seen.setdefault(launch.kernel.name, launch.kernel)
+            seen.setdefault((launch.kernel.name, launch.kernel.source), launch.kernel)
         return list(seen.values())
 
     def memory_line(self) -> str:
