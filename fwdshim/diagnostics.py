@@ -113,7 +113,25 @@ class LocatingParser(Parser):
             self.raise_error("unexpected end of input: expected `}` to close the region")
         if kind != MLIRTokenKind.CARET_IDENT:
             self.raise_error("expected an operation, `}` or a block label (`^bb1:`)")
+        self._check_block_name()
         return super()._parse_block()
+
+    def parse_optional_successor(self):
+        """As xDSL's, with a located error for a block name xDSL cannot hold (`cf.br ^1`)."""
+        if self._current_token.kind == MLIRTokenKind.CARET_IDENT:
+            self._check_block_name()
+        return super().parse_optional_successor()
+
+    def _check_block_name(self) -> None:
+        """A block label (`^name`, the current token) xDSL can name a block by, else a located error
+        (xDSL raised a bare ValueError: "fwdshim-opt: error: ('Invalid Block name format ...)")."""
+        name = self._current_token.text[1:]
+        if not Block.is_valid_name(name) and not Block.is_default_block_name(name):
+            self.raise_error(
+                f"block label ^{name}: a block name here starts with a letter, `_`, `$` or `.` and holds only "
+                "those, digits and `-` (`^bb0`, `^entry`)",
+                self._current_token.span,
+            )
 
     @_nested
     def parse_optional_attribute(self):

@@ -144,3 +144,28 @@ func.func @fused_covers(%x: tensor<576xf32>) -> tensor<576xf32> {
   // CHECK: '[' expected
   func.return %f : tensor<576xf32>
 }
+
+// -----
+
+// A numeric block label (MLIR's `^0`) xDSL cannot name a block by: located, where it was a Python tuple.
+func.func @numeric_label(%x: tensor<64xf32>) -> tensor<64xf32> {
+  %h = fwd.fused elementwise_chains covers [0, 1] ins(%x) : (tensor<64xf32>) -> tensor<64xf32> {
+  ^0(%a: tensor<64xf32>):
+  // CHECK: invalid_parse.mlir:[[# @LINE - 1]]:3
+  // CHECK: block label ^0: a block name here starts with a letter
+    %s = fwd.silu %a : tensor<64xf32> -> tensor<64xf32>
+    %t = fwd.silu %s : tensor<64xf32> -> tensor<64xf32>
+    fwd.yield %t : tensor<64xf32>
+  }
+  func.return %h : tensor<64xf32>
+}
+
+// -----
+
+func.func @numeric_successor() {
+  cf.br ^1
+  // CHECK: invalid_parse.mlir:[[# @LINE - 1]]:9
+  // CHECK: block label ^1: a block name here starts with a letter
+^1:
+  func.return
+}
