@@ -101,8 +101,9 @@ class QuantizeOperand0(RewritePattern):
 def quantize_activations(module: ModuleOp, shim: Shim) -> None:
     """Insert the `fwd.quantize` stages `shim.activation` asks for in `module` (in IR already fused,
     the fused ops after them renumbered: `rules.make_room`)."""
+    before = {op for op in module.walk() if isinstance(op, QuantizeOp)}
     PatternRewriteWalker(QuantizeOperand0(shim), apply_recursively=False).rewrite_module(module)
-    make_room(module)
+    make_room(module, [op for op in module.walk() if isinstance(op, QuantizeOp) and op not in before])
 
 
 @dataclass(frozen=True)

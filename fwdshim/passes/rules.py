@@ -38,10 +38,12 @@ from fwdshim.dialects.fwd import (
     RmsNormOp,
     RopeOp,
     SiluOp,
-    StageOp,
     WeightOp,
     YieldOp,
     numel,
+)
+from fwdshim.dialects.fwd import (
+    stages as stages_of,
 )
 from fwdshim.passes.ir_order import in_program_order, is_top, producer
 from fwdshim.shim.protocol import Position, Shim
@@ -61,44 +63,59 @@ class Match:
     parts: tuple[Operation, ...]
 
 
-def number_stages(root: Operation) -> dict[Operation, int]:
-    """Stage numbers of the top-level stages under `root`, in program order from 0.
+def number_stages(root: Operation, skip: Collection[Operation] = ()) -> dict[Operation, int]:
+    """Stage numbers of the top-level stages under `root` (those in `skip` left out).
 
-    As `fwd.stage_numbers`, except that a `fwd.fused` op already in the IR takes the numbers of its
-    `covers` (the next stage is numbered after its last cover), so numbers and covers never clash."""
+    As `fwd.stage_numbers` for IR without fused ops: program order from 0. A `fwd.fused` op already in
+    the IR keeps the numbers of its `covers`, and the other stages take the numbers no fused op covers,
+    in program order. So numbers and covers never clash, and IR that `fwd-fuse` wrote is numbered as
+    the IR it was given: fusing moves a fused op to its last part and keeps the order of the stages it
+    leaves, which take back the numbers they had (a stage left before a fused op of lower covers no
+    longer takes one of them: `forward-shim` on its own output was not a fixed point)."""
+    top = [op for op in stages_of(root) if op not in skip]
+    used = {c for op in top if isinstance(op, FusedOp) for c in op.cover_list}
     numbers: dict[Operation, int] = {}
     counter = 0
-    for op in root.walk():
-        if not isinstance(op, StageOp) or isinstance(op.parent_op(), FusedOp):
-            continue
+    for op in top:
         if isinstance(op, FusedOp) and op.cover_list:
-            counter = max(counter, max(op.cover_list) + 1)
             continue
+        while counter in used:
+            counter += 1
         numbers[op] = counter
         counter += 1
     return numbers
 
 
-def make_room(root: Operation) -> None:
-    """Shift forward the `covers` of the fused ops under `root` that the stages before them would be
-    numbered into (`number_stages`): stages inserted into IR already fused (fwd-quantize-activations
-    after fwd-fuse puts a quantize between the attention [8] and the add+norm [9, 10, 11]) take the
-    numbers after their producers, and the covers after them move on by as many (a nested fused
-    part's with its op's), so numbers and covers never clash and a stage inserted between two fused
-    ops keeps them apart. Gaps between covers stay; nothing changes in IR without inserted stages."""
-    counter = 0
-    for op in root.walk():
-        if not isinstance(op, StageOp) or isinstance(op.parent_op(), FusedOp):
-            continue
-        if isinstance(op, FusedOp) and op.cover_list:
-            shift = counter - min(op.cover_list)
-            if shift > 0:
-                for f in op.walk():
-                    if isinstance(f, FusedOp):
-                        f.covers = DenseArrayBase.from_list(i64, [c + shift for c in f.cover_list])
-            counter = max(op.cover_list) + 1
-            continue
-        counter += 1
+def make_room(root: Operation, inserted: Collection[Operation]) -> None:
+    """Give each stage of `inserted` (top-level stages just put into IR already fused) the number
+    after the stage before it, and move on by one every number from there (the `covers` of every
+    fused op under `root`, nested ones too; other stages follow by `number_stages`).
+
+    `fwd-quantize-activations` after `fwd-fuse` puts a quantize between the attention [8] and the
+    add+norm [9, 10, 11]: the quantize takes 9 and the add+norm [10, 11, 12], so a later `fwd-fuse`
+    may fold the quantize into the attention. Nothing changes without inserted stages or fused ops."""
+    pending = set(inserted)
+    if not pending or not any(isinstance(op, FusedOp) and op.cover_list for op in stages_of(root)):
+        return
+    fused = [f for f in root.walk() if isinstance(f, FusedOp)]
+    for q in [op for op in stages_of(root) if op in pending]:
+        numbers = number_stages(root, pending)
+        before = None
+        for op in stages_of(root):
+            if op is q:
+                break
+            if op not in pending:
+                before = op
+        if before is None:
+            k = 0
+        elif isinstance(before, FusedOp) and before.cover_list:
+            k = max(before.cover_list) + 1
+        else:
+            k = numbers[before] + 1
+        for f in fused:
+            if f.cover_list and max(f.cover_list) >= k:
+                f.covers = DenseArrayBase.from_list(i64, [c + (c >= k) for c in f.cover_list])
+        pending.discard(q)
 
 
 @dataclass
