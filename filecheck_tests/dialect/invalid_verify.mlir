@@ -648,3 +648,12 @@ func.func @quantize_result_type(%x: tensor<576xf32>) -> tensor<576xf32> {
   %q = "fwd.quantize"(%x) <{format = #fwd.qformat<one_word>}> : (tensor<576xf32>) -> tensor<576xf32>
   func.return %q : tensor<576xf32>
 }
+
+// -----
+
+// A rope reads its angles at a position of a cache of angles: not a negative one.
+func.func @rope_from_negative(%x: tensor<64xf32>, %ang: tensor<4096x32xf32>) -> tensor<64xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: rope from -1 is not a position of its cache of angles (from >= 0)
+  %y = fwd.rope %x, %ang hd 32 half 16 rows 1 from -1 : tensor<64xf32>, tensor<4096x32xf32> -> tensor<64xf32>
+  func.return %y : tensor<64xf32>
+}

@@ -563,6 +563,8 @@ class RopeOp(StageOp):
         n = numel(self.x.type)
         _want(n is not None and n % hd == 0, f"rope x of {n} values is not made of {hd}-wide heads")  # type: ignore[operator]
         _want(dims_of(self.result.type) == dims_of(self.x.type), f"rope result has the shape of x ({_dims(self.result.type)} is not {_dims(self.x.type)})")
+        at = _int(self, "from")
+        _want(at is None or at >= 0, f"rope from {at} is not a position of its cache of angles (from >= 0)")  # type: ignore[operator]
         if rows == 1 and self.from_ is None and hd == 2 * half:  # type: ignore[operator]
             a = numel(self.angles.type)
             _want(a == 2 * half, f"rope angles hold {a} values, not [2, half] = {2 * half} (a row of cos, a row of sin)")  # type: ignore[operator]
