@@ -13,17 +13,21 @@ from __future__ import annotations
 import functools
 import re
 import struct
+import weakref
 from collections.abc import Callable
 from typing import NoReturn
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    CallSiteLoc,
     FileLineColLoc,
     Float32Type,
     FloatAttr,
+    FusedLoc,
     IntAttr,
     IntegerAttr,
     ModuleOp,
+    NameLoc,
     StringAttr,
     UnknownLoc,
     UnregisteredAttr,
@@ -177,11 +181,12 @@ class LocatingParser(Parser):
         if op.name.startswith("fwd."):
             self._check_fwd_numbers(op, span)
         written = self._unknown_written_to == self._current_token.span.start  # op's own trailing loc(unknown)
+        loc = span.get_location()
+        here = FileLineColLoc(StringAttr(loc.file), IntAttr(loc.line + self._line_offset), IntAttr(loc.col))
         if isinstance(op.location, UnknownLoc) and not written:
-            loc = span.get_location()
-            op.location = FileLineColLoc(
-                StringAttr(loc.file), IntAttr(loc.line + self._line_offset), IntAttr(loc.col)
-            )
+            op.location = here
+        elif file_location(op.location) is None:
+            _PARSED_AT[op] = here  # a written loc("name") or loc(unknown) names no file: `where` says where it was parsed
         return op
 
     def _op_name_at(self, span: Span) -> str:
@@ -317,13 +322,36 @@ def op_label(op: Operation) -> str:
     return name.data if name is not None and hasattr(name, "data") else op.name
 
 
-def where(op: Operation) -> str:
-    """`file:line:col` of an op; where it has no file location (parsed by stock `xdsl-opt`, built in
-    Python), `<unknown>`, naming its first result when that has a name (`<unknown> %t`), else the op
-    and its place in its function (`<unknown> fwd.quantize, op 3 of @f`: ops built in Python have
-    neither location nor names)."""
-    loc = op.location
+_PARSED_AT: weakref.WeakKeyDictionary[Operation, FileLineColLoc] = weakref.WeakKeyDictionary()
+"""Where `LocatingParser` parsed the ops whose written `loc(...)` names no file (`loc("q_proj")`)."""
+
+
+def file_location(loc: object) -> FileLineColLoc | None:
+    """The file location a diagnostic shows for `loc`, as MLIR's source manager finds it: a
+    `FileLineColLoc` itself, a name's (`loc("q_proj"("m.py":3:1))`) its child's, a call site's its
+    callee's, a fused location's its first that has one; None for `loc(unknown)` and a bare name."""
     if isinstance(loc, FileLineColLoc):
+        return loc
+    if isinstance(loc, NameLoc):
+        return file_location(loc.location)
+    if isinstance(loc, CallSiteLoc):
+        return file_location(loc.callee) or file_location(loc.caller)
+    if isinstance(loc, FusedLoc):
+        for part in loc.locations:
+            found = file_location(part)
+            if found is not None:
+                return found
+    return None
+
+
+def where(op: Operation) -> str:
+    """`file:line:col` of an op: its location's (`file_location`: a name's, a call site's callee's, a
+    fused location's first) or, for a written location that names no file, where the op was parsed.
+    Where it has neither (parsed by stock `xdsl-opt`, built in Python), `<unknown>`, naming its first
+    result when that has a name (`<unknown> %t`), else the op and its place in its function
+    (`<unknown> fwd.quantize, op 3 of @f`: ops built in Python have neither location nor names)."""
+    loc = file_location(op.location) or _PARSED_AT.get(op)
+    if loc is not None:
         return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
     hint = op.results[0].name_hint if op.results else None
     if hint:
