@@ -179,6 +179,7 @@ class LocatingParser(Parser):
         except (struct.error, OverflowError) as e:
             self._number_out_of_range(span, e)
         if op.name.startswith("fwd."):
+            self._promote_inherent(op, span)
             self._check_fwd_numbers(op, span)
         written = self._unknown_written_to == self._current_token.span.start  # op's own trailing loc(unknown)
         loc = span.get_location()
@@ -188,6 +189,21 @@ class LocatingParser(Parser):
         elif file_location(op.location) is None:
             _PARSED_AT[op] = here  # a written loc("name") or loc(unknown) names no file: `where` says where it was parsed
         return op
+
+    def _promote_inherent(self, op: Operation, span: Span) -> None:
+        """A `fwd` op's property written in the generic form's attribute dictionary (`{into = "k"}`
+        where `<{into = "k"}>` is meant) is its property, as MLIR reads inherent attributes there; xDSL
+        kept it a discardable attribute, which the op did not read (a silu `into` a cache was pure)
+        and which printed as `into "k"`, a property once parsed again. Given both ways: an error."""
+        definition = getattr(type(op), "get_irdl_definition", None)
+        if definition is None:
+            return
+        for name in definition().properties:
+            if name not in op.attributes:
+                continue
+            if name in op.properties:
+                self.raise_error(f"{op.name} is given `{name}` both as a property and as an attribute", span)
+            op.properties[name] = op.attributes.pop(name)
 
     def _op_name_at(self, span: Span) -> str:
         """The name of the op written at `span` (`fwd.rope` of `%r = fwd.rope ...`, a generic form's
