@@ -156,6 +156,10 @@ def test_no_command_is_the_help_on_stderr_and_status_2(capsys):
         (["run", "--model", "m", "--prompt", "x", "--context", "12257"], "--context 12257: the context holds 2 to 12256"),
         (["import", "m.gguf", "--context", "1"], "--context 1: the context holds 2 to 12256"),
         (["import", "m.gguf", "--context", "12257"], "--context 12257"),
+        # an option given twice (argparse kept the last: `--model a --model b` ran b)
+        (["run", "--model", "m", "--model", "n", "--prompt", "x"], "--model given twice: give it once (`fwdshim run --help`"),
+        (["import", "m.gguf", "-o", "a.mlir", "--output", "b.mlir"], "-o/--output given twice: give it once"),
+        (["profile", "--model", "m", "--fill", "3", "--fill", "4"], "--fill given twice: give it once"),
     ],
 )  # fmt: skip
 def test_bad_command_line_is_one_line_before_any_work(capsys, argv, why):

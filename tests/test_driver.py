@@ -199,6 +199,25 @@ def test_unknown_pass_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "args, flags, instead",
+    [
+        (["-p", "forward-shim", "-p", "fwd-fuse"], "-p/--passes", "one pipeline, its passes joined by commas (-p 'a,b')"),
+        (["-t", "mlir", "--target", "numba"], "-t/--target", "one target"),
+        (["-o", "{tmp}/a.mlir", "--output-file", "{tmp}/b.mlir"], "-o/--output-file", "one output file"),
+        (["--report-json", "{tmp}/a.json", "--report-json", "-"], "--report-json", "one report file"),
+    ],
+)
+def test_a_flag_given_twice_is_one_line(tmp_path, args, flags, instead):
+    """-p, -t, -o and --report-json are taken once (argparse kept the last silently: `-p a -p b` ran b
+    alone, `-o a -o b` wrote b); nothing is written."""
+    path = write(tmp_path, "ok.mlir", FUNC.format(body="  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32>"))
+    r = opt(str(path), *[a.format(tmp=tmp_path) for a in args])
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.startswith(f"fwdshim-opt: error: {flags} given twice: {instead}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.mlir"]
+
+
+@pytest.mark.parametrize(
     "pipeline, key, pass_text",
     [
         ("fwd-legalize{explain=true explain=false}", "explain", "fwd-legalize{explain=true explain=false}"),

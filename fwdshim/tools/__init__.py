@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import errno
 import os
 import stat
@@ -9,6 +10,34 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
+
+
+class StoreOnce(argparse._StoreAction):
+    """argparse's `store`, refusing a second use of the option: argparse keeps the last silently
+    (`-p a -p b` ran b alone, `--model a --model b` ran b). `hint` says what to give instead."""
+
+    hint = "give it once"
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        seen = namespace.__dict__.setdefault("_given_once", set())
+        if self.dest in seen:
+            parser.error(f"{'/'.join(self.option_strings)} given twice: {self.hint}")
+        seen.add(self.dest)
+        super().__call__(parser, namespace, values, option_string)
+
+
+def store_once(parser: argparse.ArgumentParser, hints: dict[str, str] | None = None) -> None:
+    """Make every plain `store` option of `parser` and of its commands a `StoreOnce`; `hints`: what to
+    say instead, by option string (`{"-p": "one pipeline, ..."}`)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                store_once(sub, hints)
+        elif type(action) is argparse._StoreAction and action.option_strings:
+            action.__class__ = StoreOnce
+            hint = next((h for o, h in (hints or {}).items() if o in action.option_strings), None)
+            if hint is not None:
+                action.hint = hint  # type: ignore[attr-defined]
 
 
 def _beside(target: Path) -> Path:

@@ -30,7 +30,7 @@ from typing import NoReturn
 
 from fwdshim.classes import NUMERICS
 from fwdshim.limits import DEFAULT_CONTEXT, MAX_CONTEXT
-from fwdshim.tools import EPIPE_STATUS, names_directory, package_version, probe_write, quiet_stdout, write_whole
+from fwdshim.tools import EPIPE_STATUS, names_directory, package_version, probe_write, quiet_stdout, store_once, write_whole
 
 REQUANTIZE = ("none", "q8_0")
 DEVICES = ("auto", "gpu", "cpu")
@@ -164,6 +164,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="where to write the JSON (default: MODEL.NUMERICS.fillF.profile.json here)")  # fmt: skip
     prof.add_argument("--png", metavar="PROFILE.png", help="where to draw the chart (default: beside the JSON)")
     prof.add_argument("--reps", type=int, default=20, metavar="N", help="graph replays per timing (default 20)")
+    store_once(parser)
     return parser
 
 

@@ -27,7 +27,7 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from fwdshim.diagnostics import LocatingParser, parse_error_line, verify_located, with_source_lines
-from fwdshim.tools import EPIPE_STATUS, names_directory, package_version, probe_write, quiet_stdout, write_whole
+from fwdshim.tools import EPIPE_STATUS, names_directory, package_version, probe_write, quiet_stdout, store_once, write_whole
 
 
 class ChunksFailed(Exception):
@@ -278,6 +278,7 @@ class FwdOptMain(xDSLOptMain):
             metavar="FILE",
             help="write the same report as --explain as JSON to FILE (- for stdout, with the IR in a file: -o FILE)",
         )
+        store_once(arg_parser, _ONCE)
 
     def parse_chunk(self, chunk: IO[bytes], file_extension: str, start_offset: int = 0) -> ModuleOp | None:
         if file_extension != "mlir":
@@ -468,6 +469,16 @@ class _WholeNames(argparse.HelpFormatter):
 
 class UsageError(Exception):
     """A bad command line (argparse's error, which would print the usage and exit 2)."""
+
+
+_ONCE = {
+    "-p": "one pipeline, its passes joined by commas (-p 'a,b')",
+    "-t": "one target",
+    "-o": "one output file",
+    "-f": "one frontend",
+    "--report-json": "one report file",
+}
+"""What to give instead of a second -p, -t, -o, -f or --report-json (`tools.store_once`)."""
 
 
 def _usage_error(message: str) -> NoReturn:
