@@ -284,6 +284,28 @@ def test_a_malformed_target_names_the_target_flag(tmp_path):
     assert r.stderr.splitlines()[0] == "fwdshim-opt: error: -t: column 21: malformed pass arguments, expected either a space or `}` here"
 
 
+@pytest.mark.parametrize("target, col", [("numba{plan_only=true}}", 22), ("numba{plan_only=true},mlir", 22)])
+def test_text_after_the_target_is_one_line(tmp_path, target, col):
+    """`-t` takes one target: xDSL printed the first and ignored the rest (`numba,mlir`, a stray `}`)."""
+    path = write(tmp_path, "ok.mlir", FUNC.format(body="  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32>"))
+    r = opt(str(path), "-t", target)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.splitlines() == [
+        f"fwdshim-opt: error: -t: column {col}: one target, and nothing after it", f"  {target}", "  " + " " * (col - 1) + "^"
+    ]
+
+
+@pytest.mark.parametrize("spec", ["mlir{print_generic_format=true}", "mlir{print_generic_format}"])
+def test_the_mlir_targets_options_are_its_flags(tmp_path, spec):
+    """`-t 'mlir{print_generic_format=true}'` prints the generic form, as `--print-op-generic` (xDSL set
+    the mlir target's options from the flags alone: the spec's were ignored, a bare one an error)."""
+    path = write(tmp_path, "ok.mlir", FUNC.format(body="  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32>"))
+    r = opt(str(path), "-t", spec)
+    assert r.returncode == 0 and r.stderr == ""
+    assert r.stdout == opt(str(path), "--print-op-generic").stdout
+    assert '"fwd.silu"(%x)' in r.stdout
+
+
 def test_a_bare_boolean_option_of_the_target_is_true(tmp_path):
     """`-t 'numba{plan_only}'` is `plan_only=true`, as a pass's bare flag (`fwd-legalize{explain}`);
     it was xDSL's `Incompatible types: given (), expected <class 'bool'>`."""

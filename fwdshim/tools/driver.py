@@ -334,6 +334,7 @@ class FwdOptMain(xDSLOptMain):
         from fwdshim.passes.lower_numba import drop_stale_plans
 
         drop_stale_plans(prog)  # `fwd-lower-numba,dce`: the plan's counts describe the IR before dce
+        self._mlir_target_options()
         text = super().output_resulting_program(prog)
         target = str(self.args.target or "mlir").split("{")[0]
         if target not in ("mlir", "numba") and not text.strip():
@@ -341,6 +342,25 @@ class FwdOptMain(xDSLOptMain):
         if self.args.explain or self.args.report_json is not None:
             text += self.report(prog)  # the table follows the IR as `//` comment lines
         return text
+
+    def _mlir_target_options(self) -> None:
+        """`-t 'mlir{print_generic_format=true}'` as `--print-op-generic` (and its other options as
+        their flags): xDSL sets the mlir target's options from the flags alone, so the spec's were
+        ignored. An unknown option or value is xDSL's error, as for any target."""
+        from xdsl.utils.arg_spec import parse_spec
+
+        spec = parse_spec(str(self.args.target or "mlir"))
+        if spec.name != "mlir" or not spec.parameters:
+            return
+        from fwdshim.passes.options import bare_flags
+
+        cls = self.available_targets["mlir"]()
+        target = cls.from_spec(bare_flags(cls, spec))  # `mlir{print_generic_format}`: true, as numba's flags
+        for field, flag in (("print_generic_format", "print_op_generic"), ("print_properties_as_attributes", "print_no_properties"),
+                            ("print_debuginfo", "print_debuginfo"), ("syntax_highlight", "syntax_highlight")):  # fmt: skip
+            if getattr(target, field):
+                setattr(self.args, flag, True)
+        self.args.target = "mlir"  # its options are the flags now (xDSL reads the spec again)
 
     def report(self, prog: ModuleOp) -> str:
         """Write `--report-json` (a list, one report per chunk, under `--split-input-file`); return
@@ -741,6 +761,21 @@ def _is_stdout(name: str) -> bool:
     return (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino)
 
 
+def _after_target(text: str) -> int | None:
+    """Where text follows the one target spec of `-t text`, or None: xDSL reads the first spec and
+    ignores the rest (`numba{plan_only=true}}` and `numba,mlir` printed the numba target). A spec
+    that does not parse is left to xDSL's own error."""
+    from xdsl.utils.arg_spec import ArgSpecParseError, PipelineLexer, SpecTokenKind, _parse_spec
+
+    lexer = PipelineLexer(text)
+    try:
+        _parse_spec(lexer)
+        token = lexer.peek()
+    except ArgSpecParseError:
+        return None
+    return None if token.kind is SpecTokenKind.EOF else token.span.start
+
+
 def _run(args: list[str]) -> int:
     args = _as_mlir(args)
     tool: FwdOptMain | None = None
@@ -752,6 +787,10 @@ def _run(args: list[str]) -> int:
             return 1
         if (why := _repeated_option(pipeline, flag)) is not None:
             print(f"fwdshim-opt: error: {why}", file=sys.stderr)
+            return 1
+        if flag == "-t" and (at := _after_target(pipeline)) is not None:
+            print(f"fwdshim-opt: error: -t: column {at + 1}: one target, and nothing after it\n"
+                  f"  {pipeline}\n  {' ' * at}^", file=sys.stderr)  # fmt: skip
             return 1
     try:
         tool = FwdOptMain(description="Parse, transform and print fwd IR (the passes and the numba target are described above).", args=args)
