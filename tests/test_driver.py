@@ -253,6 +253,8 @@ def test_an_unknown_option_names_its_pass(tmp_path, pipeline, name, bad, known):
     "args, expected",
     [
         (["-p", "fwd-legalize{explain=maybe}"], "-p: option `explain` of `fwd-legalize` takes true or false, not `maybe`"),
+        # the option of the type xDSL could not take, not the first whose value reads the same (it blamed `mode`)
+        (["-p", "fwd-legalize{mode=mark explain=mark}"], "-p: option `explain` of `fwd-legalize` takes true or false, not `mark`"),
         (["-p", "forward-shim{numerics=3}"], "-p: option `numerics` of `forward-shim` takes dequant, int8-act or two-pass-int8, not `3`"),
         (["-p", "fwd-fuse,fwd-fuse{order=1.5}"], "-p: option `order` of `fwd-fuse` takes shim or shared, not `1.5`"),
         (["-t", "numba{plan_only=maybe}"], "-t: option `plan_only` of `numba` takes true or false, not `maybe`"),

@@ -406,6 +406,30 @@ def after_pass(error: VerifyException, module: ModuleOp, previous) -> VerifyExce
     return VerifyException(f"{located} (in the IR that `{previous.name}` produced{': a bug, please report it' if ours else ''})")
 
 
+def _option_type(flag: str, name: str, option: str) -> str | None:
+    """The type of option `option` of pass (flag `-p`) or target (`-t`) `name` as xDSL's `Incompatible
+    types` message writes it (`<class 'bool'>`), or None where it is not known: the option xDSL could
+    not take is the one of that type, not the first whose value reads the same (`mode=mark
+    explain=mark` blamed `mode`)."""
+    import dataclasses
+    import typing
+
+    try:
+        if flag == "-t":
+            from fwdshim.tools.targets import get_all_targets
+
+            cls = get_all_targets()[name]()
+        else:
+            from fwdshim.passes import available_passes
+
+            cls = available_passes()[name]()
+        hint = typing.get_type_hints(cls).get(option.replace("-", "_"))
+        fields = {f.name for f in dataclasses.fields(cls)}
+    except Exception:  # not one of ours (xDSL's passes and targets), or it does not load
+        return None
+    return str(hint) if hint is not None and option.replace("-", "_") in fields else None
+
+
 def _option_values(name: str, type_: object) -> list[str]:
     """The values a fwdshim pass option takes (empty: any value of its type)."""
     if name == "numerics":
@@ -648,7 +672,7 @@ def _unknown_option(message: str, specs: list[tuple[str, str]]) -> str:
         for flag, text in specs:
             for pm in re.finditer(r"([\w.-]+)\{([^{}]*)\}", text):
                 for om in re.finditer(r"(?:^|\s)([A-Za-z_][\w-]*)=(\"[^\"]*\"|\S+)", pm[2]):
-                    if om[2].strip('"').lower() == given.lower():
+                    if om[2].strip('"').lower() == given.lower() and _option_type(flag, pm[1], om[1]) in (None, m[2]):
                         values = _option_values(om[1], m[2])
                         takes = (", ".join(values[:-1]) + " or " + values[-1]) if len(values) > 1 else _type_words(m[2])
                         return f"{flag}: option `{om[1]}` of `{pm[1]}` takes {takes}, not `{om[2]}`"
