@@ -19,6 +19,7 @@ from typing import NoReturn
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    BytesAttr,
     CallSiteLoc,
     FileLineColLoc,
     Float32Type,
@@ -175,12 +176,18 @@ class LocatingParser(Parser):
             at = m and self._last_number(span.start, lambda v: str(v) == m[1])
             if m and self._op_name_at(span).startswith("fwd."):  # signed i64s (xDSL's range is a signless one's)
                 message = f"{m[1]} is out of range of a signed 64-bit integer (the largest is 9223372036854775807)"
+            b = _BYTES_NOT_STRING.match(message)
+            if b and self._op_name_at(span).startswith("fwd."):  # `fwd.weight "blk\FF"`: no UTF-8 text
+                self._not_utf8(b[1], span)
             self.raise_error(message, at or span)
         except (struct.error, OverflowError) as e:
             self._number_out_of_range(span, e)
         if op.name.startswith("fwd."):
             self._promote_inherent(op, span)
             self._check_fwd_numbers(op, span)
+            for value in op.properties.values():
+                if isinstance(value, BytesAttr):  # `into "k\C3"`: escapes that make no UTF-8 text
+                    self._not_utf8(f'"{_escaped(value.data)}"', span)
         written = self._unknown_written_to == self._current_token.span.start  # op's own trailing loc(unknown)
         loc = span.get_location()
         here = FileLineColLoc(StringAttr(loc.file), IntAttr(loc.line + self._line_offset), IntAttr(loc.col))
@@ -189,6 +196,14 @@ class LocatingParser(Parser):
         elif file_location(op.location) is None:
             _PARSED_AT[op] = here  # a written loc("name") or loc(unknown) names no file: `where` says where it was parsed
         return op
+
+    def _not_utf8(self, literal: str, op: Span) -> NoReturn:
+        """A string literal of a `fwd` op whose escapes make bytes that are not UTF-8 text (xDSL kept
+        them as bytes, which its verifier called `"blk\\FF" should be of base attribute string`): an
+        error at the literal (at the op where its text is not found as written)."""
+        found = self.lexer.input.content[op.start : self.pos].lower().find(literal.lower())  # `\c3` as `\C3`
+        at = Span(op.start + found, op.start + found + len(literal), self.lexer.input) if found >= 0 else op
+        self.raise_error(f"{literal} is not UTF-8 text: a fwd op's names (weights, caches) are UTF-8 strings", at)
 
     def _promote_inherent(self, op: Operation, span: Span) -> None:
         """A `fwd` op's property written in the generic form's attribute dictionary (`{into = "k"}`
@@ -316,6 +331,7 @@ class LocatingParser(Parser):
 
 
 _INTEGER_OUT_OF_RANGE = re.compile(r"Integer value (-?\d+) is out of range")
+_BYTES_NOT_STRING = re.compile(r'^(".*") should be of base attribute string$', re.S)
 _OP_NAME = re.compile(r'\s*(?:%[^=]*=\s*)?"?([A-Za-z_][\w.$]*)')
 _FLOAT_FORMAT = re.compile(r"with (\w) format")
 _FLOAT_TYPES = {"f": "f32", "e": "f16"}
@@ -340,6 +356,11 @@ def op_label(op: Operation) -> str:
 
 _PARSED_AT: weakref.WeakKeyDictionary[Operation, FileLineColLoc] = weakref.WeakKeyDictionary()
 """Where `LocatingParser` parsed the ops whose written `loc(...)` names no file (`loc("q_proj")`)."""
+
+
+def _escaped(data: bytes) -> str:
+    """`data` as an MLIR string literal's body: printable ASCII as is, other bytes as `\\XX`."""
+    return "".join(chr(c) if 32 <= c < 127 and c not in (34, 92) else f"\\{c:02X}" for c in data)
 
 
 def file_location(loc: object) -> FileLineColLoc | None:

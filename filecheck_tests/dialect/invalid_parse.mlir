@@ -169,3 +169,20 @@ func.func @numeric_successor() {
 ^1:
   func.return
 }
+
+// -----
+
+// String escapes that make bytes which are not UTF-8 text: an error at the literal (xDSL kept bytes,
+// which its verifier called `"blk\FF\FE" should be of base attribute string`).
+%w = fwd.weight "blk\FF\FE" : tensor<576xf32>
+// CHECK: invalid_parse.mlir:[[# @LINE - 1]]:17
+// CHECK: "blk\FF\FE" is not UTF-8 text: a fwd op's names (weights, caches) are UTF-8 strings
+
+// -----
+
+func.func @into_not_utf8(%x: tensor<64xf32>) -> tensor<64xf32> {
+  %y = fwd.silu %x into "k\c3" : tensor<64xf32> -> tensor<64xf32>
+  // CHECK: invalid_parse.mlir:[[# @LINE - 1]]:25
+  // CHECK: "k\C3" is not UTF-8 text
+  func.return %y : tensor<64xf32>
+}
