@@ -331,7 +331,7 @@ class LocatingParser(Parser):
 
 
 _INTEGER_OUT_OF_RANGE = re.compile(r"Integer value (-?\d+) is out of range")
-_BYTES_NOT_STRING = re.compile(r'^(".*") should be of base attribute string$', re.S)
+_BYTES_NOT_STRING = re.compile(r'^(".*") should be of base attribute string$', re.DOTALL)
 _OP_NAME = re.compile(r'\s*(?:%[^=]*=\s*)?"?([A-Za-z_][\w.$]*)')
 _FLOAT_FORMAT = re.compile(r"with (\w) format")
 _FLOAT_TYPES = {"f": "f32", "e": "f16"}
