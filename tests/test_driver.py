@@ -249,6 +249,26 @@ def test_an_unknown_option_names_its_pass(tmp_path, pipeline, name, bad, known):
     assert known is None or line.endswith(f"(its options: {known})"), line
 
 
+@pytest.mark.parametrize("flag", ["--parsing-diagnostics", "--verify-diagnostics"])
+def test_a_diagnostics_flag_does_not_stop_the_chunks_at_the_other_kind(tmp_path, flag):
+    """Under --split-input-file, `--parsing-diagnostics` prints parse errors on stdout and
+    `--verify-diagnostics` verify errors; an error of the other kind goes to stderr, the chunks after
+    it still run, and the run fails (it stopped at the first error of the other kind)."""
+    verify = FUNC.format(body="  %s = fwd.silu %y : tensor<192xf32> -> tensor<576xf32>")
+    parse = '%w = fwd.weight "blk" : !fwd.weights<576, q8_0>\n'
+    ok = FUNC.format(body="  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32>")
+    path = write(tmp_path, "split.mlir", "\n// -----\n".join([verify, parse, ok]))
+    r = opt(str(path), "--split-input-file", flag)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "func.func @f(%x: tensor<576xf32>" in r.stdout  # the last chunk ran
+    mine, other = ("weights have rank 2 or 3", "fwd.silu result has 576 values") if flag == "--parsing-diagnostics" else (
+        "fwd.silu result has 576 values", "weights have rank 2 or 3")  # fmt: skip
+    assert mine in r.stdout and mine not in r.stderr
+    assert other in r.stderr and other not in r.stdout
+    both = opt(str(path), "--split-input-file", "--parsing-diagnostics", "--verify-diagnostics")
+    assert both.returncode == 0 and both.stderr == "" and mine in both.stdout and other in both.stdout
+
+
 @pytest.mark.parametrize(
     "args, expected",
     [

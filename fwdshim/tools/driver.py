@@ -128,12 +128,14 @@ class FwdOptMain(xDSLOptMain):
     def run(self) -> None:
         """As xDSL's; under `--split-input-file` every chunk is processed (as mlir-opt): a chunk that
         fails to parse, verify or pass has its error printed on stderr and the next chunk runs, and
-        the run then fails (`ChunksFailed`). When the run fails before any report is written (the
+        the run then fails (`ChunksFailed`). `--parsing-diagnostics` and `--verify-diagnostics` print
+        their kind of error on stdout instead, as xDSL's run does; an error of the other kind no longer
+        stops the chunks after it (`--parsing-diagnostics` stopped at the first verify error). When the run fails before any report is written (the
         input does not parse or verify), a `--report-json` file left by an earlier run is removed, as
         LLVM's tools remove an output they did not finish: what the path holds is this run's report
         or nothing."""
         try:
-            if self.args.split_input_file and not (self.args.verify_diagnostics or self.args.parsing_diagnostics or self.args.shrink):
+            if self.args.split_input_file and not self.args.shrink:
                 self._run_chunks()
             else:
                 super().run()
@@ -198,6 +200,11 @@ class FwdOptMain(xDSLOptMain):
                 except (ParseError, DiagnosticException) as e:
                     if isinstance(e, ParseError):
                         e.span = dataclasses.replace(e.span, line_offset=offset)
+                    if self.args.parsing_diagnostics if isinstance(e, ParseError) else self.args.verify_diagnostics:
+                        print(e)  # as xDSL's run: the diagnostic is the chunk's output
+                        for note in getattr(e, "__notes__", ()):
+                            print(note)
+                        continue
                     output_stream.flush()
                     print(format_error(e, self), file=sys.stderr)
                     failed += 1
