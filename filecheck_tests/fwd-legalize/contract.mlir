@@ -15,7 +15,7 @@
 // BACK: contract.mlir:[[# @LINE + 8]]:3: error: the forward's precise numerics read no activation quantized
 // BACK-NEXT: note: the module's activations were quantized for int8-act (its one_word blocks); for dequant run the pipeline on the IR from before that
 // BACK-NEXT: ----
-// AGAIN: error: forward-shim{numerics=two-pass-int8}: the module's activations were quantized for int8-act (its one_word blocks); run the pipeline on the IR from before that, or give it numerics=int8-act
+// AGAIN: contract.mlir:[[# @LINE + 5]]:3: error: forward-shim{numerics=two-pass-int8}: the module's activations were quantized for int8-act (its one_word blocks, the first here); run the pipeline on the IR from before that, or give it numerics=int8-act
 // INT8: contract.mlir:[[# @LINE + 4]]:3: error: `fwd.matmul` reading an f32 activation — the int8-act numerics read a block-quantized matmul's and a mixture's activation as one_word blocks (fwd-quantize-activations{numerics=int8-act} places their quantizes)
 // TWO: contract.mlir:[[# @LINE + 3]]:3: error: `fwd.matmul` reading an f32 activation — the two-pass-int8 numerics read a block-quantized matmul's and a mixture's activation as two_words blocks (fwd-quantize-activations{numerics=two-pass-int8} places their quantizes)
 func.func @f32_reads(%x: tensor<64xf32>) -> tensor<32xf32> {

@@ -19,6 +19,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import ArgSpec
 from xdsl.utils.exceptions import PassFailedException
 
+from fwdshim.diagnostics import error_at
 from fwdshim.dialects.attributes import QActType, QuantFormat
 from fwdshim.shim.contract import forward_shim
 from fwdshim.shim.forward import ForwardShim
@@ -50,19 +51,19 @@ class NumericsPass(ModulePass):
         than this pass's (`quantized_for`): fusing or quantizing it again would mix two contracts."""
         other = quantized_for(module, self.numerics)
         if other is not None:
-            numerics, fmt = other
-            raise PassFailedException(
-                f"error: {self.name}{{numerics={self.numerics}}}: the module's activations were quantized for "
-                f"{numerics} (its {fmt} blocks); run the pipeline on the IR from before that, or give it numerics={numerics}"
-            )
+            numerics, fmt, op = other
+            raise PassFailedException(error_at(op, (
+                f"{self.name}{{numerics={self.numerics}}}: the module's activations were quantized for {numerics} "
+                f"(its {fmt} blocks, the first here); run the pipeline on the IR from before that, or give it numerics={numerics}"
+            )))  # fmt: skip
 
 
 _PLACED_FOR = {QuantFormat.ONE_WORD.value: "int8-act", QuantFormat.TWO_WORDS.value: "two-pass-int8"}
 """The numerics that quantize an activation to each format (`fwd-quantize-activations`)."""
 
 
-def quantized_for(module: Operation, numerics: str) -> tuple[str, str] | None:
-    """(numerics, format) of the first quantized activation (`!fwd.qact`) of `module`
+def quantized_for(module: Operation, numerics: str) -> tuple[str, str, Operation] | None:
+    """(numerics, format, producer) of the first quantized activation (`!fwd.qact`) of `module`
     whose format other numerics than `numerics` place (`one_word`: int8-act, `two_words`:
     two-pass-int8; dequant places none); None when every one is `numerics`'. Read from the values
     themselves, not the `fwd.numerics` record (which only `fwd-legalize` writes)."""
@@ -71,7 +72,7 @@ def quantized_for(module: Operation, numerics: str) -> tuple[str, str] | None:
             if isinstance(r.type, QActType):
                 fmt = r.type.format.data.value
                 if _PLACED_FOR[fmt] != numerics:
-                    return _PLACED_FOR[fmt], fmt
+                    return _PLACED_FOR[fmt], fmt, o
     return None
 
 
