@@ -388,8 +388,9 @@ def where(op: Operation) -> str:
     result when that has a name (`<unknown> %t`), else the op and its place in its function
     (`<unknown> fwd.quantize, op 3 of @f`: ops built in Python have neither location nor names)."""
     loc = file_location(op.location) or _PARSED_AT.get(op)
-    if loc is not None:
-        return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
+    if loc is not None:  # a file name of the input's own `loc("a\nb":1:1)` stays on the error's line
+        name = "".join(c if c.isprintable() else f"\\{ord(c):02X}" for c in loc.filename.data)
+        return f"{name}:{loc.line.data}:{loc.column.data}"
     hint = op.results[0].name_hint if op.results else None
     if hint:
         return f"<unknown> %{hint}"

@@ -239,6 +239,8 @@ def _bad_models(tmp_path: Path) -> dict[str, tuple[Path, str]]:
         "no layers": ({"llama.block_count": (0, VT.UINT32)}, "`llama.block_count` = 0: fwdshim needs at least 1"),
         "no heads": ({"llama.attention.head_count": (0, VT.UINT32)}, "`llama.attention.head_count` = 0"),
         "no kv heads": ({"llama.attention.head_count_kv": (0, VT.UINT32)}, "`llama.attention.head_count_kv` = 0"),
+        "heads do not divide d": ({"llama.attention.head_count": (3, VT.UINT32), "llama.attention.head_count_kv": (3, VT.UINT32)},
+                                  "`llama.embedding_length` = 64 is not a whole number of `llama.attention.head_count` = 3 heads"),
         "rope wider than head": ({"llama.rope.dimension_count": (32, VT.UINT32)},
                                  "`llama.rope.dimension_count` = 32 but heads are 16 wide: a rope turns no more"),
         "odd rope": ({"llama.rope.dimension_count": (15, VT.UINT32)}, "`llama.rope.dimension_count` = 15"),

@@ -260,7 +260,7 @@ BAD = [
     ("fused no parts", lambda: fused("norm_weight", [], [], [], lambda b: b.add_op(yield_())), "fused op has no parts"),
     ("fused covers count", lambda: fused("elementwise_chains", [1], [A576], [A576], two_silu_parts), "fused covers list 1 stages for 2 parts"),
     ("fused args", lambda: fused("norm_weight", [1], [A576], [A576], silu_parts(A576), arg_types=[t(9, 64)]), "fused region arguments do not match its operands"),
-    ("fused no yield", lambda: fused("norm_weight", [1], [A576], [], lambda b: b.add_op(SiluOp(operands=[b.args[0]], result_types=[A576]))), "fused region ends in fwd.yield, not fwd.silu"),
+    ("fused no yield", lambda: fused("norm_weight", [1], [A576], [], lambda b: b.add_op(SiluOp(operands=[b.args[0]], result_types=[A576]))), "fused region ends in fwd.silu, not in fwd.yield"),
     ("fused yield", lambda: fused("norm_weight", [1], [A576], [t(64)], silu_parts()), "fused yield does not match its results"),
 ]
 

@@ -317,6 +317,23 @@ def test_text_after_the_target_is_one_line(tmp_path, target, col):
     ]
 
 
+def test_an_empty_target_is_one_line(tmp_path):
+    """`-t ''` names no target (xDSL spoke of a pass pipeline)."""
+    path = write(tmp_path, "ok.mlir", FUNC.format(body="  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32>"))
+    r = opt(str(path), "-t", "")
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.startswith("fwdshim-opt: error: -t: no target named (mlir, the default; numba;") and r.stderr.count("\n") == 1
+
+
+def test_a_location_naming_a_file_with_a_newline_stays_one_line(tmp_path):
+    """The input's own `loc("a\\nb":1:1)`: the file name's control characters are escaped in the error."""
+    body = '  %s = fwd.silu %x : tensor<576xf32> -> tensor<192xf32> loc("a\\nb":1:1)'
+    path = write(tmp_path, "bad.mlir", FUNC.format(body=body).replace("func.return %s : tensor<576xf32>", "func.return %x : tensor<576xf32>"))
+    r = opt(str(path))
+    assert r.returncode == 1
+    assert r.stderr.splitlines()[0] == "a\\0Ab:1:1: error: fwd.silu result has 192 values for 576 inputs"
+
+
 @pytest.mark.parametrize("spec", ["mlir{print_generic_format=true}", "mlir{print_generic_format}"])
 def test_the_mlir_targets_options_are_its_flags(tmp_path, spec):
     """`-t 'mlir{print_generic_format=true}'` prints the generic form, as `--print-op-generic` (xDSL set

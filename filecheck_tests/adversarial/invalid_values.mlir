@@ -144,7 +144,7 @@ func.func @eps(%x: tensor<576xf32>) -> tensor<576xf32> {
 // -----
 
 func.func @covers_negative(%x: tensor<576xf32>) -> tensor<576xf32> {
-  // CHECK: invalid_values.mlir:[[# @LINE + 1]]:3: error: fused covers are stage numbers, not negative
+  // CHECK: invalid_values.mlir:[[# @LINE + 1]]:3: error: fused covers hold a negative number
   %f = fwd.fused elementwise_chains covers [-5] ins(%x) : (tensor<576xf32>) -> tensor<576xf32> {
   ^bb0(%a: tensor<576xf32>):
     %s = fwd.silu %a : tensor<576xf32> -> tensor<576xf32>

@@ -57,7 +57,7 @@ func.func @transpose_rank3(%x: tensor<2x3x4xf32>) -> tensor<3x2x4xf32> {
 
 // A name no GGUF tensor has: empty, or with a control character (both passed to the plan and failed
 // only when the weights were loaded).
-// CHECK: invalid_verify.mlir:[[# @LINE + 1]]:1: error: fwd.weight names a GGUF tensor: its name is not empty ("")
+// CHECK: invalid_verify.mlir:[[# @LINE + 1]]:1: error: fwd.weight name is empty: it names a GGUF tensor
 %w = fwd.weight "" : !fwd.weights<64x64, q8_0>
 
 // -----
@@ -501,7 +501,7 @@ func.func @fused_args(%x: tensor<576xf32>) -> tensor<576xf32> {
 // -----
 
 func.func @fused_no_yield(%x: tensor<576xf32>) {
-  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused region ends in fwd.yield, not fwd.silu
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused region ends in fwd.silu, not in fwd.yield
   fwd.fused elementwise_chains covers [0] ins(%x) : (tensor<576xf32>) -> () {
   ^bb0(%a: tensor<576xf32>):
     %s = fwd.silu %a : tensor<576xf32> -> tensor<576xf32>
@@ -513,7 +513,7 @@ func.func @fused_no_yield(%x: tensor<576xf32>) {
 
 // Another terminator is not counted as a part (it had said "fused covers list 2 stages for 3 parts").
 func.func @fused_func_return(%x: tensor<576xf32>) -> tensor<576xf32> {
-  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused region ends in fwd.yield, not func.return
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fused region ends in func.return, not in fwd.yield
   %f = fwd.fused elementwise_chains covers [0, 1] ins(%x) : (tensor<576xf32>) -> tensor<576xf32> {
   ^bb0(%a: tensor<576xf32>):
     %s = fwd.silu %a : tensor<576xf32> -> tensor<576xf32>

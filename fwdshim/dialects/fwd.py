@@ -373,7 +373,7 @@ class WeightOp(IRDLOperation):
             "fwd.weight result is !fwd.weights or a tensor",
         )
         name = self.tensor_name.data
-        _want(name != "", 'fwd.weight names a GGUF tensor: its name is not empty ("")')
+        _want(name != "", 'fwd.weight name is empty: it names a GGUF tensor')
         bad = next((c for c in name if ord(c) < 0x20 or ord(c) == 0x7F), None)
         _want(
             bad is None,
@@ -929,10 +929,10 @@ class FusedOp(StageOp):
     def verify_shapes(self) -> None:
         _want(class_named(self.class_.data) is not None, f"unknown fused class `{self.class_.data}`")
         covers = self.cover_list
-        _want(all(c >= 0 for c in covers), "fused covers are stage numbers, not negative")
+        _want(all(c >= 0 for c in covers), f"fused covers hold a negative number ({min(covers, default=0)}): they are stage numbers, from 0")
         _want(all(a < b for a, b in zip(covers, covers[1:])), "fused covers are not strictly increasing")
         last = self.body.block.last_op  # before the parts are counted: another terminator is not a part
-        _want(isinstance(last, YieldOp), f"fused region ends in fwd.yield, not {last.name if last is not None else 'nothing'}")
+        _want(isinstance(last, YieldOp), f"fused region ends in {last.name if last is not None else 'nothing'}, not in fwd.yield")
         parts = self.parts()
         _want(bool(parts), "fused op has no parts")
         n_leaves = sum(len(p.cover_list) if isinstance(p, FusedOp) else 1 for p in parts)

@@ -294,7 +294,10 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
             f"= {kv}: the query heads do not group evenly over the key/value heads"
         )
     if field_value(reader, "llama.attention.key_length") is None and d % h:
-        raise ModelError(f"{path}: embedding length {d} is not a whole number of {h} heads")
+        raise ModelError(
+            f"{path}: `llama.embedding_length` = {d} is not a whole number of `llama.attention.head_count` = {h} "
+            "heads, and no `llama.attention.key_length` gives the head size"
+        )
     hd = count("attention.key_length", d // h)
     vd = count("attention.value_length", hd)
     if vd != hd:

@@ -819,6 +819,9 @@ def _run(args: list[str]) -> int:
         if (why := _repeated_option(pipeline, flag)) is not None:
             print(f"fwdshim-opt: error: {why}", file=sys.stderr)
             return 1
+        if flag == "-t" and not pipeline.strip():  # xDSL: `Error parsing pass pipeline specification`
+            print("fwdshim-opt: error: -t: no target named (mlir, the default; numba; or one of xDSL's: fwdshim-opt --help)", file=sys.stderr)
+            return 1
         if flag == "-t" and (at := _after_target(pipeline)) is not None:
             print(f"fwdshim-opt: error: -t: column {at + 1}: one target, and nothing after it\n"
                   f"  {pipeline}\n  {' ' * at}^", file=sys.stderr)  # fmt: skip
