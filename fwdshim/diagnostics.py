@@ -599,7 +599,33 @@ def verify_located(root: Operation) -> None:
         except VerifyException as e:
             culprit, first = op, e
             break
-    message = str(first.args[0]) if first.args else str(first)
+    message = _without_class_reprs(str(first.args[0]) if first.args else str(first))
     if culprit is None:
         raise VerifyException(f"error: {message}") from None
     raise VerifyException(error_at(_located_culprit(culprit, message), message)) from None
+
+
+_CLASS_REPR = re.compile(r"'?<class '([\w.]+)'>'?")
+_GOT_ONE_FOR_A_LIST = re.compile(r"expected ArrayAttr attribute, but got (#?[\w.]+)$")
+
+
+def _without_class_reprs(message: str) -> str:
+    """xDSL's verifier message with a Python class repr (`'<class 'fwdshim.dialects.attributes.AccessAttr'>'`)
+    as the attribute's IR name (`#fwd.access`), and `expected ArrayAttr attribute, but got X` said as
+    a list expected where one attribute was given (a generic form's `access = #fwd.access<whole>`)."""
+
+    def name(m: re.Match) -> str:
+        module, _, cls = m[1].rpartition(".")
+        try:
+            import importlib
+
+            ir_name = getattr(getattr(importlib.import_module(module), cls), "name", None)
+        except (ImportError, AttributeError, ValueError):
+            ir_name = None
+        return f"#{ir_name}" if isinstance(ir_name, str) else cls
+
+    message = _CLASS_REPR.sub(name, message)
+    m = _GOT_ONE_FOR_A_LIST.search(message)
+    if m is not None:
+        message = message[: m.start()] + f"expected a list of attributes `[...]`, but got one {m[1]} attribute"
+    return message

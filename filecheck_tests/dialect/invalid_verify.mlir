@@ -657,3 +657,14 @@ func.func @rope_from_negative(%x: tensor<64xf32>, %ang: tensor<4096x32xf32>) -> 
   %y = fwd.rope %x, %ang hd 32 half 16 rows 1 from -1 : tensor<64xf32>, tensor<4096x32xf32> -> tensor<64xf32>
   func.return %y : tensor<64xf32>
 }
+
+// -----
+
+// A generic form's one attribute where a list is expected: said in IR words (xDSL printed the Python
+// class: `but got '<class 'fwdshim.dialects.attributes.AccessAttr'>'`).
+"func.func"() <{sym_name = "access_not_a_list", function_type = (tensor<64xf32>) -> tensor<64xf32>}> ({
+^bb0(%x: tensor<64xf32>):
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: expected a list of attributes `[...]`, but got one #fwd.access attribute
+  %y = "fwd.silu"(%x) <{access = #fwd.access<whole>}> : (tensor<64xf32>) -> tensor<64xf32>
+  "func.return"(%y) : (tensor<64xf32>) -> ()
+}) : () -> ()
