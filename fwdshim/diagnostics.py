@@ -42,6 +42,7 @@ from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from fwdshim.lexer import FwdLexer, number_literals
+from fwdshim.tools import printable
 
 
 MAX_NESTING = 48
@@ -187,7 +188,7 @@ class LocatingParser(Parser):
             self._check_fwd_numbers(op, span)
             for value in op.properties.values():
                 if isinstance(value, BytesAttr):  # `into "k\C3"`: escapes that make no UTF-8 text
-                    self._not_utf8(f'"{_escaped(value.data)}"', span)
+                    self._not_utf8(_bytes_literal(value.data), span)
         written = self._unknown_written_to == self._current_token.span.start  # op's own trailing loc(unknown)
         loc = span.get_location()
         here = FileLineColLoc(StringAttr(loc.file), IntAttr(loc.line + self._line_offset), IntAttr(loc.col))
@@ -358,9 +359,15 @@ _PARSED_AT: weakref.WeakKeyDictionary[Operation, FileLineColLoc] = weakref.WeakK
 """Where `LocatingParser` parsed the ops whose written `loc(...)` names no file (`loc("q_proj")`)."""
 
 
-def _escaped(data: bytes) -> str:
-    """`data` as an MLIR string literal's body: printable ASCII as is, other bytes as `\\XX`."""
-    return "".join(chr(c) if 32 <= c < 127 and c not in (34, 92) else f"\\{c:02X}" for c in data)
+def _bytes_literal(data: bytes) -> str:
+    """`data` as MLIR writes a string literal of bytes (`"k\\C3"`: xDSL's printer)."""
+    import io
+
+    from xdsl.printer import Printer
+
+    out = io.StringIO()
+    Printer(stream=out).print_bytes_literal(data)
+    return out.getvalue()
 
 
 def file_location(loc: object) -> FileLineColLoc | None:
@@ -389,8 +396,7 @@ def where(op: Operation) -> str:
     (`<unknown> fwd.quantize, op 3 of @f`: ops built in Python have neither location nor names)."""
     loc = file_location(op.location) or _PARSED_AT.get(op)
     if loc is not None:  # a file name of the input's own `loc("a\nb":1:1)` stays on the error's line
-        name = "".join(c if c.isprintable() else f"\\{ord(c):02X}" for c in loc.filename.data)
-        return f"{name}:{loc.line.data}:{loc.column.data}"
+        return f"{printable(loc.filename.data)}:{loc.line.data}:{loc.column.data}"
     hint = op.results[0].name_hint if op.results else None
     if hint:
         return f"<unknown> %{hint}"

@@ -331,7 +331,7 @@ def test_a_location_naming_a_file_with_a_newline_stays_one_line(tmp_path):
     path = write(tmp_path, "bad.mlir", FUNC.format(body=body).replace("func.return %s : tensor<576xf32>", "func.return %x : tensor<576xf32>"))
     r = opt(str(path))
     assert r.returncode == 1
-    assert r.stderr.splitlines()[0] == "a\\0Ab:1:1: error: fwd.silu result has 192 values for 576 inputs"
+    assert r.stderr.splitlines()[0] == "a\\nb:1:1: error: fwd.silu result has 192 values for 576 inputs"
 
 
 @pytest.mark.parametrize("spec", ["mlir{print_generic_format=true}", "mlir{print_generic_format}"])

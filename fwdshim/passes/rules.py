@@ -41,9 +41,7 @@ from fwdshim.dialects.fwd import (
     WeightOp,
     YieldOp,
     numel,
-)
-from fwdshim.dialects.fwd import (
-    stages as stages_of,
+    stages,
 )
 from fwdshim.passes.ir_order import in_program_order, is_top, producer
 from fwdshim.shim.protocol import Position, Shim
@@ -72,7 +70,7 @@ def number_stages(root: Operation, skip: Collection[Operation] = ()) -> dict[Ope
     the IR it was given: fusing moves a fused op to its last part and keeps the order of the stages it
     leaves, which take back the numbers they had (a stage left before a fused op of lower covers no
     longer takes one of them: `forward-shim` on its own output was not a fixed point)."""
-    top = [op for op in stages_of(root) if op not in skip]
+    top = [op for op in stages(root) if op not in skip]
     used = {c for op in top if isinstance(op, FusedOp) for c in op.cover_list}
     numbers: dict[Operation, int] = {}
     counter = 0
@@ -95,13 +93,13 @@ def make_room(root: Operation, inserted: Collection[Operation]) -> None:
     add+norm [9, 10, 11]: the quantize takes 9 and the add+norm [10, 11, 12], so a later `fwd-fuse`
     may fold the quantize into the attention. Nothing changes without inserted stages or fused ops."""
     pending = set(inserted)
-    if not pending or not any(isinstance(op, FusedOp) and op.cover_list for op in stages_of(root)):
+    if not pending or not any(isinstance(op, FusedOp) and op.cover_list for op in stages(root)):
         return
     fused = [f for f in root.walk() if isinstance(f, FusedOp)]
-    for q in [op for op in stages_of(root) if op in pending]:
+    for q in [op for op in stages(root) if op in pending]:
         numbers = number_stages(root, pending)
         before = None
-        for op in stages_of(root):
+        for op in stages(root):
             if op is q:
                 break
             if op not in pending:

@@ -30,7 +30,16 @@ from typing import NoReturn
 
 from fwdshim.classes import NUMERICS
 from fwdshim.limits import DEFAULT_CONTEXT, MAX_CONTEXT
-from fwdshim.tools import EPIPE_STATUS, names_directory, package_version, probe_write, quiet_stdout, store_once, write_whole
+from fwdshim.tools import (
+    EPIPE_STATUS,
+    names_directory,
+    package_version,
+    printable,
+    probe_write,
+    quiet_stdout,
+    store_once,
+    write_whole,
+)
 
 REQUANTIZE = ("none", "q8_0")
 DEVICES = ("auto", "gpu", "cpu")
@@ -280,9 +289,9 @@ def _error(message: str, one_line: bool = False) -> int:
     line whatever it holds (a file name, key or tensor name with a line break is printed escaped: it
     was split over two lines); else each line of the message (the legality's errors) on its own."""
     lines = [message.strip()] if one_line else message.strip().split("\n") or ["failed"]
-    print(f"fwdshim: error: {_printable(lines[0])}", file=sys.stderr)
+    print(f"fwdshim: error: {printable(lines[0])}", file=sys.stderr)
     for line in lines[1:]:
-        print(f"  {_printable(line)}", file=sys.stderr)
+        print(f"  {printable(line)}", file=sys.stderr)
     return 1
 
 
@@ -294,17 +303,8 @@ def _escape_arguments(message: str, argv: list[str]) -> str:
         if arg.isprintable():
             continue
         for text in dict.fromkeys((arg, str(Path(arg)), os.path.abspath(arg))):
-            message = message.replace(text, _printable(text))
+            message = message.replace(text, printable(text))
     return message
-
-
-def _printable(line: str) -> str:
-    """`line` with every character that is not printable escaped as Python writes it (`\\r`,
-    `\\x1c`): a key or tensor name read from a file that holds a carriage return or a separator
-    (which `splitlines` breaks at) stays on the error's one line."""
-    if line.isprintable():
-        return line
-    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in line)
 
 
 class _Output:
@@ -542,7 +542,7 @@ def _import(args, out: _Output) -> int:
     p = model.params
     note = f"; {_plural(len(model.converted), 'tensor')} converted into {model.gguf_path}" if model.converted else ""
     where = f"wrote {dest}" if dest is not None else "imported"
-    print(_printable(f"fwdshim: {where}: {_plural(p.n_layer, 'layer')}, context {model.context}{note}"), file=sys.stderr)
+    print(printable(f"fwdshim: {where}: {_plural(p.n_layer, 'layer')}, context {model.context}{note}"), file=sys.stderr)
     return 0
 
 
@@ -610,7 +610,7 @@ def _run(args, out: _Output) -> int:
         _check_writable(logits_out, "--logits-out", path)  # not the model itself
     key = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]  # one step file per model file
     ctx = args.context or "default"
-    stem = _printable(path.stem)  # its name heads the legality's error lines: no line break in it
+    stem = printable(path.stem)  # its name heads the legality's error lines: no line break in it
     step_file = models_dir() / f"{stem}.{key}.{args.requantize}.ctx{ctx}.decode_step.mlir"
     status = _Status(args.quiet or not _stderr_is_terminal())
     t = time.perf_counter()
@@ -621,7 +621,7 @@ def _run(args, out: _Output) -> int:
     _note_context(args, model)
     tok = GGUFTokenizer(model.reader, model.gguf_path)
     for line in tok.warnings:
-        print(f"fwdshim: warning: {_printable(line)}", file=sys.stderr)
+        print(f"fwdshim: warning: {printable(line)}", file=sys.stderr)
     try:
         prompt = tok.chat(args.prompt) if args.chat else args.prompt
     except ModelError as e:  # the template's fault, said by the tokenizer; the way round it is a flag
@@ -764,7 +764,7 @@ class _Status:
             return
         if seconds is None:
             seconds = time.perf_counter() - since if since is not None else 0.0
-        print(_printable(f"fwdshim: {phase}: {what} ({seconds:.2f} s)"), file=sys.stderr, flush=True)
+        print(printable(f"fwdshim: {phase}: {what} ({seconds:.2f} s)"), file=sys.stderr, flush=True)
 
     def bar(self, total: int, phase: str):
         from tqdm import tqdm

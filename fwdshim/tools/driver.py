@@ -129,9 +129,9 @@ class FwdOptMain(xDSLOptMain):
         """As xDSL's; under `--split-input-file` every chunk is processed (as mlir-opt): a chunk that
         fails to parse, verify or pass has its error printed on stderr and the next chunk runs, and
         the run then fails (`ChunksFailed`). `--parsing-diagnostics` and `--verify-diagnostics` print
-        their kind of error on stdout instead, as xDSL's run does; an error of the other kind no longer
-        stops the chunks after it (`--parsing-diagnostics` stopped at the first verify error). When the run fails before any report is written (the
-        input does not parse or verify), a `--report-json` file left by an earlier run is removed, as
+        their kind of error on stdout instead, as xDSL's run does; an error of the other kind does not
+        stop the chunks after it. When the run fails before any report is written (the input does
+        not parse or verify), a `--report-json` file left by an earlier run is removed, as
         LLVM's tools remove an output they did not finish: what the path holds is this run's report
         or nothing."""
         try:
@@ -418,7 +418,6 @@ def _option_type(flag: str, name: str, option: str) -> str | None:
     types` message writes it (`<class 'bool'>`), or None where it is not known: the option xDSL could
     not take is the one of that type, not the first whose value reads the same (`mode=mark
     explain=mark` blamed `mode`)."""
-    import dataclasses
     import typing
 
     try:
