@@ -42,7 +42,7 @@ from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from fwdshim.lexer import FwdLexer, number_literals
-from fwdshim.tools import printable
+from fwdshim.text import printable
 
 
 MAX_NESTING = 48

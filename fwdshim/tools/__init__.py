@@ -40,16 +40,6 @@ def store_once(parser: argparse.ArgumentParser, hints: dict[str, str] | None = N
                 action.hint = hint  # type: ignore[attr-defined]
 
 
-def printable(line: str) -> str:
-    """`line` with every character that is not printable escaped as Python writes it (`\\r`,
-    `\\x1c`; a tab kept): a key, tensor or file name read from a file or written in the input that
-    holds a carriage return or a separator (which `splitlines` breaks at) stays on the error's one
-    line."""
-    if line.isprintable():
-        return line
-    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in line)
-
-
 def _beside(target: Path) -> Path:
     """The temporary file `write_whole` writes before moving it over `target`."""
     return target.with_name(f".{target.name}.{os.getpid()}.tmp")

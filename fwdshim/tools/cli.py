@@ -30,11 +30,11 @@ from typing import NoReturn
 
 from fwdshim.classes import NUMERICS
 from fwdshim.limits import DEFAULT_CONTEXT, MAX_CONTEXT
+from fwdshim.text import printable
 from fwdshim.tools import (
     EPIPE_STATUS,
     names_directory,
     package_version,
-    printable,
     probe_write,
     quiet_stdout,
     store_once,
