@@ -319,7 +319,7 @@ def test_chat_template_that_fails_is_one_line(tmp_path, capsys):
         ("{{ 1/0 }}", "fails: ZeroDivisionError: division by zero; run without --chat"),
         ("{% for i in range(10**9) %}{% endfor %}", "fails: OverflowError: Range too big"),
         ("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", "fails: it recurses too deep"),
-        ("{{ 'x' * 30000000 }}", "fails: it renders 30000000 characters for a prompt of 7"),
+        ("{% for i in range(30) %}{{ 'x' * 1000000 }}{% endfor %}", "fails: it renders 30000000 characters for a prompt of 7"),
         ("{{ messages.__class__ }}", "fails: it renders no text"),
     ],
     ids=["zero", "range", "recursion", "huge", "empty"],
@@ -338,6 +338,52 @@ def test_chat_template_that_runs_forever_is_stopped(tmp_path, capsys, monkeypatc
     loops = "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"
     model = rewrite(tiny(tmp_path), tmp_path / "t.gguf", kv={"tokenizer.chat_template": (loops, VT.STRING)})
     fails(capsys, run_argv(model, "--chat"), "fails: it runs past 0.5 s; run without --chat")
+
+
+CASES = Path(__file__).resolve().parents[2] / "shared" / "cases"
+
+
+@pytest.mark.parametrize(
+    "template, why",
+    [  # shared/cases/chat-template-bigint: a power of 475 million bits ran for minutes past the 10 s limit
+        ("{{ (3 ** 300000000) % 7 }}{% for m in messages %}{{ m['content'] }}{% endfor %}",
+         "fails: it computes 3 ** 300000000, an integer of more than 65536 bits; run without --chat"),
+        ("{{ (2 ** 60000) ** 60000 }}", "fails: it computes an integer of 60001 bits ** 60000, an integer of more than"),
+        ("{% set x = 2 ** 65000 %}{{ (x * x) % 7 }}", "fails: it computes a product of more than 65536 bits"),
+        ("{{ 'x' * 10**10 }}", "fails: it repeats a str of 1 items 10000000000 times, past 1048576 items"),
+        ("{{ (10**9 * [0]) | length }}", "fails: it repeats a list of 1 items 1000000000 times, past 1048576 items"),
+    ],
+    ids=["case-power", "power-of-power", "product", "str-repeat", "list-repeat"],
+)  # fmt: skip
+def test_chat_template_cannot_compute_past_the_time_limit(tmp_path, capsys, template, why):
+    """One `**` or `*` is one C call, which the SIGALRM time limit cannot interrupt: a huge power or
+    repetition is refused before it is computed, at once, in one line naming the file and the key."""
+    import time
+
+    model = rewrite(tiny(tmp_path), tmp_path / "t.gguf", kv={"tokenizer.chat_template": (template, VT.STRING)})
+    t = time.perf_counter()
+    fails(capsys, run_argv(model, "--chat"), f"{model}: the chat template (`tokenizer.chat_template`) {why}")
+    assert time.perf_counter() - t < 10
+
+
+def test_chat_template_may_still_compute_small_powers_and_repeats(tmp_path):
+    """The bound refuses what no chat template needs: small powers, products and repeats render."""
+    template = "{{ 2 ** 10 }} {{ 3 ** 4000 % 7 }} {{ 6 * 7 }} {{ '=' * 3 }}{{ ([1] * 2) | length }}{{ messages[0].content }}"
+    path = rewrite(tiny(tmp_path), tmp_path / "t.gguf", kv={"tokenizer.chat_template": (template, VT.STRING)})
+    tok = GGUFTokenizer(gguf.GGUFReader(path), path)
+    assert tok.chat("hi") == f"1024 {3 ** 4000 % 7} 42 ===2hi"
+
+
+@pytest.mark.skipif(not (CASES / "chat-template-bigint" / "make_model.py").is_file(), reason="no shared cases here")
+def test_chat_template_bigint_case_from_the_console_script(tmp_path):
+    """The case's own file and command, as the case runs it: one line within ~10 s, exit 1."""
+    subprocess.run([sys.executable, str(CASES / "chat-template-bigint" / "make_model.py"), str(tmp_path / "p.gguf")],
+                   check=True, capture_output=True, cwd=tmp_path)  # fmt: skip
+    r = subprocess.run([EXE, "run", "--model", "p.gguf", "--prompt", "hi", "--chat", "--device", "cpu",
+                        "--max-tokens", "2", "-q"], capture_output=True, text=True, timeout=60, cwd=tmp_path)  # fmt: skip
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == ("fwdshim: error: p.gguf: the chat template (`tokenizer.chat_template`) fails: it computes "
+                        "3 ** 300000000, an integer of more than 65536 bits; run without --chat\n")
 
 
 def test_a_prompt_that_is_not_utf8_is_a_usage_error(tmp_path, capsys):

@@ -21,6 +21,7 @@ with one line naming the file. A BOS or EOS id outside the vocabulary is left ou
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import threading
 from collections.abc import Iterable
@@ -206,7 +207,9 @@ class GGUFTokenizer:
         """`prompt` as one user turn of the file's chat template, ready for the assistant's answer.
 
         Raises: ModelError when the file has no chat template, or `prompt` (`system`) is not a str
-        (not None) or holds a lone surrogate."""
+        (not None) or holds a lone surrogate, and when the template fails: its own errors, a rendering
+        past `TEMPLATE_SECONDS` or `TEMPLATE_CHARS`, a `**` or `*` whose result would pass
+        `TEMPLATE_BITS` bits or `TEMPLATE_CHARS` items (refused before it is computed)."""
         self._check_text("prompt", prompt)
         if system is not None:
             self._check_text("system", system, " or None")
@@ -215,14 +218,11 @@ class GGUFTokenizer:
                 f"{self.path}: the model has no chat template (`tokenizer.chat_template`)"
             )
         from jinja2 import TemplateError
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
 
         def raise_exception(message: str):
             raise ModelError(f"{self.path}: the chat template refused the prompt: {message}")
 
-        env = ImmutableSandboxedEnvironment(
-            trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
-        )
+        env = _bounded_environment()(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
         env.globals["raise_exception"] = raise_exception
         messages = ([{"role": "system", "content": system}] if system else []) + [
             {"role": "user", "content": prompt}
@@ -245,6 +245,8 @@ class GGUFTokenizer:
         except TemplateError as e:  # a template that does not parse, or reads what is not there
             line = f" line {e.lineno}" if getattr(e, "lineno", None) else ""
             raise fails(str(e).rstrip("."), line) from None
+        except _TooLarge as e:
+            raise fails(str(e)) from None
         except _TemplateTimeout:
             raise fails(f"it runs past {TEMPLATE_SECONDS} s") from None
         except RecursionError:
@@ -267,8 +269,59 @@ TEMPLATE_CHARS = 1 << 20
 """The most characters a chat template may add to the prompt (its turns and markers)."""
 
 
+TEMPLATE_BITS = 1 << 16
+"""The most bits an integer a chat template computes with `**` or `*` may have (a power is one C call,
+which the time limit cannot interrupt: `3 ** 300000000` ran for minutes)."""
+
+
 class _TemplateTimeout(Exception):
     pass
+
+
+class _TooLarge(Exception):
+    """A template's `**` or `*` whose result would pass `TEMPLATE_BITS` or `TEMPLATE_CHARS`; `str(e)`
+    says which (the tail of the one-line error)."""
+
+
+def _bounded_binop(operator: str, left, right):
+    """`left ** right` or `left * right`, refused (`_TooLarge`) before it is computed when the result
+    would be an integer of more than `TEMPLATE_BITS` bits or a sequence of more than `TEMPLATE_CHARS`
+    items: one such operation is one C call that runs (or allocates) for as long as it takes."""
+    ints = [isinstance(v, int) for v in (left, right)]  # bool is an int too
+    if operator == "**" and all(ints) and right > 0 and abs(left) > 1:
+        bits = right * (abs(left).bit_length() - 1)  # the result has at least this many bits
+        if bits > TEMPLATE_BITS:
+            raise _TooLarge(f"it computes {_short(left)} ** {_short(right)}, an integer of more than "
+                            f"{TEMPLATE_BITS} bits")  # fmt: skip
+    if operator == "*":
+        if all(ints) and left.bit_length() + right.bit_length() > TEMPLATE_BITS + 1:
+            raise _TooLarge(f"it computes a product of more than {TEMPLATE_BITS} bits")
+        for seq, n in ((left, right), (right, left)):
+            if isinstance(n, int) and isinstance(seq, (str, bytes, list, tuple)) and len(seq) * n > TEMPLATE_CHARS:
+                raise _TooLarge(f"it repeats a {type(seq).__name__} of {len(seq)} items {_short(n)} times, "
+                                f"past {TEMPLATE_CHARS} items")  # fmt: skip
+
+
+def _short(n: int) -> str:
+    """An integer as the template wrote it when short, else its size (printing a huge one is slow too)."""
+    return str(n) if n.bit_length() <= 64 else f"an integer of {n.bit_length()} bits"
+
+
+@functools.cache
+def _bounded_environment() -> type:
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class Bounded(ImmutableSandboxedEnvironment):
+        """Jinja's immutable sandbox with `**` and `*` bounded (`_bounded_binop`); Jinja then does not
+        fold these operators at compile time either (a constant power hung `from_string`)."""
+
+        intercepted_binops = frozenset({"**", "*"})
+
+        def call_binop(self, context, operator, left, right):
+            _bounded_binop(operator, left, right)
+            return super().call_binop(context, operator, left, right)
+
+    return Bounded
 
 
 @contextlib.contextmanager
