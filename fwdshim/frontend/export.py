@@ -11,17 +11,18 @@
 - `random_llama(params, seed)`: random weights of a model's shapes; `byte_vocab(merges)`: a small
   byte-level vocabulary (the 256 byte tokens, some merges, `<|endoftext|>`) — test and demo data.
 
-Files are written to a temporary name of their own beside `path` (`.<name>.<pid>-<random>.tmp`) and moved
-into place, so an interrupted or failed write leaves no file, and two processes writing the same
-file (two `fwdshim run`s converting one model) each move a whole file into place.
+Files are written to a temporary name of their own beside `path` (`.<name>.<pid>-<random>.tmp`,
+`files.written`) and moved into place, so an interrupted or failed write leaves no file (a writer
+killed outright leaves its temporary file, which the next write of `path` removes), and two processes
+writing the same file (two `fwdshim run`s converting one model) each move a whole file into place.
+A failed write raises `files.WriteFailed` (an OSError) saying why: a full disk, with the bytes needed,
+or a read-only directory.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import gguf
@@ -33,6 +34,7 @@ from fwdshim.dialects.attributes import ggml_of
 from fwdshim.frontend.gguf_model import (
     CONVERTED_KEY, MANIFEST, MATMUL, ROPE_FREQS, SOURCE_KEY, LlamaParams, expected_tensors, tensor_shape,
 )  # fmt: skip
+from fwdshim.files import WriteFailed, written
 from fwdshim.weights import Q8_0_BLOCK_BYTES, WeightData, nonfinite_why
 
 _SKIP_KEYS = ("GGUF.", "general.architecture", "general.alignment")
@@ -84,27 +86,22 @@ def convert_tensor(t: gguf.ReaderTensor, qtype: QT) -> np.ndarray:
     return out
 
 
-@contextmanager
-def _written(path: Path) -> Iterator[Path]:
-    """A fresh temporary name beside `path`, unique to this call, to write the file into (see the
-    module docstring); removed when the body fails (Ctrl-C included)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
-    try:
-        yield tmp
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def _finish(writer: gguf.GGUFWriter, tmp: Path, path: Path, progress: bool) -> None:
+    """Write the file `writer` holds into `tmp` and move it over `path`.
+
+    Raises: `files.WriteFailed` (an OSError) saying why, naming `path`'s directory and, for a full
+    disk, the bytes the file needs."""
+    needed = sum(ti.nbytes for shard in writer.tensors for ti in shard.values())
     try:
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file(progress=progress)
-    finally:
-        writer.close()
-    os.replace(tmp, path)
+        try:
+            writer.write_header_to_file()
+            writer.write_kv_data_to_file()
+            writer.write_tensors_to_file(progress=progress)
+        finally:
+            writer.close()
+        os.replace(tmp, path)
+    except OSError as e:
+        raise WriteFailed(e, path, needed) from None
 
 
 def write_converted(
@@ -121,11 +118,13 @@ def write_converted(
     (the stamp of the file converted). Returns `path`.
 
     Raises: NotStorable for a tensor holding an inf or NaN value or block scale (`nonfinite_why`, the
-    message a run gives) or one `convert_tensor` cannot store."""
+    message a run gives) or one `convert_tensor` cannot store; OSError when `path` cannot be written
+    (`files.WriteFailed` once writing began: its text says why, a full disk with the bytes needed)."""
     path = Path(path)
     arch = reader.fields["general.architecture"].contents()
     q8 = QT.Q8_0 in conversions.values()
-    with _written(path) as tmp:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with written(path) as tmp:
         writer = gguf.GGUFWriter(tmp, arch)
         if reader.alignment != gguf.GGUF_DEFAULT_ALIGNMENT:  # written at the alignment it declares
             writer.add_custom_alignment(reader.alignment)
@@ -187,7 +186,8 @@ def write_llama(
     it; None: gguf's default 32, no key). `params.rope_factors` are written as `rope_freqs.weight` (F32, or F16 when `types` says so).
     Raises KeyError for a tensor the model needs that `weights` lacks."""
     path = Path(path)
-    with _written(path) as tmp:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with written(path) as tmp:
         w = gguf.GGUFWriter(tmp, "llama")
         if alignment is not None:
             w.add_custom_alignment(alignment)

@@ -15,11 +15,12 @@ import gguf
 from gguf import GGMLQuantizationType as QT
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
-from fwdshim.frontend.cache import sidecar_path, source_stamp
+from fwdshim.files import why_not_written
+from fwdshim.frontend.cache import sidecar_path, source_stamp, sweep_cache
 from fwdshim.frontend.export import NotStorable, write_converted
 from fwdshim.frontend.gguf_model import (
     CONVERTED_KEY, REQUANTIZE_MODES, SOURCE_KEY, LlamaParams, ModelError, ModelWeights,
-    _one_line, argument_text, check_file, check_layout, check_tensors, choice_error, conversions, field_value,
+    argument_text, check_file, check_layout, check_tensors, choice_error, conversions, field_value,
     integer_error, open_gguf, path_argument, read_params,
 )  # fmt: skip
 from fwdshim.frontend.step_ir import describe, parse_step, step_text
@@ -55,15 +56,15 @@ def _read_or_convert(path: Path, requantize: str, sidecar: str | Path | None, pr
     if not todo:
         return reader, params, uses, path
     out = Path(sidecar) if sidecar is not None else sidecar_path(path, requantize)
+    if sidecar is None:
+        sweep_cache()  # what killed writers left there
     try:
         write_converted(reader, todo, out, progress=progress, source=source_stamp(path))
     except NotStorable as e:
         raise ModelError(f"{path}: {e}") from None
-    except OSError as e:  # an unwritable or full disk: say where, and how to move the cache
+    except OSError as e:  # an unwritable or full disk: say which and where, and how to move the cache
         hint = "" if sidecar is not None else "; FWDSHIM_CACHE names another cache directory"
-        raise ModelError(
-            f"{out}: cannot write the converted weights ({e.strerror or _one_line(e)}){hint}"
-        ) from None
+        raise ModelError(f"{out}: cannot write the converted weights ({why_not_written(e, out)}){hint}") from None
     reader = open_gguf(out)
     uses = check_tensors(reader, params, out)
     left = conversions(reader, uses, requantize, out)

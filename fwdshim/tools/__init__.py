@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
+import signal
 import stat
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
+
+from fwdshim.files import temp_path, written
 
 
 class StoreOnce(argparse._StoreAction):
@@ -40,11 +45,6 @@ def store_once(parser: argparse.ArgumentParser, hints: dict[str, str] | None = N
                 action.hint = hint  # type: ignore[attr-defined]
 
 
-def _beside(target: Path) -> Path:
-    """The temporary file `write_whole` writes before moving it over `target`."""
-    return target.with_name(f".{target.name}.{os.getpid()}.tmp")
-
-
 def names_directory(path: str | os.PathLike) -> bool:
     """`path` ends in a separator (`out/`): it names a directory, whether or not one exists there
     (`Path` and `realpath` drop the separator: `out/` was written as a file named `out`)."""
@@ -63,7 +63,7 @@ def probe_write(path: str | Path) -> None:
     exists but holds no new file (`/proc`: "No such file or directory" for a file that is there), the
     error says so."""
     _refuse_directory(path)
-    tmp = _beside(Path(os.path.realpath(path)))
+    tmp = temp_path(Path(os.path.realpath(path)))
     try:
         tmp.touch()
     except OSError as e:
@@ -77,18 +77,16 @@ def write_whole(path: str | Path, write: Callable[[IO], object], binary: bool = 
     """`write(f)` into a temporary file beside `path` (a symbolic link's target: the link stays a
     link), then moved over it in one step, keeping an existing file's permissions: the old file stays
     until the new one is whole (so the output may be the file just read), and a failed write leaves
-    it as it was. Raises OSError (IsADirectoryError for a path ending in a separator)."""
+    it as it was (`files.written`: an interrupted one leaves no temporary file, and a killed one's is
+    removed by the next write). Raises OSError (IsADirectoryError for a path ending in a separator)."""
     _refuse_directory(path)
     target = Path(os.path.realpath(path))
-    tmp = _beside(target)
-    try:
+    with written(target) as tmp:
         with tmp.open("wb" if binary else "w") as f:
             write(f)
         if target.exists():
             os.chmod(tmp, stat.S_IMODE(target.stat().st_mode))
         os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def package_version() -> str:
@@ -114,3 +112,33 @@ def quiet_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
+
+
+TERMINATED_STATUS = 128 + signal.SIGTERM
+"""The exit status after SIGTERM (143, as a shell reports a process SIGTERM ended): the command
+cleaned up first (`terminated_raises`)."""
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread as Ctrl-C raises KeyboardInterrupt (`terminated_raises`), so
+    that every `finally` and cleanup runs: a temporary file is removed, a child `pip` is killed. A
+    BaseException, as KeyboardInterrupt: `except Exception` does not swallow it."""
+
+
+@contextlib.contextmanager
+def terminated_raises() -> Iterator[None]:
+    """While the body runs, SIGTERM raises `Terminated` (SIGTERM's default action ends the process
+    before any cleanup: `timeout`, `docker stop` and CI cancellations left partial files behind).
+    Outside the main thread, or where the signal cannot be handled, it changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        raise Terminated
+
+    old = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)

@@ -15,7 +15,7 @@ step on the GPU (`fwdshim.tools.profile`): a table sorted by time on stdout, JSO
 A user error (a bad command line, a missing, truncated or non-GGUF file, an unsupported model, a
 refused step, an output that cannot be written) prints one line `fwdshim: error: ...` naming the
 file or the argument and exits 1, without a traceback; Ctrl-C prints `fwdshim: interrupted` and exits
-130. Anything else is a bug: one line `fwdshim: internal error: ...` (`FWDSHIM_TRACEBACK=1` shows
+130, SIGTERM `fwdshim: terminated` and exits 143 (both after removing the temporary files). Anything else is a bug: one line `fwdshim: internal error: ...` (`FWDSHIM_TRACEBACK=1` shows
 the traceback), exit 1. `fwdshim` without a command prints its help on stderr and exits 2.
 """
 
@@ -31,13 +31,17 @@ from typing import NoReturn
 from fwdshim.classes import NUMERICS
 from fwdshim.limits import DEFAULT_CONTEXT, MAX_CONTEXT
 from fwdshim.text import printable
+from fwdshim.files import why_not_written
 from fwdshim.tools import (
     EPIPE_STATUS,
+    TERMINATED_STATUS,
+    Terminated,
     names_directory,
     package_version,
     probe_write,
     quiet_stdout,
     store_once,
+    terminated_raises,
     write_whole,
 )
 
@@ -236,11 +240,17 @@ def _check_cache() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `fwdshim`. Returns the exit status (0 ok, 1 an error, 2 no command, 130 interrupted)."""
+    """Entry point of `fwdshim`. Returns the exit status (0 ok, 1 an error, 2 no command, 130 interrupted
+    by Ctrl-C, 143 by SIGTERM)."""
     import warnings
 
     warnings.formatwarning = lambda message, *_args, **_kw: f"fwdshim: warning: {message}\n"
     out = _Output()
+    with terminated_raises():
+        return _main(argv, out)
+
+
+def _main(argv: list[str] | None, out: _Output) -> int:
     try:
         parser = _parser()
         args = _parse(parser, sys.argv[1:] if argv is None else argv)
@@ -257,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
         out.end_line()
         print("fwdshim: interrupted", file=sys.stderr)
         return 130
+    except Terminated:  # SIGTERM: Ctrl-C's treatment (the temporary files are gone by now)
+        out.end_line()
+        print("fwdshim: terminated", file=sys.stderr)
+        return TERMINATED_STATUS
     except BrokenPipeError:  # `fwdshim ... | head`: stop quietly, and keep Python's exit flush quiet too
         quiet_stdout()
         return EPIPE_STATUS  # as fwdshim-opt: Python's own status on EPIPE, no error line
@@ -462,7 +476,7 @@ def _write_file(path: Path, option: str, write) -> None:
     try:
         write_whole(target, write)
     except OSError as e:
-        raise UsageError(f"{option} {path}: cannot write the file ({e.strerror or e})") from None
+        raise UsageError(f"{option} {path}: cannot write the file ({why_not_written(e, target)})") from None
 
 
 def _plural(n: int, noun: str, plural: str | None = None) -> str:
@@ -554,8 +568,9 @@ def _import_model(import_gguf, hint, args, path: Path, dest: Path | None, sideca
             path, requantize=args.requantize, context=args.context, sidecar=sidecar,
             source_name=str(dest) if dest is not None else "<stdout>", progress=sys.stderr.isatty(),
         )  # fmt: skip
-    except ModelError as e:
-        raise ModelError(f"{e}{hint(args.model)}") from None
+    except ModelError as e:  # the hint is for the cached model file failing to open, not for a failed write
+        about_model = str(e).startswith((f"{path}:", f"{path.resolve()}:"))
+        raise ModelError(f"{e}{hint(args.model) if about_model else ''}") from None
 
 
 def _keep_refused_step(message: str, step_file: Path, text: str) -> str:
