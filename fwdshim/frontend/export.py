@@ -91,16 +91,18 @@ def _finish(writer: gguf.GGUFWriter, tmp: Path, path: Path, progress: bool) -> N
 
     Raises: `files.WriteFailed` (an OSError) saying why, naming `path`'s directory and, for a full
     disk, the bytes the file needs."""
-    needed = sum(ti.nbytes for shard in writer.tensors for ti in shard.values())
+    needed = sum(ti.nbytes for shard in writer.tensors for ti in shard.values())  # and the header, once written
     try:
         try:
             writer.write_header_to_file()
             writer.write_kv_data_to_file()
+            needed += sum(f.tell() for f in writer.fout or ())
             writer.write_tensors_to_file(progress=progress)
         finally:
             writer.close()
         os.replace(tmp, path)
     except OSError as e:
+        tmp.unlink(missing_ok=True)  # first: the space it held is free again when the error says how much is
         raise WriteFailed(e, path, needed) from None
 
 
