@@ -352,12 +352,16 @@ CASES = Path(__file__).resolve().parents[2] / "shared" / "cases"
         ("{% set x = 2 ** 65000 %}{{ (x * x) % 7 }}", "fails: it computes a product of more than 65536 bits"),
         ("{{ 'x' * 10**10 }}", "fails: it repeats a str of 1 items 10000000000 times, past 1048576 items"),
         ("{{ (10**9 * [0]) | length }}", "fails: it repeats a list of 1 items 1000000000 times, past 1048576 items"),
+        # one C call that is no operator: the rendering process's memory bound stops it (it ran 37 s)
+        ("{{ 'x'.center(10**10) }}", "fails: it runs out of memory; run without --chat"),
+        ("{{ '%0999999999d' % 1 }}", "fails: it runs out of memory; run without --chat"),
     ],
-    ids=["case-power", "power-of-power", "product", "str-repeat", "list-repeat"],
+    ids=["case-power", "power-of-power", "product", "str-repeat", "list-repeat", "center", "format-width"],
 )  # fmt: skip
 def test_chat_template_cannot_compute_past_the_time_limit(tmp_path, capsys, template, why):
-    """One `**` or `*` is one C call, which the SIGALRM time limit cannot interrupt: a huge power or
-    repetition is refused before it is computed, at once, in one line naming the file and the key."""
+    """One `**` or `*` is one C call, which a SIGALRM time limit could not interrupt: a huge power or
+    repetition is refused before it is computed, at once, in one line naming the file and the key;
+    another long C call is stopped by the rendering process's memory bound (or killed at the time limit)."""
     import time
 
     model = rewrite(tiny(tmp_path), tmp_path / "t.gguf", kv={"tokenizer.chat_template": (template, VT.STRING)})

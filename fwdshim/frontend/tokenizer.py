@@ -10,7 +10,8 @@ a byte-level decoder, and control / user-defined
 tokens matched whole in the text. There is no hand-written BPE here.
 
 `encode(text)` adds the BOS token only when `tokenizer.ggml.add_bos_token` says so; `chat(prompt)`
-renders the file's own `tokenizer.chat_template` (Jinja, sandboxed) for one user message.
+renders the file's own `tokenizer.chat_template` (Jinja, sandboxed, in a child process killed after
+`TEMPLATE_SECONDS`: `chat_template`) for one user message.
 
 Errors: a file without a vocabulary, of another tokenizer model or pre-tokenizer, or whose
 vocabulary, token types and merges disagree, and a chat template that fails, raise `ModelError`
@@ -20,16 +21,14 @@ with one line naming the file. A BOS or EOS id outside the vocabulary is left ou
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import signal
-import threading
 from collections.abc import Iterable
 from pathlib import Path
 
 import gguf
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
+from fwdshim.frontend import chat_template
+from fwdshim.frontend.chat_template import TEMPLATE_BITS, TEMPLATE_CHARS  # noqa: F401 - the limits, said here too
 from fwdshim.frontend.gguf_model import ModelError, argument_text, field_value, is_integer, path_argument
 
 _GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
@@ -217,13 +216,6 @@ class GGUFTokenizer:
             raise ModelError(
                 f"{self.path}: the model has no chat template (`tokenizer.chat_template`)"
             )
-        from jinja2 import TemplateError
-
-        def raise_exception(message: str):
-            raise ModelError(f"{self.path}: the chat template refused the prompt: {message}")
-
-        env = _bounded_environment()(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
-        env.globals["raise_exception"] = raise_exception
         messages = ([{"role": "system", "content": system}] if system else []) + [
             {"role": "user", "content": prompt}
         ]
@@ -233,115 +225,22 @@ class GGUFTokenizer:
             return ModelError(f"{self.path}: the chat template (`tokenizer.chat_template`{line}) fails: {why}")
 
         try:
-            with _time_limit(TEMPLATE_SECONDS):
-                text = env.from_string(self.chat_template).render(
-                    messages=messages,
-                    add_generation_prompt=True,
-                    bos_token=name(self.bos_id),
-                    eos_token=name(self.eos_id),
-                )
-        except ModelError:
-            raise
-        except TemplateError as e:  # a template that does not parse, or reads what is not there
-            line = f" line {e.lineno}" if getattr(e, "lineno", None) else ""
-            raise fails(str(e).rstrip("."), line) from None
-        except _TooLarge as e:
-            raise fails(str(e)) from None
-        except _TemplateTimeout:
-            raise fails(f"it runs past {TEMPLATE_SECONDS} s") from None
-        except RecursionError:
-            raise fails("it recurses too deep") from None
-        except MemoryError:
-            raise fails("it runs out of memory") from None
-        except Exception as e:  # noqa: BLE001 - the template's own Python errors (1/0, range(10**9), ...)
-            raise fails(f"{type(e).__name__}: {str(e).rstrip('.')}") from None
-        if len(text) > TEMPLATE_CHARS + 4 * len(prompt):
-            raise fails(f"it renders {len(text)} characters for a prompt of {len(prompt)}")
+            text = chat_template.render(
+                self.chat_template, seconds=TEMPLATE_SECONDS, prompt_chars=len(prompt), messages=messages,
+                add_generation_prompt=True, bos_token=name(self.bos_id), eos_token=name(self.eos_id),
+            )  # fmt: skip
+        except chat_template.TemplateRefused as e:
+            raise ModelError(f"{self.path}: the chat template refused the prompt: {e}") from None
+        except chat_template.TemplateFailed as e:
+            raise fails(str(e), e.line) from None
         if not text.strip():
             raise fails("it renders no text")
         return text
 
 
 TEMPLATE_SECONDS = 10
-"""The longest a chat template may take to render (a file's template is code from the file)."""
-
-TEMPLATE_CHARS = 1 << 20
-"""The most characters a chat template may add to the prompt (its turns and markers)."""
-
-
-TEMPLATE_BITS = 1 << 16
-"""The most bits an integer a chat template computes with `**` or `*` may have (a power is one C call,
-which the time limit cannot interrupt: `3 ** 300000000` ran for minutes)."""
-
-
-class _TemplateTimeout(Exception):
-    pass
-
-
-class _TooLarge(Exception):
-    """A template's `**` or `*` whose result would pass `TEMPLATE_BITS` or `TEMPLATE_CHARS`; `str(e)`
-    says which (the tail of the one-line error)."""
-
-
-def _bounded_binop(operator: str, left, right):
-    """`left ** right` or `left * right`, refused (`_TooLarge`) before it is computed when the result
-    would be an integer of more than `TEMPLATE_BITS` bits or a sequence of more than `TEMPLATE_CHARS`
-    items: one such operation is one C call that runs (or allocates) for as long as it takes."""
-    ints = [isinstance(v, int) for v in (left, right)]  # bool is an int too
-    if operator == "**" and all(ints) and right > 0 and abs(left) > 1:
-        bits = right * (abs(left).bit_length() - 1)  # the result has at least this many bits
-        if bits > TEMPLATE_BITS:
-            raise _TooLarge(f"it computes {_short(left)} ** {_short(right)}, an integer of more than "
-                            f"{TEMPLATE_BITS} bits")  # fmt: skip
-    if operator == "*":
-        if all(ints) and left.bit_length() + right.bit_length() > TEMPLATE_BITS + 1:
-            raise _TooLarge(f"it computes a product of more than {TEMPLATE_BITS} bits")
-        for seq, n in ((left, right), (right, left)):
-            if isinstance(n, int) and isinstance(seq, (str, bytes, list, tuple)) and len(seq) * n > TEMPLATE_CHARS:
-                raise _TooLarge(f"it repeats a {type(seq).__name__} of {len(seq)} items {_short(n)} times, "
-                                f"past {TEMPLATE_CHARS} items")  # fmt: skip
-
-
-def _short(n: int) -> str:
-    """An integer as the template wrote it when short, else its size (printing a huge one is slow too)."""
-    return str(n) if n.bit_length() <= 64 else f"an integer of {n.bit_length()} bits"
-
-
-@functools.cache
-def _bounded_environment() -> type:
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    class Bounded(ImmutableSandboxedEnvironment):
-        """Jinja's immutable sandbox with `**` and `*` bounded (`_bounded_binop`); Jinja then does not
-        fold these operators at compile time either (a constant power hung `from_string`)."""
-
-        intercepted_binops = frozenset({"**", "*"})
-
-        def call_binop(self, context, operator, left, right):
-            _bounded_binop(operator, left, right)
-            return super().call_binop(context, operator, left, right)
-
-    return Bounded
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: float):
-    """Raise `_TemplateTimeout` in the main thread after `seconds` (SIGALRM; elsewhere no limit)."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def expire(signum, frame):
-        raise _TemplateTimeout
-
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
+"""The longest a chat template may take to render (a file's template is code from the file): its
+rendering process is killed then (`chat_template.render`)."""
 
 def _ends_turn(token: str) -> bool:
     t = token.lower()
