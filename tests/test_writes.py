@@ -385,3 +385,21 @@ def test_sigterm_while_fetching_kills_pip_and_removes_the_download(tmp_path):
     assert rc == 143 and err.endswith("fwdshim: terminated\n") and "Traceback" not in err, err
     assert cached(tmp_path) == []
     assert not files.alive(int(pid_file.read_text()))  # pip was killed and reaped, not left running
+
+
+def test_sigterm_mid_generation_is_one_line_and_143(tmp_path):
+    """SIGTERM while the model generates (`timeout`, `docker stop`): the output line is ended, one
+    line `fwdshim: terminated`, status 143 (it died silently with -15)."""
+    model = tiny(tmp_path)
+    env = {**os.environ, "FWDSHIM_CACHE": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1"}
+    argv = [sys.executable, "-m", "fwdshim.tools.cli", "run", "--model", str(model), "--prompt", "go", "--device",
+            "cpu", "--context", "256", "--max-tokens", "100000"]  # fmt: skip
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        assert p.stdout.read(2) == b"go"  # the prompt is out: the decode loop runs
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+        p.wait()
+    assert p.returncode == 143 and err == b"fwdshim: terminated\n" and out.endswith(b"\n"), (p.returncode, err)
