@@ -3,7 +3,7 @@ shapes of a sweep (threads a block, positions a lane a step, splits a head), aga
 must read, an empty kernel of the same grid and torch's `scaled_dot_product_attention` (f32, GQA).
 
     python bench/attention.py [--shapes smollm2,llama8b] [--fill 512] [--context 1024] [--sweep]
-                              [--try b256u4s16,...] [--reps 20] [--jobs 8] [--stages] [--set MODULE.NAME=VALUE ...]
+                              [--try b256u4s16,...] [--reps 20] [--jobs 8] [--stages] [--tuning KEY=VALUE ...]
                               [--json FILE] [--results FILE]
 
 Shapes: `smollm2` (9 query heads over 3 kv heads of 64), `llama8b` (32 over 8 of 128) and the probe
@@ -17,8 +17,8 @@ times the int8-act form (y quantized, `one_word`, as the int8-act plans launch i
 128 threads, 4 positions a lane a step, 9 splits a head (`b128u4s17o5`: and launch bounds of 5 blocks an
 SM, `o0` none; without `o` the kernel's default, `attention.MIN_BLOCKS`). `--stages` also stamps the
 default launch's stages (`bench/stages.py`) in one plain launch after warm-up: how long each takes a
-block, and when. `--set MODULE.NAME=VALUE` sets a constant of `fwdshim.codegen.MODULE` first (in
-the compiling processes too), as `bench/decode_step.py --set` does. `--results` appends the table to
+block, and when. `--tuning KEY=VALUE` builds every kernel under that `Tuning` field (in the compiling
+processes too), as `bench/decode_step.py --tuning` does. `--results` appends the table to
 a markdown file with the date and the GPU; `--json` writes every timing.
 """
 
@@ -93,7 +93,7 @@ def kernel_for(spec: tuple):
     name, l, (block, unroll, splits, min_blocks), quant = spec
     h, kv, hd = SHAPES[name]
     return A.attention(h, kv, hd, l, quant=quant, store_y=quant is None, block=block, unroll=unroll, splits=splits,
-                       min_blocks=min_blocks)
+                       min_blocks=min_blocks, tuning=TUNING[0])
 
 
 def _compile_one(spec: tuple) -> tuple:
@@ -106,14 +106,17 @@ def _compile_one(spec: tuple) -> tuple:
         return spec, f"{type(e).__name__}: {str(e)[:200]}", time.perf_counter() - t
 
 
-def apply_settings(items: list[str]) -> list[str]:
-    """Set each `--set MODULE.NAME=VALUE` (`decode_step.codegen_settings`: a constant of
-    `fwdshim.codegen.MODULE`, checked; ValueError, one line) before any kernel is built; `items`."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from decode_step import codegen_settings
+TUNING: list = [None]
+"""The `Tuning` every kernel is built under (`--tuning`; set by `apply_settings` in each process)."""
 
-    for module, name, value in codegen_settings(items):
-        setattr(module, name, value)
+
+def apply_settings(items: list[str]) -> list[str]:
+    """Build every kernel of this process under the `--tuning KEY=VALUE` items (`decode_step.tuning_of`;
+    ValueError, one line); `items`."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from decode_step import tuning_of
+
+    TUNING[0] = tuning_of(items)
     return items
 
 
@@ -267,9 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stages", action="store_true",
                     help="also stamp the default launch's stages (bench/stages.py: the global timer and the SM's cycles at "
                          "each stage, thread 0 of every block) in one launch after warm-up, and print where its time goes")
-    ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
-                    help="set a constant of fwdshim.codegen.MODULE for the run (repeatable), e.g. "
-                         "attention.RELEASE_COUNT=True; the table's heading says so")
+    ap.add_argument("--tuning", action="append", default=[], metavar="KEY=VALUE",
+                    help="build every kernel under this Tuning field (repeatable; fwdshim.codegen.tuning), e.g. "
+                         "combine_registers=0; the table's heading says so")
     ap.add_argument("--json", type=Path, help="write every timing to this JSON file")
     ap.add_argument("--results", type=Path, help="append the table to this markdown file")
     args = ap.parse_args(argv)
@@ -286,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1 or args.reps < 1:
         ap.error("--jobs and --reps are at least 1")
     try:
-        apply_settings(args.set)
+        apply_settings(args.tuning)
     except ValueError as e:
         ap.error(str(e))
     from gemv import Timer, empty_ms, gpu_ceiling, print_table, require_gpu
@@ -300,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         for quant in (None, "one_word") if args.quant else (None,):
             specs += [(name, l, t, quant) for t in dict.fromkeys(launches)]
     t = time.perf_counter()
-    compiled = precompile(specs, args.jobs, args.set)
+    compiled = precompile(specs, args.jobs, args.tuning)
     failed = {s: v[0] for s, v in compiled.items() if v[0]}
     print(f"compiled {len(specs)} kernels in {time.perf_counter() - t:.1f} s ({args.jobs} processes); {len(failed)} did not build")
 
@@ -347,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(dict(gpu=gpu, ceiling=ceiling, records=records), indent=1))
     lines = [
-        f"### {datetime.date.today().isoformat()} — {gpu} — `bench/attention.py`" + "".join(f" `--set {x}`" for x in args.set),
+        f"### {datetime.date.today().isoformat()} — {gpu} — `bench/attention.py`" + "".join(f" `--tuning {x}`" for x in args.tuning),
         "",
         f"Read ceiling {ceiling:.0f} GB/s (same run). Context {l}, fill {args.fill}; graph replay over cache "
         "copies past 4x L2. floor: the bytes at the read ceiling. empty: an empty kernel of the default's grid.",

@@ -3,7 +3,7 @@ host time, kernels per layer, the HBM floor, and the ratios.
 
     python bench/decode_step.py [--shapes smollm2,llama8b] [--numerics dequant,int8-act]
         [--context 1024] [--fill 512] [--steps 64] [--no-torch] [--check] [--results bench/RESULTS.md]
-        [--json FILE] [--label TEXT] [--set MODULE.NAME=VALUE ...] [--leave-out REGEX ...] [--empty REGEX ...]
+        [--json FILE] [--label TEXT] [--tuning KEY=VALUE ...] [--leave-out REGEX ...] [--empty REGEX ...]
         [--timeline REGEX]
 
 Models are random, written as Q8_0 GGUF files straight from random blocks (int8 quants and f16 scales,
@@ -23,9 +23,9 @@ is decoded by `runner.Decoder` on the GPU at cache fill F (`--fill`, `Decoder.as
   eager and through `torch.compile(mode="reduce-overhead")` (CUDA graphs), `--steps` steps each.
 
 `--check` first decodes 3 tokens on the GPU and the CPU executor (SmolLM2 shape) and prints their
-relative difference. `--set MODULE.NAME=VALUE` (repeatable) sets a constant of `fwdshim.codegen.MODULE`
-before anything is built (`--set gemv.PRE_WAIT_LOADS=4`), so one device call can time a tree with and
-without a switch; the table's label names it. `--leave-out REGEX` (repeatable) also times each shape
+relative difference. `--tuning KEY=VALUE` (repeatable) builds the step under that `Tuning` field
+(`fwdshim.codegen.tuning`: `--tuning pre_wait_loads=0`, `--tuning merge=false`), so one device call can
+time a tree with and without a choice; the table's label names it. `--leave-out REGEX` (repeatable) also times each shape
 and numerics with the plan's launches whose kernel name matches REGEX left out of the captured graph
 (`rms_norm`, `attention`, `quantize_one_word_1x`): what the step would take without them — an upper
 bound on what fusing them away could save; `--empty REGEX` launches an empty kernel of the same grid and
@@ -182,7 +182,8 @@ def empty_kernel(like):
     body = "@cuda.jit(cache=True)\ndef empty_k(a):\n    if cuda.threadIdx.x == 1 << 20:\n        a[0] = a[0]\n"
     shape = "x".join(map(str, (*like.grid, *like.block)))
     return build(f"empty_{shape}_{p0.dtype}{p0.size}", body, "empty_k", like.grid, like.block,
-                 [Param("a", p0.dtype, p0.size, "inout", "untouched")], "an empty launch (bench/decode_step.py --empty)")  # fmt: skip
+                 [Param("a", p0.dtype, p0.size, "inout", "untouched")], "an empty launch (bench/decode_step.py --empty)",
+                 pdl=like.pdl)  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -298,7 +299,7 @@ def bench_fwdshim(out: list, name: str, m, numerics: str, args, ceiling: float, 
 
     t0 = time.perf_counter()
     with leaving_out(leave_out, empty), (stamping(stamp) if stamp else contextlib.nullcontext([])) as marks:
-        dec = Decoder(m, numerics, "gpu")
+        dec = Decoder(m, numerics, "gpu", **({"tuning": args.tuning_value} if args.tuning else {}))
     fwd = dec.forward
     loop, rt = fwd.loop, fwd.runtime
     build_s = time.perf_counter() - t0
@@ -464,35 +465,15 @@ def bench_torch(out: list, name: str, args) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
-def codegen_settings(items: list[str]) -> list[tuple[object, str, object]]:
-    """The (module, name, value) of each `--set MODULE.NAME=VALUE`: a module-level constant of
-    `fwdshim.codegen.MODULE` (`gemv.PRE_WAIT_LOADS=4`, `merge.PRE_WAIT_PROLOGUE=True`), set before any
-    kernel is built, so one device call can time a tree both ways. ValueError (one line) for an
-    unknown module or constant, a value that is no Python literal, or one of another type."""
-    import ast
-    import importlib
+def tuning_of(items: list[str]):
+    """The `Tuning` of the `--tuning KEY=VALUE` items (`Tuning.parse`); ValueError (one line) for an
+    unknown key or a bad value."""
+    from fwdshim.codegen.tuning import Tuning
 
-    out = []
-    for item in items:
-        key, eq, text = item.partition("=")
-        mod_name, dot, name = key.strip().rpartition(".")
-        if not eq or not dot or not name.isupper():
-            raise ValueError(f"--set {item!r}: MODULE.NAME=VALUE, a constant of fwdshim.codegen (gemv.PRE_WAIT_LOADS=4)")
-        try:
-            module = importlib.import_module(f"fwdshim.codegen.{mod_name}")
-        except ImportError:
-            raise ValueError(f"--set {item!r}: no module fwdshim.codegen.{mod_name}") from None
-        if not hasattr(module, name):
-            raise ValueError(f"--set {item!r}: fwdshim.codegen.{mod_name} has no constant {name}")
-        try:
-            value = ast.literal_eval(text.strip())
-        except (ValueError, SyntaxError):
-            raise ValueError(f"--set {item!r}: {text.strip()!r} is no Python literal") from None
-        old = getattr(module, name)
-        if type(value) is not type(old):
-            raise ValueError(f"--set {item!r}: {name} is a {type(old).__name__} ({old!r}), not a {type(value).__name__}")
-        out.append((module, name, value))
-    return out
+    try:
+        return Tuning.parse(items)
+    except ValueError as e:
+        raise ValueError(f"--tuning: {e}") from None
 
 
 def main() -> None:
@@ -507,9 +488,9 @@ def main() -> None:
     ap.add_argument("--results", default="", help="append the table to this markdown file")
     ap.add_argument("--json", default="", help="write the measurements to this file, one JSON object a line")
     ap.add_argument("--label", default="", help="a label for the table's heading")
-    ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
-                    help="set a constant of fwdshim.codegen.MODULE for the run (repeatable), e.g. gemv.PRE_WAIT_LOADS=4; "
-                         "the table's label says so")  # fmt: skip
+    ap.add_argument("--tuning", action="append", default=[], metavar="KEY=VALUE",
+                    help="build the step under this Tuning field (repeatable; fwdshim.codegen.tuning), e.g. pre_wait_loads=0, "
+                         "merge=false; the table's label says so")  # fmt: skip
     ap.add_argument("--leave-out", action="append", default=[], metavar="REGEX",
                     help="also time each step with the launches whose kernel name REGEX matches (re.search; e.g. rms_norm, "
                          "attention; a merged launch is named merged_...) left out of the graph (repeatable): what fusing "
@@ -532,13 +513,11 @@ def main() -> None:
             flag = "leave-out" if regex in args.leave_out else "empty" if regex in args.empty else "timeline"
             ap.error(f"--{flag} {regex!r}: not a regular expression ({e})")
     try:
-        settings = codegen_settings(args.set)
+        args.tuning_value = tuning_of(args.tuning)
     except ValueError as e:
         ap.error(str(e))
-    for module, name, value in settings:
-        setattr(module, name, value)
-    if args.set:
-        args.label = " ".join([args.label, *(f"`{s}`" for s in args.set)]).strip()
+    if args.tuning:
+        args.label = " ".join([args.label, *(f"`{s}`" for s in args.tuning)]).strip()
     for name in args.shapes.split(","):
         if name not in SHAPES:
             ap.error(f"--shapes: unknown shape {name!r} (known: {', '.join(SHAPES)})")
@@ -565,7 +544,7 @@ def main() -> None:
             except ImportError:  # an older checkout (FWDSHIM_SRC)
                 from fwdshim.runner import Decoder
             for numerics in args.numerics.split(","):
-                gpu, cpu = Decoder(m, numerics, "gpu"), Decoder(m, numerics, "cpu")
+                gpu, cpu = Decoder(m, numerics, "gpu", tuning=args.tuning_value), Decoder(m, numerics, "cpu")
                 errs = []
                 for tok in (5, 123, 4567):
                     g, c = gpu.step(tok), cpu.step(tok)

@@ -46,13 +46,54 @@ MODES = {"sim": "1", "gpu": "0"}
 """`NUMBA_ENABLE_CUDASIM` of each mode."""
 
 SETTINGS = {
-    # name: environment of the planning process
+    # name: the `Tuning` fields that differ from the default
     "default": {},
-    "merge_off": {"FWDSHIM_MERGE": "0"},
-    "pdl_off": {"FWDSHIM_PDL": "off"},
-    "pdl_wait": {"FWDSHIM_PDL": "wait"},
-    "pdl_early": {"FWDSHIM_PDL": "early"},
+    "merge_off": {"merge": False, "prefetch_bytes": 0},
+    "pdl_off": {"pdl": "off"},
+    "pdl_wait": {"pdl": "wait"},
+    "pdl_early": {"pdl": "early"},
+    "prefetch_off": {"prefetch_bytes": 0},
+    "one_wave_off": {"one_wave_blocks": 0},
+    "quantized_prologues_off": {"quantized_prologues": False},
+    "pre_wait_prologue_off": {"pre_wait_prologue": False},
+    "binary_epilogues_off": {"binary_epilogues": False},
+    "rope_epilogues_off": {"rope_epilogues": False},
+    "pair_epilogues_off": {"pair_epilogues": False},
+    "quant_epilogues_off": {"quant_epilogue_values": 0},
+    "pre_wait_off": {"pre_wait": False},
+    "pre_wait_loads_off": {"pre_wait_loads": 0},
+    "pair_quant_warp": {"pair_quant_block": False},
 }
+
+_LEGACY = {
+    # before `Tuning` (recorded so): field -> (environment variable | module.constant, value map)
+    "merge": ("FWDSHIM_MERGE", {False: "0"}),
+    "pdl": ("FWDSHIM_PDL", None),
+    "prefetch_bytes": ("prefetch.NEXT_BYTES", None),
+    "one_wave_blocks": ("merge.ONE_WAVE", {0: False}),
+    "quantized_prologues": ("merge.QUANTIZED_PROLOGUES", None),
+    "pre_wait_prologue": ("merge.PRE_WAIT_PROLOGUE", None),
+    "binary_epilogues": ("merge.EPILOGUES", None),
+    "rope_epilogues": ("merge.ROPE_EPILOGUES", None),
+    "pair_epilogues": ("merge.PAIR_EPILOGUES", None),
+    "quant_epilogue_values": ("merge.QUANT_EPILOGUES", {0: False}),
+    "pre_wait": ("gemv.PRE_WAIT", None),
+    "pre_wait_loads": ("gemv.PRE_WAIT_LOADS", None),
+    "pair_quant_block": ("gemv.PAIR_QUANT_BLOCK", None),
+}
+
+
+def _legacy_setting(fields: dict) -> tuple[dict, list]:
+    """The environment and module constants that made `fields` before `Tuning` existed."""
+    env, consts = {}, []
+    for f, v in fields.items():
+        where, values = _LEGACY[f]
+        v = values.get(v, v) if values else v
+        if where.isupper():
+            env[where] = str(v)
+        elif not (f == "prefetch_bytes" and fields.get("merge") is False):  # merging off took prefetch with it
+            consts.append((where, v))
+    return env, consts
 
 
 def step_module(name: str):
@@ -84,8 +125,23 @@ def example_module(path: Path):
     return LocatingParser(ctx, path.read_text(), path.name).parse_module()
 
 
-def records(pattern: str) -> dict[str, dict]:
-    """This process's records (its environment is the setting): case -> {kernel name#i: hash}."""
+def records(pattern: str, setting: str) -> dict[str, dict]:
+    """This process's records under `setting` (`SETTINGS`): case -> {kernel name#i: hash}."""
+    import importlib.util
+
+    fields = SETTINGS[setting]
+    legacy = importlib.util.find_spec("fwdshim.codegen.tuning") is None
+    if legacy:
+        env, consts = _legacy_setting(fields)
+        os.environ.update(env)  # read at import (`FWDSHIM_PDL`) or in `build_plan` (`FWDSHIM_MERGE`)
+        for where, v in consts:
+            mod, name = where.split(".")
+            setattr(importlib.import_module(f"fwdshim.codegen.{mod}"), name, v)
+        tuning = None
+    else:
+        from fwdshim.codegen.tuning import Tuning
+
+        tuning = Tuning(**fields)
     from xdsl.context import Context
     from xdsl.dialects.func import Func
 
@@ -107,7 +163,7 @@ def records(pattern: str) -> dict[str, dict]:
             ctx.load_dialect(Fwd)
             ForwardShimPass(numerics=numerics).apply(ctx, module)
             rec: dict[str, str] = {}
-            for plan in plans_of(module):
+            for plan in plans_of(module) if tuning is None else plans_of(module, tuning):
                 rec["plan text"] = hashlib.sha256(plan.text().encode()).hexdigest()[:16]
                 for i, k in enumerate(plan.kernels()):
                     rec[f"{i:03d} {k.name}"] = hashlib.sha256(k.source.encode()).hexdigest()[:16]
@@ -118,19 +174,21 @@ def records(pattern: str) -> dict[str, dict]:
 def collect_one(mode: str, setting: str, pattern: str = "") -> dict[str, dict]:
     """One setting's records in one mode (`sim` or `gpu`), made in a subprocess: `mode/setting/case` -> record."""
     e = {k: v for k, v in os.environ.items() if not k.startswith(("FWDSHIM_PDL", "FWDSHIM_MERGE"))}
-    e |= SETTINGS[setting] | {"NUMBA_ENABLE_CUDASIM": MODES[mode], "PYTHONPATH": str(ROOT)}
+    e |= {"NUMBA_ENABLE_CUDASIM": MODES[mode], "PYTHONPATH": str(ROOT)}
+    e["FWDSHIM_PLAN_SETTING"] = setting
     got = subprocess.run([sys.executable, __file__, "--child", pattern], env=e, capture_output=True, text=True)
     if got.returncode:
         raise RuntimeError(f"{mode}/{setting}: {got.stderr[-3000:]}")
     return {f"{mode}/{setting}/{case}": rec for case, rec in json.loads(got.stdout.splitlines()[-1]).items()}
 
 
-def collect(pattern: str = "") -> dict[str, dict]:
-    """Every setting's records in both modes."""
+def collect(pattern: str = "", settings: str = "") -> dict[str, dict]:
+    """Every setting's (matching `settings`) records in both modes."""
     out: dict[str, dict] = {}
     for mode in MODES:
         for setting in SETTINGS:
-            out |= collect_one(mode, setting, pattern)
+            if re.search(settings, setting):
+                out |= collect_one(mode, setting, pattern)
     return out
 
 
@@ -155,18 +213,20 @@ def differences(want: dict, got: dict) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--write", action="store_true")
-    ap.add_argument("--cases", default="")
+    ap.add_argument("--cases", default="", help="only the cases matching REGEX")
+    ap.add_argument("--settings", default="", help="only the settings matching REGEX (--write keeps the others' records)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child is not None:
-        print(json.dumps(records(a.child)))
+        print(json.dumps(records(a.child, os.environ["FWDSHIM_PLAN_SETTING"])))
         return 0
-    got = collect(a.cases)
+    got = collect(a.cases, a.settings)
     if a.write:
-        DATA.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+        kept = json.loads(DATA.read_text()) if (a.cases or a.settings) and DATA.exists() else {}
+        DATA.write_text(json.dumps(kept | got, indent=1, sort_keys=True) + "\n")
         print(f"wrote {len(got)} records to {DATA}")
         return 0
-    want = wanted(pattern=a.cases)
+    want = {k: v for k, v in wanted(pattern=a.cases).items() if re.search(a.settings, k.split("/")[1])}
     bad = differences(want, got)
     print("\n".join(bad) or f"{len(got)} records: the same")
     return 1 if bad else 0

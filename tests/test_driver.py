@@ -278,7 +278,11 @@ def test_a_diagnostics_flag_does_not_stop_the_chunks_at_the_other_kind(tmp_path,
         (["-p", "forward-shim{numerics=3}"], "-p: option `numerics` of `forward-shim` takes dequant, int8-act or two-pass-int8, not `3`"),
         (["-p", "fwd-fuse,fwd-fuse{order=1.5}"], "-p: option `order` of `fwd-fuse` takes shim or shared, not `1.5`"),
         (["-t", "numba{plan_only=maybe}"], "-t: option `plan_only` of `numba` takes true or false, not `maybe`"),
-        (["-t", "numba{bogus=1}"], "-t: `numba` has no option `bogus` (its options: plan_only)"),
+        (["-t", "numba{bogus=1}"], "-t: `numba` has no option `bogus` (its options: plan_only, the launch "
+         "tuning's options (`fwdshim-opt --help` lists them))"),
+        # a misspelled tuning option: the closest name
+        (["-t", "numba{merg=false}"], "-t: `numba` has no option `merg` (its options: plan_only, the launch "
+         "tuning's options (`fwdshim-opt --help` lists them); did you mean `merge`?)"),
         # a hyphenated name, as typed (xDSL reads it as `foo_bar` and said so in its own words)
         (["-p", "fwd-fuse{foo-bar=1}"], "-p: `fwd-fuse` has no option `foo-bar` (its options: numerics, order)"),
         # a list of booleans (xDSL says `given (True, False)`): named as written; a target has no pipeline to split
@@ -406,7 +410,9 @@ def test_help_lists_every_available_pass_once_and_xdsl_options():
     assert "      mode      strict (default) | mark" in section
     assert "      explain   true | false (default)" in section  # an unset flag is off (said "default unset")
     assert "      order     shim (default) | shared" in section
-    assert section[section.index("  fwd-lower-numba") + 1].startswith("      Plan the Numba CUDA kernel launches")
+    assert section[section.index("  fwd-lower-numba{<tuning>=…}") + 1].startswith("      Plan the Numba CUDA kernel launches")
+    # the launch tuning's options, each with its default and what it does
+    assert "      merge true: Group the stages' launches into merged launches (`codegen.merge`); off: one launch a stage." in section
     # xDSL's own options follow; its passes after fwdshim's, in -p's help, without fwdshim's
     for flag in ("--split-input-file", "--verify-diagnostics", "--print-op-generic", "-p PASSES", "-t TARGET"):
         assert flag in out
@@ -414,7 +420,7 @@ def test_help_lists_every_available_pass_once_and_xdsl_options():
     assert "fwd-legalize" not in out.split("-p PASSES, --passes PASSES", 1)[1].split("--print-between-passes")[0]
     assert "--explain" in out and "--report-json" in out
     # the numba target and its option, and help for the xDSL flags that had none
-    assert "fwdshim targets (-t 'NAME{option=value}'):\n  numba{plan_only=…}\n" in out
+    assert "fwdshim targets (-t 'NAME{option=value}'):\n  numba{plan_only=… <tuning>=…}\n" in out
     assert "      plan_only  true | false (default): the plan alone, no kernel source" in out
     flat = " ".join(out.split())
     assert "--disable-verify do not verify the parsed IR" in flat and "-v, --version print fwdshim-opt's version" in flat
@@ -457,15 +463,36 @@ def test_unknown_fwd_op_suggests_a_close_name(tmp_path):
 @pytest.mark.parametrize(
     "var, value, expected",
     [
-        ("FWDSHIM_MERGE", "maybe", "fwdshim-opt: warning: FWDSHIM_MERGE='maybe' is neither 0 nor 1: launches are merged"),
-        ("FWDSHIM_PDL", "sometimes", "fwdshim-opt: warning: FWDSHIM_PDL='sometimes' is none of off, wait, ahead, early (or 0, 1): programmatic dependent launch takes the default, ahead"),
+        ("FWDSHIM_MERGE", "0", "fwdshim-opt: warning: FWDSHIM_MERGE is read by `fwdshim run` and `fwdshim profile`, not here: give fwd-lower-numba or -t numba the option (`-t 'numba{merge=false}'`)"),
+        ("FWDSHIM_PDL", "sometimes", "fwdshim-opt: warning: FWDSHIM_PDL is read by `fwdshim run` and `fwdshim profile`, not here: give fwd-lower-numba or -t numba the option (`-t 'numba{pdl=off}'`)"),
     ],
 )
-def test_an_unknown_environment_value_is_a_one_line_warning(monkeypatch, var, value, expected):
+def test_the_tools_environment_is_not_read_by_the_opt_driver(monkeypatch, var, value, expected):
+    """`fwdshim-opt` plans under its pipeline's options alone (the plan a FileCheck test sees never
+    depends on the environment): a `FWDSHIM_MERGE` or `FWDSHIM_PDL` set says so in one line, and the
+    plan is the default one."""
+    path = str(Path(__file__).resolve().parent.parent / "examples" / "llama_layer.mlir")
+    want = opt(path, "-p", "forward-shim", "-t", "numba{plan_only=true}")
     monkeypatch.setenv(var, value)
-    r = opt(str(Path(__file__).resolve().parent.parent / "examples" / "llama_layer.mlir"), "-p", "forward-shim", "-t", "numba{plan_only=true}")
+    r = opt(path, "-p", "forward-shim", "-t", "numba{plan_only=true}")
     assert r.returncode == 0, r.stderr
-    assert r.stderr.strip() == expected
+    assert r.stderr.strip() == expected and r.stdout == want.stdout
+
+
+def test_tuning_options_change_the_plan(tmp_path):
+    """`fwd-lower-numba{merge=false}` and `-t 'numba{merge=false}'` plan one launch a stage; `pdl=off`
+    kernels open without a wait; a value the back end refuses is one line."""
+    path = str(Path(__file__).resolve().parent.parent / "examples" / "llama_layer.mlir")
+    merged = opt(path, "-p", "forward-shim", "-t", "numba{plan_only=true}").stdout
+    for args in (("-p", "forward-shim,fwd-lower-numba{merge=false}", "-t", "numba{plan_only=true}"),
+                 ("-p", "forward-shim", "-t", "numba{plan_only=true merge=false}")):  # fmt: skip
+        r = opt(path, *args)
+        assert r.returncode == 0, r.stderr
+        assert "merged_" in merged and "merged_" not in r.stdout, args
+    r = opt(path, "-p", "forward-shim", "-t", "numba{pdl=off}")
+    assert r.returncode == 0 and "pdl_wait()" not in r.stdout and "pdl_wait()" in opt(path, "-p", "forward-shim", "-t", "numba").stdout
+    r = opt(path, "-p", "forward-shim,fwd-lower-numba{pdl=sometimes}")
+    assert r.returncode != 0 and "pdl='sometimes': one of off, wait, ahead, early" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_a_module_without_stages_says_it_has_no_plan(tmp_path):

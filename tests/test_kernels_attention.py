@@ -13,6 +13,7 @@ from kernels_common import bits_equal, close, fast_simulator, rng  # noqa: F401
 
 from fwdshim import reference as R
 from fwdshim.codegen import attention, rope
+from fwdshim.codegen.tuning import Tuning
 from fwdshim.int8 import quantize_act
 
 F32 = np.float32
@@ -127,12 +128,11 @@ def test_attention_splits_quant(fmt):
     ("c", "quant", "splits", "l"),
     [(5, None, 6, 24), (22, None, 6, 24), (19, "two_words", 6, 24), (75, None, 20, 96), (63, "one_word", 20, 96)],
 )
-def test_attention_combine_registers_equal_the_loop(monkeypatch, c, quant, splits, l):  # noqa: E741
-    """Up to `COMBINE_REGISTERS` splits the last block of a head holds every split's max, sum and
-    output in registers (loads issued together, splits past `active` read in range and unused);
-    more go through shared memory, the outputs `COMBINE_BATCH` splits a step. Same operations, same
-    order: the same bits (2 or 6 of 6 splits active; 19 or 16 of 20: batches of 8 with a part one); and
-    so does `COMBINE_EARLY` (the outputs in registers, loaded first; the weights in shared memory)."""
+def test_attention_combine_registers_equal_the_loop(c, quant, splits, l):  # noqa: E741
+    """Up to `Tuning.combine_registers` splits the last block of a head holds every split's max, sum
+    and output in registers (loads issued together, splits past `active` read in range and unused);
+    more go through shared memory, the outputs `combine_batch` splits a step. Same operations, same
+    order: the same bits (2 or 6 of 6 splits active; 19 or 16 of 20: batches of 8 with a part one)."""
     g = rng()
     h, kv, hd = 3, 1, 32
     given = dict(
@@ -141,23 +141,16 @@ def test_attention_combine_registers_equal_the_loop(monkeypatch, c, quant, split
         v_cache=g.standard_normal((l - 1, kv * hd)).astype(F32), pos=np.array([c], np.int32),
     )  # fmt: skip
 
-    def run():
-        attention.attention.cache_clear()
-        kern = attention.attention(h, kv, hd, l, quant=quant, store_y=True, block=32, unroll=1, splits=splits)
+    def run(tuning):
+        kern = attention.attention(h, kv, hd, l, quant=quant, store_y=True, block=32, unroll=1, splits=splits, tuning=tuning)
         return kern, kern.run(**given)
 
-    monkeypatch.setattr(attention, "COMBINE_EARLY", False)
-    k_reg, reg = run()
-    monkeypatch.setattr(attention, "COMBINE_EARLY", True)  # the outputs in registers, the weights in shared memory
-    k_early, early = run()
-    monkeypatch.setattr(attention, "COMBINE_REGISTERS", 0)
-    k_loop, loop = run()
-    attention.attention.cache_clear()
+    k_reg, reg = run(Tuning())
+    k_loop, loop = run(Tuning(combine_registers=0))
     assert "for t in range(active)" not in k_reg.source and "for t in range(active)" in k_loop.source
-    assert "m0 = part_ml" in k_reg.source and "m0 = part_ml" not in k_early.source and "dc = min(tid" in k_early.source
+    assert "m0 = part_ml" in k_reg.source and "m0 = part_ml" not in k_loop.source
     for key in [k for k in ("y", "yq", "yd", "ys") if k in reg]:
         bits_equal(reg[key], loop[key], f"{key}: registers == loop")
-        bits_equal(reg[key], early[key], f"{key}: registers == outputs early")
     want = R.attention(given["q"], given["k"], given["v"], given["k_cache"][:c], given["v_cache"][:c], h, kv, hd)
     close(reg["y"], want, 2e-6 * (1 + np.abs(want)) * np.sqrt(hd), "attention y")
 
@@ -270,31 +263,3 @@ def test_attention_launch_bounds():
 
     with pytest.raises(ValueError, match="launch bounds of -1 blocks an SM"):
         attention(4, 2, 32, 8, min_blocks=-1)
-
-
-@pytest.mark.parametrize(
-    ("block", "splits", "c", "quant"),
-    [(128, 1, 21, None), (64, 4, 22, None), (64, 3, 19, "one_word"), (128, 2, 0, "two_words")],
-)
-def test_attention_warp_softmax(monkeypatch, block, splits, c, quant):
-    """`attention.WARP_SOFTMAX` (off by default): each warp reduces the split's scores itself and the
-    weights are computed where the output reads them. Against the float64 reference, the quantized form
-    bit for bit its own stored result (`check_attention`), and close to the block softmax's result (the
-    same weights, the sum in another order); its source keeps one barrier before the output."""
-    monkeypatch.setattr(attention, "WARP_SOFTMAX", True)
-    attention.attention.cache_clear()
-    try:
-        check_attention(h=4, kv=2, hd=32, l=24, c=c, quant=quant, block=block, unroll=1, splits=splits)
-        k = attention.attention(4, 2, 32, 24, block=block, unroll=1, splits=splits)
-        src = k.source
-        soft = src[src.index("    n = ") : src.index("    a0_0 = ")]
-        assert "syncthreads" not in soft and "red0" not in soft and "sc[p] = e" not in soft, soft
-        g = rng()
-        given = dict(q=g.standard_normal(128).astype(F32), k=g.standard_normal(64).astype(F32),
-                     v=g.standard_normal(64).astype(F32), k_cache=g.standard_normal((23, 64)).astype(F32),
-                     v_cache=g.standard_normal((23, 64)).astype(F32), pos=np.array([c], np.int32))  # fmt: skip
-        warp = k.run(**given)["y"]
-    finally:
-        attention.attention.cache_clear()
-    blockwise = attention.attention(4, 2, 32, 24, block=block, unroll=1, splits=splits).run(**given)["y"]
-    close(warp, blockwise, 1e-6 * (1 + np.abs(blockwise)), "warp softmax against the block softmax")

@@ -298,10 +298,10 @@ try:
     from numba.core import sigutils
 except ImportError as e:
     print("SKIP", e); sys.exit(0)
-from fwdshim.codegen import gemv, kernel
-kernel.PDL = "early"
+from fwdshim.codegen import gemv
+from fwdshim.codegen.tuning import Tuning
 for act in ("f32", "int8"):
-    k = gemv.gemv_q8(64, 2048, 1, act, gemv.Shape(16, 2, 4, 1, 1, stages=3))
+    k = gemv.gemv_q8(64, 2048, 1, act, gemv.Shape(16, 2, 4, 1, 1, stages=3), tuning=Tuning(pdl="early"))
     args, _ = sigutils.normalize_signature("(" + ", ".join(p.numba_type for p in k.params) + ",)")
     ir = compile_cuda(k.fn.py_func, types.void, args, cc=(9, 0)).library.get_llvm_str()
     print(act, *(ir.count(s) for s in ("cp.async.cg.shared.global", "cp.async.ca.shared.global", "cp.async.wait_group 2",

@@ -202,13 +202,13 @@ def test_async_copy_pipelines_are_bit_for_bit_the_plain_gemv(n, k, shape, act):
 
 
 @pytest.mark.parametrize("mode", ["wait", "ahead", "early"])
-def test_programmatic_dependent_launches_replay_the_same_bits(monkeypatch, mode):
-    """A norm -> GEMV -> norm chain built with `kernel.PDL` and recorded with `Kernel.launch_on`
+def test_programmatic_dependent_launches_replay_the_same_bits(mode):
+    """A norm -> GEMV -> norm chain built with `Tuning.pdl` and recorded with `Kernel.launch_on`
     (programmatic dependent launch) replays to the bits of plain launches."""
     from cuda.core import Device
     from numba import cuda
 
-    from fwdshim.codegen import kernel
+    from fwdshim.codegen.tuning import Tuning
 
     g = rng()
     n = k = 4096
@@ -218,11 +218,10 @@ def test_programmatic_dependent_launches_replay_the_same_bits(monkeypatch, mode)
     dw = (g.random(n * k // 32) * 0.01).astype(F32)
     outs = []
     for pdl in ("off", mode):
-        monkeypatch.setattr(kernel, "PDL", pdl)
-        norms.rms_norm.cache_clear()  # built again, with or without the waits
-        norm = norms.rms_norm(k, 1, 1e-5, weight=True)
-        mm = gemv.gemv_q8(n, k, 1, "f32", gemv.Shape(16, 4, 4, 1, 1, stages=2))
-        norm2 = norms.rms_norm(n, 1, 1e-5, weight=True)
+        tuning = Tuning(pdl=pdl)
+        norm = norms.rms_norm(k, 1, 1e-5, weight=True, tuning=tuning)
+        mm = gemv.gemv_q8(n, k, 1, "f32", gemv.Shape(16, 4, 4, 1, 1, stages=2), tuning=tuning)
+        norm2 = norms.rms_norm(n, 1, 1e-5, weight=True, tuning=tuning)
         assert ("pdl_wait()" in mm.source) == (pdl != "off")
         dev = {name: cuda.to_device(a) for name, a in (("x", x), ("w", w), ("qs", qs), ("dw", dw))}
         h = cuda.device_array(k, F32)
@@ -243,6 +242,5 @@ def test_programmatic_dependent_launches_replay_the_same_bits(monkeypatch, mode)
             graph.launch(stream)
         stream.sync()
         outs.append(z.copy_to_host())
-    norms.rms_norm.cache_clear()
     bits_equal(outs[1], outs[0], f"PDL {mode} == plain launches")
     assert np.isfinite(outs[0]).all()

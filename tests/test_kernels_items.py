@@ -1,6 +1,6 @@
 """The small kernels' shapes of work, drawn at random: rope, quantize and the fused elementwise
 kernel taking several indices a thread (`items`, `kernel.small_items`), and the RMS norm held in
-registers, loaded in chunks (`norms.HELD_FLOATS`) or looped (`norms.UNROLL_ITEMS`), the attention's
+registers, loaded in chunks (`Tuning.norm_held_floats`) or looped (`norm_unroll_items`), the attention's
 split combine in registers or looped (`attention.COMBINE_REGISTERS`). Each form is bit
 for bit the one-index (or looped) form over random sizes, blocks and item counts (partial last passes,
 blocks past the end), and the reference within float32 rounding. Seeds fixed per test (tests/seeds.py)."""
@@ -14,6 +14,7 @@ from kernels_common import bits_equal, close, fast_simulator, rng  # noqa: F401
 from fwdshim import reference as R
 from fwdshim.codegen import norms, quantize, rope
 from fwdshim.codegen.fused import ElementwiseSpec, Step, elementwise_kernel
+from fwdshim.codegen.tuning import Tuning
 from fwdshim.int8 import quantize_act
 
 F32 = np.float32
@@ -71,7 +72,7 @@ def test_elementwise_items_random_shapes():
 
 
 @pytest.mark.parametrize("quant", [None, "one_word"])
-def test_rms_norm_registers_chunks_and_loop_random_shapes(monkeypatch, quant):
+def test_rms_norm_registers_chunks_and_loop_random_shapes(quant):
     """Held whole (the default budget), in chunks (a budget of 4 values), looped (no unrolling): the
     same bits over random rows, widths and blocks."""
     g = rng()
@@ -82,12 +83,10 @@ def test_rms_norm_registers_chunks_and_loop_random_shapes(monkeypatch, quant):
         w = g.standard_normal(n).astype(F32)
         outs = []
         for held, unroll in ((48, 32), (4, 32), (48, 0)):
-            monkeypatch.setattr(norms, "HELD_FLOATS", held)
-            monkeypatch.setattr(norms, "UNROLL_ITEMS", unroll)
-            norms.rms_norm.cache_clear()
-            k = norms.rms_norm(n, rows, 1e-5, weight=True, residual=True, write_sum=True, quant=quant, store_y=True, block=block)
+            tuning = Tuning(norm_held_floats=held, norm_unroll_items=unroll)
+            k = norms.rms_norm(n, rows, 1e-5, weight=True, residual=True, write_sum=True, quant=quant, store_y=True, block=block,
+                               tuning=tuning)  # fmt: skip
             outs.append(k.run(x=x, residual=r, weight=w))
-        norms.rms_norm.cache_clear()
         what = f"rms_norm {rows}x{n} block {block}"
         for other in outs[1:]:
             for key in outs[0]:
@@ -97,7 +96,7 @@ def test_rms_norm_registers_chunks_and_loop_random_shapes(monkeypatch, quant):
 
 
 @pytest.mark.parametrize("quant", [None, "one_word", "two_words"])
-def test_rms_norm_split_over_blocks_random_shapes(monkeypatch, quant):
+def test_rms_norm_split_over_blocks_random_shapes(quant):
     """A row split over `cols` blocks (`norms.default_cols`: each block sums the whole row, stores
     its own values) is bit for bit the one-block kernel, held whole or in chunks, with or without a
     weight, a residual and the sum written on, over random rows, widths, blocks and splits."""
@@ -115,14 +114,11 @@ def test_rms_norm_split_over_blocks_random_shapes(monkeypatch, quant):
             given["weight"] = g.standard_normal(n).astype(F32)
         outs = {}
         for held in (48, 4):
-            monkeypatch.setattr(norms, "HELD_FLOATS", held)
             for cols in sorted({1, 2, int(g.integers(2, items + 1)), items}):
-                norms.rms_norm.cache_clear()
                 k = norms.rms_norm(n, rows, 1e-5, weight=wt, residual=res, write_sum=res, quant=quant, store_y=True,
-                                   block=block, cols=cols)  # fmt: skip
+                                   block=block, cols=cols, tuning=Tuning(norm_held_floats=held))  # fmt: skip
                 assert k.grid == (rows * cols,)
                 outs[(held, cols)] = k.run(**given)
-        norms.rms_norm.cache_clear()
         one = outs[(48, 1)]
         for key, out in outs.items():
             for name in one:
@@ -136,11 +132,11 @@ def test_rms_norm_split_over_blocks_random_shapes(monkeypatch, quant):
 def test_rms_norm_default_cols():
     assert norms.default_cols(4096, 256) == 16  # Llama-3-8B's norms: one block per value a thread
     assert norms.default_cols(576, 256) == 1  # SmolLM2's: one block (a prologue or a tail)
-    assert norms.default_cols(8192, 256) == 32 and norms.default_cols(8193, 256) == 1  # past UNROLL_ITEMS: looped
+    assert norms.default_cols(8192, 256) == 32 and norms.default_cols(8193, 256) == 1  # past `Tuning.norm_unroll_items`: looped
 
 
-def test_attention_combine_registers_random_shapes(monkeypatch):
-    """The attention's combine in registers (`attention.COMBINE_REGISTERS`) and looped through shared
+def test_attention_combine_registers_random_shapes():
+    """The attention's combine in registers (`Tuning.combine_registers`) and looped through shared
     memory: the same bits over random heads, caches, fills, splits, blocks and unrolls."""
     from fwdshim.codegen import attention
 
@@ -159,10 +155,8 @@ def test_attention_combine_registers_random_shapes(monkeypatch):
         )  # fmt: skip
         outs = []
         for regs in (32, 0):
-            monkeypatch.setattr(attention, "COMBINE_REGISTERS", regs)
-            attention.attention.cache_clear()
-            outs.append(attention.attention(h, kv, hd, l, block=block, unroll=unroll, splits=splits).run(**given))
-        attention.attention.cache_clear()
+            kern = attention.attention(h, kv, hd, l, block=block, unroll=unroll, splits=splits, tuning=Tuning(combine_registers=regs))
+            outs.append(kern.run(**given))
         what = f"attention h {h} kv {kv} hd {hd} l {l} c {c} splits {splits} block {block} unroll {unroll}"
         bits_equal(outs[0]["y"], outs[1]["y"], what)
         want = R.attention(given["q"], given["k"], given["v"], given["k_cache"][:c], given["v_cache"][:c], h, kv, hd)

@@ -11,6 +11,7 @@ from kernels_common import bits_equal, close, fast_simulator, rng  # noqa: F401
 
 from fwdshim import reference as R
 from fwdshim.codegen import norms, quantize
+from fwdshim.codegen.tuning import Tuning
 from fwdshim.int8 import quantize_act
 
 F32 = np.float32
@@ -74,24 +75,22 @@ def test_rms_norm_variants_bit_exact(fmt):
 
 @pytest.mark.parametrize("fmt", [None, "two_words"])
 @pytest.mark.parametrize("n", [200, 1100])
-def test_rms_norm_registers_equal_the_loop(monkeypatch, fmt, n):
-    """A row of up to `UNROLL_ITEMS` values a thread is unrolled (loads first: 200 at 64 threads, 4
+def test_rms_norm_registers_equal_the_loop(fmt, n):
+    """A row of up to `Tuning.norm_unroll_items` values a thread is unrolled (loads first: 200 at 64 threads, 4
     values a thread, all held; 1100, 18 a thread, 54 values with residual and weight, in chunks of
-    `HELD_FLOATS`, the second pass loading again); wider rows loop. All compute the same bits: the
+    `Tuning.norm_held_floats`, the second pass loading again); wider rows loop. All compute the same bits: the
     same operations in the same order (a partial last pass)."""
     rows, block = 2, 64
     g = rng()
     x, r, w, _ = _inputs(g, rows, n)
 
-    def run():
-        norms.rms_norm.cache_clear()
-        k = norms.rms_norm(n, rows, 1e-5, weight=True, residual=True, write_sum=True, quant=fmt, store_y=True, block=block)
+    def run(tuning):
+        k = norms.rms_norm(n, rows, 1e-5, weight=True, residual=True, write_sum=True, quant=fmt, store_y=True, block=block,
+                           tuning=tuning)  # fmt: skip
         return k, k.run(x=x, residual=r, weight=w)
 
-    k_reg, reg = run()
-    monkeypatch.setattr(norms, "UNROLL_ITEMS", 0)
-    k_loop, loop = run()
-    norms.rms_norm.cache_clear()
+    k_reg, reg = run(Tuning())
+    k_loop, loop = run(Tuning(norm_unroll_items=0))
     assert "for i in range" not in k_reg.source and "for i in range" in k_loop.source
     assert (k_reg.source.count("x0 = ") == 2) == (n == 1100), "the chunked form loads its first value twice"
     assert set(reg) == set(loop)

@@ -11,6 +11,7 @@ import pytest
 from test_lowering_modules import TINY, TINY_MOE, legalize_only, llama_src, parse, pipeline
 from xdsl.dialects.builtin import ModuleOp
 
+from fwdshim.codegen.tuning import Tuning
 from fwdshim.codegen.fused import CACHE_LEN
 from fwdshim.codegen.plan import PlanError, build_plan, plan_for
 
@@ -309,11 +310,10 @@ def test_plan_of_something_else_is_a_type_error_naming_it(given, named):
     assert ("module.walk()" in str(e.value)) == (named == "ModuleOp")
 
 
-def test_kernels_of_one_name_and_two_sources_are_both_kept(monkeypatch):
+def test_kernels_of_one_name_and_two_sources_are_both_kept():
     """Two norms whose eps differ have one kernel name (eps is not in it) and two sources: the plan's
     kernels hold both — compiled before capture, printed by `-t numba` — where by name alone the second
     norm's source was dropped (its launch would have compiled at its first run)."""
-    monkeypatch.setenv("FWDSHIM_MERGE", "0")
     src = (
         "func.func @decode_step(%x: tensor<576xf32>) -> tensor<576xf32> {\n"
         "  %a = fwd.rms_norm %x eps 1.0e-05 : tensor<576xf32> -> tensor<576xf32>\n"
@@ -321,7 +321,7 @@ def test_kernels_of_one_name_and_two_sources_are_both_kept(monkeypatch):
         "  func.return %b : tensor<576xf32>\n}\n"
     )
     m = pipeline(parse(src), "dequant")
-    plan = plan_for(m)
+    plan = plan_for(m, tuning=Tuning(merge=False, prefetch_bytes=0))
     norms = [k for k in plan.kernels() if k.name.startswith("rms_norm")]
     assert len(norms) == 2 and norms[0].name == norms[1].name and norms[0].source != norms[1].source
     text = plan.source_text()

@@ -16,13 +16,17 @@ from fwdshim.codegen import merge
 from fwdshim.codegen.kernel import simulating
 from fwdshim.codegen.plan import build_plan, functions
 from fwdshim.codegen.runtime import CompiledForward
+from fwdshim.codegen.tuning import Tuning
+
+STAGEWISE = Tuning(merge=False, prefetch_bytes=0)
+"""One launch a stage, no L2 prefetch: the plan a merged plan is compared with."""
 
 sim_only = pytest.mark.skipif(not simulating(), reason="the simulator suite (FWDSHIM_GPU=1 runs the gpu suite)")
 
 
-def run_both(m, weights, inputs, cache_len=None):
+def run_both(m, weights, inputs, cache_len=None, tuning=Tuning()):
     func = functions(m)[0]
-    plans = {flag: build_plan(func, m, merge=flag) for flag in (False, True)}
+    plans = {False: build_plan(func, m, STAGEWISE), True: build_plan(func, m, tuning)}
     assert plans[True].merged and not plans[False].merged
     out = {}
     for flag, plan in plans.items():
@@ -75,26 +79,24 @@ def test_prologues_are_bit_for_bit_their_stages(monkeypatch, numerics, at_wait):
     """With one-warp GEMVs (the block of the tiny layer's 32-value RMS norms) every norm before a set of
     GEMVs, and the silu·mul (or quantize) before the down projection, runs as the set's prologue:
     each block computes it into shared memory first, block 0 also stores it. Every output and
-    every buffer is bit for bit the stage launches'. With `PRE_WAIT_PROLOGUE` the short-row parts
+    every buffer is bit for bit the stage launches'. With `Tuning.pre_wait_prologue` the short-row parts
     issue their weight loads first and run the prologue (`_pro`) at their wait, with no wait at the
     launch's top."""
     from fwdshim.codegen import gemv
     from fwdshim.codegen.kernel import LATE_WAIT
 
-    monkeypatch.setattr(merge, "PRE_WAIT_PROLOGUE", at_wait)
-    monkeypatch.setattr(gemv, "PRE_WAIT_LOADS", 4)  # the parts load their weights before their wait
+    tuning = Tuning(pre_wait_prologue=at_wait, pre_wait_loads=4)  # the parts load their weights before their wait
 
     def fresh():
         gemv.q8_0.cache_clear()
         gemv.q8_0_int8.cache_clear()
 
-    monkeypatch.setattr(gemv, "launch_shape", lambda n, k, act: gemv.Shape(16, 1, 1, 1, 1))
-    monkeypatch.setattr(merge, "QUANTIZED_PROLOGUES", True)  # the default; the test holds it either way
+    monkeypatch.setattr(gemv, "launch_shape", lambda n, k, act, tuning=None: gemv.Shape(16, 1, 1, 1, 1))
     fresh()
     try:
         rng = seeds.rng()
         m = pipeline(parse(llama_src(**TINY)), numerics)
-        out = run_both(m, llama_weights(rng, **TINY), llama_inputs(rng, **TINY, rows=TINY["l"] - 2))
+        out = run_both(m, llama_weights(rng, **TINY), llama_inputs(rng, **TINY, rows=TINY["l"] - 2), tuning=tuning)
     finally:
         fresh()
     *_, p1 = same_bits(out)
@@ -111,70 +113,29 @@ def test_prologues_are_bit_for_bit_their_stages(monkeypatch, numerics, at_wait):
 
 
 @sim_only
-@pytest.mark.parametrize("numerics", ["int8-act", "two-pass-int8"])
-def test_prologue_chains_are_bit_for_bit_their_stages(monkeypatch, numerics):
-    """With eight-warp GEMVs and a 256-wide FFN (the block and a one-block silu·mul of 256 threads),
-    the silu·mul and then the quantize of its result run as the down projection's prologue chain
-    (`PROLOGUE_CHAIN`): every block computes the silu·mul into shared memory, then quantizes from
-    there; block 0 also stores both. Every output and every buffer is bit for bit the stage
-    launches', and with chains of one the silu·mul goes back to the gate/up launch's tail."""
-    from fwdshim.codegen import gemv
-
-    def fresh():
-        gemv.q8_0_int8.cache_clear()
-
-    shape = dict(TINY, ff=256)
-    monkeypatch.setattr(gemv, "launch_shape", lambda n, k, act: gemv.Shape(16, 4, 8, 1, 1))  # few blocks
-    monkeypatch.setattr(merge, "PROLOGUE_CHAIN", 2)  # off by default (measured slower on SmolLM2)
-    monkeypatch.setattr(merge, "PAIR_EPILOGUES", False)  # else the silu·mul is gate/up's epilogue
-    fresh()
-    try:
-        rng = seeds.rng()
-        m = pipeline(parse(llama_src(**shape)), numerics)
-        out = run_both(m, llama_weights(rng, **shape), llama_inputs(rng, **shape, rows=shape["l"] - 2))
-        monkeypatch.setattr(merge, "PROLOGUE_CHAIN", 1)
-        single = build_plan(functions(m)[0], m)
-    finally:
-        fresh()
-    (r0, b0, _), (r1, b1, p1) = out[False], out[True]
-    for a, b in zip(r0, r1, strict=True):
-        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
-    assert set(b0) <= set(b1)
-    for name in b0:
-        assert b0[name].tobytes() == b1[name].tobytes(), name
-    quantize = "quantize_one_word_1x256" if numerics == "int8-act" else "quantize_two_words_1x256"
-    chains = [[h.name for h in launch.holds[: launch.prologue]] for launch in p1.merged if launch.prologue > 1]
-    assert chains == [["fused_chain_silu_mul_256", quantize]], chains
-    assert "every block first: stage 11 fused_chain_silu_mul_256, stage 12 " in p1.text() or numerics != "int8-act"
-    assert not any(launch.prologue > 1 for launch in single.merged)
-    assert any("fused_chain_silu_mul_256" in [h.name for h in launch.holds[-launch.tails :]] for launch in single.merged if launch.tails)
-
-
-@sim_only
 @pytest.mark.parametrize("shape", [(16, 4, 1, False), (16, 2, 4, False), (32, 2, 2, False), (16, 2, 1, True), (16, 2, 4, True)],
                          ids=["v16r4s1", "v16r2s4", "v32r2s2", "v16r2s1-block", "v16r2s4-block"])  # fmt: skip
 @pytest.mark.parametrize("numerics", ["int8-act", "two-pass-int8"])
 def test_pair_quantize_is_bit_for_bit_its_stages(monkeypatch, numerics, shape):
-    """With `QUANT_EPILOGUES` the quantize of silu·mul's result runs in the gate/up launch after its
+    """With `Tuning.quant_epilogue_values` the quantize of silu·mul's result runs in the gate/up launch after its
     pair epilogue (the warp or block completing 32 values quantizes them), not as the down projection's
     prologue: every output and buffer bit for bit the stage launches' (both formats; groups of one
     warp and of four warps splitting a row; 16-byte pieces and whole blocks a lane; counted a warp
-    or a block at a time, `gemv.PAIR_QUANT_BLOCK`), the counts left
+    or a block at a time, `Tuning.pair_quant_block`), the counts left
     at zero, the quantize held by the gate/up launch. Off, it is the down projection's prologue
     again."""
     from fwdshim.codegen import gemv
 
-    vec, rows, split, block = shape  # vec 32: the whole-block-lane GEMV (`gemv._q8_kernel`); block: `PAIR_QUANT_BLOCK`
-    monkeypatch.setattr(gemv, "PAIR_QUANT_BLOCK", block)
-    monkeypatch.setattr(gemv, "launch_shape", lambda n, k, act: gemv.Shape(vec, rows, 8, 1, split))
+    vec, rows, split, block = shape  # vec 32: the whole-block-lane GEMV (`gemv._q8_kernel`); block: `pair_quant_block`
+    monkeypatch.setattr(gemv, "launch_shape", lambda n, k, act, tuning=None: gemv.Shape(vec, rows, 8, 1, split))
     gemv.q8_0_int8.cache_clear()
     gemv.q8_0.cache_clear()
     try:
         rng = seeds.rng()
         m = pipeline(parse(llama_src(**TINY)), numerics)
-        out = run_both(m, llama_weights(rng, **TINY), llama_inputs(rng, **TINY, rows=TINY["l"] - 2))
-        monkeypatch.setattr(merge, "QUANT_EPILOGUES", False)
-        off = build_plan(functions(m)[0], m)
+        inputs = llama_inputs(rng, **TINY, rows=TINY["l"] - 2)
+        out = run_both(m, llama_weights(rng, **TINY), inputs, tuning=Tuning(pair_quant_block=block))
+        off = build_plan(functions(m)[0], m, Tuning(quant_epilogue_values=0))
     finally:
         gemv.q8_0_int8.cache_clear()
         gemv.q8_0.cache_clear()
@@ -196,9 +157,9 @@ def test_pair_quantize_is_bit_for_bit_its_stages(monkeypatch, numerics, shape):
 
 @pytest.mark.parametrize("ff, inside", [(1536, True), (14336, False)], ids=["smollm2", "llama8b"])
 def test_pair_quantize_only_as_wide_as_a_prologue(ff, inside):
-    """The quantize of silu·mul runs in the gate/up launch up to `PROLOGUE_VALUES` values (SmolLM2's
+    """The quantize of silu·mul runs in the gate/up launch up to `Tuning.prologue_values` values (SmolLM2's
     1536: in place of the down projection's prologue); Llama-3-8B's 14336-wide one keeps its own
-    launch (measured faster there: `merge.QUANT_EPILOGUES`)."""
+    launch (measured faster there: `Tuning.quant_epilogue_values`)."""
     m = pipeline(parse(llama_src(d=576 if ff == 1536 else 4096, h=9, kv=3, hd=64, ff=ff, l=256)), "int8-act")
     plan = build_plan(functions(m)[0], m)
     quantize = f"quantize_one_word_1x{ff}"
@@ -217,7 +178,7 @@ def test_plan_shows_each_launch_and_its_stages():
     qkv = next(launch for launch in plan.merged if sum(h.name.startswith("gemv_") for h in launch.holds) == 3)
     gemvs = qkv.holds[qkv.prologue : qkv.prologue + 3]
     assert qkv.tails == 0 and qkv.epilogues == 2 and all(h.name.startswith("gemv_") for h in gemvs)
-    assert all(h.name.startswith("rope_") for h in qkv.holds[qkv.prologue + 3 :])  # `ROPE_EPILOGUES`
+    assert all(h.name.startswith("rope_") for h in qkv.holds[qkv.prologue + 3 :])  # `Tuning.rope_epilogues`
     line = next(ln for ln in text.splitlines() if ln.startswith(f"//   launch {plan.merged.index(qkv)}:"))
     assert f"holds stage {gemvs[0].stage} gemv_" in line and f"; each block on its rows: stage {gemvs[2].stage + 1} rope_" in line
 
@@ -225,8 +186,8 @@ def test_plan_shows_each_launch_and_its_stages():
 @sim_only
 def test_groups_keep_dependent_and_atomic_launches_apart():
     m = pipeline(parse(llama_src(**TINY)), "dequant")
-    plan = build_plan(functions(m)[0], m, merge=False)
-    groups = merge.groups(plan.stage_launches)
+    plan = build_plan(functions(m)[0], m, STAGEWISE)
+    groups = merge.groups(plan.stage_launches, Tuning())
     for pro, par, epi, tails in groups:
         for i, a in enumerate(par):
             assert all(merge._independent(a, b) for b in par[i + 1 :])
@@ -238,25 +199,24 @@ def test_a_set_stays_within_cudas_grid(monkeypatch):
     """A parallel set's blocks run end to end in one grid: a set stops before its blocks would pass
     `MAX_GRID` (CUDA's 2^31 - 1 along x), so every merged launch can be launched."""
     m = pipeline(parse(llama_src(**TINY)), "dequant")
-    plan = build_plan(functions(m)[0], m, merge=False)
-    sizes = [sum(merge._grid1(x.kernel) for x in par) for _, par, _, _ in merge.groups(plan.stage_launches) if len(par) > 1]
+    plan = build_plan(functions(m)[0], m, STAGEWISE)
+    sizes = [sum(merge._grid1(x.kernel) for x in par) for _, par, _, _ in merge.groups(plan.stage_launches, Tuning()) if len(par) > 1]
     assert sizes, "the tiny layer merges Q/K/V and gate/up"
     monkeypatch.setattr(merge, "MAX_GRID", min(sizes) - 1)
-    for _, par, _, _ in merge.groups(plan.stage_launches):
+    for _, par, _, _ in merge.groups(plan.stage_launches, Tuning()):
         assert len(par) == 1 or sum(merge._grid1(x.kernel) for x in par) <= merge.MAX_GRID
 
 
 @pytest.mark.parametrize("ff, merged", [(1536, True), (14336, False)], ids=["smollm2", "llama8b"])
 def test_a_wide_ffn_tail_gets_its_own_launch(monkeypatch, ff, merged):
-    """silu·mul after gate/up rides in the gate/up launch up to TAIL_THREADS threads (SmolLM2's 1536;
+    """silu·mul after gate/up rides in the gate/up launch up to `Tuning.tail_threads` threads (SmolLM2's 1536;
     the quantize after it is the down projection's prologue), and silu·mul and the quantize run as
     launches of their own past it (Llama-3-8B's 14336: one block would take them ~112 rounds of its
-    threads; a 14336-wide prologue is past PROLOGUE_VALUES). Without `PAIR_EPILOGUES`, which runs the
+    threads; a 14336-wide prologue is past `prologue_values`). Without `pair_epilogues`, which runs the
     silu·mul in the gate/up launch at both widths."""
-    monkeypatch.setattr(merge, "PAIR_EPILOGUES", False)
     shape = dict(d=576 if ff == 1536 else 4096, h=9, kv=3, hd=64, ff=ff, l=256)
     m = pipeline(parse(llama_src(**shape)), "int8-act")
-    plan = build_plan(functions(m)[0], m)
+    plan = build_plan(functions(m)[0], m, Tuning(pair_epilogues=False))
     gate_up = next(launch for launch in plan.merged if len(launch.holds) - launch.tails - launch.prologue == 2)
     tails = [h.name for h in gate_up.holds[gate_up.prologue + 2 :]]
     if merged:
@@ -267,7 +227,7 @@ def test_a_wide_ffn_tail_gets_its_own_launch(monkeypatch, ff, merged):
         assert tails == []
         own = [launch.kernel.name for launch in plan.merged if not launch.holds]
         assert f"fused_chain_silu_mul_{ff}" in own and f"quantize_one_word_1x{ff}" in own
-    assert merge.TAIL_THREADS == 4096
+    assert Tuning().tail_threads == 4096
 
 
 @pytest.mark.gpu
@@ -276,15 +236,14 @@ def test_a_wide_ffn_tail_gets_its_own_launch(monkeypatch, ff, merged):
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
 def test_merged_graph_is_bit_for_bit_the_stages_graph_on_the_gpu(monkeypatch, numerics, rope):
     """A SmolLM2-sized layer, each plan captured as a graph and replayed twice at a cache fill of 1000
-    (with `merge.ROPE_EPILOGUES` off, the default, and on)."""
+    (with `Tuning.rope_epilogues` off and on, the default)."""
     from test_lowering_modules import SMOL
 
-    monkeypatch.setattr(merge, "ROPE_EPILOGUES", rope)
     rng = np.random.default_rng(1130)  # fixed: CI and the gpu suite are deterministic
     m = pipeline(parse(llama_src(**SMOL)), numerics)
     weights = llama_weights(rng, **SMOL)
     inputs = llama_inputs(rng, **SMOL, rows=1000)
-    out = run_both(m, weights, inputs)
+    out = run_both(m, weights, inputs, tuning=Tuning(rope_epilogues=rope))
     *_, p1 = same_bits(out)
     print(f"\n{numerics}: {len(p1.merged)} merged launches for {len(p1.stage_launches)} stage kernels, bit for bit")
 
@@ -385,12 +344,11 @@ def test_epilogues_take_only_an_elementwise_op_of_one_gemvs_whole_output():
 def test_the_residual_add_is_the_down_projections_epilogue(monkeypatch):
     """The add after the down projection runs on each block's own rows in the down launch (SmolLM2's
     and Llama-3-8B's shapes: no tail there, and Llama-3-8B's add no launch of its own); with
-    `EPILOGUES` off it is the launch's tail (SmolLM2) or its own launch (Llama-3-8B)."""
+    `Tuning.binary_epilogues` off it is the launch's tail (SmolLM2) or its own launch (Llama-3-8B)."""
     for shape, d in ((dict(d=576, h=9, kv=3, hd=64, ff=1536, l=256), 576), (dict(d=4096, h=32, kv=8, hd=128, ff=14336, l=256), 4096)):
         m = pipeline(parse(llama_src(**shape)), "dequant")
         for on in (True, False):
-            monkeypatch.setattr(merge, "EPILOGUES", on)
-            plan = build_plan(functions(m)[0], m)
+            plan = build_plan(functions(m)[0], m, Tuning(binary_epilogues=on))
             down = next(x for x in plan.merged if f"gemv_q8_0_1x{d}x{shape['ff']}" in " ".join(h.name for h in x.holds or (x,)))
             names = [h.name for h in down.holds]
             if on:
@@ -413,7 +371,7 @@ def test_a_rope_epilogue_is_bit_for_bit_the_gemv_then_the_rope_kernel(act, shape
     rng = seeds.rng()
     n, k, hd, half = 5 * 64, 1024, 64, 32
     base = gemv.gemv_q8(n, k, 1, act, gemv.Shape(*shape))
-    paired = gemv.rope_variant(base.name, hd, half)
+    paired = gemv.rope_variant(base.name, hd, half, Tuning())
     assert paired is not None and [p.name for p in paired.params][-2:] == ["angles", "z"]
     given = {p.name: (rng.integers(-127, 128, p.size, dtype=np.int8) if p.dtype == "int8" else (rng.random(p.size) + 0.5).astype(p.dtype))
              for p in base.params if p.role == "in"}  # fmt: skip
@@ -433,13 +391,13 @@ def test_a_rope_epilogue_needs_pairs_in_one_group():
     from fwdshim.codegen import gemv
 
     ok = gemv.gemv_q8(128, 64, 1, "f32", gemv.Shape(16, 2, 1, 1, 1))
-    assert gemv.rope_variant(ok.name, 64, 32) is not None
-    assert gemv.rope_variant(ok.name, 64, 16) is None  # copied dims past 2 * half
-    assert gemv.rope_variant(ok.name, 96, 48) is None  # 128 rows are not whole heads of 96
+    assert gemv.rope_variant(ok.name, 64, 32, Tuning()) is not None
+    assert gemv.rope_variant(ok.name, 64, 16, Tuning()) is None  # copied dims past 2 * half
+    assert gemv.rope_variant(ok.name, 96, 48, Tuning()) is None  # 128 rows are not whole heads of 96
     for shape, m in (((16, 1, 1, 1, 1), 1), ((32, 1, 2, 1, 1), 1), ((16, 2, 1, 1, 1, 4), 1), ((16, 2, 1, 1, 1), 2)):
         k = gemv.gemv_q8(128, 64, m, "f32", gemv.Shape(*shape))
-        assert gemv.rope_variant(k.name, 64, 32) is None, k.name
-    assert gemv.rope_variant("gemv_q8_0_1x7x64_unknown", 64, 32) is None
+        assert gemv.rope_variant(k.name, 64, 32, Tuning()) is None, k.name
+    assert gemv.rope_variant("gemv_q8_0_1x7x64_unknown", 64, 32, Tuning()) is None
     with pytest.raises(ValueError, match="a rope epilogue of heads of 64 .* v16r1w1u1s1"):
         gemv.gemv_q8(128, 64, 1, "f32", gemv.Shape(16, 1, 1, 1, 1), rope=(64, 32))
 
@@ -461,10 +419,9 @@ def _tiny_layer_bit_for_bit(numerics: str):
 @sim_only
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
 def test_rope_epilogues_are_bit_for_bit_their_stages(monkeypatch, numerics):
-    """With `ROPE_EPILOGUES` the Q and K ropes run in the Q/K/V launch on each block's own rows (no
+    """With `Tuning.rope_epilogues` the Q and K ropes run in the Q/K/V launch on each block's own rows (no
     tail left there); every output and every buffer of the tiny layer is bit for bit the stage
     launches'."""
-    monkeypatch.setattr(merge, "ROPE_EPILOGUES", True)
     p1 = _tiny_layer_bit_for_bit(numerics)
     qkv = next(x for x in p1.merged if x.epilogues)
     assert qkv.epilogues == 2 and qkv.tails == 0 and [h.name for h in qkv.holds[-2:]] == ["rope_2x32_h16", "rope_1x32_h16"]
@@ -503,7 +460,7 @@ def test_a_pair_epilogue_is_bit_for_bit_the_two_gemvs_then_the_chain(act, shape)
     g, u = base.run(**first)["y"], base.run(**{**first, **second})["y"]
     for gate_first in (True, False):
         chain, pair = _silu_mul(n, gate_first)
-        paired = gemv.pair_variant(base.name, pair)
+        paired = gemv.pair_variant(base.name, pair, Tuning())
         assert paired is not None and [p.name for p in paired.params][:4] == ["qs", "dw", "qs2", "dw2"]
         assert [p.name for p in paired.params][-3:] == ["y", "y2", "z0"] and paired.grid == (-(-2 * n // (shape[1] * shape[2] // shape[4])), 1)
         out = paired.run(**first, qs2=second["qs"], dw2=second["dw"])
@@ -522,29 +479,27 @@ def test_a_pair_epilogue_needs_pairs_in_one_group():
 
     _, pair = _silu_mul(128, True)
     ok = gemv.gemv_q8(128, 64, 1, "f32", gemv.Shape(16, 2, 1, 1, 1))
-    assert gemv.pair_variant(ok.name, pair) is not None
+    assert gemv.pair_variant(ok.name, pair, Tuning()) is not None
     for shape, m in (((16, 1, 1, 1, 1), 1), ((32, 1, 2, 1, 1), 1), ((16, 2, 1, 1, 1, 4), 1), ((16, 2, 1, 1, 1, 0, True), 1), ((16, 2, 1, 1, 1), 2)):
         k = gemv.gemv_q8(128, 64, m, "f32", gemv.Shape(*shape))
-        assert gemv.pair_variant(k.name, pair) is None, k.name
-    assert gemv.pair_variant("gemv_q8_0_1x7x64_unknown", pair) is None
+        assert gemv.pair_variant(k.name, pair, Tuning()) is None, k.name
+    assert gemv.pair_variant("gemv_q8_0_1x7x64_unknown", pair, Tuning()) is None
     with pytest.raises(ValueError, match=r"a pair epilogue \(silu_mul\) on the GEMV 1x128x64 v16r1w1u1s1"):
         gemv.gemv_q8(128, 64, 1, "f32", gemv.Shape(16, 1, 1, 1, 1), pair=pair)
 
 
 @sim_only
 def test_gate_up_take_their_silu_mul_as_a_pair_epilogue(monkeypatch):
-    """With `PAIR_EPILOGUES` gate and up become one part of their launch that runs silu·mul on each
+    """With `Tuning.pair_epilogues` gate and up become one part of their launch that runs silu·mul on each
     pair of rows (SmolLM2's and Llama-3-8B's shapes, both numerics): no tail there, no prologue before
     down (SmolLM2 dequant), no launch of its own (Llama-3-8B); off, the plans are as before. (The
-    quantize after it, `QUANT_EPILOGUES`, is left out here: test_pair_quantize_*.)"""
-    monkeypatch.setattr(merge, "QUANT_EPILOGUES", False)
+    quantize after it, `quant_epilogue_values`, is left out here: test_pair_quantize_*.)"""
     for d, ff in ((576, 1536), (4096, 14336)):
         m = pipeline(parse(llama_src(d=d, h=9, kv=3, hd=64, ff=ff, l=256)), "int8-act")
         m2 = pipeline(parse(llama_src(d=d, h=9, kv=3, hd=64, ff=ff, l=256)), "dequant")
         for mod in (m, m2):
             for on in (True, False):
-                monkeypatch.setattr(merge, "PAIR_EPILOGUES", on)
-                plan = build_plan(functions(mod)[0], mod)
+                plan = build_plan(functions(mod)[0], mod, Tuning(pair_epilogues=on, quant_epilogue_values=0))
                 silu = f"fused_chain_silu_mul_{ff}"
                 holder = [x for x in plan.merged if silu in [h.name for h in x.holds]]
                 if on:
@@ -564,7 +519,7 @@ def test_gate_up_take_their_silu_mul_as_a_pair_epilogue(monkeypatch):
 def test_pair_epilogues_are_bit_for_bit_their_stages(numerics):
     """The tiny layer with gate/up's silu·mul as their pair epilogue (the default): every output and
     every buffer, gate's and up's products included, is bit for bit the stage launches' (under int8
-    activations with the quantize of its result after it, `QUANT_EPILOGUES`)."""
+    activations with the quantize of its result after it, `Tuning.quant_epilogue_values`)."""
     p1 = _tiny_layer_bit_for_bit(numerics)
     pair = [x for x in p1.merged if "_pair_silu_mul_" in x.kernel.source]
     assert len(pair) == 1 and pair[0].holds[-1 if numerics == "dequant" else -2].name.startswith("fused_chain_silu_mul_")
@@ -573,18 +528,17 @@ def test_pair_epilogues_are_bit_for_bit_their_stages(numerics):
 
 def test_one_wave_launch_bounds(monkeypatch):
     """`merge.one_wave_blocks`: the blocks an SM that run a merged grid in one wave (132 SMs here),
-    only when 2..ONE_WAVE_BLOCKS and within the threads and the shared memory an SM holds."""
+    only when 2..`Tuning.one_wave_blocks` and within the threads and the shared memory an SM holds."""
     from fwdshim.codegen import merge
 
     pipeline = "sq = cuda.shared.array(8192, int32, alignment=16)\nsd = cuda.shared.array(2048, float32)\n"  # 40 KiB
-    assert merge.one_wave_blocks(384, 256, pipeline) == 3  # Llama-3-8B's Q/K/V launch: 1.45 waves unbounded
-    assert merge.one_wave_blocks(896, 128, pipeline) == 0  # 7 an SM: past the 5 its 40 KiB allow
-    assert merge.one_wave_blocks(896, 128, "") == 7
-    assert merge.one_wave_blocks(1536, 128, "") == 0  # 12 an SM: past ONE_WAVE_BLOCKS
-    assert merge.one_wave_blocks(120, 256, pipeline) == 0  # one block an SM is no bound
-    assert merge.one_wave_blocks(400, 1024, "") == 0  # 4 blocks of 1024 threads: past 2048 threads
-    monkeypatch.setattr(merge, "ONE_WAVE", False)
-    assert merge.one_wave_blocks(384, 256, pipeline) == 0
+    assert merge.one_wave_blocks(384, 256, pipeline, Tuning()) == 3  # Llama-3-8B's Q/K/V launch: 1.45 waves unbounded
+    assert merge.one_wave_blocks(896, 128, pipeline, Tuning()) == 0  # 7 an SM: past the 5 its 40 KiB allow
+    assert merge.one_wave_blocks(896, 128, "", Tuning()) == 7
+    assert merge.one_wave_blocks(1536, 128, "", Tuning()) == 0  # 12 an SM: past `one_wave_blocks`
+    assert merge.one_wave_blocks(120, 256, pipeline, Tuning()) == 0  # one block an SM is no bound
+    assert merge.one_wave_blocks(400, 1024, "", Tuning()) == 0  # 4 blocks of 1024 threads: past 2048 threads
+    assert merge.one_wave_blocks(384, 256, pipeline, Tuning(one_wave_blocks=0)) == 0
 
 
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
@@ -592,20 +546,18 @@ def test_generated_calls_stay_within_cpythons_argument_limit(monkeypatch, numeri
     """Every call in SmolLM2's merged launches passes at most `merge.MAX_CALL_ARGS` arguments: CPython
     compiles a longer call as `f(*args)`, which Numba's inlining refuses on a GPU (the simulator runs
     it as Python, so only this test sees it). With the weight loads before the wait
-    (`gemv.PRE_WAIT_LOADS`) each part passes its prologue's arguments on (`_pro`): the int8-act Q/K/V
+    (`Tuning.pre_wait_loads`) each part passes its prologue's arguments on (`_pro`): the int8-act Q/K/V
     launch once passed 31. `_pro` is inlined by NVVM, not Numba: typed once, not once a part (SmolLM2's
     int8-act step built in 132 s on the H200 with Numba's inlining, 45 s with NVVM's)."""
     import ast
 
     from fwdshim.codegen import gemv
 
-    monkeypatch.setattr(gemv, "PRE_WAIT_LOADS", 4)
-    monkeypatch.setattr(merge, "PRE_WAIT_PROLOGUE", True)
     gemv.q8_0.cache_clear()
     gemv.q8_0_int8.cache_clear()
     try:
         m = pipeline(parse(llama_src(d=576, h=9, kv=3, hd=64, ff=1536, l=1024)), numerics)
-        plan = build_plan(functions(m)[0], m)
+        plan = build_plan(functions(m)[0], m, Tuning(pre_wait_loads=4, pre_wait_prologue=True))
     finally:
         gemv.q8_0.cache_clear()
         gemv.q8_0_int8.cache_clear()
@@ -620,42 +572,22 @@ def test_generated_calls_stay_within_cpythons_argument_limit(monkeypatch, numeri
 
 
 @sim_only
-@pytest.mark.parametrize("numerics", ["int8-act"])  # dequant: the same counts (~80 s a numerics under the simulator)
-def test_release_counts_are_bit_for_bit_the_fenced_counts(monkeypatch, numerics):
-    """`merge.RELEASE_COUNT` and `attention.RELEASE_COUNT` (on by default): the blocks of launches with
-    tails (rope after Q/K as tails here) and of the attention's splits (2 at l = 64) count themselves
-    done with one acquire-release atomic of thread 0. Every output and buffer is bit for bit the stage
-    launches' and the fenced counts', and every count is left at zero."""
-    from fwdshim.codegen import attention
-
-    monkeypatch.setattr(merge, "ROPE_EPILOGUES", False)
-    monkeypatch.setattr(merge, "PAIR_EPILOGUES", False)
+@pytest.mark.parametrize("numerics", ["int8-act"])  # dequant: the same counts (~40 s a numerics under the simulator)
+def test_release_counts_are_bit_for_bit_the_stages(numerics):
+    """The blocks of launches with tails (rope after Q/K as tails here) and of the attention's splits
+    (2 at l = 64) count themselves done with one acquire-release atomic of thread 0 (`kernel.count_done`;
+    the fenced relaxed counts it replaced measured slower, bench/RESULTS.md). Every output and buffer is
+    bit for bit the stage launches', and every count is left at zero."""
     shape = dict(TINY, l=64)
     rng = seeds.rng()
     m = pipeline(parse(llama_src(**shape)), numerics)
     weights = llama_weights(rng, **shape)
     inputs = llama_inputs(rng, **shape, rows=shape["l"] - 2)
-    out = {}
-    for release in (False, True):
-        monkeypatch.setattr(merge, "RELEASE_COUNT", release)
-        monkeypatch.setattr(attention, "RELEASE_COUNT", release)
-        attention.attention.cache_clear()
-        try:
-            out[release] = run_both(m, weights, inputs)
-        finally:
-            attention.attention.cache_clear()
-    plan = out[True][True][2]
+    out = run_both(m, weights, inputs, tuning=Tuning(rope_epilogues=False, pair_epilogues=False))
+    b0, b1, p0, plan = same_bits(out)
     counted = [launch.kernel.name for launch in plan.launches if "atomic_add_acq_rel(count" in launch.kernel.source]
     assert {n.split("_")[0] for n in counted} == {"merged", "attention"}, counted
-    assert not any("cuda.atomic.add(count" in launch.kernel.source for launch in plan.launches)
-    assert any("cuda.atomic.add(count" in launch.kernel.source for launch in out[False][True][2].launches)
-    want = out[False][False][0]
-    for merged in (False, True):
-        res, bufs, _ = out[True][merged]
-        for a, b in zip(want, res, strict=True):
-            np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
-        for name, buf in bufs.items():
-            if re.search(r"\.(count|qcount\d+)$", name):
-                assert not buf.any(), name
-            else:
-                assert buf.tobytes() == out[False][merged][1][name].tobytes(), name
+    assert not any("cuda.atomic.add(count" in launch.kernel.source for launch in plan.launches + p0.launches)
+    for name, buf in b1.items():
+        if re.search(r"\.(count|qcount\d+)$", name):
+            assert not buf.any(), name

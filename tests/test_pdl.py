@@ -1,11 +1,13 @@
-"""Programmatic dependent launch (`kernel.PDL`, `FWDSHIM_PDL`): where `build` places the waits in a
-kernel's source; `ahead` by default."""
+"""Programmatic dependent launch (`Tuning.pdl`, `FWDSHIM_PDL` in the tools): where `build` places the
+waits in a kernel's source; `ahead` by default."""
 
 from __future__ import annotations
 
 import pytest
 
 from fwdshim.codegen import kernel
+from fwdshim.codegen.tuning import Tuning
+from fwdshim.tools.tuning_env import tuning_from_env
 
 BODY = """\
 @cuda.jit(device=True, inline=True)
@@ -20,15 +22,14 @@ def entry_k(x, y):
 """
 
 
-def test_pdl_is_ahead_unless_asked(monkeypatch):
-    monkeypatch.delenv("FWDSHIM_PDL", raising=False)
-    assert kernel._pdl_mode() == "ahead"
+def test_pdl_is_ahead_unless_asked():
+    assert Tuning().pdl == "ahead" and tuning_from_env({}).pdl == "ahead"
     for value, mode in (("0", "off"), ("1", "early"), ("wait", "wait"), ("EARLY", "early"), ("ahead", "ahead")):
-        monkeypatch.setenv("FWDSHIM_PDL", value)
-        assert kernel._pdl_mode() == mode
-    monkeypatch.setenv("FWDSHIM_PDL", "sometimes")
+        assert tuning_from_env({"FWDSHIM_PDL": value}).pdl == mode
     with pytest.warns(UserWarning, match="none of off, wait, ahead, early"):
-        assert kernel._pdl_mode() == "ahead"
+        assert tuning_from_env({"FWDSHIM_PDL": "sometimes"}).pdl == "ahead"
+    with pytest.raises(ValueError, match="tuning pdl='sometimes': one of off, wait, ahead, early"):
+        Tuning(pdl="sometimes")
 
 
 def test_waits_open_the_kernel_function_only():
@@ -54,8 +55,8 @@ def test_a_kernel_placing_its_own_wait_keeps_it():
         kernel._with_pdl(BODY, "other_k", "wait")
 
 
-def test_pre_wait_copies_wait_after_the_pipeline_prologue(monkeypatch):
-    """`gemv.PRE_WAIT`: a pipelined GEMV issues its first weight copies, then waits (`LATE_WAIT`):
+def test_pre_wait_copies_wait_after_the_pipeline_prologue():
+    """`Tuning.pre_wait`: a pipelined GEMV issues its first weight copies, then waits (`LATE_WAIT`):
     `_with_pdl` adds no wait at its top, and the results are bit for bit those without it."""
     import numpy as np
     import seeds
@@ -67,12 +68,9 @@ def test_pre_wait_copies_wait_after_the_pipeline_prologue(monkeypatch):
     shape = gemv.Shape(16, 4, 4, 1, 1, stages=2)
     args = dict(qs=g.integers(-127, 128, size=n * k, dtype=np.int8), dw=(g.random(n * k // 32) * 0.02).astype(np.float32),
                 x=g.standard_normal(k).astype(np.float32))  # fmt: skip
-    monkeypatch.setattr(kernel, "PDL", "ahead")
     outs = {}
     for pre in (False, True):
-        monkeypatch.setattr(gemv, "PRE_WAIT", pre)
-        gemv.q8_0.cache_clear()
-        mm = gemv.gemv_q8(n, k, 1, "f32", shape)
+        mm = gemv.gemv_q8(n, k, 1, "f32", shape, tuning=Tuning(pdl="ahead", pre_wait=pre))
         lines = [ln.strip() for ln in mm.body.splitlines()]
         top = lines.index("def gemv_k(qs, dw, x, y):")
         if pre:
@@ -83,7 +81,6 @@ def test_pre_wait_copies_wait_after_the_pipeline_prologue(monkeypatch):
         else:
             assert lines[top + 1 : top + 3] == ["pdl_wait()", "pdl_launch()"]
         outs[pre] = mm.run(**args)["y"]
-    gemv.q8_0.cache_clear()
     np.testing.assert_array_equal(outs[True].view(np.uint32), outs[False].view(np.uint32))
 
 
@@ -97,8 +94,8 @@ def test_pre_wait_copies_wait_after_the_pipeline_prologue(monkeypatch):
     (5, 32 * 101, (32, 1, 2, 1, 1)),  # whole-block lanes, one warp a row: three steps and a tail of 5
     (8, 32 * 128, (32, 2, 4, 2, 2)),  # whole-block lanes, two rows of two steps (Llama-3-8B's int8-act O)
 ])  # fmt: skip
-def test_short_rows_load_their_weights_before_the_wait(monkeypatch, act, n, k, shape):
-    """`gemv.PRE_WAIT_LOADS`: a GEMV of at most that many steps (16- or 4-byte pieces, or whole-block
+def test_short_rows_load_their_weights_before_the_wait(act, n, k, shape):
+    """`Tuning.pre_wait_loads`: a GEMV of at most that many steps (16- or 4-byte pieces, or whole-block
     lanes) issues every weight load (quants and scales) before `pdl_wait()`, reads its activations
     after it, and computes the same bits as the kernel that waits first."""
     import numpy as np
@@ -113,11 +110,9 @@ def test_short_rows_load_their_weights_before_the_wait(monkeypatch, act, n, k, s
         acts = dict(x=g.standard_normal(k).astype(np.float32))
     else:
         acts = dict(xq=g.integers(-127, 128, size=k, dtype=np.int8), xd=(g.random(k // 32) * 0.05).astype(np.float32))
-    monkeypatch.setattr(kernel, "PDL", "ahead")
     outs = {}
     for hoist in (4, 0):
-        monkeypatch.setattr(gemv, "PRE_WAIT_LOADS", hoist)
-        kern = gemv.gemv_q8(n, k, 1, act, shape)
+        kern = gemv.gemv_q8(n, k, 1, act, shape, tuning=Tuning(pdl="ahead", pre_wait_loads=hoist))
         lines = [ln.strip() for ln in kern.body.splitlines()]
         top = lines.index(next(ln for ln in lines if ln.startswith("def gemv_k(")))
         wait = lines.index("pdl_wait()")
@@ -135,81 +130,35 @@ def test_short_rows_load_their_weights_before_the_wait(monkeypatch, act, n, k, s
     np.testing.assert_allclose(outs[4], ref.reshape(n, k) @ x, rtol=2e-5, atol=2e-5 * np.abs(ref.reshape(n, k) @ x).max())
 
 
-def test_a_merged_set_of_late_waiting_parts_adds_no_wait(monkeypatch):
+def test_a_merged_set_of_late_waiting_parts_adds_no_wait():
     """A merged parallel set whose every part waits after its weight copies opens with no wait of its
     own; with a part that waits at its top, the launch waits first."""
     from fwdshim.codegen import gemv, merge
 
-    monkeypatch.setattr(kernel, "PDL", "ahead")
-    monkeypatch.setattr(gemv, "PRE_WAIT", True)
-    monkeypatch.setattr(gemv, "PRE_WAIT_LOADS", 0)  # the short-row part then waits at its top
+    tuning = Tuning(pdl="ahead", pre_wait=True, pre_wait_loads=0)  # the short-row part then waits at its top
     piped = gemv.Shape(16, 2, 2, 1, 1, stages=2)
     for second, late in ((piped, True), (gemv.Shape(16, 1, 2, 1, 1), False)):
-        parts = [gemv.gemv_q8(n, 512, 1, "f32", s) for n, s in zip((5, 3), (piped, second), strict=True)]
+        parts = [gemv.gemv_q8(n, 512, 1, "f32", s, tuning=tuning) for n, s in zip((5, 3), (piped, second), strict=True)]
         maps = [[0, 1, 2, 3], [4, 5, 2, 6]]
         params = list(parts[0].params) + [parts[1].params[0], parts[1].params[1], parts[1].params[-1]]
         params = [p.__class__(f"a{j}", p.dtype, p.size, p.role, p.doc) for j, p in enumerate(params)]
-        mk = merge.merged_kernel(parts, [], maps, len(params), params)
+        mk = merge.merged_kernel(parts, [], maps, len(params), params, tuning=tuning)
         entry = mk.body[mk.body.index("def merged_k(") :].splitlines()
         assert any(ln.strip() == kernel.LATE_WAIT for ln in entry) == late
         assert (entry[1:3] == ["    pdl_wait()", "    pdl_launch()"]) == (not late)
         assert "pdl_wait()" not in "\n".join(entry[1:]) or not late
 
 
-def test_whole_block_lanes_holding_too_many_blocks_wait_first(monkeypatch):
-    """A whole-block-lane GEMV that would hold more than `gemv.PRE_WAIT_BLOCKS` blocks a lane across
+def test_whole_block_lanes_holding_too_many_blocks_wait_first():
+    """A whole-block-lane GEMV that would hold more than `Tuning.pre_wait_blocks` blocks a lane across
     its wait (Llama-3-8B's int8-act down projection: three steps and a tail of two rows, 8) waits first."""
     from fwdshim.codegen import gemv
 
-    monkeypatch.setattr(kernel, "PDL", "ahead")
-    monkeypatch.setattr(gemv, "PRE_WAIT_LOADS", 4)
+    tuning = Tuning(pdl="ahead", pre_wait_loads=4)
     held = {}
     for shape in (gemv.Shape(32, 2, 8, 2, 4), gemv.Shape(32, 2, 4, 2, 2)):
-        lines = [ln.strip() for ln in gemv.gemv_q8(4096, 14336 if shape.split == 4 else 4096, 1, "int8", shape).body.splitlines()]
+        kern = gemv.gemv_q8(4096, 14336 if shape.split == 4 else 4096, 1, "int8", shape, tuning=tuning)
+        lines = [ln.strip() for ln in kern.body.splitlines()]
         top = next(i for i, ln in enumerate(lines) if ln.startswith("def gemv_k("))
         held[shape.split] = lines.index("pdl_wait()") > top + 1
     assert held == {4: False, 2: True}
-
-
-@pytest.mark.parametrize(("h", "kv", "hd", "l", "c", "splits", "quant"), [
-    (4, 2, 32, 40, 30, 3, None),  # three splits of a cache of 30 rows and more than one step each
-    (2, 1, 64, 40, 5, 4, None),  # splits past the active ones, one short split
-    (2, 1, 32, 9, 0, 1, None),  # the first token: no cache row, the split's loads all guarded off
-    (4, 2, 32, 40, 21, 2, "one_word"),  # the int8-act form, quantizing its result
-])  # fmt: skip
-def test_the_attention_loads_its_first_cache_rows_before_the_wait(monkeypatch, h, kv, hd, l, c, splits, quant):
-    """`attention.PRE_WAIT`: the split's first K and V cache rows are loaded before `pdl_wait()`, the
-    current q, k, v after it, and every output is the bits of the kernel that waits first (and within
-    the float64 reference)."""
-    import numpy as np
-    import seeds
-    from fwdshim import reference as R
-
-    from fwdshim.codegen import attention
-
-    g = seeds.rng()
-    given = dict(q=g.standard_normal(h * hd), k=g.standard_normal(kv * hd), v=g.standard_normal(kv * hd),
-                 k_cache=g.standard_normal((l - 1) * kv * hd), v_cache=g.standard_normal((l - 1) * kv * hd))  # fmt: skip
-    given = {n: a.astype(np.float32) for n, a in given.items()} | dict(pos=np.array([c], np.int32))
-    monkeypatch.setattr(kernel, "PDL", "ahead")
-    outs = {}
-    for pre in (True, False):
-        monkeypatch.setattr(attention, "PRE_WAIT", pre)
-        attention.attention.cache_clear()
-        kern = attention.attention(h, kv, hd, l, quant=quant, store_y=True, block=32, splits=splits)
-        lines = [ln.strip() for ln in kern.body.splitlines()]
-        top = lines.index(next(ln for ln in lines if ln.startswith("def attention_k(")))
-        wait = lines.index("pdl_wait()")
-        before = "\n".join(lines[top:wait])
-        if pre:
-            assert lines[wait - 1] == kernel.LATE_WAIT and "(k_cache, " in before and "(v_cache, " in before
-            assert "q[" not in before and "k[" not in before.replace("k_cache", "") and "v[" not in before.replace("v_cache", "")
-        else:
-            assert wait == top + 1
-        outs[pre] = kern.run(**given)
-    attention.attention.cache_clear()
-    for name in outs[False]:
-        assert outs[True][name].tobytes() == outs[False][name].tobytes(), name
-    kc, vc = given["k_cache"].reshape(l - 1, -1), given["v_cache"].reshape(l - 1, -1)
-    want = R.attention(given["q"], given["k"], given["v"], kc[:c], vc[:c], h, kv, hd)
-    np.testing.assert_allclose(outs[True]["y"], want, rtol=1e-5, atol=1e-5)

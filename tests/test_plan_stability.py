@@ -11,8 +11,17 @@ import pytest
 import plan_sources as ps
 
 
-@pytest.mark.parametrize("setting", list(ps.SETTINGS))
-@pytest.mark.parametrize("mode", list(ps.MODES))
+# The default run checks the default setting and merging off in both modes; the other settings are
+# `slow` (about 18 s of CPU each).
+_FAST = {"default", "merge_off"}
+_CASES = [
+    pytest.param(mode, setting, marks=() if setting in _FAST else pytest.mark.slow)
+    for mode in ps.MODES
+    for setting in ps.SETTINGS
+]
+
+
+@pytest.mark.parametrize(("mode", "setting"), _CASES)
 def test_kernel_sources_as_recorded(mode, setting):
     want = ps.wanted(mode, setting)
     assert len(want) == 18  # 6 steps x 3 numerics: a lost case fails, not passes

@@ -15,6 +15,7 @@ from test_lowering_modules import TINY, llama_src, parse, pipeline
 
 from fwdshim.codegen import prefetch
 from fwdshim.codegen.kernel import Param, simulating
+from fwdshim.codegen.tuning import Tuning
 from fwdshim.codegen.plan import build_plan, functions
 from fwdshim.tools.profile import launch_bytes
 
@@ -92,10 +93,9 @@ def _unhinted(launch):
 
 
 @sim_only
-def test_no_prefetch_past_next_bytes(monkeypatch):
+def test_no_prefetch_past_next_bytes():
     m = pipeline(parse(llama_src(**TINY)), "dequant")
-    monkeypatch.setattr(prefetch, "NEXT_BYTES", 0)
-    plan = build_plan(functions(m)[0], m)
+    plan = build_plan(functions(m)[0], m, Tuning(prefetch_bytes=0))
     assert not any(a.role == prefetch.ROLE for launch in plan.merged for a in launch.args)
     assert "L2 prefetch" not in plan.text()
     smallest = min(
@@ -103,10 +103,10 @@ def test_no_prefetch_past_next_bytes(monkeypatch):
         for launch in plan.merged
         if _weights(plan, launch)
     )
-    monkeypatch.setattr(prefetch, "NEXT_BYTES", smallest - 1)  # every launch's weights past the bound
-    assert not any(a.role == prefetch.ROLE for launch in build_plan(functions(m)[0], m).merged for a in launch.args)
-    monkeypatch.setattr(prefetch, "NEXT_BYTES", smallest)  # the smallest set within it
-    hinted = [launch for launch in build_plan(functions(m)[0], m).merged if any(a.role == prefetch.ROLE for a in launch.args)]
+    past = build_plan(functions(m)[0], m, Tuning(prefetch_bytes=smallest - 1))  # every launch's weights past the bound
+    assert not any(a.role == prefetch.ROLE for launch in past.merged for a in launch.args)
+    within = build_plan(functions(m)[0], m, Tuning(prefetch_bytes=smallest))  # the smallest set within it
+    hinted = [launch for launch in within.merged if any(a.role == prefetch.ROLE for a in launch.args)]
     assert hinted and all(sum(_nbytes(plan, a) for a in x.args if a.role == prefetch.ROLE) <= smallest for x in hinted)
 
 

@@ -12,12 +12,13 @@ from test_lowering_modules import TINY, llama_src, parse, pipeline
 
 from fwdshim.tools import profile as P
 from fwdshim.codegen.plan import build_plan, functions
+from fwdshim.codegen.tuning import Tuning
 
 
 def _plan(numerics: str = "int8-act"):
     """The tiny step's plan, one launch a stage (the byte counts below are per stage kernel)."""
     m = pipeline(parse(llama_src(**TINY)), numerics)
-    return build_plan(functions(m)[0], m, merge=False)
+    return build_plan(functions(m)[0], m, Tuning(merge=False, prefetch_bytes=0))
 
 
 def test_families():
@@ -33,7 +34,7 @@ def test_merged_launch_family_names_its_parts():
     """A merged launch's family is its parts' families joined by `+` (the Q/K/V GEMVs once, then the
     rope tails'), so the table and chart say what a merged launch computes."""
     m = pipeline(parse(llama_src(**TINY)), "dequant")
-    plan = build_plan(functions(m)[0], m, merge=True)
+    plan = build_plan(functions(m)[0], m)
     fams = {r.family for r in P.records_of(plan, 1)}
     merged = [launch for launch in plan.launches if launch.holds]
     assert merged, "the tiny step merges launches"

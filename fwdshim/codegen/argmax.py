@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 
 from fwdshim.codegen.kernel import Kernel, Param, build, check_block
+from fwdshim.codegen.tuning import DEFAULT, Tuning
 
 _BETTER = """\
 @cuda.jit(device=True, inline=True)
@@ -69,7 +70,7 @@ def warp_best(v, i):
 
 
 @functools.cache
-def argmax(n: int, positions: int, block: int = 256, per_thread: int = 16) -> Kernel:
+def argmax(n: int, positions: int, block: int = 256, per_thread: int = 16, *, tuning: Tuning = DEFAULT) -> Kernel:
     """The greedy-pick kernel over `n` logits (see the module docstring)."""
     if n <= 0 or positions <= 0 or per_thread <= 0:
         raise ValueError(f"argmax of {n} logits over {positions} positions")
@@ -150,4 +151,4 @@ def argmax_k({names}):
 """
     name = f"argmax_{n}_p{positions}_b{block}t{per_thread}"
     notes = f"greedy pick over {n} logits, the step's position advanced"
-    return build(name, body, "argmax_k", (grid,), (block,), params, notes)
+    return build(name, body, "argmax_k", (grid,), (block,), params, notes, pdl=tuning.pdl)

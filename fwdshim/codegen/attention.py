@@ -58,7 +58,6 @@ import functools
 import hashlib
 import math
 
-from fwdshim.codegen import kernel as _kernel
 from fwdshim.codegen.kernel import (
     Kernel,
     Param,
@@ -71,6 +70,7 @@ from fwdshim.codegen.kernel import (
     release_import,
     simulating,
 )
+from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.codegen.quantize import check_format, epilogue, qact_params
 from fwdshim.limits import (  # noqa: F401 - the attention's launch shape, written once in limits
     SPLIT_ROWS,
@@ -87,89 +87,14 @@ from fwdshim.limits import (  # noqa: F401 - the attention's launch shape, writt
 APPEND_LAYERS = 16
 """Attentions per `kv_append` launch: 4 arrays of 56 bytes each, plus `pos`, within 4 KiB."""
 
-COMBINE_REGISTERS = 32
-"""The most splits a head's combine holds in registers: each thread loads every split's max, sum and
-output value at once (one L2 round trip each). More splits go through shared memory: a thread a
-split stores every split's max and sum there at once, and the output loops over the splits
-`COMBINE_BATCH` at a time, their loads issued together (a loop of one split a step waited on each
-load in turn: 33 splits of Llama-3-8B's heads took 14.6 us where 17 in registers took 9.2). The same
-operations in the same order either way."""
-
-COMBINE_BATCH = 8
-"""Splits' outputs a combine past `COMBINE_REGISTERS` loads together per step."""
-
-COMBINE_EARLY = False
-"""Whether a combine of at most `COMBINE_REGISTERS` splits whose head fits the block (`hd <= block`)
-holds only the splits' outputs in registers — loaded first, a thread a dim — and their weights in
-shared memory (a thread a split loads its max and sum, read back at constant indices), instead of
-every thread loading every split's max, sum and output. The loads are one L2 round trip either way
-and the sums the same operations in the same order (the same bits); the kernel's registers become its
-cache loop's (ptxas 13.0, sm_90, 17 splits: Llama-3-8B's heads 128 -> 72 a thread at `unroll` 4, 128
--> 96 at 8; SmolLM2's 128 -> 72). Off: measured on the H200 (2026-12-02, `bench/attention.py
---no-torch --quant --try`, one call, µs stored / quantizing, default launch -> this) it loses at the
-default unroll — Llama-3-8B fill 512 8.87 / 9.44 -> 9.24 / 9.67, fill 1000 10.45 / 10.63 -> 13.71 /
-14.20; SmolLM2 5.57 / 5.94 -> 6.68 / 7.08, 6.87 / 7.31 -> 9.46 / 9.85 — and wins only for Llama-3-8B's
-heads at `unroll` 8 and fill 512 (`b128u8s17`: 7.87 / 8.27, one step of 32 rows in one wave of 5
-blocks an SM), 10.60 / 11.11 at fill 1000."""
-
-
-WARP_SOFTMAX = False
-"""Whether each warp of a split's block reduces the split's scores itself — their max and the sum of
-their exponentials, a lane every 32nd score, then the warp butterfly — and the output computes each
-position's weight `exp(s - m)` where it reads it, instead of the block's two reductions through shared
-memory (four barriers) and the exponentials stored over the scores. The weights are the same bits
-(the same max, the same `exp(fsub_rn(s, m))`); the sum's order is the lanes' (the block's threads'
-before): other bits, the same for the storing and quantizing forms. Aimed at the softmax stage's
-0.7-0.8 us a split (`bench/stages.py`, H200, 2026-12-02). ptxas 13.0, sm_90, the int8-act form: 5
-barriers where there were 9, and Llama-3-8B's heads 135 registers (128 before: 3 blocks an SM where 4
-fit, so try it with `MIN_BLOCKS=4`), SmolLM2's 127. Off: measured on the H200 (2026-12-02,
-`bench/attention.py --quant --stages`, fill 512, with `MIN_BLOCKS=4`, against the default in the same
-call) its softmax stage 0.73-0.75 -> 0.55-0.66 us (Llama-3-8B) and 0.66 -> 0.45 (SmolLM2), but its
-scores stage slower (1.9-2.0 -> 2.4-2.5 / 0.65-0.93 -> 0.87-1.16): a launch 8.82 / 9.32 -> 8.51 / 9.21 us
-(stored / quantizing, Llama-3-8B's heads), 5.53 / 6.09 -> 5.85 / 6.35 (SmolLM2's)."""
-
-RELEASE_COUNT = True
-"""Whether a split's block counts itself done with one acquire-release atomic of thread 0 after the
-block's barrier (`intrinsics.atomic_add_acq_rel`) instead of `cuda.threadfence()` in every thread, a
-relaxed `atomic.add` and, in the head's last block, `cuda.threadfence()` again: one GPU-scope fence
-and L2 round trip fewer on the chain of every split and of the combine (the stage stamps of
-`bench/stages.py` put the partial row's count at 1.0-1.1 us and the combine's first reads at 0.85-1.0
-on the H200, 2026-12-02: bench/RESULTS.md). The same values either way. On: measured on the H200
-(2026-12-02, `bench/attention.py --quant --stages`, fill 512, int8-act form) 9.32 -> 8.90 us a launch
-(Llama-3-8B's heads), 6.09 -> 5.76 (SmolLM2's), the combine's first reads 0.86-0.94 -> 0.61-0.67 us;
-with `merge.RELEASE_COUNT` in Llama-3-8B's step (`bench/decode_step.py`, one call) 3072.6 -> 3055.8 us
-a token (dequant), 2781.9 -> 2764.2 (int8-act)."""
-
-PRE_WAIT = False
-"""Whether the attention issues its first step's cache loads (the split's first K and V rows) before
-it waits for the launches before it (`kernel.pdl_lines`, the kernel marked `kernel.LATE_WAIT`), then
-reads `q`, `k`, `v` — the Q/K/V launch's results — after the wait. The cache rows and `pos` are written
-two launches back or more (the last step's `kv_append`, the device loop's argmax), which have finished
-once this launch's blocks run under `FWDSHIM_PDL=ahead`. The scores are the same (each row's dot alone).
-Off: measured on the H200 (2026-12-01, `bench/decode_step.py --no-torch --steps 32`, fill 512, with
-`gemv.PRE_WAIT_LOADS` and `merge.PRE_WAIT_PROLOGUE` on, us a token, off -> on, two runs of one machine)
-it is within run-to-run noise: SmolLM2 dequant 514.3 -> 510.6, int8-act 584.2 -> 580.2; Llama-3-8B
-int8-act 2780.9 -> 2778.9, dequant 3134.0 -> 3172.4 (that run's measured read ceiling was 1.6 %
-lower). One attention launch of a step's 5-8 a layer saves at most its one DRAM round trip."""
-
-MIN_BLOCKS = 0
-"""The blocks an SM must hold at once by default (CUDA launch bounds: ptxas keeps a thread's
-registers within them; 0 for none). Measured on the H200 (2026-12-01, `bench/attention.py --try`,
-Llama-3-8B's heads, 544 blocks of 128 threads, fill 512): without bounds ptxas gives the kernel 116
-registers (137 quantizing), 4 (3) blocks an SM, 528 (396) a wave; bounds of 4, 5, 6, 7 blocks an SM
-took 8.60, 9.01, 9.14, 9.48 us against 8.94 without (quantizing: 9.11, 10.12, 9.16, 9.23 against
-9.36), SmolLM2's heads 5.76 without and 5.81-6.95 with: the one-wave grid is not what the kernel
-waits on (each block's chain of loads and its combine is), so none."""
-
-
 @functools.cache
 def attention(
     h: int, kv: int, hd: int, l: int, *, quant: str | None = None, store_y: bool | None = None,
-    block: int | None = None, unroll: int | None = None, splits: int | None = None, min_blocks: int | None = None,
+    block: int | None = None, unroll: int | None = None, splits: int | None = None, min_blocks: int | None = None, tuning: Tuning = DEFAULT,
 ) -> Kernel:  # fmt: skip
     """The single-query GQA attention kernel (see the module docstring). `min_blocks`: the blocks an
-    SM must hold at once (CUDA launch bounds: ptxas keeps the registers a thread within them; 0 for
-    none), by default `MIN_BLOCKS`."""
+    SM must hold at once (CUDA launch bounds: ptxas keeps the registers a thread within them; 0, the
+    default, for none: bench/RESULTS.md has the bounds measured)."""
     if min(h, kv, hd) <= 0 or l < 1 or h % kv:
         raise ValueError(f"attention of {h} query heads over {kv} kv heads of {hd}, l = {l}")
     if 4 * l + 4 * 32 > STATIC_SHARED_BYTES:  # the seed's bound (legality's K18), kept with the split
@@ -268,9 +193,8 @@ def attention(
         f"kc{j}_{t} = {pick(valid(j), f'k[ko + {elem(j, t)}]')}" for j, t in regs
     )
     def weight(idx: str) -> str:
-        """A position's softmax weight exp(s - m): stored over its score (the block's softmax), or
-        computed where it is used (`WARP_SOFTMAX`: the scores stay as they are)."""
-        return f"float32(math.exp(fsub_rn(sc[{idx}], m)))" if WARP_SOFTMAX else f"sc[{idx}]"
+        """A position's softmax weight exp(s - m), stored over its score by the block's softmax."""
+        return f"sc[{idx}]"
 
     # the output: accumulators per (chunk, element) of this lane's dims
     acc_init = "\n".join(f"a{j}_{t} = {zero}" for j, t in regs)
@@ -331,7 +255,8 @@ if ok:
         out += sc[wi * {hd} + dd]
     out = fdiv_rn(out, total)
 {finish}"""
-    reg = ns_max <= COMBINE_REGISTERS  # the combine's splits held in registers, their loads issued together
+    reg = ns_max <= tuning.combine_registers  # the combine's splits held in registers, their loads issued together
+    batch = tuning.combine_batch
 
     def upto(t: int) -> str:
         return "True" if t == 0 else f"{t} < active"
@@ -339,40 +264,36 @@ if ok:
     def slot_of(t: int) -> str:  # a split past `active` reads the last active one's (in range), unused
         return f"(slot0 + min({t}, active - 1))"
 
-    early = reg and COMBINE_EARLY and hd <= block
     if reg:
-        # `early`: each split's output for this thread's dim (a dim past the head reads the last one,
-        # unused) loaded before the weights, one round trip with the splits' max and sum; the weights
-        # then in shared memory. Otherwise every split's weight `w{t}` and output in registers.
-        o_loads = "\n".join(f"o{t} = part_o[{slot_of(t)} * {hd} + {'dc' if early else 'dd'}]" for t in range(ns_max))
-        weight = "sc[{t}]" if early else "w{t}"
+        # every split's weight `w{t}` and output in registers
+        o_loads = "\n".join(f"o{t} = part_o[{slot_of(t)} * {hd} + dd]" for t in range(ns_max))
         o_sums = "\n".join(
-            guarded(None if t == 0 else upto(t), f"out = fadd_rn(out, fmul_rn({weight.format(t=t)}, o{t}))") for t in range(ns_max)
+            guarded(None if t == 0 else upto(t), f"out = fadd_rn(out, fmul_rn(w{t}, o{t}))") for t in range(ns_max)
         )
-        early_loads, loads_here = (o_loads, "") if early else ("", indent(o_loads, 1) + "\n")
         merged = f"""\
 out = {zero}
 if ok:
-{loads_here}{indent(o_sums, 1)}
+{indent(o_loads, 1)}
+{indent(o_sums, 1)}
     out = fdiv_rn(out, total)
 {finish}"""
     else:
-        # COMBINE_BATCH splits' outputs loaded together (in range: a split past `active` reads the
+        # `combine_batch` splits' outputs loaded together (in range: a split past `active` reads the
         # last active one's, unused), then added in split order
-        o_loads = "\n".join(f"o{t} = part_o[(slot0 + min(t0 + {t}, active - 1)) * {hd} + dd]" for t in range(COMBINE_BATCH))
+        o_loads = "\n".join(f"o{t} = part_o[(slot0 + min(t0 + {t}, active - 1)) * {hd} + dd]" for t in range(batch))
         o_sums = "\n".join(
             guarded(None if t == 0 else f"t0 + {t} < active", f"out = fadd_rn(out, fmul_rn(sc[t0 + {t}], o{t}))")
-            for t in range(COMBINE_BATCH)
+            for t in range(batch)
         )
         merged = f"""\
 out = {zero}
 if ok:
-    for t0 in range(0, active, {COMBINE_BATCH}):
+    for t0 in range(0, active, {batch}):
 {indent(o_loads, 2)}
 {indent(o_sums, 2)}
     out = fdiv_rn(out, total)
 {finish}"""
-    if reg and not early:
+    if reg:
         weights = "\n".join(
             [f"m{t} = part_ml[2 * {slot_of(t)}]\nl{t} = part_ml[2 * {slot_of(t)} + 1]" for t in range(ns_max)]
             + ["m = float32(-math.inf)"]
@@ -398,19 +319,7 @@ cuda.syncthreads()
 total = {zero}
 for t in range(active):
     total = fadd_rn(total, fmul_rn(sc[t], sc[{ns_max} + t]))"""
-    if early:
-        # the splits' max and sum through shared memory (a thread a split), read back at constant
-        # indices (their loads issued together), the same operations in the same order as above
-        weights = "\n".join(
-            [f"dc = min(tid, {hd - 1})", early_loads,
-             f"for t in range(tid, active, {block}):", "    sc[t] = part_ml[2 * (slot0 + t)]",
-             f"    sc[{ns_max} + t] = part_ml[2 * (slot0 + t) + 1]", "cuda.syncthreads()", "m = float32(-math.inf)"]
-            + [guarded(None if t == 0 else upto(t), f"m = max(m, sc[{t}])") for t in range(ns_max)]
-            + ["cuda.syncthreads()", f"for t in range(tid, active, {block}):", "    sc[t] = float32(math.exp(fsub_rn(sc[t], m)))",
-               "cuda.syncthreads()", f"total = {zero}"]
-            + [guarded(None if t == 0 else upto(t), f"total = fadd_rn(total, fmul_rn(sc[{t}], sc[{ns_max + t}]))") for t in range(ns_max)]
-        )  # fmt: skip
-    counted, acquired = count_done("flag", "count", "head", "tid", RELEASE_COUNT)
+    counted, acquired = count_done("flag", "count", "head", "tid")
     counted += "\ncuda.syncthreads()"
     if ns_max > 1:
         tail = f"""\
@@ -438,36 +347,18 @@ if tid == 0:
 {indent(merged, body_indent)}"""
     else:
         tail = f"{loop}\n{indent(single, body_indent)}"
-    if PRE_WAIT and _kernel.PDL != "off":  # the first step's cache rows before the wait, q after it
-        head_loads = "\n".join([
-            "base = r0", *v_prefetch, *score_loads, _kernel.LATE_WAIT, *_kernel.pdl_lines(), qload, *score_sums,
-            f"for base in range(r0 + {per_block}, r1, {per_block}):", indent(chr(10).join(score_loads), 1),
-            indent(chr(10).join(score_sums), 1),
-        ])  # fmt: skip
-    else:
-        head_loads = "\n".join([
-            qload, "base = r0", *v_prefetch, f"for base in range(r0, r1, {per_block}):",
-            indent(chr(10).join(score_loads), 1), indent(chr(10).join(score_sums), 1),
-        ])  # fmt: skip
+    head_loads = "\n".join([
+        qload, "base = r0", *v_prefetch, f"for base in range(r0, r1, {per_block}):",
+        indent(chr(10).join(score_loads), 1), indent(chr(10).join(score_sums), 1),
+    ])  # fmt: skip
     # on a GPU the block size bounds the registers (64 a thread at 1024 threads: the launch never fails
     # for want of them); the simulator's `cuda.jit` takes no launch bounds
     grid = h * ns_max
-    min_blocks = MIN_BLOCKS if min_blocks is None else min_blocks
+    min_blocks = 0 if min_blocks is None else min_blocks
     if min_blocks < 0:
         raise ValueError(f"attention launch bounds of {min_blocks} blocks an SM")
     bounds = "" if simulating() else f", launch_bounds=({block}, {min_blocks})" if min_blocks > 1 else f", launch_bounds={block}"
-    if WARP_SOFTMAX:  # each warp reduces the split's scores itself: no barrier, no exp stored
-        softmax = f"""\
-m = float32(-math.inf)
-for p in range(lane, n, 32):
-    m = max(m, sc[p])
-m = warp_max(m)
-total = {zero}
-for p in range(lane, n, 32):
-    total = fadd_rn(total, float32(math.exp(fsub_rn(sc[p], m))))
-total = warp_sum(total)"""
-    else:
-        softmax = f"""\
+    softmax = f"""\
 m = float32(-math.inf)
 for p in range(tid, n, {block}):
     m = max(m, sc[p])
@@ -480,7 +371,7 @@ for p in range(tid, n, {block}):
     total = fadd_rn(total, e)
 {block_reduce("total", "sum", "red0", warps)}
 cuda.syncthreads()"""
-    body = (release_import() if RELEASE_COUNT and ns_max > 1 else "") + f"""\
+    body = (release_import() if ns_max > 1 else "") + f"""\
 @cuda.jit(cache=True{bounds})
 def attention_k({names}):
     sc = cuda.shared.array({ns}, float32)
@@ -534,11 +425,11 @@ def attention_k({names}):
     tag = f"_{quant}" if quant else ""
     name = f"attention{tag}_h{h}kv{kv}d{hd}_l{l}_b{block}u{unroll}s{ns_max}"
     notes = f"single-query GQA attention, {h} heads over {kv} kv heads of {hd}, l = {l}, {ns_max} splits a head"
-    return build(name, body, "attention_k", (grid,), (block,), params, notes)
+    return build(name, body, "attention_k", (grid,), (block,), params, notes, pdl=tuning.pdl)
 
 
 @functools.cache
-def kv_append(caches: tuple[tuple[int, int], ...], block: int | None = None) -> Kernel:
+def kv_append(caches: tuple[tuple[int, int], ...], block: int | None = None, *, tuning: Tuning = DEFAULT) -> Kernel:
     """The cache append kernel of `caches = ((width, rows), ...)`, one per attention (see the module
     docstring). ValueError for no caches, more than `APPEND_LAYERS`, or an empty row."""
     if not caches or len(caches) > APPEND_LAYERS:
@@ -578,4 +469,4 @@ def kv_append_k({names}):
     else:
         name = f"kv_append_{len(caches)}_{hashlib.sha256(repr(caches).encode()).hexdigest()[:8]}"
     notes = f"append {len(caches)} attentions' k, v rows at row c of their caches"
-    return build(name, body, "kv_append_k", (len(caches),), (block,), params, notes)
+    return build(name, body, "kv_append_k", (len(caches),), (block,), params, notes, pdl=tuning.pdl)

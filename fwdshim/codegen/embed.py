@@ -27,12 +27,13 @@ from __future__ import annotations
 import functools
 
 from fwdshim.codegen.kernel import Kernel, Param, build, check_block
+from fwdshim.codegen.tuning import DEFAULT, Tuning
 
 TABLES = ("q8_0", "f16", "f32")
 
 
 @functools.cache
-def step_inputs(d: int, vocab: int, table: str, positions: int, n_angles: int, block: int = 256) -> Kernel:
+def step_inputs(d: int, vocab: int, table: str, positions: int, n_angles: int, block: int = 256, *, tuning: Tuning = DEFAULT) -> Kernel:
     """The embedding-gather and angle-row kernel (see the module docstring)."""
     if table not in TABLES:
         raise ValueError(f"an embedding table of {table} (expected one of: {', '.join(TABLES)})")
@@ -73,4 +74,4 @@ def step_inputs_k({names}):
 """
     name = f"step_inputs_{table}_{vocab}x{d}_p{positions}a{n_angles}"
     notes = f"embedding row ({table}) of the token at the step's position, and its angles"
-    return build(name, body, "step_inputs_k", (grid,), (block,), params, notes)
+    return build(name, body, "step_inputs_k", (grid,), (block,), params, notes, pdl=tuning.pdl)

@@ -4,14 +4,14 @@
   (the seed's `leaves`, nested fused parts walked), every operand traced to its source (`Flat.src`): the result of an earlier
   leaf or a value outside the op (an operand of the top fused op), and which results of the top op
   each leaf value is yielded as (`Flat.results_of`).
-- `elementwise_kernel(spec) -> Kernel`: the register-carried kernel of `elementwise_chains` and
+- `elementwise_kernel(spec, tuning=) -> Kernel`: the register-carried kernel of `elementwise_chains` and
   `elementwise_regions`. One thread per index: each external input is loaded once into a register
   (`x0 = a0[i]`), each part is one expression over registers (`t0 = ...`), each result (every value
   yielded by the op) is stored once (`y0[i] = t1`); intermediates never leave registers. The
   expressions are `unary.binary_expr` / `unary.silu_expr`, the text of the unfused elementwise and
   silu kernels, rounding spelled out (`fadd_rn`, `fmul_rn`, ...), so fused == unfused bit for bit.
   Params `a0..a{I-1} f32 [n]` (the external inputs, in first-use order), `y0..y{R-1} f32 [n]`.
-- `lower_fused(op) -> list[Binding]`: the kernel(s) of one native fused op and what each parameter
+- `lower_fused(op, tuning) -> list[Binding]`: the kernel(s) of one native fused op and what each parameter
   reads or writes, for the launch plan (`codegen.plan`):
   `norm_weight`, `add_norm`, `norm_quant`, `add_norm_quant` -> E's parametric RMS norm row kernel
   (`norms.rms_norm`: a weight, a residual added first with the sum written on, a quantize epilogue);
@@ -34,6 +34,7 @@ from xdsl.ir import SSAValue
 from fwdshim.codegen import attention, norms
 from fwdshim.codegen.gemv import Pair
 from fwdshim.codegen.kernel import Kernel, Param, build, check_block, small_items
+from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.codegen.unary import binary_expr, silu_expr
 from fwdshim.dialects.fwd import DEFAULT_EPS, AttentionOp, ElementwiseOp, FusedOp, SiluOp, numel
 from fwdshim.shim.forward import B07
@@ -144,7 +145,7 @@ def pair_epilogue(spec: ElementwiseSpec, first: Sequence[bool]) -> Pair:
 
 
 @functools.cache
-def elementwise_kernel(spec: ElementwiseSpec, *, block: int = 256, items: int | None = None) -> Kernel:
+def elementwise_kernel(spec: ElementwiseSpec, *, block: int = 256, items: int | None = None, tuning: Tuning = DEFAULT) -> Kernel:
     """The register-carried elementwise kernel of `spec` (see the module docstring): `items` indices a
     thread (default `kernel.small_items`: a small row in one block, every load issued first), thread
     `t` of block `b` taking indices `b*block*items + t + j*block`."""
@@ -152,7 +153,7 @@ def elementwise_kernel(spec: ElementwiseSpec, *, block: int = 256, items: int | 
     n = spec.n
     if n <= 0 or not spec.steps or not spec.outputs:
         raise ValueError(f"an elementwise kernel of {len(spec.steps)} steps over {n} values")
-    items = items if items is not None else small_items(n, block, spec.inputs)
+    items = items if items is not None else small_items(n, block, spec.inputs, tuning=tuning)
     if items < 1:
         raise ValueError(f"an elementwise kernel of {items} indices a thread")
     ins = [f"a{j}" for j in range(spec.inputs)]
@@ -189,7 +190,7 @@ def fused_k({", ".join(ins + outs)}):
     params += [Param(y, "float32", n, "out", f"result of step {s} [{n}]") for y, s in zip(outs, spec.outputs)]
     what = " -> ".join(s.kind for s in spec.steps)
     grid = (-(-n // (block * items)),)
-    kern = build(spec.name(), body, "fused_k", grid, (block,), params, f"{spec.cls} over {n}: {what}")
+    kern = build(spec.name(), body, "fused_k", grid, (block,), params, f"{spec.cls} over {n}: {what}", pdl=tuning.pdl)
     SPECS[kern.source] = spec
     return kern
 
@@ -229,9 +230,9 @@ def elementwise_spec(flat: Flat) -> tuple[ElementwiseSpec, list[SSAValue], list[
     return spec, inputs, results
 
 
-def _lower_elementwise(flat: Flat) -> list[Binding]:
+def _lower_elementwise(flat: Flat, tuning: Tuning) -> list[Binding]:
     spec, inputs, results = elementwise_spec(flat)
-    k = elementwise_kernel(spec)
+    k = elementwise_kernel(spec, tuning=tuning)
     refs = {f"a{j}": Ref(v) for j, v in enumerate(inputs)}
     refs.update({f"y{r}": Ref(v) for r, v in enumerate(results)})
     return [Binding(k, refs)]
@@ -241,7 +242,7 @@ def _lower_elementwise(flat: Flat) -> list[Binding]:
 # the norm classes: one RMS norm row kernel
 
 
-def _lower_norm(flat: Flat) -> list[Binding]:
+def _lower_norm(flat: Flat, tuning: Tuning) -> list[Binding]:
     """norm_weight, add_norm, norm_quant, add_norm_quant: `[add] rms_norm [mul] [quantize]`."""
     shape = norm_shape(flat)
     if isinstance(shape, str):
@@ -252,7 +253,7 @@ def _lower_norm(flat: Flat) -> list[Binding]:
     k = norms.rms_norm(
         shape.n, shape.rows, eps, weight=shape.weight is not None, residual=shape.residual is not None,
         write_sum=shape.sum_out is not None, quant=fmt if shape.q_out is not None else None,
-        store_y=shape.y_out is not None,
+        store_y=shape.y_out is not None, tuning=tuning,
     )  # fmt: skip
     named = {"x": shape.x, "residual": shape.residual, "weight": shape.weight, "y": shape.y_out, "sum": shape.sum_out}
     refs = {name: Ref(v) for name, v in named.items() if v is not None}
@@ -285,7 +286,7 @@ def attention_sizes(op: AttentionOp) -> tuple[int, int, int, int]:
     return p["h"], p["kv"], p["hd"], p["l"]
 
 
-def _lower_attn_quant(flat: Flat) -> list[Binding]:
+def _lower_attn_quant(flat: Flat, tuning: Tuning) -> list[Binding]:
     _refuse(flat, attn_quant_refusal(flat))
     att, quant = flat.leaves
     assert isinstance(att, AttentionOp), "attn_quant_refusal"
@@ -294,7 +295,7 @@ def _lower_attn_quant(flat: Flat) -> list[Binding]:
     y_out = next(iter(flat.results_of(att.result)), None)
     q_out = next(iter(flat.results_of(quant.result)), None)
     try:
-        k = attention.attention(h, kv, hd, l, quant=fmt if q_out is not None else None, store_y=y_out is not None)
+        k = attention.attention(h, kv, hd, l, quant=fmt if q_out is not None else None, store_y=y_out is not None, tuning=tuning)
     except ValueError as e:
         raise Unlowerable(str(e)) from None
     refs = attention_refs(att, flat.src)
@@ -322,13 +323,14 @@ FUSED_CLASSES: Sequence[str] = tuple(_BY_CLASS)
 """The fused classes that lower to one generated kernel."""
 
 
-def lower_fused(op: FusedOp) -> list[Binding]:
-    """The kernel of one fused op (see the module docstring); `Unlowerable` for another class."""
+def lower_fused(op: FusedOp, tuning: Tuning = DEFAULT) -> list[Binding]:
+    """The kernel of one fused op (see the module docstring), built under `tuning`; `Unlowerable` for
+    another class."""
     cls = op.class_.data
     fn = _BY_CLASS.get(cls)
     if fn is None:
         raise Unlowerable(f"a fused {cls} — the forward builds no kernel of this class (run fwd-legalize)")
-    return fn(flatten(op))
+    return fn(flatten(op), tuning)
 
 
 __all__ = [

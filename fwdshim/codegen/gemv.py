@@ -31,7 +31,7 @@ on the first threads only), `unroll` steps' loads issued before they are used:
   steps ahead) and waits for its own oldest copies (`cp_async_wait`), so the bytes in flight are not
   held in registers; the adds are those of the same shape without it (`unroll` 1). Shared memory:
   `pipeline_bytes` (20 bytes a thread, row and stage; a merged launch's parts share one allocation).
-- short rows (at most `PRE_WAIT_LOADS` steps, no pipeline, one block a row group): every weight load
+- short rows (at most `Tuning.pre_wait_loads` steps, no pipeline, one block a row group): every weight load
   is issued before the kernel waits for the launches before it (programmatic dependent launch), the
   activations read after it.
 
@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from fwdshim.codegen import kernel as _kernel
 from fwdshim.codegen import quantize as _quantize
 from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent, simulating
+from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.limits import STATIC_SHARED_BYTES
 
 
@@ -181,8 +182,8 @@ def _check_q8(n: int, k: int, m: int, rows_per_warp: int, warps: int, unroll: in
     check_block(32 * warps)
 
 
-def _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, act, rope: tuple[int, int] | None = None,
-               pair: Pair | None = None) -> Kernel:  # fmt: skip
+def _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, act, rope: tuple[int, int] | None,
+               pair: Pair | None, tuning: Tuning) -> Kernel:  # fmt: skip
     _check_q8(n, k, m, rows_per_warp, warps, unroll, split)
     nb = k // 32
     groups = warps // split
@@ -198,10 +199,10 @@ def _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, act, rope: tuple[in
         pick = indent(_pair_of_rows(n, rows_per_warp), 1) + "\n" + "\n".join(f"    r{r} = rr{r}" for r in range(rows_per_warp))
     else:
         pick = "\n".join(f"    r{r} = min(row0 + {r}, {n - 1})" for r in range(rows_per_warp))
-    early: list[str] | None = [] if _hoists_blocks(*divmod(nb, 32 * split), rows_per_warp) else None
+    early: list[str] | None = [] if _hoists_blocks(*divmod(nb, 32 * split), rows_per_warp, tuning) else None
     dots = q8_dots(rows, nb, act, unroll=unroll, names=names, lane="kl", width=32 * split, early=early)
-    if early is not None:  # the weight loads before the wait (`PRE_WAIT_LOADS`)
-        dots = "\n".join(early + [_kernel.LATE_WAIT, *_kernel.pdl_lines(), dots])
+    if early is not None:  # the weight loads before the wait (`Tuning.pre_wait_loads`)
+        dots = "\n".join(early + [_kernel.LATE_WAIT, *_kernel.pdl_lines(tuning.pdl), dots])
     # with split > 1 the group's warps each hold a part of every row: summed in warp order through shared memory
     shared, guard, stores = _row_stores(nv, rows_per_warp, warps, split, rope, pair)
     if early is not None and nv % per_block == 0:
@@ -234,7 +235,7 @@ def gemv_k(qs, dw{two}, {xs}, y{ropes}):
         params, name, notes = _with_rope_params(params, name, notes, n, *rope)
     if pair is not None:
         params, name, notes = _with_pair_params(params, name, notes, n, k, pair)
-    return build(name, body, "gemv_k", grid, (32 * warps,), params, notes)
+    return build(name, body, "gemv_k", grid, (32 * warps,), params, notes, pdl=tuning.pdl)
 
 
 def _pair_rows(n: int, rows: int, hd: int, half: int) -> str:
@@ -431,51 +432,19 @@ def pipeline_bytes(shape: Shape) -> int:
     return shape.stages * shape.rows * 32 * shape.warps * 20
 
 
-PRE_WAIT = True
-"""Whether a pipelined GEMV (`Shape.stages`) issues its first `stages - 1` steps of weight copies
-before waiting for the launches before it (`kernel.pdl_lines` after the pipeline's prologue, marked
-`kernel.LATE_WAIT`): the weights are no earlier launch's result, and under `FWDSHIM_PDL=ahead` a
-launch's blocks wait while the launch before runs, so their first copies overlap it. Measured on the
-H200 (2026-11-30, `bench/decode_step.py`, fill 512, us a token, off -> on): Llama-3-8B dequant
-3576.2 -> 3461.9, int8-act 3007.8 -> 2965.4; SmolLM2 unchanged (732.7 -> 733.1, 829.9 -> 829.4)."""
-
-
-PRE_WAIT_LOADS = 4
-"""A GEMV of short rows — at most this many steps of a warp group's pieces, no async-copy pipeline,
-one block a row group — loads all its weights (quants and scales, into registers) before it waits
-for the launches before it (`kernel.pdl_lines`, the kernel marked `kernel.LATE_WAIT`): under
-`FWDSHIM_PDL=ahead` its blocks are scheduled while the launch before runs, so its one DRAM round trip
-overlaps that launch and only the activation's L2 round trip is left after the wait (0: none). The
-sums are the same as without (the same statements, the loads moved up). With it and
-`merge.PRE_WAIT_PROLOGUE` a merged launch's prologue runs at its parts' wait.
-
-On (4) since the fourteenth session. Measured on the H200 (2026-12-01, `bench/decode_step.py
---no-torch --steps 32`, fill 512, one run each way with `merge.PRE_WAIT_PROLOGUE`, us a token, off ->
-on): SmolLM2 dequant 555.2 -> 514.3 (-7.4 %), int8-act 649.2 -> 584.2 (-10.0 %); Llama-3-8B int8-act
-2845.5 -> 2780.9 (-2.3 %: its whole-block-lane Q/K/V and O GEMVs, `PRE_WAIT_BLOCKS`), dequant
-3133.7 -> 3134.0 (none of its GEMVs loads early: pipelined, `PRE_WAIT`). GPU suite on: 132 passed.
-Compiling takes longer (more statements before the wait): one SmolLM2 dequant layer's kernels for
-sm_90 (`bench/occupancy.py`, no GPU) 29 s -> 39 s with ptxas."""
-
-
-def _hoists(shape: "Shape", steps: int) -> bool:
+def _hoists(shape: "Shape", steps: int, tuning: Tuning) -> bool:
     """Whether a GEMV of 4- or 16-byte pieces of `shape` with `steps` full steps a warp group loads its
-    weights before its wait (`PRE_WAIT_LOADS`)."""
-    return 0 < PRE_WAIT_LOADS and _kernel.PDL != "off" and not shape.stages and not shape.blocks and steps <= PRE_WAIT_LOADS
+    weights before its wait (`Tuning.pre_wait_loads`)."""
+    loads = tuning.pre_wait_loads
+    return 0 < loads and tuning.pdl != "off" and not shape.stages and not shape.blocks and steps <= loads
 
 
-PRE_WAIT_BLOCKS = 4
-"""The most Q8_0 blocks a lane of a whole-block-lane GEMV (vec 32) holds in registers across its wait
-(`PRE_WAIT_LOADS`: steps, the tail counted as one, times rows): 9 registers each. For sm_90 (ptxas
-13.0, no GPU) Llama-3-8B's int8-act 4096x4096 GEMV (4 blocks a lane) took 68 registers against 64
-without; its 4096x14336 (8) 125 against 60 — 2 blocks an SM, 3.88 waves — so it waits first."""
-
-
-def _hoists_blocks(steps: int, tail: int, rows: int) -> bool:
+def _hoists_blocks(steps: int, tail: int, rows: int, tuning: Tuning) -> bool:
     """Whether a whole-block-lane GEMV (vec 32) of `steps` full steps a warp group (and a `tail`) over
-    `rows` rows a group loads its weights before its wait (`PRE_WAIT_LOADS`, `PRE_WAIT_BLOCKS`)."""
+    `rows` rows a group loads its weights before its wait (`Tuning.pre_wait_loads`, `pre_wait_blocks`)."""
     held = (steps + (tail > 0)) * rows
-    return 0 < PRE_WAIT_LOADS and _kernel.PDL != "off" and steps <= PRE_WAIT_LOADS and held <= PRE_WAIT_BLOCKS
+    loads = tuning.pre_wait_loads
+    return 0 < loads and tuning.pdl != "off" and steps <= loads and held <= tuning.pre_wait_blocks
 
 
 def _written_out(step_parts, steps: int, tail: int, width: int, lane: str, idx: str) -> tuple[list[str], list[str]]:
@@ -584,21 +553,6 @@ def _pair_lines(n: int, rows: int, pair: Pair, value) -> list[str]:
     return out
 
 
-PAIR_QUANT_BLOCK = True
-"""Whether a pair quantize (`Pair.quant`) counts a block's pairs at once (`_pair_quant_lines`'
-`groups`: every thread fences, a barrier, then one atomic a block by thread 0, as a merged launch's
-tails count; warp 0 of the block completing 32 values quantizes them) rather than a warp's (one
-atomic a warp: 32 on each count where a warp holds one pair; the warp completing 32 values quantizes
-them). A kernel that may return early (a group past the rows) counts a warp's.
-
-Measured on the H200 (2026-12-01, `bench/decode_step.py --no-torch --steps 32 --numerics int8-act`,
-fill 512, one call, the same greedy tokens as every run): SmolLM2 shape 538.9 us a token against
-560.6-563.3 counting a warp's (580.2-582.2 without the pair quantize); Llama-3-8B's 14336-wide
-quantize in its gate/up launch (`merge.QUANT_EPILOGUE_VALUES` raised) 2911.3 against 2930.2 a warp's
-and 2781.9-2799.6 as a launch of its own. The GPU suite with it on (sixteenth session): 132 passed.
-Bit for bit against the stage launches under the simulator (tests/test_merge.py)."""
-
-
 def _pair_quant_lines(n: int, rows: int, fmt: str, groups: int = 0) -> list[str]:
     """The quantize of a pair epilogue's result `z0` (`Pair.quant`; `n` its values, a group's `rows
     / 2` pairs at `row0 / 2`), run by the warp whose lane 0 stored them, after the stores: the warp
@@ -610,7 +564,7 @@ def _pair_quant_lines(n: int, rows: int, fmt: str, groups: int = 0) -> list[str]
     if 32 % pairs:
         raise ValueError(f"a quantize after a pair epilogue of {pairs} pairs a group (a divisor of 32)")
     quant = _quantize.epilogue("_qv0", "_qi", f"_qi < {n}", "_qb", "True", fmt, "z")
-    if groups:  # the block's `groups * pairs` pairs at once (`PAIR_QUANT_BLOCK`): every thread reaches the barriers
+    if groups:  # the block's `groups * pairs` pairs at once (`Tuning.pair_quant_block`): every thread reaches the barriers
         if 32 % (groups * pairs):
             raise ValueError(f"a quantize after a pair epilogue of {groups * pairs} pairs a block (a divisor of 32)")
         have = f"min({groups * pairs}, {n} - _pb0)"
@@ -724,7 +678,7 @@ RECIPES: dict[str, tuple[int, int, int, str, Shape]] = {}
 `codegen.merge` rebuilds with a rope epilogue (`rope_variant`)."""
 
 
-def rope_variant(name: str, hd: int, half: int) -> Kernel | None:
+def rope_variant(name: str, hd: int, half: int, tuning: Tuning) -> Kernel | None:
     """GEMV `name` (built by `gemv_q8`) with the rope of its output as its epilogue (`gemv_q8`'s
     `rope`), or None where that cannot be: a GEMV not built here, a looping grid or prefetch, an
     odd number of rows a group, more than one row of x, or a rope that is not over whole `hd`-wide
@@ -735,10 +689,10 @@ def rope_variant(name: str, hd: int, half: int) -> Kernel | None:
     n, k, m, act, shape = recipe
     if shape.blocks or shape.prefetch or shape.rows % 2 or m != 1 or hd != 2 * half or n % hd:
         return None
-    return gemv_q8(n, k, m, act, shape, rope=(hd, half))
+    return gemv_q8(n, k, m, act, shape, rope=(hd, half), tuning=tuning)
 
 
-def pair_variant(name: str, pair: Pair) -> Kernel | None:
+def pair_variant(name: str, pair: Pair, tuning: Tuning) -> Kernel | None:
     """GEMV `name` (built by `gemv_q8`) taking a second matrix of its shape, the same launch shape,
     its rows paired with the first's and `pair` as the epilogue (`gemv_q8`'s `pair`), or None where
     that cannot be: a GEMV not built here, a looping grid or prefetch, an odd number of rows a group,
@@ -752,7 +706,7 @@ def pair_variant(name: str, pair: Pair) -> Kernel | None:
         return None
     if pair.quant and (len(pair.values) != 1 or 32 % (shape.rows // 2)):
         return None
-    kern = gemv_q8(n, k, m, act, shape, pair=pair)
+    kern = gemv_q8(n, k, m, act, shape, pair=pair, tuning=tuning)
     PAIRS[kern.name] = (name, pair)
     return kern
 
@@ -763,7 +717,7 @@ PAIRS: dict[str, tuple[str, Pair]] = {}
 
 
 def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int] | None = None,
-            pair: Pair | None = None) -> Kernel:  # fmt: skip
+            pair: Pair | None = None, *, tuning: Tuning = DEFAULT) -> Kernel:  # fmt: skip
     """The coalesced Q8_0 GEMV (`act` f32: dequantizing; int8: int8 activations) with launch shape
     `shape` (see the module docstring).
 
@@ -789,7 +743,7 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     if vec == 32:
         if shape.blocks or shape.prefetch:
             raise ValueError("whole-block lanes (vec 32) take neither a looping grid nor a prefetch")
-        kern = _q8_kernel(n, k, m, rows, warps, unroll, split, act, rope, pair)
+        kern = _q8_kernel(n, k, m, rows, warps, unroll, split, act, rope, pair, tuning)
         if rope is None and pair is None:
             RECIPES[kern.name] = (n, k, m, act, shape)
         return kern
@@ -807,18 +761,18 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     steps, tail = divmod(k // vec, width)
     main = steps - steps % unroll
     lines = [f"acc{r} = float32(0.0)" for r in range(rows)]
-    early: list[str] = []  # the weight loads before the wait (`PRE_WAIT_LOADS`)
-    if _hoists(shape, steps):
+    early: list[str] = []  # the weight loads before the wait (`Tuning.pre_wait_loads`)
+    if _hoists(shape, steps, tuning):
         early, rest = _written_out(lambda us, tag: _step_parts(rows, us, act, vec, two, tag), steps, tail, width, "kl", "c")
         lines += rest
-        early += [_kernel.LATE_WAIT, *_kernel.pdl_lines()]
+        early += [_kernel.LATE_WAIT, *_kernel.pdl_lines(tuning.pdl)]
         steps = main = tail = 0
     if shape.stages:
         if vec != 16 or shape.blocks or shape.prefetch or unroll != 1 or not steps or shape.stages < 2:
             raise ValueError(f"an async-copy pipeline of {shape.stages} stages (16-byte pieces, unroll 1, one block a row group, at least one full step, 2 stages or more): {shape.tag}")
         if pipeline_bytes(shape) + 4 * warps * rows > STATIC_SHARED_BYTES:
             raise ValueError(f"an async-copy pipeline of {pipeline_bytes(shape)} bytes of shared memory a block: {shape.tag}")
-        late = [_kernel.LATE_WAIT, *_kernel.pdl_lines()] if PRE_WAIT and _kernel.PDL != "off" else []
+        late = [_kernel.LATE_WAIT, *_kernel.pdl_lines(tuning.pdl)] if tuning.pre_wait and tuning.pdl != "off" else []
         lines.append(_pipelined(rows, steps, shape.stages, width, 32 * warps, act, late, two))
         main = steps
     elif main:
@@ -834,7 +788,7 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
         lines.append(indent(_coalesced_step(rows, ["c0"], act, vec, two), 1))
     lines += [f"acc{r} = warp_sum(acc{r})" for r in range(rows)]
     whole = nv % per_block == 0 and not (shape.blocks and shape.blocks < -(-nv // per_block))
-    block_quant = PAIR_QUANT_BLOCK and whole and not shape.blocks and pair is not None and 32 % (per_block // 2) == 0
+    block_quant = tuning.pair_quant_block and whole and not shape.blocks and pair is not None and 32 % (per_block // 2) == 0
     shared, guard, stores = _row_stores(nv, rows, warps, split, rope, pair, block_quant)
     if whole:
         guard = ""  # no group of the grid starts past the rows: the kernel never returns early
@@ -895,10 +849,10 @@ def gemv_k(qs, dw, {xs}, y):
         params, name, notes = _with_pair_params(params, name, notes, n, k, pair)
     else:
         RECIPES[name] = (n, k, m, act, shape)
-    return build(name, body, "gemv_k", grid, (32 * warps,), params, notes)
+    return build(name, body, "gemv_k", grid, (32 * warps,), params, notes, pdl=tuning.pdl)
 
 
-def launch_shape(n: int, k: int, act: str) -> Shape:
+def launch_shape(n: int, k: int, act: str, tuning: Tuning = DEFAULT) -> Shape:
     """The default launch shape of the Q8_0 GEMV of N x K under `act` (f32, int8): the fastest of
     `bench/gemv.py --sweep` on an H200 (2026-11-30) per shape class — SmolLM2's short rows (K < 2048)
     one or four rows a group of warps splitting K, its 49152 x 576 output projection four rows a
@@ -942,7 +896,7 @@ def launch_shape(n: int, k: int, act: str) -> Shape:
             return Shape(16, 4, 4, 1, 1) if n >= 8192 else Shape(16, 4, 8, 1, 4)
         if k >= 8192 or n <= 4096:
             return Shape(16, 4, 8, 1, 2, stages=2)
-        return Shape(16, TALL_DEQUANT_ROWS if n < 65536 else 8, 4, 1, 1, stages=2)
+        return Shape(16, tuning.tall_dequant_rows if n < 65536 else 8, 4, 1, 1, stages=2)
     if k < 2048:
         if n >= 8192:  # a tall matrix of short rows (an output projection): fewer, larger blocks
             return Shape(32, 2, 4, 2, 1)
@@ -954,28 +908,17 @@ def launch_shape(n: int, k: int, act: str) -> Shape:
     return Shape(16, 2, 4, 1, 1, stages=2)
 
 
-TALL_DEQUANT_ROWS = 4
-"""The rows a warp of the dequantizing GEMV of a tall matrix of long rows (K >= 2048, 4096 < N < 65536,
-K < 8192: Llama-3-8B's gate and up projections, `launch_shape`; an output projection keeps 8, 96 % of
-the read ceiling). Was 8. Measured on the H200 (2026-12-01, `bench/decode_step.py --shapes llama8b
---numerics dequant --steps 32`, one device call, the same 8 greedy tokens; the output projection at 4
-rows too): 8 rows 3154.5 us a token, 6 rows 3098.0, 4 rows 3088.4 (-2.1 %); `bench/gemv.py`-style
-timing of the 14336 x 4096 GEMV alone in two calls: `v16r4w4u1s1a2` 77.5 / 78.7 % of the ceiling
-against `v16r8w4u1s1a2` 75.2 / 76.9 %. Under Nsight Compute the 8-row kernel holds 128 registers (4
-blocks an SM, 20.7 % occupancy), the 4-row 72 (7 blocks, 40.8 %)."""
-
-
 @functools.cache
-def q8_0(n: int, k: int, m: int = 1, *, shape: Shape | None = None) -> Kernel:
+def q8_0(n: int, k: int, m: int = 1, *, shape: Shape | None = None, tuning: Tuning = DEFAULT) -> Kernel:
     """The Q8_0 GEMV dequantizing in-kernel (see the module docstring); `shape` defaults to
     `launch_shape`."""
-    return gemv_q8(n, k, m, "f32", shape or launch_shape(n, k, "f32"))
+    return gemv_q8(n, k, m, "f32", shape or launch_shape(n, k, "f32", tuning), tuning=tuning)
 
 
 @functools.cache
-def q8_0_int8(n: int, k: int, m: int = 1, *, shape: Shape | None = None) -> Kernel:
+def q8_0_int8(n: int, k: int, m: int = 1, *, shape: Shape | None = None, tuning: Tuning = DEFAULT) -> Kernel:
     """The int8-activation Q8_0 GEMV (see the module docstring); `shape` defaults to `launch_shape`."""
-    return gemv_q8(n, k, m, "int8", shape or launch_shape(n, k, "int8"))
+    return gemv_q8(n, k, m, "int8", shape or launch_shape(n, k, "int8", tuning), tuning=tuning)
 
 
 _LOAD = {
@@ -987,7 +930,7 @@ _STORE_DTYPE = {"float32": "float32", "float16": "float16", "bfloat16": "uint16"
 
 
 @functools.cache
-def dense(n: int, k: int, m: int = 1, *, dtype: str = "float32", warps: int = 4) -> Kernel:
+def dense(n: int, k: int, m: int = 1, *, dtype: str = "float32", warps: int = 4, tuning: Tuning = DEFAULT) -> Kernel:
     """The dense GEMV over float32/float16/bfloat16 weights (see the module docstring); one warp a row."""
     if dtype not in _LOAD:
         raise ValueError(f"a dense GEMV over {dtype} weights (float32, float16, bfloat16)")
@@ -1017,4 +960,4 @@ def dense_k(w, x, y):
         Param("y", "float32", m * n, "out", f"[{m}, {n}]"),
     ]
     grid = (-(-n // warps), m)
-    return build(f"gemv_dense_{dtype}_{m}x{n}x{k}", body, "dense_k", grid, (32 * warps,), params, f"{dtype} GEMV {n}x{k} over {m} row{'s' if m != 1 else ''}")
+    return build(f"gemv_dense_{dtype}_{m}x{n}x{k}", body, "dense_k", grid, (32 * warps,), params, f"{dtype} GEMV {n}x{k} over {m} row{'s' if m != 1 else ''}", pdl=tuning.pdl)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 
 from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent
+from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.dialects.attributes import GgmlType, gguf_of
 from fwdshim.ggml_blocks import AFFINE_GGML, BLOCK_VALUES, SCALES, part_specs
 
@@ -91,7 +92,7 @@ def _chunk(planes: int, s: int, scales: str, act: str, k: int, nc: int) -> str:
 
 
 @functools.cache
-def affine(n: int, k: int, m: int = 1, *, ggml: str, act: str = "f32", warps: int = 4) -> Kernel:
+def affine(n: int, k: int, m: int = 1, *, ggml: str, act: str = "f32", warps: int = 4, tuning: Tuning = DEFAULT) -> Kernel:
     """The GEMV over an affine GGML type's repacked blocks (see the module docstring)."""
     g = GgmlType(ggml)
     if g not in AFFINE_GGML:
@@ -142,4 +143,4 @@ def gemv_k({names}, {xs}, y):
     tag = g.value if act == "f32" else f"{g.value}_int8"
     what = "dequantizing in-kernel" if act == "f32" else "int8 activations"
     return build(f"gemv_{tag}_{m}x{n}x{k}_w{warps}", body, "gemv_k", grid, (32 * warps,), params,
-                 f"{g.value.upper()} GEMV {n}x{k} ({what}) over {m} rows")  # fmt: skip
+                 f"{g.value.upper()} GEMV {n}x{k} ({what}) over {m} rows", pdl=tuning.pdl)  # fmt: skip

@@ -19,7 +19,7 @@ what runs. This module turns such a string into a launchable kernel:
   docstring gives); launch as `k.fn[k.grid, k.block](*arrays)`, on a GPU also
   `k.fn[k.grid, k.block, stream_or_graph_builder](*arrays)` (cuda.core `GraphBuilder`), or
   `k.launch_on(stream_or_graph_builder, *arrays)`: the same, with programmatic dependent launch when
-  `PDL` (`FWDSHIM_PDL`) asks for it (`build` then starts each kernel function with `pdl_wait()`).
+  its `pdl` (`Tuning.pdl`) asks for it (`build` then starts each kernel function with `pdl_wait()`).
 - `prelude()`: the import lines that start every generated module. On a GPU they bind the
   primitives (`fadd_rn`, `fmul_rn`, ..., `shfl_xor`, `prefetch_l2`, `ld_i32`, `ld_i32x4`, `s8x4_f32`, `dp4a`) to libdevice,
   warp shuffles and `fwdshim.codegen.intrinsics`; under Numba's CUDA simulator
@@ -45,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from fwdshim.codegen.tuning import Tuning
 
 CACHE_ENV = "FWDSHIM_CACHE"
 """Environment variable naming the kernel cache directory."""
@@ -246,6 +248,8 @@ class Kernel:
     block: tuple[int, ...]
     params: tuple[Param, ...]
     notes: str = ""
+    pdl: str = "off"
+    """How `launch_on` launches it (`Tuning.pdl`: the mode its waits were placed for)."""
 
     @property
     def body(self) -> str:
@@ -268,10 +272,10 @@ class Kernel:
 
     def launch_on(self, stream: Any, *arrays) -> None:
         """Launch on `arrays` on `stream` (a cuda.core stream or graph builder), with programmatic
-        dependent launch unless `PDL` is off (the kernel's blocks are then scheduled before the
+        dependent launch unless its `pdl` is off (the kernel's blocks are then scheduled before the
         launch before it ends, and wait in `pdl_wait`); else as `launch`. Under the simulator: a
         plain launch."""
-        if PDL == "off" or simulating():
+        if self.pdl == "off" or simulating():
             self.launch(*arrays, stream=stream)
             return
         from cuda.core import LaunchConfig, launch
@@ -387,69 +391,24 @@ class LazyDispatcher:
         return getattr(compile_kernel(self.ks), name)
 
 
-PDL_MODES = ("off", "wait", "ahead", "early")
-
-
-def _pdl_mode(warn: bool = True) -> str:
-    """`FWDSHIM_PDL` as a mode of `PDL_MODES`; a value that is none of them warns (with `warn`) and
-    takes `ahead`."""
-    given = os.environ.get("FWDSHIM_PDL", "ahead").strip()
-    v = {"0": "off", "": "ahead", "1": "early"}.get(given.lower(), given.lower())
-    if v not in PDL_MODES:
-        if warn:
-            import warnings
-
-            warnings.warn(f"FWDSHIM_PDL={given!r} is none of {', '.join(PDL_MODES)} (or 0, 1): programmatic dependent launch takes the default, ahead", stacklevel=2)
-        return "ahead"
-    return v
-
-
-_PDL_CHECKED = False
-"""Whether `build` has checked `FWDSHIM_PDL` (its warning comes with the first kernel built, so a run
-that builds none, `fwdshim run --device cpu`, says nothing of it)."""
-
-PDL = _pdl_mode(warn=False)
-"""Programmatic dependent launch (`FWDSHIM_PDL`, default `ahead`): with `wait` every kernel starts with
-`pdl_wait()` (the kernels before it on the stream have finished and their writes are visible) and
-`Kernel.launch_on` launches it with `programmatic_stream_serialization`, so its blocks are scheduled
-before the one before it ends; with `ahead` it calls `pdl_launch()` right after the wait, so the launch
-after it may be scheduled once this one's blocks have all passed their wait (one launch ahead at
-most: its blocks sit in their wait while this one runs); with `early` (or 1) it calls `pdl_launch()`
-before the wait, so every later launch may be scheduled at once; `off` launches plainly. Measured on
-the H200 (2026-11-30, `bench/decode_step.py`, fill 512, us a token, dequant / int8-act, one device
-call each line):
-
-| mode | SmolLM2 shape | Llama-3-8B shape (32 layers) |
-|---|---|---|
-| off | 814.9 / 978.3 (and 817.6 / 981.3) | 3433.3 / 3182.6 |
-| wait | 805.0 / 967.3 (and 799.6 / 961.2) | 3399.6 / 3152.4 |
-| ahead | 734.5 / 882.4 (and 734.8 / 882.2) | 3554.6 / 2993.7 (and 3558.0 / 2994.3) |
-| early | 900.3 / 916.1 | 3996.5 / 3001.4 |
-
-`ahead` is the default: 80-96 us a token off SmolLM2's step and 190 off Llama-3-8B's under int8-act,
-at the cost of ~120 us (3.5 %) under dequant on Llama-3-8B (not explained: its pipelined GEMVs' blocks
-are the largest waiting ones). The GPU suite passed under it (127 tests, 2026-11-30)."""
-
-
 LATE_WAIT = "# pdl: waits after its weight copies"
 """The comment line by which a kernel function (or a merged launch whose every part is such a kernel)
 says it places its own `pdl_lines()` after work that reads no earlier launch's result (`_with_pdl`
 then adds none at its top)."""
 
 
-def pdl_lines(mode: str | None = None) -> list[str]:
-    """The statements that open a kernel under programmatic dependent launch `mode` (default `PDL`):
-    none when off; `pdl_wait()`; under `ahead` then `pdl_launch()`; under `early` `pdl_launch()` first."""
-    mode = PDL if mode is None else mode
+def pdl_lines(mode: str) -> list[str]:
+    """The statements that open a kernel under programmatic dependent launch `mode` (`Tuning.pdl`,
+    `tuning.PDL_MODES`): none when off; `pdl_wait()`; under `ahead` then `pdl_launch()`; under `early`
+    `pdl_launch()` first."""
     return {"off": [], "wait": ["pdl_wait()"], "ahead": ["pdl_wait()", "pdl_launch()"], "early": ["pdl_launch()", "pdl_wait()"]}[mode]
 
 
-def _with_pdl(body: str, entry: str, mode: str | None = None) -> str:
+def _with_pdl(body: str, entry: str, mode: str) -> str:
     """`body` with `pdl_wait()` first in kernel function `entry` (under `early` after `pdl_launch()`,
     under `ahead` followed by it: `pdl_lines`), unless `entry` already calls `pdl_wait()` itself or
     holds the `LATE_WAIT` comment (a kernel placing work that reads no earlier launch's result before
     it). ValueError when `entry` is not defined in `body`."""
-    mode = PDL if mode is None else mode
     if mode == "off":
         return body
     lines = body.splitlines()
@@ -463,36 +422,28 @@ def _with_pdl(body: str, entry: str, mode: str | None = None) -> str:
     raise ValueError(f"no kernel function `{entry}` in the body")
 
 
-def build(name: str, body: str, entry: str, grid, block, params, notes: str = "") -> Kernel:
+def build(name: str, body: str, entry: str, grid, block, params, notes: str = "", *, pdl: str) -> Kernel:
     """Prefix `body` with the prelude and wrap it as a `Kernel` (its `fn` a `LazyDispatcher`: the
-    source is written to the cache and imported when the kernel is first launched or compiled)."""
-    global _PDL_CHECKED
-    if not _PDL_CHECKED:
-        _PDL_CHECKED = True
-        _pdl_mode()  # its warning, once, for a value that is none of the modes
-    body = _with_pdl(body, entry)
+    source is written to the cache and imported when the kernel is first launched or compiled);
+    `pdl` (`Tuning.pdl`) places the kernel's wait (`_with_pdl`) and says how it is launched."""
+    body = _with_pdl(body, entry, pdl)
     source = f'"""fwdshim kernel {name}: {notes}"""\n' + prelude() + "\n\n" + body
     fn = LazyDispatcher(KernelSource(name, source, entry))
-    return Kernel(name, source, fn, tuple(grid), tuple(block), tuple(params), notes)
+    return Kernel(name, source, fn, tuple(grid), tuple(block), tuple(params), notes, pdl)
 
 
-def count_done(flag: str, count: str, index: str, tid: str, release: bool) -> tuple[str, str]:
+def count_done(flag: str, count: str, index: str, tid: str) -> tuple[str, str]:
     """(`count`, `acquired`): the statements with which a block counts itself done in `count[index]` (an
     int32 global array), thread `tid` 0 leaving the count before its own in `flag[0]` (shared) — the
-    caller's barrier follows — and those the last block runs before it reads what the others wrote.
-    With `release`: after the block's barrier, thread 0's one acquire-release atomic at GPU scope
-    (`intrinsics.atomic_add_acq_rel`, imported by `release_import`), nothing after; else a GPU-scope
-    fence in every thread, a relaxed `cuda.atomic.add`, and the fence again in the last block. The
-    attention's splits and the tails of merged launches count with it (`attention.RELEASE_COUNT`,
-    `merge.RELEASE_COUNT`)."""
-    if release:
-        return f"cuda.syncthreads()\nif {tid} == 0:\n    {flag}[0] = atomic_add_acq_rel({count}, {index}, 1)", ""
-    fenced = f"cuda.threadfence()\ncuda.syncthreads()\nif {tid} == 0:\n    {flag}[0] = cuda.atomic.add({count}, {index}, 1)"
-    return fenced, "cuda.threadfence()\n"
+    caller's barrier follows — and those the last block runs before it reads what the others wrote:
+    after the block's barrier, thread 0's one acquire-release atomic at GPU scope
+    (`intrinsics.atomic_add_acq_rel`, imported by `release_import`), nothing after. The attention's
+    splits and the tails of merged launches count with it."""
+    return f"cuda.syncthreads()\nif {tid} == 0:\n    {flag}[0] = atomic_add_acq_rel({count}, {index}, 1)", ""
 
 
 def release_import() -> str:
-    """The import of `atomic_add_acq_rel` a kernel module counting with `count_done(release=True)`
+    """The import of `atomic_add_acq_rel` a kernel module counting with `count_done`
     needs (the simulator's stand-in under `NUMBA_ENABLE_CUDASIM`), with the blank lines after it."""
     return f"from fwdshim.codegen.{'simulator' if simulating() else 'intrinsics'} import atomic_add_acq_rel\n\n\n"
 
@@ -520,26 +471,16 @@ def block_threads(n: int, per_thread: int = 4, cap: int = 256) -> int:
     return b
 
 
-SMALL_ITEMS = 16
-"""The most indices a thread of a one-thread-per-index kernel takes (`small_items`)."""
-
-HELD_FLOATS = 16
-"""The most input values a thread of a one-thread-per-index kernel (elementwise, rope, quantize) holds
-in registers at once (`small_items`). Such a kernel often runs as the tail of a merged launch
-(`codegen.merge`), whose registers a thread are the most any part needs: a tail holding more costs the
-GEMV parts occupancy, the bytes in flight their speed is. Measured on the H200, Llama-3-8B's shapes
-(`fwdshim profile`, a 4-layer random model): the Q/K/V launch with its two rope tails at 16 pairs a
-thread (64 values) took 23.9 us (dequant) / 16.3 us (int8-act), at 4 pairs (16 values) 19.4 / 15.6 us."""
-
-
-def small_items(total: int, block: int, loads: int = 1) -> int:
+def small_items(total: int, block: int, loads: int = 1, *, tuning: Tuning) -> int:
     """Indices per thread of a kernel of `total` independent indices (elementwise, rope, quantize),
-    each loading `loads` values: a launch of at most `SMALL_ITEMS * block` indices runs in as few
-    blocks as `HELD_FLOATS` allows (one block for a SmolLM2 row), each thread loading all of its
-    indices' inputs before the first use (one memory round trip; as a merged launch's tail, one round
-    per block, `codegen.merge`); a larger one takes one index a thread."""
+    each loading `loads` values: a launch of at most `tuning.small_items * block` indices runs in as
+    few blocks as `tuning.held_floats` allows (one block for a SmolLM2 row), each thread loading all
+    of its indices' inputs before the first use (one memory round trip; as a merged launch's tail, one
+    round per block, `codegen.merge`); a larger one takes one index a thread. Such a kernel often runs
+    as a merged launch's tail, whose registers a thread are the most any part needs: holding more
+    values costs the GEMV parts occupancy."""
     k = -(-total // block)
-    return min(k, max(1, HELD_FLOATS // max(1, loads))) if k <= SMALL_ITEMS else 1
+    return min(k, max(1, tuning.held_floats // max(1, loads))) if k <= tuning.small_items else 1
 
 
 def check_block(block: int) -> int:

@@ -99,8 +99,8 @@ class DeviceLoop:
             raise ValueError(f"angle rows of {table.shape[1]}, the step's {self.angles_name} holds {ang.size}")
         kind, parts = embedding_table(embedding)
         self.vocab = vocab
-        self.embed_k = embed.step_inputs(d, vocab, kind, self.positions, ang.size)
-        self.argmax_k = argmax_kernels.argmax(self.logits_dev.size, self.positions)
+        self.embed_k = embed.step_inputs(d, vocab, kind, self.positions, ang.size, tuning=runtime.tuning)
+        self.argmax_k = argmax_kernels.argmax(self.logits_dev.size, self.positions, tuning=runtime.tuning)
         dev = cuda.to_device
         self.ids = dev(np.zeros(self.positions + 1, np.int32))
         self.given = dev(np.zeros(1, np.int32))

@@ -1,7 +1,7 @@
 """Merged launches: the lowering groups a plan's stage launches into fewer kernel launches, each bit for
 bit the launches it holds (the IR's stages, legality, `covers` and `--explain` are unchanged).
 
-`merge_launches(launches, fresh) -> list[Launch]` walks the stage launches in graph order and makes a
+`merge_launches(launches, fresh, arg, launch_of, tuning) -> list[Launch]` walks the stage launches in graph order and makes a
 group of
 
 - a **parallel set**: consecutive launches with no data between them (none writes a buffer another
@@ -9,33 +9,31 @@ group of
   1-D grid: one launch whose blocks are the parts' blocks end to end — block `b` runs the part whose
   range holds it, as that part's block `b - start`;
 - before it, a **prologue** (`prologue_modes`): the one-block launch just before a set of GEMVs
-  whose result those GEMVs read as their activation (`x`; `xq`/`xd` only with `QUANTIZED_PROLOGUES`) and that is at most
-  `PROLOGUE_VALUES` wide — an RMS norm (and its quantize epilogue), a silu·mul, a quantize. Every
+  whose result those GEMVs read as their activation (`x`; `xq`/`xd` only with `Tuning.quantized_prologues`) and that is at most
+  `Tuning.prologue_values` wide — an RMS norm (and its quantize epilogue), a silu·mul, a quantize. Every
   block of the set runs it first (its own source as a device function, the same block size),
   writing that result into shared memory, which the GEMV part then reads through generic loads
   (`lda_*`); block 0 also stores the result, and whatever else the prologue writes (an add+norm's
   sum), in the buffers (each other block writes those into shared scratch), so every buffer ends as
-  the stage launches leave it. A prologue may be a chain of such launches (`PROLOGUE_CHAIN`, off:
-  measured slower), each feeding the next through shared memory, a barrier between them (int8-act's
-  silu·mul, then the quantize of its result). A launch that could be (the head of) the next set's prologue is not
+  the stage launches leave it. A launch that could be (the head of) the next set's prologue is not
   taken as a tail;
-- then **epilogues** (`EPILOGUES`, `ROPE_EPILOGUES`, `PAIR_EPILOGUES`): an elementwise op of one GEMV
+- then **epilogues** (`Tuning.binary_epilogues`, `rope_epilogues`, `pair_epilogues`): an elementwise op of one GEMV
   part's whole output and a buffer written before the group (`_epilogue_of`: a residual add), or the
   rope of a Q or K projection's output (`_rope_epilogue_of`), runs in that part, each block on the
   rows it has just stored (`_epilogue_kernel`, `gemv.rope_variant`), with no barrier and no last
   block; an elementwise kernel over two parts' outputs (silu·mul after gate and up,
   `_pair_epilogue_of`) joins the two into one part whose groups take row i of both matrices and run
   it on the pair (`gemv.pair_variant`), and the quantize of that epilogue's result after it
-  (`_quant_epilogue_of`, `QUANT_EPILOGUES`: the warp that completes a block of 32 quantizes it);
+  (`_quant_epilogue_of`, `Tuning.quant_epilogue_values`: the warp that completes a block of 32 quantizes it);
 - then **tails**: the launches that follow (their inputs may be the set's outputs: rope after Q/K,
   silu·mul after gate/up, the residual add after the O and down projections, the norm after that
-  add), each small (`TAIL_THREADS` threads of work at most), run by the set's block that finishes
+  add), each small (`Tuning.tail_threads` threads of work at most), run by the set's block that finishes
   last (each block fences its writes and counts itself done, `atomic.add` on a `count` scratch word
   that the last block resets): the tail's blocks one after another, separated by barriers. A tail of
   another block size runs only when its warps work alone (no barriers or shared memory; shuffles
   and warp reductions are fine): the block's threads then take the tail's threads in turns, thread
   `t` as `t`, `t + block`, ... (a warp stays a warp, lane for lane). A set reading more than
-  `TAIL_SET_BYTES` takes no tails.
+  `Tuning.tail_set_bytes` takes no tails.
 
 Each part keeps its own generated source: its kernel function becomes a device function of the
 merged module (`cuda.blockIdx.x`/`.y` -> arguments, `cuda.grid(1)` spelled out with the part's own block size,
@@ -49,7 +47,7 @@ argmax), or reads `gridDim`/`blockDim`.
 
 `fresh(i, name="count", size=1, suffix="") -> Arg` binds launch `i`'s `name` to a scratch buffer of the plan
 (`%launch<i>.<name><suffix>`, `int32 [size]`, zeroed): a tail's `count`, a pair quantize's `qcount`
-(`QUANT_EPILOGUES`; its suffix the quantize's stage, so two in one launch count apart).
+(its suffix the quantize's stage, so two in one launch count apart).
 """
 
 from __future__ import annotations
@@ -74,46 +72,22 @@ from fwdshim.codegen.kernel import (
     simulating,
     sm_count,
 )  # fmt: skip
-
-TAIL_THREADS = 4096
-"""The most threads (grid x block) a tail may have: its work runs on one block, a round of the launch's
-block at a time (one L2 round trip each, ~0.3 us), where a launch of its own costs ~2-3 us in a graph.
-4096 keeps every tail of SmolLM2's step (1536-wide silu·mul and quantize, the 576-wide add) in its
-GEMV launch, as measured (bench/RESULTS.md), and gives Llama-3-8B's 14336-wide silu·mul and quantize
-launches of their own: as the gate/up launch's tails they ran ~112 rounds each of a 128-thread block.
-Measured on the H200 (was 16384): Llama-3-8B's 32-layer step went from 7354 / 8436 us (dequant /
-int8-act) to 4202 / 3647 us with this and the same day's small-kernel latency work together; the two
-own launches take 1.6-1.7 us each (`fwdshim profile`)."""
-
-ONE_WAVE = True
-"""Whether a merged launch whose grid would fit in one wave at 2 to `ONE_WAVE_BLOCKS` blocks an SM
-(its shared memory allowing) gets CUDA launch bounds of that many blocks an SM (`one_wave_blocks`):
-ptxas then keeps a thread's registers within them. Llama-3-8B's dequantizing Q/K/V launch (384
-blocks of 256 threads, eight-warp GEMVs) took 117 registers, 2 blocks an SM: 1.45 waves (`fwdshim
-profile`, H200, 2026-12-01); bounded, 80 registers (32 bytes spilled, ptxas 13.0) and 3 blocks an SM,
-one wave: the 32-layer step 3244.6 -> 3153.4 us a token (`bench/decode_step.py`, one device call,
-the same greedy tokens). Of the default plans' launches only that one's registers change (by ptxas
-13.0 on sm_90): SmolLM2's gate/up launches (384 blocks of 256 threads) get bounds of 3 blocks an SM
-and keep their 64 / 32 registers; the others need more blocks an SM than their shared memory or
-`ONE_WAVE_BLOCKS` allow, or fit in one wave at one block an SM."""
-
-ONE_WAVE_BLOCKS = 8
-"""The most blocks an SM `ONE_WAVE` asks for (more would squeeze the registers a thread too far)."""
+from fwdshim.codegen.tuning import DEFAULT, Tuning
 
 _ANY_SHARED = re.compile(r"cuda\.shared\.array\((\d+), (\w+)")
 
 
-def one_wave_blocks(total: int, block: int, src: str) -> int:
+def one_wave_blocks(total: int, block: int, src: str, tuning: Tuning) -> int:
     """The launch bounds (blocks an SM, 0 for none) of a merged launch of `total` blocks of `block`
-    threads whose source is `src` (`ONE_WAVE`): the blocks an SM that run the grid in one wave on the
-    current GPU (`kernel.sm_count`), when that is 2 to `ONE_WAVE_BLOCKS` and within what the threads
-    and the static shared memory an SM allow (every shared array of `src` counted, at 1 KiB reserved
-    a block, `kernel.SMLimits`)."""
-    if not ONE_WAVE:
+    threads whose source is `src`: the blocks an SM that run the grid in one wave on the current GPU
+    (`kernel.sm_count`), when that is 2 to `tuning.one_wave_blocks` and within what the threads and
+    the static shared memory an SM allow (every shared array of `src` counted, at 1 KiB reserved a
+    block, `kernel.SMLimits`). ptxas then keeps a thread's registers within them."""
+    if tuning.one_wave_blocks < 2:
         return 0
     need = -(-total // sm_count())
     shared = sum(int(n) * np.dtype(t).itemsize for n, t in _ANY_SHARED.findall(src))
-    fits = min(ONE_WAVE_BLOCKS, occupancy(0, shared, block)[0])  # the threads and shared memory an SM holds
+    fits = min(tuning.one_wave_blocks, occupancy(0, shared, block)[0])  # the threads and shared memory an SM holds
     return need if 2 <= need <= fits else 0
 
 
@@ -122,38 +96,6 @@ MAX_GRID = 2**31 - 1
 
 MAX_PARTS = 8
 """The most launches one merged launch holds (its parameters stay within the 4 KiB limit)."""
-
-PROLOGUE_VALUES = 1536
-"""The widest activation a prologue keeps in shared memory (0: no prologues). Every block of the set
-recomputes the prologue (an RMS norm of the row: its reads come from L2), so only a small row pays:
-SmolLM2's 576-wide norms and its 1536-wide silu·mul (before the down projection, where it had been
-the gate/up launch's tail); Llama-3-8B's 4096 norms stay tails. 1024 -> 1536 on the H200
-(2026-11-30, `bench/decode_step.py`, SmolLM2 shape, fill 512, one run each): 831.7 -> 820.3 us a
-token (dequant), 983.0 -> 980.1 (int8-act)."""
-
-QUANTIZED_PROLOGUES = True
-"""Whether a prologue may leave a quantized activation (`xq`, `xd`) in shared memory (int8-act's norms
-and quantizes). Measured on the H200 (2026-11-30, `bench/decode_step.py`, SmolLM2 shape, fill 512,
-int8-act, one run each): without programmatic dependent launch 998.7 -> 1014.3 us a token (off kept
-then); under `FWDSHIM_PDL=ahead` 882.4 -> 951.4 with the one-row int8 GEMVs of then, 882.2 -> 827.3
-with two rows a group (`gemv.launch_shape`): on since."""
-
-PROLOGUE_CHAIN = 1
-"""The most one-block launches a set takes as its prologue, run one after another in every block (a
-barrier between them), the later ones reading the earlier ones' results from shared memory (2:
-int8-act's silu·mul and then its quantize before the down projection, no tail left in the gate/up
-launch; two-pass-int8's norms and their quantizes). Measured on the H200 (2026-11-30,
-`bench/decode_step.py`, SmolLM2 shape, fill 512, int8-act, one device call, the same greedy
-tokens): 843.8 us a token with chains of one (the silu·mul the gate/up launch's tail), 967.1 with
-chains of two: kept at 1. Not measured: two-pass-int8 (6 launches with chains, 7 without)."""
-
-RELEASE_COUNT = True
-"""Whether a block of a launch with tails counts itself done with one acquire-release atomic of thread
-0 after the block's barrier (`intrinsics.atomic_add_acq_rel`) instead of `cuda.threadfence()` in every
-thread, a relaxed `atomic.add` and, in the last block, `cuda.threadfence()` again (as
-`attention.RELEASE_COUNT`). The same values either way. On, with `attention.RELEASE_COUNT` (measured
-together on the H200, 2026-12-02: Llama-3-8B's step 3072.6 -> 3055.8 us a token dequant, 2781.9 ->
-2764.2 int8-act)."""
 
 ACTIVATIONS = ("x", "xq", "xd")
 """The GEMV parameters that read an activation (`codegen.gemv`, `codegen.gemv_ggml`): what a
@@ -204,7 +146,7 @@ def shared_decls(k: Kernel) -> list[tuple[str, int, str]]:
 
 PRO_INLINE = ", forceinline=True"
 """How the prologue device function `_pro` that merged launches call at their parts' wait is inlined
-(`PRE_WAIT_PROLOGUE`): by NVVM (`forceinline`: typed once; SmolLM2's int8-act step built in 45 s on
+(`Tuning.pre_wait_prologue`): by NVVM (`forceinline`: typed once; SmolLM2's int8-act step built in 45 s on
 the H200 against 132 s with Numba's `inline=True`, which types it once a part). Numba 0.30's
 `compile_ptx` needs a CUDA driver for a `forceinline` device function, so `bench/occupancy.py`
 (no GPU) asks for Numba's inlining: the same code once inlined."""
@@ -212,20 +154,6 @@ the H200 against 132 s with Numba's `inline=True`, which types it once a part). 
 MAX_CALL_ARGS = 30
 """The most arguments a generated call passes: CPython compiles a call of more as `f(*args)`, which
 Numba's inlining of device functions refuses ("Calling a closure with *args is unsupported")."""
-
-PRE_WAIT_PROLOGUE = True
-"""Whether a merged launch with a prologue whose every GEMV part loads its weights before its wait
-(`gemv.PRE_WAIT_LOADS`, no early return before it) runs the prologue at that wait, inside each part
-(`_pro`): its blocks then issue their weight loads before waiting for the launches before, and the
-prologue's L2 round trips overlap that DRAM round trip. The prologue's statements, and so every
-result, are the same. On with `gemv.PRE_WAIT_LOADS` (measured together there, 2026-12-01).
-
-`_pro` is one device function inlined by NVVM (`forceinline`), not by Numba (`inline`): Numba's
-inlining types and lowers the prologue once a part. Measured on the H200 (2026-12-01, cold kernel
-cache, `bench/decode_step.py --shapes smollm2 --no-torch --steps 32`), SmolLM2's step built in 50.1 s
-(dequant) and 132.0 s (int8-act; its Q/K/V launch's prologue norms and quantizes, three parts) with
-Numba's inlining, 35.6 s and 45.0 s with NVVM's; us a token 514.3 -> 513.2 and 584.2 -> 581.3, the
-same tokens."""
 
 
 def _waits_late(k: Kernel) -> bool:
@@ -267,15 +195,6 @@ def _device_fn(k: Kernel, fn: str, thread: bool, generic: Sequence[str] = (), ho
     return text
 
 
-TAIL_SET_BYTES = 16 << 20
-"""The most bytes (its inputs) a parallel set may read and still take tails. On the H200 Llama-3-8B's
-down projection with its add+norm tail ran 38.6 us (dequant) against ~23-26 us for the GEMV alone
-(bench/gemv.py) and 5.5 us for the norm's own launch; ptxas schedules the merged GEMV's activation
-loads later in its loop. Measured (2026-11-30, `fwdshim profile`, Llama-3-8B shape, 4 layers, fill
-512, one run): the step's graph 687.5 -> 638.6 us (dequant), 616.4 -> 594.1 us (int8-act) with the
-Q/K/V and down projections' tails (rope; add+norm) run as launches of their own."""
-
-
 def _set_bytes(par: Sequence) -> int:
     return sum(p.size * np.dtype(p.dtype).itemsize for x in par for p in x.kernel.params if p.role == "in")
 
@@ -285,12 +204,12 @@ def _independent(a, b) -> bool:
     return not (wa & (set(b.reads) | wb)) and not (wb & set(a.reads))
 
 
-def _tail_ok(t, block: int) -> bool:
+def _tail_ok(t, block: int, tuning: Tuning) -> bool:
     k = t.kernel
     gx = _grid1(k)
     if gx is None or not _plain(k) or "ld_" in _body(k):
         return False
-    if gx * k.block[0] > TAIL_THREADS:
+    if gx * k.block[0] > tuning.tail_threads:
         return False
     if gx > 1 and "col = cuda.blockIdx.x" in _body(k):  # a row split over blocks (`norms.default_cols`):
         return False  # each block reads the whole row, so one block running them in turn reads it `gx` times
@@ -321,15 +240,17 @@ def _key(a) -> tuple[str, str]:
     return (a.buffer, a.part)
 
 
-def prologue_modes(pro, par: Sequence) -> dict[tuple[str, str], str] | None:
-    """How parallel set `par` takes launch `pro` (or a chain of launches, a sequence of at most
-    `PROLOGUE_CHAIN`) as its prologue, run by each of its blocks first, the chain's launches in order:
+def prologue_modes(pro, par: Sequence, tuning: Tuning) -> dict[tuple[str, str], str] | None:
+    """How parallel set `par` takes launch `pro` (a launch, or a list holding one) as its prologue,
+    run by each of its blocks first (the modes are written for a chain of launches, run in order:
     for each buffer the prologue writes, `shared` (read by the set's GEMVs as their activation,
     `ACTIVATIONS`, or by a later launch of the chain: each block keeps it in shared memory, block 0
     also stores it) or `global` (read by none of them: block 0 stores it); None when it cannot
-    (module docstring). In a chain, each launch but the last feeds a later one, and the last the set."""
+    (module docstring). In a chain, each launch but the last feeds a later one, and the last the set;
+    chains of two measured slower, bench/RESULTS.md, so a prologue is one launch)."""
     chain = list(pro) if isinstance(pro, (list, tuple)) else [pro]
-    if PROLOGUE_VALUES <= 0 or not chain or len(chain) > max(1, PROLOGUE_CHAIN) or len(chain) + len(par) > MAX_PARTS:
+    values = tuning.prologue_values
+    if values <= 0 or len(chain) != 1 or len(chain) + len(par) > MAX_PARTS:
         return None
     for c in chain:
         k = c.kernel
@@ -355,14 +276,14 @@ def prologue_modes(pro, par: Sequence) -> dict[tuple[str, str], str] | None:
             if reads and later:
                 return None
             if later:
-                if prm.size > PROLOGUE_VALUES:
+                if prm.size > values:
                     return None
                 modes[_key(a)] = "shared"
                 fed = True
             elif not reads:
                 modes[_key(a)] = "global"
-            elif all(r in ACTIVATIONS for r in reads) and prm.size <= PROLOGUE_VALUES:
-                if not QUANTIZED_PROLOGUES and any(r != "x" for r in reads):
+            elif all(r in ACTIVATIONS for r in reads) and prm.size <= values:
+                if not tuning.quantized_prologues and any(r != "x" for r in reads):
                     return None
                 if i < len(chain) - 1:
                     return None  # the set reads only the chain's last results
@@ -375,26 +296,15 @@ def prologue_modes(pro, par: Sequence) -> dict[tuple[str, str], str] | None:
     return modes
 
 
-def _prologue_set(launches: Sequence, i: int) -> tuple[list, list, int] | None:
-    """(prologue chain, parallel set, the index after it) when launch `i` starts a prologue — the
-    longest chain first (`PROLOGUE_CHAIN`) — of the set after it; else None."""
-    n = len(launches)
-    for c in range(max(1, PROLOGUE_CHAIN), 0, -1):
-        if i + c < n:
-            par, j = _parallel(launches, i + c, MAX_PARTS - c)
-            if par and prologue_modes(list(launches[i : i + c]), par) is not None:
-                return list(launches[i : i + c]), par, j
+def _prologue_set(launches: Sequence, i: int, tuning: Tuning) -> tuple[list, list, int] | None:
+    """([the prologue], parallel set, the index after it) when launch `i` is the prologue of the set
+    after it; else None."""
+    if i + 1 < len(launches):
+        par, j = _parallel(launches, i + 1, MAX_PARTS - 1)
+        if par and prologue_modes([launches[i]], par, tuning) is not None:
+            return [launches[i]], par, j
     return None
 
-
-EPILOGUES = True
-"""Whether an elementwise op of a GEMV's output and an earlier buffer (the residual add after the down
-projection) runs as that GEMV's epilogue: each block applies it to the rows it has just stored
-(`_epilogue_kernel`), so it needs neither the last block (a tail) nor a launch of its own (behind a
-set reading over `TAIL_SET_BYTES`). A layer's IR that ends in its residual add (examples/llama_layer.mlir)
-takes it; in a whole decode step the add is the next norm's (`rms_norm_res_w_sum`), so the imported
-models' plans are unchanged (on the H200, 2026-11-30: SmolLM2 and Llama-3-8B shapes, the same
-kernels a layer and times within noise)."""
 
 _STORE = re.compile(r"^(\s*)y\[(.+)\] = (\w+)$")
 
@@ -440,17 +350,7 @@ def _written(launch) -> set[tuple[str, str]]:
     return {_key(a) for a, q in zip(launch.args, launch.kernel.params, strict=True) if q.role != "in"}
 
 
-ROPE_EPILOGUES = True
-"""Whether the rope of a Q or K projection's output runs as that GEMV's epilogue (`gemv.rope_variant`:
-the GEMV's groups take rows in rope pairs, and store each pair's rope after its rows), in place of the
-last block's tail (SmolLM2) or a launch of its own (Llama-3-8B). Measured on the H200 (2026-11-30,
-`bench/decode_step.py`, fill 512, one device call, us a token dequant / int8-act, with
-`PAIR_EPILOGUES` on): SmolLM2 757 (int8-act, pair only) -> 633.9 / 691.2; Llama-3-8B (32 layers)
-3449.0 / 2966.6 (neither) -> 3373.7 / 2908.8, 7.19 / 8.19 kernels a layer (was 9.19 / 10.19). The
-greedy tokens of the random models are unchanged (bit for bit)."""
-
-
-def _rope_epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, int, int] | None:
+def _rope_epilogue_of(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple[int, int, int] | None:
     """(the part of `par`, hd, half) when rope launch `t` (`rope_HxD_hHALF`: `x`, `angles` -> `y`)
     turns that part's whole output and can run as its epilogue (`gemv.rope_variant`); its angles
     written by none of `busy`, its result read and written by none of them. None otherwise."""
@@ -458,14 +358,14 @@ def _rope_epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, int, int] 
 
     k = t.kernel
     mt = re.fullmatch(r"rope_(\d+)x(\d+)_h(\d+)", k.name)
-    if not ROPE_EPILOGUES or mt is None or [q.name for q in k.params] != ["x", "angles", "y"]:
+    if not tuning.rope_epilogues or mt is None or [q.name for q in k.params] != ["x", "angles", "y"]:
         return None
     hd, half = int(mt.group(2)), int(mt.group(3))
     x, ang, out = (_key(a) for a in t.args)
     for i, p in enumerate(par):
         if _key(p.args[-1]) != x or p.kernel.params[-1].name != "y" or p.kernel.params[-1].size != k.params[0].size:
             continue
-        if gemv.rope_variant(p.kernel.name, hd, half) is None:
+        if gemv.rope_variant(p.kernel.name, hd, half, tuning) is None:
             return None
         if any(ang in _written(u) for u in busy) or any(out in {_key(v) for v in u.args} for u in busy):
             return None
@@ -473,18 +373,7 @@ def _rope_epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, int, int] 
     return None
 
 
-PAIR_EPILOGUES = True
-"""Whether an elementwise kernel over the outputs of two GEMV parts of one launch shape and one
-activation (silu·mul after gate and up) runs as their epilogue: the two become one part whose groups
-take row i of both matrices (`gemv.pair_variant`) and store the elementwise results of that row
-after them (`fused.pair_epilogue`), in place of the last block's tail (SmolLM2 int8-act), the down
-projection's prologue (SmolLM2 dequant) or a launch of its own (Llama-3-8B). Measured on the H200
-(2026-11-30, `bench/decode_step.py`, SmolLM2 shape, fill 512, int8-act, one device call): 816.5 ->
-756.8 us a token (the ~2.8 us a layer of the last block's silu·mul tail, and its wait, gone); with
-`ROPE_EPILOGUES` too, see there."""
-
-
-def _pair_epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, int, object] | None:
+def _pair_epilogue_of(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple[int, int, object] | None:
     """(the first part, the second part, the `gemv.Pair`) when elementwise launch `t` (a fused chain
     or region: `a0`, `a1` -> `y0`, ...) reads the whole outputs of two GEMV parts of `par` of one
     recipe (`gemv.RECIPES`) over one activation and can run as the epilogue of the pair; its results
@@ -493,7 +382,7 @@ def _pair_epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, int, objec
 
     k = t.kernel
     spec = fused.SPECS.get(k.source)
-    if not PAIR_EPILOGUES or spec is None or spec.inputs != 2 or _grid1(k) is None:
+    if not tuning.pair_epilogues or spec is None or spec.inputs != 2 or _grid1(k) is None:
         return None
     ins = [_key(a) for a, q in zip(t.args, k.params, strict=True) if q.role == "in"]
     outs = [_key(a) for a, q in zip(t.args, k.params, strict=True) if q.role != "in"]
@@ -513,51 +402,30 @@ def _pair_epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, int, objec
     if any(o in {_key(v) for v in u.args} for u in busy for o in outs):
         return None
     pair = fused.pair_epilogue(spec, [at[x] == i for x in ins])
-    if gemv.pair_variant(a.kernel.name, pair) is None:
+    if gemv.pair_variant(a.kernel.name, pair, tuning) is None:
         return None
     return i, i2, pair
 
 
-QUANT_EPILOGUES = True
-"""Whether the quantize of a pair epilogue's result (int8-act's quantize of silu·mul, before the down
-projection), at most `QUANT_EPILOGUE_VALUES` wide, runs in the pair's part too (`gemv.Pair.quant`): each
-warp that stored a group's pairs fences and counts them into its block of 32 (`qcount`, a scratch
-array of the plan; a block's pairs at once with `gemv.PAIR_QUANT_BLOCK`), and whichever completes
-32 values quantizes them — in place of the down
-projection's prologue, where every block of the down launch quantized the whole row again.
-
-Measured on the H200 (2026-12-01, `bench/decode_step.py --no-torch --steps 32 --numerics int8-act`,
-fill 512, one call, us a token, off -> on, the same greedy tokens): SmolLM2 shape (1536 wide, the
-down projection's prologue) 582.2 -> 563.3 (-3.2 %); Llama-3-8B shape (14336 wide, a launch of its
-own) 2781.9 -> 2930.2 (+5.3 %: a fence and an atomic by each of the gate/up launch's 14336 warps,
-2.7 waves of them, cost more than the 1.7 us quantize launch they replaced) — hence the width limit.
-GPU suite with it on at both widths: 132 passed."""
-
-
-QUANT_EPILOGUE_VALUES = PROLOGUE_VALUES
-"""The widest quantize `QUANT_EPILOGUES` runs in a pair's part: where it would otherwise be a
-prologue (`PROLOGUE_VALUES`); wider, a launch of its own (measured faster at 14336)."""
-
-
-def _quant_epilogue_of(t, par: Sequence, epi: Sequence, busy: Sequence) -> tuple[int, str] | None:
+def _quant_epilogue_of(t, par: Sequence, epi: Sequence, busy: Sequence, tuning: Tuning) -> tuple[int, str] | None:
     """(the part of `par`, the format) when quantize launch `t` (`quantize_<format>_1x<n>`: `x` -> `q`,
-    `d` (, `s`), `n` at most `QUANT_EPILOGUE_VALUES`) reads the one result of a pair epilogue launch among `epi` (`_pair_epilogue_of`) and
+    `d` (, `s`), `n` at most `tuning.quant_epilogue_values`) reads the one result of a pair epilogue launch among `epi` (`_pair_epilogue_of`) and
     can run after it in that part (`gemv.pair_variant` with `Pair.quant`); its results read and
     written by none of `busy`. None otherwise."""
     from fwdshim.codegen import gemv
 
     k = t.kernel
     mt = re.fullmatch(r"quantize_(one_word|two_words)_1x\d+", k.name)
-    if not QUANT_EPILOGUES or mt is None or k.params[0].name != "x" or k.params[0].role != "in" or k.params[0].size > QUANT_EPILOGUE_VALUES:
+    if mt is None or k.params[0].name != "x" or k.params[0].role != "in" or k.params[0].size > tuning.quant_epilogue_values:
         return None
     x = _key(t.args[0])
     outs = {_key(a) for a, q in zip(t.args, k.params, strict=True) if q.role != "in"}
     for e in epi:
-        found = _pair_epilogue_of(e, par, [])
+        found = _pair_epilogue_of(e, par, [], tuning)
         if found is None or [_key(a) for a, q in zip(e.args, e.kernel.params, strict=True) if q.role != "in"] != [x]:
             continue
         i, _, pair = found
-        if gemv.pair_variant(par[i].kernel.name, replace(pair, quant=mt.group(1))) is None:
+        if gemv.pair_variant(par[i].kernel.name, replace(pair, quant=mt.group(1)), tuning) is None:
             return None
         if any(o in {_key(v) for v in u.args} for u in busy for o in outs):
             return None
@@ -565,17 +433,17 @@ def _quant_epilogue_of(t, par: Sequence, epi: Sequence, busy: Sequence) -> tuple
     return None
 
 
-def _epilogue(t, par: Sequence, busy: Sequence) -> tuple[int, tuple] | None:
+def _epilogue(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple[int, tuple] | None:
     """(the part of `par`, how) when launch `t` runs as that part's epilogue: how is `("rope", hd,
     half)` (`_rope_epilogue_of`), `("pair", second part, gemv.Pair)` (`_pair_epilogue_of`: the
     second part joins the first) or `(kind, y_first)` (`_epilogue_of`)."""
-    pair = _pair_epilogue_of(t, par, busy)
+    pair = _pair_epilogue_of(t, par, busy, tuning)
     if pair is not None:
         return pair[0], ("pair", pair[1], pair[2])
-    rope = _rope_epilogue_of(t, par, busy)
+    rope = _rope_epilogue_of(t, par, busy, tuning)
     if rope is not None:
         return rope[0], ("rope", rope[1], rope[2])
-    if not EPILOGUES:
+    if not tuning.binary_epilogues:
         return None
     found = _epilogue_of(t, par, busy)
     if found is None:
@@ -583,20 +451,20 @@ def _epilogue(t, par: Sequence, busy: Sequence) -> tuple[int, tuple] | None:
     return found[0], (t.kernel.name.split("_")[1], found[1])
 
 
-def _with_epilogue(part, t, how: tuple, second=None):
+def _with_epilogue(part, t, how: tuple, second, tuning: Tuning):
     """Launch `part` (a GEMV) carrying launch `t` as its epilogue (`_epilogue`): its kernel stores
     both results, `t`'s other operand and result its last arguments. A pair epilogue takes launch
     `second` in too (its weights after `part`'s, its output after `part`'s, then `t`'s results)."""
     from fwdshim.codegen import gemv
 
     if how[0] == "pair":
-        kern = gemv.pair_variant(part.kernel.name, how[2])
+        kern = gemv.pair_variant(part.kernel.name, how[2], tuning)
         assert kern is not None and second is not None
         outs = tuple(a for a, q in zip(t.args, t.kernel.params, strict=True) if q.role != "in")
         args = (*part.args[:2], *second.args[:2], *part.args[2:], second.args[-1], *outs)
         return replace(part, kernel=kern, args=args)
     if how[0] == "rope":
-        kern = gemv.rope_variant(part.kernel.name, how[1], how[2])
+        kern = gemv.rope_variant(part.kernel.name, how[1], how[2], tuning)
         assert kern is not None
         extra = (t.args[1], t.args[2])
     else:
@@ -606,7 +474,7 @@ def _with_epilogue(part, t, how: tuple, second=None):
     return replace(part, kernel=kern, args=tuple(part.args) + extra)
 
 
-def _with_quantize(part, t, counts: Callable[[int], object]):
+def _with_quantize(part, t, counts: Callable[[int], object], tuning: Tuning):
     """Launch `part` carrying quantize launch `t` after its pair epilogue (`_quant_epilogue_of`) when
     its pair's result is what `t` reads; else `part` as it is. `counts(size)` gives the argument of
     its `qcount` (a zeroed scratch array of the plan)."""
@@ -616,7 +484,7 @@ def _with_quantize(part, t, counts: Callable[[int], object]):
     if built is None or _key(part.args[-1]) != _key(t.args[0]):
         return part
     fmt = re.fullmatch(r"quantize_(one_word|two_words)_1x\d+", t.kernel.name).group(1)
-    kern = gemv.pair_variant(built[0], replace(built[1], quant=fmt))
+    kern = gemv.pair_variant(built[0], replace(built[1], quant=fmt), tuning)
     assert kern is not None
     outs = tuple(a for a, q in zip(t.args, t.kernel.params, strict=True) if q.role != "in")
     return replace(part, kernel=kern, args=(*part.args, *outs, counts(kern.params[-1].size)))
@@ -651,15 +519,15 @@ def _epilogue_kernel(k: Kernel, kind: str, y_first: bool) -> Kernel:
     return replace(k, name=f"{k.name}_e{kind}", source=source, fn=None, params=params, notes=f"{k.notes}, then {kind}")
 
 
-def groups(launches: Sequence) -> list[tuple[list, list, list, list]]:
+def groups(launches: Sequence, tuning: Tuning) -> list[tuple[list, list, list, list]]:
     """The plan's launches cut into (prologue, parallel set, epilogues, tails) groups, in order (module
-    docstring); a prologue is a list of at most `PROLOGUE_CHAIN` launches, run in order; each
+    docstring); a prologue is a list of one launch or none; each
     epilogue belongs to one part of the set (`_epilogue_of`)."""
     out: list[tuple[list, list, list]] = []
     i, n = 0, len(launches)
     while i < n:
         pro: list = []
-        found = _prologue_set(launches, i)
+        found = _prologue_set(launches, i, tuning)
         if found is not None:
             pro, par, j = found
         else:
@@ -673,13 +541,13 @@ def groups(launches: Sequence) -> list[tuple[list, list, list, list]]:
         taken: set[int] = set()
         quantized: set[int] = set()
         while j < n and len(pro) + len(par) + len(epi) < MAX_PARTS:
-            quant = _quant_epilogue_of(launches[j], par, epi, pro + par + epi)
+            quant = _quant_epilogue_of(launches[j], par, epi, pro + par + epi, tuning)
             if quant is not None and quant[0] not in quantized:
                 quantized.add(quant[0])
                 epi.append(launches[j])
                 j += 1
                 continue
-            found_epi = _epilogue(launches[j], par, pro + par + epi)
+            found_epi = _epilogue(launches[j], par, pro + par + epi, tuning)
             if found_epi is None or found_epi[0] in taken or (found_epi[1][0] == "pair" and found_epi[1][1] in taken):
                 break
             taken.add(found_epi[0])
@@ -688,9 +556,9 @@ def groups(launches: Sequence) -> list[tuple[list, list, list, list]]:
             epi.append(launches[j])
             j += 1
         tails: list = []
-        heavy = _set_bytes(par) > TAIL_SET_BYTES
-        while not heavy and j < n and len(pro) + len(par) + len(epi) + len(tails) < MAX_PARTS and _tail_ok(launches[j], block):
-            if _prologue_set(launches, j) is not None:
+        heavy = _set_bytes(par) > tuning.tail_set_bytes
+        while not heavy and j < n and len(pro) + len(par) + len(epi) + len(tails) < MAX_PARTS and _tail_ok(launches[j], block, tuning):
+            if _prologue_set(launches, j, tuning) is not None:
                 break  # it runs as (the head of) the next set's prologue instead
             tails.append(launches[j])
             j += 1
@@ -701,7 +569,8 @@ def groups(launches: Sequence) -> list[tuple[list, list, list, list]]:
 
 def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: Sequence[Sequence[int]], n_args: int,
                   arg_params: Sequence[Param], pro: Sequence[Kernel] = (), pro_args: Sequence[Sequence[int]] = (),
-                  modes: dict[int, str] | None = None, held: tuple[int, int, int, int] | None = None) -> Kernel:  # fmt: skip
+                  modes: dict[int, str] | None = None, held: tuple[int, int, int, int] | None = None, *,
+                  tuning: Tuning = DEFAULT) -> Kernel:  # fmt: skip
     """The merged kernel of parallel parts `par` and `tails`; `shared_args[i]` maps part i's
     parameters (parts in `par + tails` order) to indices of the merged parameters `arg_params`
     (`n_args` of them, then `count` when there are tails). With a prologue `pro` (a chain of
@@ -717,7 +586,7 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
     parts = list(par) + list(tails)
     modes = dict(modes or {})
     shared = [j for j, m in modes.items() if m == "shared"]
-    inline = bool(pro) and PRE_WAIT_PROLOGUE and all(_waits_late(k) for k in par)  # the prologue at the parts' waits
+    inline = bool(pro) and tuning.pre_wait_prologue and all(_waits_late(k) for k in par)  # the prologue at the parts' waits
     head = ""
     decls = ""
     if len(pro) != len(pro_args):
@@ -762,7 +631,7 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
             m = re.search(r"^(def part\d+\(.*)\):$", fn, re.M)
             assert m is not None
             fn = fn[: m.end(1)] + ", " + pro_call + fn[m.end(1) :]
-            wait = "\n".join("    " + ln for ln in pdl_lines())
+            wait = "\n".join("    " + ln for ln in pdl_lines(tuning.pdl))
             assert wait and fn.count(wait + "\n") == 1, k.name
             fn = fn.replace(wait + "\n", wait + "\n    _pro(" + pro_call + ")\n", 1)
         fns.append(fn)
@@ -789,7 +658,7 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
                     f"cuda.syncthreads()\nfor _vb in range({g}):\n    for _vt in range(cuda.threadIdx.x, {k.block[0]}, {block}):\n"
                     f"        part{i}({args}, _vb, 0, _vt)"
                 )
-        counted, acquired = count_done("_flag", "count", "0", "cuda.threadIdx.x", RELEASE_COUNT)
+        counted, acquired = count_done("_flag", "count", "0", "cuda.threadIdx.x")
         body += f"""
 {counted}
 cuda.syncthreads()
@@ -803,9 +672,9 @@ if _flag[0] != {total - 1}:
     # weight copies (`gemv.PRE_WAIT`), the launch adds no wait of its own at its top
     late = (not pro and all(LATE_WAIT in _body(k) for k in par)) or inline
     fns_src = "\n\n\n".join(fns)
-    waves = 0 if simulating() else one_wave_blocks(total, block, fns_src + body)
+    waves = 0 if simulating() else one_wave_blocks(total, block, fns_src + body, tuning)
     bounds = f", launch_bounds=({block}, {waves})" if waves else ""  # the simulator's `cuda.jit` takes none
-    src = (release_import() if RELEASE_COUNT and tails else "") + fns_src + f"""
+    src = (release_import() if tails else "") + fns_src + f"""
 
 
 @cuda.jit(cache=True{bounds})
@@ -827,16 +696,16 @@ def merged_k({sig}):
         + ", ".join(k.name for k in par)
         + (" | tails: " + ", ".join(k.name for k in tails) if tails else "")
     )
-    return build(name, src, "merged_k", (total,), (block,), params, notes)
+    return build(name, src, "merged_k", (total,), (block,), params, notes, pdl=tuning.pdl)
 
 
-def merge_launches(launches: Sequence, fresh: Callable[..., object], arg: Callable, launch_of: Callable) -> list:
+def merge_launches(launches: Sequence, fresh: Callable[..., object], arg: Callable, launch_of: Callable, tuning: Tuning) -> list:
     """The plan's stage launches as merged launches (module docstring): `arg(param, buffer, part,
     role)` and `launch_of(stage, kernel, args, holds=, tails=)` build the plan's `Arg`s and `Launch`es.
     Each merged launch holds its parts in `holds` (the launches it replaces, in order: the parallel
     set, then the tails)."""
     out = []
-    for pro, par, epi, tails in groups(launches):
+    for pro, par, epi, tails in groups(launches, tuning):
         if len(pro) + len(par) + len(epi) + len(tails) == 1:
             out.append(par[0])
             continue
@@ -846,12 +715,12 @@ def merge_launches(launches: Sequence, fresh: Callable[..., object], arg: Callab
         joined: set[int] = set()
         for t in epi:  # each epilogue joins its part: the part's kernel stores both results
             if re.fullmatch(r"quantize_\w+", t.kernel.name):  # a pair's quantize (`_quant_epilogue_of`)
-                par = [_with_quantize(p, t, lambda size, t=t: fresh(len(out), "qcount", size, str(t.stage))) for p in par]
+                par = [_with_quantize(p, t, lambda size, t=t: fresh(len(out), "qcount", size, str(t.stage)), tuning) for p in par]
                 continue
-            found = _epilogue(t, par, [])
+            found = _epilogue(t, par, [], tuning)
             assert found is not None
             second = par[found[1][1]] if found[1][0] == "pair" else None
-            par[found[0]] = _with_epilogue(par[found[0]], t, found[1], second)
+            par[found[0]] = _with_epilogue(par[found[0]], t, found[1], second, tuning)
             if second is not None:  # the pair's second part is in the first now
                 joined.add(found[1][1])
         par = [p for i, p in enumerate(par) if i not in joined]
@@ -878,9 +747,9 @@ def merge_launches(launches: Sequence, fresh: Callable[..., object], arg: Callab
         pro_args = [mapping.pop(0) for _ in pro]
         modes: dict[int, str] = {}
         if pro:
-            modes = {refs[key]: m for key, m in (prologue_modes(pro, par) or {}).items()}
+            modes = {refs[key]: m for key, m in (prologue_modes(pro, par, tuning) or {}).items()}
         kern = merged_kernel([x.kernel for x in par], [x.kernel for x in tails], mapping, len(params), params,
-                             [x.kernel for x in pro], pro_args, modes, (len(pro), n_set, len(epi), len(tails)))  # fmt: skip
+                             [x.kernel for x in pro], pro_args, modes, (len(pro), n_set, len(epi), len(tails)), tuning=tuning)  # fmt: skip
         keys = list(refs)
         by_param = {p.name: p for p in kern.params}
         args = [arg(f"a{j}", b, part, by_param[f"a{j}"].role) for j, (b, part) in enumerate(keys)]

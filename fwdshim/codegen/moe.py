@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 
 from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent
+from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.codegen.gemv import DotRow, q8_dots
 from fwdshim.codegen.unary import silu_expr
 from fwdshim.limits import MOE_MAX_EXPERTS, MOE_MAX_TOP_K
@@ -57,7 +58,7 @@ def _x_params(d: int, act: str) -> tuple[list[Param], str]:
 
 
 @functools.cache
-def router(e: int, d: int, top_k: int, *, act: str = "f32", warps: int = 4) -> Kernel:
+def router(e: int, d: int, top_k: int, *, act: str = "f32", warps: int = 4, tuning: Tuning = DEFAULT) -> Kernel:
     """The top-k router (see the module docstring)."""
     _check(e, d, top_k)
     check_block(32 * warps)
@@ -121,11 +122,11 @@ def router_k(rq, rd, {xs}, idx, wts):
         Param("idx", "int32", top_k, "out", "chosen experts, best first"),
         Param("wts", "float32", top_k, "out", "their renormalized weights"),
     ]
-    return build(f"moe_router_{act}_e{e}d{d}k{top_k}", body, "router_k", (1,), (32 * warps,), params, f"MoE top-{top_k} router over {e} experts")
+    return build(f"moe_router_{act}_e{e}d{d}k{top_k}", body, "router_k", (1,), (32 * warps,), params, f"MoE top-{top_k} router over {e} experts", pdl=tuning.pdl)
 
 
 @functools.cache
-def gate_up(e: int, d: int, ff: int, top_k: int, *, act: str = "f32", rows_per_warp: int = 1, warps: int = 4) -> Kernel:
+def gate_up(e: int, d: int, ff: int, top_k: int, *, act: str = "f32", rows_per_warp: int = 1, warps: int = 4, tuning: Tuning = DEFAULT) -> Kernel:
     """The gate-up SwiGLU kernel over the chosen experts (see the module docstring)."""
     _check(e, d, top_k, ff)
     check_block(32 * warps)
@@ -167,11 +168,11 @@ def gate_up_k(gq, gd, uq, ud, {xs}, idx, h):
     per_block = warps * rows_per_warp
     grid = (-(-ff // per_block), top_k)
     name = f"moe_gate_up_{act}_e{e}d{d}f{ff}k{top_k}"
-    return build(name, body, "gate_up_k", grid, (32 * warps,), params, f"MoE gate-up SwiGLU of the top {top_k} of {e} experts")
+    return build(name, body, "gate_up_k", grid, (32 * warps,), params, f"MoE gate-up SwiGLU of the top {top_k} of {e} experts", pdl=tuning.pdl)
 
 
 @functools.cache
-def down(e: int, d: int, ff: int, top_k: int, *, rows_per_warp: int = 1, warps: int = 4) -> Kernel:
+def down(e: int, d: int, ff: int, top_k: int, *, rows_per_warp: int = 1, warps: int = 4, tuning: Tuning = DEFAULT) -> Kernel:
     """The down-and-combine kernel (see the module docstring)."""
     _check(e, d, top_k, ff)
     check_block(32 * warps)
@@ -210,4 +211,4 @@ def down_k(dq, dd, h, idx, wts, y):
     ]
     grid = (-(-d // (warps * rows_per_warp)),)
     name = f"moe_down_e{e}d{d}f{ff}k{top_k}"
-    return build(name, body, "down_k", grid, (32 * warps,), params, f"MoE down-and-combine of the top {top_k} of {e} experts")
+    return build(name, body, "down_k", grid, (32 * warps,), params, f"MoE down-and-combine of the top {top_k} of {e} experts", pdl=tuning.pdl)

@@ -40,6 +40,7 @@ from fwdshim.codegen.kernel import (
     f32,
     indent,
 )
+from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.codegen.quantize import check_format, epilogue, qact_params
 
 
@@ -64,7 +65,7 @@ def _head(block: int, reductions: int) -> str:
 def rms_norm(
     n: int, rows: int = 1, eps: float = 1e-5, *, weight: bool = False, residual: bool = False,
     write_sum: bool = False, quant: str | None = None, store_y: bool | None = None, block: int | None = None,
-    cols: int | None = None,
+    cols: int | None = None, tuning: Tuning = DEFAULT,
 ) -> Kernel:  # fmt: skip
     """The RMS norm row kernel and its fused variants (see the module docstring); `cols` blocks a row
     (default `default_cols`)."""
@@ -94,28 +95,24 @@ def rms_norm(
     names = ", ".join(p.name for p in params)
 
     items = -(-n // block)
-    cols = default_cols(n, block) if cols is None else cols
-    if cols < 1 or (cols > 1 and (items > UNROLL_ITEMS or cols > items)):
-        raise ValueError(f"{cols} blocks a row of {n} values at {block} threads (at most {min(items, UNROLL_ITEMS)})")
-    if items <= UNROLL_ITEMS:
-        body = _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, quant, names, warps, nb, cols)
+    unroll = tuning.norm_unroll_items
+    cols = default_cols(n, block, tuning) if cols is None else cols
+    if cols < 1 or (cols > 1 and (items > unroll or cols > items)):
+        raise ValueError(f"{cols} blocks a row of {n} values at {block} threads (at most {min(items, unroll)})")
+    if items <= unroll:
+        body = _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, quant, names, warps, nb, cols, tuning.norm_held_floats)
     else:
         body = _rms_looped(n, block, eps, h, yv, write_sum, store_y, quant, names, warps, nb)
     tags = [t for t, on in (("res", residual), ("w", weight), ("sum", write_sum)) if on]
     tags += [quant] if quant else []
     name = "_".join(["rms_norm", *tags, f"{rows}x{n}", *([f"c{cols}"] if cols > 1 else []), f"b{block}"])
     what = f"RMS norm of {rows} rows of {n}, eps {eps}" + (f", {cols} blocks a row" if cols > 1 else "")
-    return build(name, body, "rms_norm_k", (rows * cols,), (block,), params, what)
+    return build(name, body, "rms_norm_k", (rows * cols,), (block,), params, what, pdl=tuning.pdl)
 
 
-COLS_ITEMS = 8
-"""A row of at least this many values a thread (`ceil(n / block)`) is split over blocks
-(`default_cols`): Llama-3-8B's 4096-wide norms (16 a thread at 256 threads), not SmolLM2's 576."""
-
-
-def default_cols(n: int, block: int) -> int:
+def default_cols(n: int, block: int, tuning: Tuning = DEFAULT) -> int:
     """The blocks an RMS norm row is split over: one per value a thread (`ceil(n / block)`) when there
-    are at least `COLS_ITEMS` of them (and at most `UNROLL_ITEMS`), else 1. Each block computes the
+    are at least `tuning.norm_cols_items` of them (and at most `norm_unroll_items`), else 1. Each block computes the
     whole row's sum of squares (every block the same order, so the same bits) and then normalizes,
     stores and quantizes only its own values: the per-value work after the reduction (a division, and
     under a quantize epilogue a warp max and two more) runs on `cols` SMs instead of one. Measured on
@@ -123,31 +120,16 @@ def default_cols(n: int, block: int) -> int:
     2.36 us (add+norm), 6.83 / 2.78 us (add+norm+quantize), 2.63 / 1.88 us (norm), 6.34 / 2.16 us
     (norm+quantize); Llama-3-8B's 32-layer step 3825 -> 3770 us (dequant), 3477 -> 3225 us (int8-act)."""
     items = -(-n // block)
-    return items if COLS_ITEMS <= items <= UNROLL_ITEMS else 1
-
-
-UNROLL_ITEMS = 32
-"""The most values a thread of an RMS norm takes unrolled (`ceil(n / block)`): up to this its loads are
-issued before their first use, as many at once as `HELD_FLOATS` registers hold (one memory round trip
-for a SmolLM2 or Llama-3-8B row, where the loop took one per value and read the row twice); above it
-the kernel loops."""
-
-HELD_FLOATS = 48
-"""The most input values (x, residual, weight) a thread of an RMS norm holds at once; a row needing
-more is loaded in chunks that fit (the second pass loading its chunk again). 48 holds Llama-3-8B's
-4096-wide add+norm whole (16 values a thread, 256 threads). Measured on the H200 (`fwdshim profile`,
-Llama-3-8B's shapes) as the tail of the down projection's launch, whole / in chunks of 16 values:
-38.6 / 34.5 us (dequant), 29.7 / 35.7 us (int8-act, the quantize epilogue), and the O projection's
-norm as a launch of its own 10.1 / 11.3 us (int8-act): no one choice wins; whole is kept."""
+    return items if tuning.norm_cols_items <= items <= tuning.norm_unroll_items else 1
 
 
 def _idx(j: int, block: int) -> str:
     return f"tid + {j * block}" if j else "tid"
 
 
-def _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, quant, names, warps, nb, cols=1) -> str:
+def _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, quant, names, warps, nb, cols, held) -> str:
     """The RMS norm with each thread's values `i = tid + j*block` (`items` of them) loaded before
-    their first use: all at once when they fit `HELD_FLOATS` registers (the second pass reuses
+    their first use: all at once when they fit `held` registers (`Tuning.norm_held_floats`) (the second pass reuses
     them), else in chunks that do (the second pass loads its chunk again). The same float operations
     in the same order as the looped kernel, so the same bits. With `cols` blocks a row, block `c` of
     the row (`col`) writes the sum and outputs of values `j` with `j * cols // items == c` only (it
@@ -200,11 +182,11 @@ def _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, qu
         return out
 
     def chunks(per):
-        c = max(1, HELD_FLOATS // per)
+        c = max(1, held // per)
         return [range(a, min(a + c, items)) for a in range(0, items, c)]
 
     per1 = 1 + residual
-    fits = items * (per1 + weight) <= HELD_FLOATS
+    fits = items * (per1 + weight) <= held
     if cols > 1:  # every block loads and sums every value; each writes the outputs of its own values
         if fits:
             first = loads(range(items), True) + sums(range(items))
@@ -235,7 +217,7 @@ def rms_norm_k({names}):
 
 
 def _rms_looped(n, block, eps, h, yv, write_sum, store_y, quant, names, warps, nb) -> str:
-    """The RMS norm looping over each thread's values (rows wider than `UNROLL_ITEMS` a thread)."""
+    """The RMS norm looping over each thread's values (rows wider than `Tuning.norm_unroll_items` a thread)."""
     first = "        hv = " + h + "\n"
     if write_sum:
         first += "        sum[o + i] = hv\n"
@@ -273,7 +255,7 @@ def rms_norm_k({names}):
 @functools.cache
 def layer_norm(
     n: int, rows: int = 1, eps: float = 1e-5, *, weight: bool = False, bias: bool = False,
-    residual: bool = False, block: int | None = None,
+    residual: bool = False, block: int | None = None, tuning: Tuning = DEFAULT,
 ) -> Kernel:  # fmt: skip
     """The layer norm row kernel (see the module docstring)."""
     block = _check(n, rows, block)
@@ -314,11 +296,11 @@ def layer_norm_k({names}):
 """
     tags = [t for t, on in (("res", residual), ("w", weight), ("b", bias)) if on]
     name = "_".join(["layer_norm", *tags, f"{rows}x{n}", f"b{block}"])
-    return build(name, body, "layer_norm_k", (rows,), (block,), params, f"layer norm of {rows} rows of {n}, eps {eps}")
+    return build(name, body, "layer_norm_k", (rows,), (block,), params, f"layer norm of {rows} rows of {n}, eps {eps}", pdl=tuning.pdl)
 
 
 @functools.cache
-def softmax(n: int, rows: int = 1, *, block: int | None = None) -> Kernel:
+def softmax(n: int, rows: int = 1, *, block: int | None = None, tuning: Tuning = DEFAULT) -> Kernel:
     """The softmax row kernel (see the module docstring)."""
     block = _check(n, rows, block)
     warps = block // 32
@@ -343,4 +325,4 @@ def softmax_k(x, y):
         Param("x", "float32", rows * n, "in", f"[{rows}, {n}]"),
         Param("y", "float32", rows * n, "out", f"[{rows}, {n}]"),
     ]
-    return build(f"softmax_{rows}x{n}_b{block}", body, "softmax_k", (rows,), (block,), params, f"softmax of {rows} rows of {n}")
+    return build(f"softmax_{rows}x{n}_b{block}", body, "softmax_k", (rows,), (block,), params, f"softmax of {rows} rows of {n}", pdl=tuning.pdl)

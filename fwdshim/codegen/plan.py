@@ -37,7 +37,6 @@ silent skip.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -53,6 +52,7 @@ from fwdshim.codegen.buffers import Part, cache_values, role_of, top_value, type
 from fwdshim.codegen.fused import CACHE_LEN, Binding, Ref, Unlowerable
 from fwdshim.codegen.kernel import Kernel, prelude
 from fwdshim.codegen.stage_kernels import lower_stage
+from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.diagnostics import error_at, op_label, where
 from fwdshim.dialects.fwd import FusedOp, StageOp, WeightOp, stages
 from fwdshim.shim.contract import implied_shim, shim_of
@@ -169,7 +169,10 @@ class LaunchPlan:
     maintenance: tuple[Launch, ...] = ()
     """The runtime's launches after the last stage (`kv_append`), see the module docstring."""
     merged: tuple[Launch, ...] = ()
-    """The stages' launches grouped into merged launches (`codegen.merge`), when merging is on."""
+    """The stages' launches grouped into merged launches (`codegen.merge`) and given their L2
+    prefetches (`codegen.prefetch`), when either changed them."""
+    tuning: Tuning = DEFAULT
+    """The `Tuning` the plan was built under."""
 
     @property
     def stage_launches(self) -> tuple[Launch, ...]:
@@ -305,8 +308,9 @@ def _refusal(shim, op: StageOp) -> str | None:
 
 
 class _Builder:
-    def __init__(self, func: FuncOp, module: Operation | None):
+    def __init__(self, func: FuncOp, module: Operation | None, tuning: Tuning):
         self.func = func
+        self.tuning = tuning
         self.names = value_names(func)
         self.caches = cache_values(func)
         ret = func.body.block.last_op
@@ -360,7 +364,7 @@ class _Builder:
         why = _refusal(self.shim, op)
         if why is not None:
             raise Unlowerable(why)
-        bindings = lower_stage(op)
+        bindings = lower_stage(op, self.tuning)
         launches = tuple(self.bind(number, op, b) for b in bindings)
         what = op.name + (f" {op.class_.data}" if isinstance(op, FusedOp) else "")
         covers = op.cover_list if isinstance(op, FusedOp) else ()
@@ -396,7 +400,7 @@ def _kv_append(b: _Builder, stage_plans: Sequence[StagePlan]) -> tuple[Launch, .
         for k, _, kc, _ in chunk:
             width = b.parts[k.buffer][k.part].size
             shapes.append((width, b.parts[kc.buffer][kc.part].size // width))
-        kern = attention.kv_append(tuple(shapes))
+        kern = attention.kv_append(tuple(shapes), tuning=b.tuning)
         args = []
         for i, quad in enumerate(chunk):
             for param, a in zip((f"k{i}", f"v{i}", f"k_cache{i}", f"v_cache{i}"), quad):
@@ -411,17 +415,6 @@ def _meta(b: _Builder, n: str) -> tuple:
     return n, shape, dtype, role, tuple(b.parts[n].values()), b.tensors.get(n, "")
 
 
-def _merge_env() -> bool:
-    """`$FWDSHIM_MERGE`: 0 plans one launch a stage, 1 (or unset) merges; any other value warns and
-    merges."""
-    v = os.environ.get("FWDSHIM_MERGE", "1").strip()
-    if v not in ("0", "1", ""):
-        import warnings
-
-        warnings.warn(f"FWDSHIM_MERGE={v!r} is neither 0 nor 1: launches are merged", stacklevel=3)
-    return v != "0"
-
-
 GRID_LIMITS = (2**31 - 1, 65535, 65535)
 """CUDA's largest grid, in blocks along x, y and z."""
 
@@ -433,18 +426,19 @@ def _check_grid(name: str, grid: tuple[int, ...]) -> None:
             raise Unlowerable(f"kernel {name} needs {n} blocks along {axis}, past CUDA's {limit}: the tensor is too large for it")
 
 
-def build_plan(func: FuncOp, module: Operation | None = None, merge: bool | None = None) -> LaunchPlan:
-    """The launch plan of `func` (see the module docstring); `PlanError` lists every stage it cannot
-    lower. `module` (default: `func`'s module) gives the numerics `fwd-legalize` recorded. `merge`
-    groups the stages' launches into merged launches (`codegen.merge`; default: on unless
-    `$FWDSHIM_MERGE` is `0`)."""
+def build_plan(func: FuncOp, module: Operation | None = None, tuning: Tuning = DEFAULT) -> LaunchPlan:
+    """The launch plan of `func` (see the module docstring) under `tuning`; `PlanError` lists every
+    stage it cannot lower. `module` (default: `func`'s module) gives the numerics `fwd-legalize`
+    recorded. The stages' launches are grouped into merged launches (`codegen.merge`, with
+    `tuning.merge`), then given the L2 prefetch of the next launch's weights (`codegen.prefetch`,
+    with `tuning.prefetch_bytes`)."""
     if module is None:
         module = func.parent_op()
     blocks = list(func.body.blocks)
     if len(blocks) > 1:  # a branch: xDSL's `Region.block` would fail with no location
         at = blocks[0].last_op or func
         raise PlanError(error_at(at, f"{op_label(at)} in a decode step of {len(blocks)} blocks — the launch plan lowers one straight-line block"))
-    b = _Builder(func, module)
+    b = _Builder(func, module, tuning)
     stage_plans: list[StagePlan] = []
     errors: list[str] = []
     for number, op in enumerate(stages(func)):
@@ -472,10 +466,9 @@ def build_plan(func: FuncOp, module: Operation | None = None, merge: bool | None
     if errors:
         raise PlanError("\n".join(errors))
     maintenance = _kv_append(b, stage_plans)
-    if merge is None:
-        merge = _merge_env()
-    merged: tuple[Launch, ...] = ()
-    if merge:
+    stage_launches = tuple(x for s in stage_plans for x in s.launches)
+    launches = stage_launches
+    if tuning.merge:
         from fwdshim.codegen.merge import merge_launches
 
         def fresh(i: int, param: str = "count", size: int = 1, suffix: str = "") -> Arg:
@@ -484,19 +477,18 @@ def build_plan(func: FuncOp, module: Operation | None = None, merge: bool | None
             b.parts[name] = {"": Part("", "int32", size)}
             return Arg(param, name, "", "inout")
 
-        merged = tuple(merge_launches([x for s in stage_plans for x in s.launches], fresh, Arg, Launch))
-        if len(merged) == sum(len(s.launches) for s in stage_plans):
-            merged = ()
-        else:
-            from fwdshim.codegen.prefetch import prefetch_next
+        launches = tuple(merge_launches(launches, fresh, Arg, Launch, tuning))
+    if tuning.prefetch_bytes:
+        from fwdshim.codegen.prefetch import prefetch_next
 
-            def weight_bytes(a: Arg) -> int | None:
-                if b.meta[a.buffer][2] != "weight":
-                    return None
-                part = b.parts[a.buffer][a.part]
-                return part.size * np.dtype(part.dtype).itemsize
+        def weight_bytes(a: Arg) -> int | None:
+            if b.meta[a.buffer][2] != "weight":
+                return None
+            part = b.parts[a.buffer][a.part]
+            return part.size * np.dtype(part.dtype).itemsize
 
-            merged = tuple(prefetch_next(merged, weight_bytes, Arg, Launch))
+        launches = tuple(prefetch_next(launches, weight_bytes, Arg, Launch, tuning))
+    merged = () if launches == stage_launches else launches
     try:
         inputs = tuple(b.buffer_of(a) for a in func.body.block.args)
         ret = func.body.block.last_op
@@ -509,7 +501,7 @@ def build_plan(func: FuncOp, module: Operation | None = None, merge: bool | None
         (Buffer(*_meta(b, n)) for n in seen),
         key=lambda x: (order[x.role], seen.index(x.name)),
     )
-    return LaunchPlan(func.sym_name.data, tuple(buffers), tuple(stage_plans), inputs, outputs, maintenance, merged)
+    return LaunchPlan(func.sym_name.data, tuple(buffers), tuple(stage_plans), inputs, outputs, maintenance, merged, tuning)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -615,13 +607,14 @@ def _enclosing_func(op: Operation) -> FuncOp | None:
     return parent
 
 
-def plans_of(module: ModuleOp) -> list[LaunchPlan]:
-    """The launch plan of every function of `module` that holds stages."""
-    return [build_plan(f, module) for f in functions(module)]
+def plans_of(module: ModuleOp, tuning: Tuning = DEFAULT) -> list[LaunchPlan]:
+    """The launch plan (under `tuning`) of every function of `module` that holds stages."""
+    return [build_plan(f, module, tuning) for f in functions(module)]
 
 
-def plan_for(root: Operation, entry: str | None = None) -> LaunchPlan:
-    """The plan of the function `entry` (or the only function with stages) of a module or func."""
+def plan_for(root: Operation, entry: str | None = None, tuning: Tuning = DEFAULT) -> LaunchPlan:
+    """The plan (under `tuning`) of the function `entry` (or the only function with stages) of a
+    module or func."""
     funcs = functions(root)
     if entry is not None:
         funcs = [f for f in funcs if f.sym_name.data == entry]
@@ -629,7 +622,7 @@ def plan_for(root: Operation, entry: str | None = None) -> LaunchPlan:
         names = ", ".join(f"@{f.sym_name.data}" for f in functions(root)) or "none"
         raise PlanError(f"error: expected one function with stages{f' named @{entry}' if entry else ''}, found: {names}")
     module = root if not isinstance(root, FuncOp) else None
-    return build_plan(funcs[0], module)
+    return build_plan(funcs[0], module, tuning)
 
 
 __all__: Sequence[str] = (

@@ -3,14 +3,14 @@ weights the launch after it reads into L2 while it runs.
 
 A decode step of a small model is a chain of short launches, each waiting on its weights' DRAM round
 trip; SmolLM2's step reads ~140 MB, more than the H200's 60 MB L2, so no weight stays in L2 from one
-step to the next. `prefetch_next(launches, weight_bytes, arg, launch_of) -> list[Launch]` gives launch
+step to the next. `prefetch_next(launches, weight_bytes, arg, launch_of, tuning) -> list[Launch]` gives launch
 `i` (in graph order, the merged launches of `codegen.merge`) the weight parts of launch `i + 1` (the
 last launch: the first's, for the next replay of the graph) as
 extra parameters of role `prefetch` (bound like any argument; no read of the launch, no data edge):
 its kernel starts with thread 0 of each block asking for one slice of each such part
 (`prefetch_l2`: `cp.async.bulk.prefetch.L2.global`, a hint nothing waits for), the slices cut in
 16-byte multiples of at least `MIN_SLICE` bytes over the launch's blocks, a part's last bytes past a
-16-byte multiple left out. Only where launch `i + 1`'s weights are at most `NEXT_BYTES` in all: a
+16-byte multiple left out. Only where launch `i + 1`'s weights are at most `Tuning.prefetch_bytes` in all: a
 larger set would push the current launch's own weights out of L2 before they are read (Llama-3-8B's
 projections, 17-117 MB, are left alone). Results are unchanged: the kernel's own statements are the
 same text after the hint.
@@ -18,8 +18,7 @@ same text after the hint.
 `weight_bytes(arg) -> int | None`: the bytes of an argument's buffer part when its buffer is a
 `weight`, else None (`codegen.plan` binds it to the plan's buffer table).
 
-Measured on the H200 (2026-11-30, `bench/decode_step.py`, SmolLM2's shape, fill 512, one run):
-886.1 -> 827.3 us a token (dequant), 996.7 -> 974.7 us (int8-act), against `NEXT_BYTES` 0.
+Its measurements (SmolLM2's step 886 -> 827 us a token; the bound) are in `bench/RESULTS.md`.
 """
 
 from __future__ import annotations
@@ -32,13 +31,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from fwdshim.codegen.kernel import Kernel, Param, build, indent
-
-NEXT_BYTES = 8 << 20
-"""The most bytes of the next launch's weights a launch prefetches into L2 (0: no prefetch). More was
-slower on the H200 (2026-12-01, `bench/decode_step.py`, Llama-3-8B shape, int8-act): 20 MiB (the
-attention asking for the O projection's 17.8 MB) 2825.4 -> 2892.6 us a token, and heads of the larger
-GEMVs' weights asked for by the one-block norms and quantize 3557-3876 (bench/RESULTS.md): a launch
-is held by the megabytes it asks for."""
+from fwdshim.codegen.tuning import Tuning
 
 MIN_SLICE = 4096
 """The fewest bytes one block asks for in one prefetch (a small part is one block's request)."""
@@ -82,13 +75,15 @@ def with_hints(k: Kernel, parts: Sequence[Param]) -> Kernel:
     params = tuple(k.params) + tuple(Param(n, p.dtype, p.size, ROLE, f"L2 prefetch of {p.doc}") for n, p in zip(names, parts))
     key = hashlib.sha256(repr([(p.dtype, p.size) for p in parts]).encode()).hexdigest()[:6]
     notes = k.notes + f" | L2 prefetch: {len(parts)} part(s) of the next launch"
-    return build(f"{k.name}_pf{key}", body, m.group(2), k.grid, k.block, params, notes)
+    return build(f"{k.name}_pf{key}", body, m.group(2), k.grid, k.block, params, notes, pdl=k.pdl)
 
 
-def prefetch_next(launches: Sequence, weight_bytes: Callable[[object], int | None], arg: Callable, launch_of: Callable) -> list:
-    """`launches` with each given the next launch's weight parts to prefetch (module docstring).
-    `arg(param, buffer, part, role)` and `launch_of(...)` build the plan's `Arg` and `Launch`."""
-    if NEXT_BYTES <= 0:
+def prefetch_next(launches: Sequence, weight_bytes: Callable[[object], int | None], arg: Callable, launch_of: Callable,
+                  tuning: Tuning) -> list:  # fmt: skip
+    """`launches` with each given the next launch's weight parts to prefetch (module docstring), at
+    most `tuning.prefetch_bytes` a launch (0: `launches` as they are). `arg(param, buffer, part,
+    role)` and `launch_of(...)` build the plan's `Arg` and `Launch`."""
+    if tuning.prefetch_bytes <= 0:
         return list(launches)
     out = []
     n = len(launches)
@@ -104,7 +99,7 @@ def prefetch_next(launches: Sequence, weight_bytes: Callable[[object], int | Non
             seen.add((a.buffer, a.part))
             wanted.append((a, p))
         total = sum(weight_bytes(a) or 0 for a, _ in wanted)
-        if not wanted or total > NEXT_BYTES:
+        if not wanted or total > tuning.prefetch_bytes:
             out.append(launch)
             continue
         parts = [Param(p.name, p.dtype, p.size, ROLE, a.ref) for a, p in wanted]

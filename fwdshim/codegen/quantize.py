@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 
 from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent, small_items
+from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.weights import QK8_0
 
 QK = QK8_0
@@ -67,7 +68,7 @@ if {valid}:
 
 
 @functools.cache
-def quantize(n: int, rows: int = 1, fmt: str = "one_word", block: int = 256, items: int | None = None) -> Kernel:
+def quantize(n: int, rows: int = 1, fmt: str = "one_word", block: int = 256, items: int | None = None, *, tuning: Tuning = DEFAULT) -> Kernel:
     """The quantize stage over `rows` rows of `n` float32 values (see the module docstring).
 
     Grid: `(ceil(rows*nb / (warps*items)),)`, each warp quantizing `items` blocks of 32 (default
@@ -80,7 +81,7 @@ def quantize(n: int, rows: int = 1, fmt: str = "one_word", block: int = 256, ite
     nb = -(-n // QK)
     warps = block // 32
     total = rows * nb
-    items = items if items is not None else small_items(32 * total, block)
+    items = items if items is not None else small_items(32 * total, block, tuning=tuning)
     if items < 1:
         raise ValueError(f"quantize of {items} blocks a warp")
     outs = ", ".join(p.name for p in qact_params(n, rows, fmt))
@@ -105,4 +106,4 @@ def quantize_k(x, {outs}):
     return build(
         f"quantize_{fmt}_{rows}x{n}", body, "quantize_k", grid, (block,), params,
         f"int8 blocks of 32 ({fmt}) of {rows} rows of {n}",
-    )  # fmt: skip
+     pdl=tuning.pdl)  # fmt: skip

@@ -12,10 +12,11 @@ from __future__ import annotations
 import functools
 
 from fwdshim.codegen.kernel import Kernel, Param, build, check_block, small_items
+from fwdshim.codegen.tuning import DEFAULT, Tuning
 
 
 @functools.cache
-def rope(n: int, hd: int, half: int, *, block: int = 128, items: int | None = None) -> Kernel:
+def rope(n: int, hd: int, half: int, *, block: int = 128, items: int | None = None, tuning: Tuning = DEFAULT) -> Kernel:
     """The rope kernel (see the module docstring): `items` pairs a thread (default
     `kernel.small_items`), thread `t` of block `b` taking pairs `b*block*items + t + j*block`, every
     load issued before the first use."""
@@ -25,7 +26,7 @@ def rope(n: int, hd: int, half: int, *, block: int = 128, items: int | None = No
     heads = n // hd
     per_head = hd - half  # half pairs plus the copied tail
     total = heads * per_head
-    items = items if items is not None else small_items(total, block, 4)
+    items = items if items is not None else small_items(total, block, 4, tuning=tuning)
     if items < 1:
         raise ValueError(f"a rope of {items} pairs a thread")
     if items == 1:
@@ -79,4 +80,4 @@ def rope_k(x, angles, y):
         Param("y", "float32", n, "out", f"[{heads}, {hd}]"),
     ]
     grid = (-(-total // (block * items)),)
-    return build(f"rope_{heads}x{hd}_h{half}", body, "rope_k", grid, (block,), params, f"rope of {heads} heads of {hd}")
+    return build(f"rope_{heads}x{hd}_h{half}", body, "rope_k", grid, (block,), params, f"rope of {heads} heads of {hd}", pdl=tuning.pdl)

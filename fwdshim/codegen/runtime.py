@@ -56,6 +56,7 @@ from xdsl.ir import Operation
 
 from fwdshim.codegen.kernel import simulating
 from fwdshim.codegen.fused import CACHE_LEN
+from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.codegen.plan import (  # noqa: F401 - the memory accounting, re-exported where it was
     GIB,
     PACK_ALIGN,
@@ -181,16 +182,18 @@ class CompiledForward:
 
     def __init__(
         self, func: Operation, weights: WeightStore, *, plan: LaunchPlan | None = None,
-        entry: str | None = None, capture: bool | None = None, extra_bytes: int = 0,
+        entry: str | None = None, capture: bool | None = None, extra_bytes: int = 0, tuning: Tuning = DEFAULT,
     ) -> None:  # fmt: skip
         """`func`: a legalized `func.func` or the module holding it (`entry` picks a function);
+        `tuning`: what the plan is built under (a given `plan` keeps its own);
         `capture`: build the graph (default: on a GPU, never under the simulator); `extra_bytes`:
         device memory the caller allocates beside the step (the device loop's), counted in the check
         made before allocating (DeviceMemoryError when the step does not fit the free memory)."""
         from numba import cuda
 
         self.cuda = cuda
-        self.plan = plan if plan is not None else plan_for(func, entry)
+        self.plan = plan if plan is not None else plan_for(func, entry, tuning)
+        self.tuning = self.plan.tuning
         self.simulated = simulating()
         self.memory = step_memory(self.plan, extra_bytes)
         """The device bytes the step needs (`step_memory`), checked before anything is allocated."""

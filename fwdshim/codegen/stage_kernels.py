@@ -23,6 +23,7 @@ from fwdshim.codegen.fused import (
     lower_fused,
     qact_refs,
 )
+from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.dialects.attributes import QActType, WeightsType, gguf_of
 from fwdshim.dialects.fwd import (
     AttentionOp,
@@ -56,7 +57,7 @@ def _eps(op) -> float:
     return op.eps.value.data if op.eps is not None else DEFAULT_EPS
 
 
-def _matmul(op: MatmulOp) -> list[Binding]:
+def _matmul(op: MatmulOp, tuning: Tuning) -> list[Binding]:
     wt, xt = op.w.type, op.x.type
     wd = dims_of(wt)
     if not wd or len(wd) != 2:
@@ -68,77 +69,77 @@ def _matmul(op: MatmulOp) -> list[Binding]:
         parts = {name: Ref(op.w, name) for name, _, _ in part_specs(gguf_of(wt.type), n, k)}
         parts["y"] = Ref(op.result)
         if isinstance(xt, QActType):
-            kern = gemv_ggml.affine(n, k, m, ggml=ggml, act="int8")
+            kern = gemv_ggml.affine(n, k, m, ggml=ggml, act="int8", tuning=tuning)
             return [Binding(kern, {**parts, "xq": Ref(op.x, "q"), "xd": Ref(op.x, "d")})]
-        return [Binding(gemv_ggml.affine(n, k, m, ggml=ggml), {**parts, "x": Ref(op.x)})]
+        return [Binding(gemv_ggml.affine(n, k, m, ggml=ggml, tuning=tuning), {**parts, "x": Ref(op.x)})]
     if isinstance(xt, QActType):
         if ggml != "q8_0":
             raise Unlowerable(f"a quantized activation read by {ggml} weights — only the block-quantized GEMVs read int8 activations")
-        kern = gemv.q8_0_int8(n, k, m)
+        kern = gemv.q8_0_int8(n, k, m, tuning=tuning)
         return [Binding(kern, {"qs": Ref(op.w, "qs"), "dw": Ref(op.w, "dw"), "xq": Ref(op.x, "q"), "xd": Ref(op.x, "d"), "y": Ref(op.result)})]
     if ggml == "q8_0":
-        kern = gemv.q8_0(n, k, m)
+        kern = gemv.q8_0(n, k, m, tuning=tuning)
         return [Binding(kern, {"qs": Ref(op.w, "qs"), "dw": Ref(op.w, "dw"), "x": Ref(op.x), "y": Ref(op.result)})]
     dtype = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}.get(ggml)
     if dtype is None:
         raise Unlowerable(f"a matmul over {ggml.upper()} weights — its kernels dequantize {names(GEMV_TYPES)} rows only")
-    return [Binding(gemv.dense(n, k, m, dtype=dtype), {"w": Ref(op.w), "x": Ref(op.x), "y": Ref(op.result)})]
+    return [Binding(gemv.dense(n, k, m, dtype=dtype, tuning=tuning), {"w": Ref(op.w), "x": Ref(op.x), "y": Ref(op.result)})]
 
 
-def _elementwise(op: ElementwiseOp) -> list[Binding]:
+def _elementwise(op: ElementwiseOp, tuning: Tuning) -> list[Binding]:
     assert op.row is None, "kernel_refusal K01: legality runs first (_Builder.stage)"
-    kern = unary.elementwise(op.kind.data.value, numel(op.result.type) or 0)
+    kern = unary.elementwise(op.kind.data.value, numel(op.result.type) or 0, tuning=tuning)
     return [Binding(kern, {"a": Ref(op.a), "b": Ref(op.b), "y": Ref(op.result)})]
 
 
-def _silu(op: SiluOp) -> list[Binding]:
-    return [Binding(unary.silu(numel(op.result.type) or 0), {"x": Ref(op.x), "y": Ref(op.result)})]
+def _silu(op: SiluOp, tuning: Tuning) -> list[Binding]:
+    return [Binding(unary.silu(numel(op.result.type) or 0, tuning=tuning), {"x": Ref(op.x), "y": Ref(op.result)})]
 
 
-def _transpose(op: TransposeOp) -> list[Binding]:
+def _transpose(op: TransposeOp, tuning: Tuning) -> list[Binding]:
     d = dims_of(op.x.type)
     if not d or len(d) != 2:
         raise Unlowerable("a transpose of a value that is not [rows, cols]")
-    return [Binding(unary.transpose(d[0], d[1]), {"x": Ref(op.x), "y": Ref(op.result)})]
+    return [Binding(unary.transpose(d[0], d[1], tuning=tuning), {"x": Ref(op.x), "y": Ref(op.result)})]
 
 
-def _rms_norm(op: RmsNormOp) -> list[Binding]:
+def _rms_norm(op: RmsNormOp, tuning: Tuning) -> list[Binding]:
     assert op.bias is None, "kernel_refusal K02: legality runs first (_Builder.stage)"
     rows, n = _rows_n(op.x)
-    kern = norms.rms_norm(n, rows, _eps(op), weight=op.weight is not None, residual=op.residual is not None)
+    kern = norms.rms_norm(n, rows, _eps(op), weight=op.weight is not None, residual=op.residual is not None, tuning=tuning)
     refs = {"x": Ref(op.x), "y": Ref(op.result)}
     refs.update({name: Ref(v) for name, v in (("weight", op.weight), ("residual", op.residual)) if v is not None})
     return [Binding(kern, refs)]
 
 
-def _layer_norm(op: LayerNormOp) -> list[Binding]:
+def _layer_norm(op: LayerNormOp, tuning: Tuning) -> list[Binding]:
     assert op.residual is None, "kernel_refusal K04: legality runs first (_Builder.stage)"
     rows, n = _rows_n(op.x)
-    kern = norms.layer_norm(n, rows, _eps(op), weight=op.weight is not None, bias=op.bias is not None)
+    kern = norms.layer_norm(n, rows, _eps(op), weight=op.weight is not None, bias=op.bias is not None, tuning=tuning)
     refs = {"x": Ref(op.x), "y": Ref(op.result)}
     refs.update({name: Ref(v) for name, v in (("weight", op.weight), ("bias", op.bias)) if v is not None})
     return [Binding(kern, refs)]
 
 
-def _softmax(op: SoftmaxOp) -> list[Binding]:
+def _softmax(op: SoftmaxOp, tuning: Tuning) -> list[Binding]:
     assert op.weight is None and op.residual is None and op.bias is None, "kernel_refusal K03: legality runs first"
     rows, n = _rows_n(op.x)
-    return [Binding(norms.softmax(n, rows), {"x": Ref(op.x), "y": Ref(op.result)})]
+    return [Binding(norms.softmax(n, rows, tuning=tuning), {"x": Ref(op.x), "y": Ref(op.result)})]
 
 
-def _rope(op: RopeOp) -> list[Binding]:
+def _rope(op: RopeOp, tuning: Tuning) -> list[Binding]:
     hd, half, rows = (op.properties[p].value.data for p in ("hd", "half", "rows"))  # type: ignore[attr-defined]
     assert op.from_ is None and rows == 1, "kernel_refusal K05, K06: legality runs first (_Builder.stage)"
     if numel(op.angles.type) != 2 * half:
         raise Unlowerable(f"rope angles of {numel(op.angles.type)} values — its kernel reads one row of 2x{half}")
-    kern = rope.rope(numel(op.x.type) or 0, hd, half)
+    kern = rope.rope(numel(op.x.type) or 0, hd, half, tuning=tuning)
     return [Binding(kern, {"x": Ref(op.x), "angles": Ref(op.angles), "y": Ref(op.result)})]
 
 
-def _attention(op: AttentionOp) -> list[Binding]:
+def _attention(op: AttentionOp, tuning: Tuning) -> list[Binding]:
     h, kv, hd, l = attention_sizes(op)  # noqa: E741
     try:
-        kern = attention.attention(h, kv, hd, l)
+        kern = attention.attention(h, kv, hd, l, tuning=tuning)
     except ValueError as e:
         raise Unlowerable(str(e)) from None
     refs = attention_refs(op)
@@ -146,15 +147,15 @@ def _attention(op: AttentionOp) -> list[Binding]:
     return [Binding(kern, refs)]
 
 
-def _quantize(op: QuantizeOp) -> list[Binding]:
+def _quantize(op: QuantizeOp, tuning: Tuning) -> list[Binding]:
     rows, n = _rows_n(op.x)
     fmt = op.format.data.value
-    kern = quantize.quantize(n, rows, fmt)
+    kern = quantize.quantize(n, rows, fmt, tuning=tuning)
     refs = {"x": Ref(op.x), **qact_refs(op.result, fmt)}
     return [Binding(kern, refs)]
 
 
-def _moe(op: MoeOp) -> list[Binding]:
+def _moe(op: MoeOp, tuning: Tuning) -> list[Binding]:
     """Three kernels: the top-k router, gate-up (SwiGLU) and down-and-combine, sharing the stage's
     scratch buffers `idx` (the chosen experts), `wts` (their weights) and `h` (the SwiGLU rows)."""
     assert op.router_bias is None and all(b is None for b in op.biases), "kernel_refusal K19: legality runs first"
@@ -172,20 +173,20 @@ def _moe(op: MoeOp) -> list[Binding]:
     q = lambda w, qn, dn: {qn: Ref(w, "qs"), dn: Ref(w, "dw")}  # noqa: E731
     idx, wts, h = Ref(None, scratch="idx"), Ref(None, scratch="wts"), Ref(None, scratch="h")
     return [
-        Binding(moe.router(e, d, top_k, act=act), {**q(op.router, "rq", "rd"), **xs, "idx": idx, "wts": wts}),
+        Binding(moe.router(e, d, top_k, act=act, tuning=tuning), {**q(op.router, "rq", "rd"), **xs, "idx": idx, "wts": wts}),
         Binding(
-            moe.gate_up(e, d, ff, top_k, act=act),
+            moe.gate_up(e, d, ff, top_k, act=act, tuning=tuning),
             {**q(op.gate_exps, "gq", "gd"), **q(op.up_exps, "uq", "ud"), **xs, "idx": idx, "h": h},
         ),
         Binding(
-            moe.down(e, d, ff, top_k),
+            moe.down(e, d, ff, top_k, tuning=tuning),
             {**q(op.down_exps, "dq", "dd"), "h": h, "idx": idx, "wts": wts, "y": Ref(op.result)},
         ),
     ]
 
 
-def _fused(op: FusedOp) -> list[Binding]:
-    return lower_fused(op)
+def _fused(op: FusedOp, tuning: Tuning) -> list[Binding]:
+    return lower_fused(op, tuning)
 
 
 _LOWER = {
@@ -204,9 +205,10 @@ _LOWER = {
 }
 
 
-def lower_stage(op: StageOp) -> list[Binding]:
-    """The kernel launches of one stage; `Unlowerable` with the reason where no kernel computes it."""
+def lower_stage(op: StageOp, tuning: Tuning = DEFAULT) -> list[Binding]:
+    """The kernel launches of one stage, built under `tuning`; `Unlowerable` with the reason where no
+    kernel computes it."""
     fn = _LOWER.get(type(op))
     if fn is None:
         raise Unlowerable(f"{op.name}: this lane has no kernel for the op")
-    return fn(op)
+    return fn(op, tuning)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 
 from fwdshim.codegen.kernel import Kernel, Param, build, check_block
+from fwdshim.codegen.tuning import DEFAULT, Tuning
 
 KINDS = {"add": "fadd_rn", "sub": "fsub_rn", "mul": "fmul_rn", "div": "fdiv_rn", "max": "max", "min": "min"}
 
@@ -40,7 +41,7 @@ def _grid(n: int, block: int) -> tuple[int]:
 
 
 @functools.cache
-def elementwise(kind: str, n: int, *, block: int = 256) -> Kernel:
+def elementwise(kind: str, n: int, *, block: int = 256, tuning: Tuning = DEFAULT) -> Kernel:
     """`y = a kind b` per index (see the module docstring)."""
     grid = _grid(n, block)
     body = f"""\
@@ -55,11 +56,11 @@ def elementwise_k(a, b, y):
         Param("b", "float32", n, "in", f"[{n}]"),
         Param("y", "float32", n, "out", f"[{n}]"),
     ]
-    return build(f"elementwise_{kind}_{n}", body, "elementwise_k", grid, (block,), params, f"elementwise {kind} of {n}")
+    return build(f"elementwise_{kind}_{n}", body, "elementwise_k", grid, (block,), params, f"elementwise {kind} of {n}", pdl=tuning.pdl)
 
 
 @functools.cache
-def silu(n: int, *, block: int = 256) -> Kernel:
+def silu(n: int, *, block: int = 256, tuning: Tuning = DEFAULT) -> Kernel:
     """`y = silu(x)` per index (see the module docstring)."""
     grid = _grid(n, block)
     body = f"""\
@@ -71,11 +72,11 @@ def silu_k(x, y):
         y[i] = {silu_expr("v")}
 """
     params = [Param("x", "float32", n, "in", f"[{n}]"), Param("y", "float32", n, "out", f"[{n}]")]
-    return build(f"silu_{n}", body, "silu_k", grid, (block,), params, f"silu of {n}")
+    return build(f"silu_{n}", body, "silu_k", grid, (block,), params, f"silu of {n}", pdl=tuning.pdl)
 
 
 @functools.cache
-def transpose(rows: int, cols: int, *, block_rows: int = 8) -> Kernel:
+def transpose(rows: int, cols: int, *, block_rows: int = 8, tuning: Tuning = DEFAULT) -> Kernel:
     """`y [cols, rows] = x [rows, cols]ᵀ` (see the module docstring)."""
     if rows <= 0 or cols <= 0:
         raise ValueError(f"a transpose of {rows}x{cols}")
@@ -106,4 +107,4 @@ def transpose_k(x, y):
         Param("x", "float32", rows * cols, "in", f"[{rows}, {cols}]"),
         Param("y", "float32", rows * cols, "out", f"[{cols}, {rows}]"),
     ]
-    return build(f"transpose_{rows}x{cols}", body, "transpose_k", grid, (32, block_rows), params, f"transpose of {rows}x{cols}")
+    return build(f"transpose_{rows}x{cols}", body, "transpose_k", grid, (32, block_rows), params, f"transpose of {rows}x{cols}", pdl=tuning.pdl)

@@ -27,6 +27,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from fwdshim.codegen.plan import PlanError, build_plan, functions, unplanned_stages
 from fwdshim.dialects.fwd import stages
+from fwdshim.passes.options import TuningOptions, bare_flags, tuning_of
 from fwdshim.passes.plan_attrs import KERNELS_ATTR, PLAN_ATTR, forget_plan
 
 
@@ -62,16 +63,25 @@ def drop_stale_plans(root: Operation) -> None:
 
 
 @dataclass(frozen=True)
-class LowerNumbaPass(ModulePass):
+class LowerNumbaPass(TuningOptions, ModulePass):
     """Plan the Numba CUDA kernel launches of each decode step (a kernel a stage, three a MoE, grouped into merged launches)."""
 
     name = "fwd-lower-numba"
 
+    def __post_init__(self) -> None:
+        tuning_of(self)  # a value the back end refuses (`pdl=sometimes`) fails when the pipeline is read
+
+    @classmethod
+    def from_spec(cls, spec):  # type: ignore[override]
+        """As xDSL's, except that a boolean option written bare (`fwd-lower-numba{pre_wait}`) is true."""
+        return super().from_spec(bare_flags(cls, spec))
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         errors = unplanned_stages(op)
+        tuning = tuning_of(self)
         for func in functions(op):
             try:
-                plan = build_plan(func, op)
+                plan = build_plan(func, op, tuning)
             except PlanError as e:
                 errors.append(str(e))
                 continue

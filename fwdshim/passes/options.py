@@ -1,5 +1,6 @@
-"""The option the forward's passes share: `numerics`, parsed once when the pass is made; and
-`bare_flags`, which reads a boolean option written bare as true (the passes' and `-t numba`'s).
+"""The option the forward's passes share: `numerics`, parsed once when the pass is made;
+`TuningOptions`, the back end's `Tuning` as typed options (`fwd-lower-numba`'s and `-t numba`'s);
+and `bare_flags`, which reads a boolean option written bare as true (the passes' and `-t numba`'s).
 
 `fwd-quantize-activations`, `fwd-fuse`, `fwd-legalize` and `forward-shim` derive from `NumericsPass`:
 the spelling is checked by `shim.contract.forward_shim` in `__post_init__` (a ValueError: the driver
@@ -19,6 +20,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import ArgSpec
 from xdsl.utils.exceptions import PassFailedException
 
+from fwdshim.codegen.tuning import Tuning, field_docs
 from fwdshim.diagnostics import error_at
 from fwdshim.dialects.attributes import QActType, QuantFormat
 from fwdshim.shim.contract import forward_shim
@@ -74,6 +76,24 @@ def quantized_for(module: Operation, numerics: str) -> tuple[str, str, Operation
                 if _PLACED_FOR[fmt] != numerics:
                     return _PLACED_FOR[fmt], fmt, o
     return None
+
+
+TuningOptions = dataclasses.make_dataclass(
+    "TuningOptions",
+    [(f.name, f.type, dataclasses.field(default=f.default)) for f in dataclasses.fields(Tuning)],
+    frozen=True,
+)
+"""A frozen dataclass holding `codegen.tuning.Tuning`'s fields as options of the same names, types and
+defaults (`merge=false`, `pdl=off`, `prefetch_bytes=0`, ...): a pass or target deriving from it reads
+them back as one value with `tuning_of`. A value `Tuning` refuses is a ValueError naming it."""
+TuningOptions.__module__ = __name__
+TuningOptions.option_docs = staticmethod(field_docs)  # what `fwdshim-opt --help` says of each
+
+
+def tuning_of(options: object) -> Tuning:
+    """The `Tuning` of a `TuningOptions` instance (a pass's or a target's). Raises ValueError for a
+    value `Tuning` refuses (`pdl=sometimes`)."""
+    return Tuning(**{f.name: getattr(options, f.name) for f in dataclasses.fields(Tuning)})
 
 
 def bare_flags(cls: type, spec: ArgSpec) -> ArgSpec:

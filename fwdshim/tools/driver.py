@@ -459,6 +459,9 @@ def _pass_help() -> str:
 
     from fwdshim.passes import available_passes
 
+    from fwdshim.codegen.tuning import Tuning, field_docs
+
+    tuning_fields = {f.name for f in dataclasses.fields(Tuning)}
     lines = ["fwdshim passes (-p 'NAME{option=value ...}', options separated by spaces):"]
     for name, factory in available_passes().items():
         try:
@@ -468,8 +471,15 @@ def _pass_help() -> str:
         except Exception as e:  # a pass module that does not import must not take --help down
             lines.append(f"  {name:<28} (does not load: {type(e).__name__}: {e})")
             continue
-        lines.append(f"  {name}" + ("{" + " ".join(f"{f.name}=…" for f in fields) + "}" if fields else ""))
+        tuned = [f for f in fields if f.name in tuning_fields]
+        fields = [f for f in fields if f.name not in tuning_fields]
+        shown_fields = [f"{f.name}=…" for f in fields] + (["<tuning>=…"] if tuned else [])
+        lines.append(f"  {name}" + ("{" + " ".join(shown_fields) + "}" if shown_fields else ""))
         lines.append(f"      {doc[0] if doc else ''}")
+        if tuned:
+            lines.append("      the back end's launch choices (`Tuning`, also options of -t numba), each KEY default: what it does")
+            docs = field_docs()
+            lines += [f"      {f.name} {_show(f.default)}: {docs.get(f.name, '')}" for f in tuned]
         for f in fields:
             default = f.default if f.default is not dataclasses.MISSING else None
             values = _option_values(f.name, f.type)
@@ -572,15 +582,22 @@ def main(argv: list[str] | None = None) -> int:
             "fwdshim-opt: parse, transform and print `fwd` IR (xDSL's opt driver with fwdshim's\n"
             "dialect, passes and targets).\n\n" + _pass_help() + "\n\n"
             "fwdshim targets (-t 'NAME{option=value}'):\n"
-            "  numba{plan_only=…}\n"
+            "  numba{plan_only=… <tuning>=…}\n"
             "      The launch plan of each function of the IR (its decode step), then each kernel's Numba source.\n"
-            "      plan_only  true | false (default): the plan alone, no kernel source\n\n"
+            "      plan_only  true | false (default): the plan alone, no kernel source\n"
+            "      <tuning>   fwd-lower-numba's launch choices (above): the plan is built under them\n\n"
             "example: fwdshim-opt examples/llama_layer.mlir -p 'forward-shim{numerics=int8-act}'\n"
             "         fwdshim-opt examples/llama_layer.mlir -p 'forward-shim' -t 'numba{plan_only=true}'\n"
         )
     import warnings
 
     warnings.formatwarning = lambda message, *_args, **_kw: f"fwdshim-opt: warning: {message}\n"
+    from fwdshim.tools.tuning_env import ENVIRONMENT
+
+    for var in (v for v in ENVIRONMENT if v in os.environ):  # read by `fwdshim run` and `profile` only
+        option = "merge=false" if var == "FWDSHIM_MERGE" else "pdl=off"
+        warnings.warn(f"{var} is read by `fwdshim run` and `fwdshim profile`, not here: give fwd-lower-numba or -t numba "
+                      f"the option (`-t 'numba{{{option}}}'`)", stacklevel=1)  # fmt: skip
     post_init = Attribute.__post_init__  # xDSL's --disable-verify replaces it for the whole process
     try:
         return _run(args)
@@ -631,6 +648,22 @@ def _pass_options(pipeline: str) -> list[tuple[str, list[str], str]]:
     return out
 
 
+def _known_options(bad: list[str], known: list[str]) -> str:
+    """What an unknown-option error lists: `its options: a, b`, the launch tuning's fields (`Tuning`)
+    summed up as one item when all of them are there, and the closest name to a misspelled one."""
+    import difflib
+
+    from fwdshim.codegen.tuning import Tuning
+
+    tuning = [f.name for f in dataclasses.fields(Tuning)]
+    listed = [k for k in known if k not in tuning] if set(tuning) <= set(known) else list(known)
+    if len(listed) < len(known):
+        listed.append("the launch tuning's options (`fwdshim-opt --help` lists them)")
+    text = f"its options: {', '.join(listed) or 'none'}"
+    close = [c for b in bad for c in difflib.get_close_matches(b.replace("-", "_"), known, n=1)]
+    return text + (f"; did you mean `{close[0]}`?" if close else "")
+
+
 def _unknown_option(message: str, specs: list[tuple[str, str]]) -> str:
     """xDSL's `Provided arguments ["x"] not found in expected arguments ["a", "b"]` with the pass (or
     target) that was given `x` named, as `-p: `pass` has no option `x` (its options: a, b)`; its
@@ -645,7 +678,7 @@ def _unknown_option(message: str, specs: list[tuple[str, str]]) -> str:
                 typed = {k.replace("-", "_"): k for k in keys}  # xDSL reads `max-iterations` as `max_iterations`
                 if set(bad) <= set(typed) and set(typed) - set(bad) <= set(known):
                     opts = ", ".join(f"`{typed[b]}`" for b in bad)
-                    return f"{flag}: `{name}` has no option {opts} (its options: {', '.join(known) or 'none'})"
+                    return f"{flag}: `{name}` has no option {opts} ({_known_options(bad, known)})"
         return message
     m = re.match(r"Incompatible types: given \((.*)\), expected (.*)$", message)
     if m is not None and not m[1].endswith(","):  # several values: `numerics=int8-act,fwd-fuse`

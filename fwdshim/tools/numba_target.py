@@ -19,11 +19,12 @@ from xdsl.utils.target import Target
 
 from fwdshim.codegen.plan import PlanError, build_plan, functions, unplanned_stages
 from fwdshim.passes.lower_numba import plan_of
-from fwdshim.passes.options import bare_flags
+from fwdshim.codegen.tuning import DEFAULT
+from fwdshim.passes.options import TuningOptions, bare_flags, tuning_of
 
 
 @dataclass(frozen=True)
-class NumbaTarget(Target):
+class NumbaTarget(TuningOptions, Target):
     """Print the launch plan and the Numba CUDA source of every kernel."""
 
     name = "numba"
@@ -38,9 +39,12 @@ class NumbaTarget(Target):
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
         plans, errors = [], unplanned_stages(module)
+        tuning = tuning_of(self)
         for func in functions(module):
             try:
-                plans.append(plan_of(func) or build_plan(func, module))
+                given = plan_of(func)  # `fwd-lower-numba`'s, unless the target was given other tuning
+                fits = given is not None and (tuning == DEFAULT or given.tuning == tuning)
+                plans.append(given if fits else build_plan(func, module, tuning))
             except PlanError as e:
                 errors.append(str(e))
         if errors:

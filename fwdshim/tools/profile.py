@@ -47,6 +47,8 @@ from typing import Any
 
 import numpy as np
 
+from fwdshim.codegen.tuning import Tuning
+from fwdshim.tools.tuning_env import tuning_from_env
 from fwdshim.codegen.kernel import SMLimits, occupancy  # noqa: F401 - the profile's occupancy rules
 from fwdshim.codegen.plan import Launch, LaunchPlan
 
@@ -574,7 +576,8 @@ def profile_runtime(runtime, fill: int, reps: int = 20, meta: Mapping[str, Any] 
                    kernel_occupancy(runtime.plan), device_limits(), read_us)
 
 
-def profile_model(model, numerics: str = "dequant", fill: int = 0, reps: int = 20, name: str | None = None) -> Profile:
+def profile_model(model, numerics: str = "dequant", fill: int = 0, reps: int = 20, name: str | None = None,
+                  tuning: Tuning | None = None) -> Profile:  # fmt: skip
     """Compile `model` (an `ImportedModel`) under `numerics` for the GPU and profile its step at
     cache fill `fill` (at most the context less one).
 
@@ -599,7 +602,7 @@ def profile_model(model, numerics: str = "dequant", fill: int = 0, reps: int = 2
 
     module = compile_step(model, numerics)
     try:
-        rt = CompiledForward(_func(module), model.weights)
+        rt = CompiledForward(_func(module), model.weights, tuning=tuning_from_env() if tuning is None else tuning)
     except DeviceMemoryError as e:  # the step does not fit the device: one line, as `fwdshim run` says it
         raise RunError(f"{model.gguf_path}: {e}") from None
     p = model.params

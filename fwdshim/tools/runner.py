@@ -37,10 +37,12 @@ from xdsl.dialects.func import Func, FuncOp
 from xdsl.utils.exceptions import DiagnosticException
 
 from fwdshim.classes import NUMERICS
+from fwdshim.codegen.tuning import Tuning
 from fwdshim.diagnostics import with_source_lines
 from fwdshim.dialects import fwd
 from fwdshim.frontend.gguf_model import LlamaParams, argument_text, choice_error, integer_error, is_integer
 from fwdshim.frontend.importer import ImportedModel
+from fwdshim.tools.tuning_env import tuning_from_env
 
 DEVICES = ("auto", "gpu", "cpu")
 
@@ -189,20 +191,20 @@ class GpuForward:
 
     name = "gpu"
 
-    def __init__(self, module: ModuleOp, model: ImportedModel, profile: bool = False):
+    def __init__(self, module: ModuleOp, model: ImportedModel, profile: bool = False, tuning: Tuning | None = None):
         """RunError, before anything is allocated, for a step (with the device loop's tables) that
         needs more device memory than is free; and for an allocation the device refuses."""
         from fwdshim.codegen.runtime import DeviceMemoryError, allocations
 
         try:  # an out-of-memory error once the runtime exists (the logits' page-locked copy) says its need
             with allocations(lambda: getattr(getattr(self, "runtime", None), "memory", None)):
-                self._setup(module, model)
+                self._setup(module, model, tuning_from_env() if tuning is None else tuning)
         except DeviceMemoryError as e:
             raise RunError(f"{model.gguf_path}: {e}") from None
         self.profile = profile
         self.timings: dict[str, float] = {}
 
-    def _setup(self, module: ModuleOp, model: ImportedModel) -> None:
+    def _setup(self, module: ModuleOp, model: ImportedModel, tuning: Tuning) -> None:
         from fwdshim.codegen.loop import DeviceLoop, loop_bytes
         from fwdshim.codegen.runtime import CompiledForward
 
@@ -210,7 +212,7 @@ class GpuForward:
 
         embedding = model.weights.get("token_embd.weight")
         extra = loop_bytes(embedding, model.context, angles_of(model.params, 0).size)
-        self.runtime = CompiledForward(_func(module), model.weights, extra_bytes=extra)
+        self.runtime = CompiledForward(_func(module), model.weights, extra_bytes=extra, tuning=tuning)
         self.capacity = self.runtime.capacity() or 0
         self._logits_dev = self.runtime._outputs()[0].reshape(-1)
         self._logits = cuda.pinned_array(self._logits_dev.size, dtype=np.float32)  # one DMA back
@@ -294,10 +296,12 @@ class Generation:
 class Decoder:
     """One model compiled once, decoding token by token (see the module docstring).
 
-    `device`: `cpu`, `gpu` or `auto` (the GPU when present). Raises RunError for a refused step,
-    an unknown device, or `gpu` without a GPU."""
+    `device`: `cpu`, `gpu` or `auto` (the GPU when present); `tuning`: the back end's launch choices
+    on the GPU (`codegen.tuning.Tuning`; default: the defaults with `FWDSHIM_MERGE` and `FWDSHIM_PDL`
+    applied, `tools.tuning_env`). Raises RunError for a refused step, an unknown device, or `gpu`
+    without a GPU."""
 
-    def __init__(self, model: ImportedModel, numerics: str = "dequant", device: str = "auto"):
+    def __init__(self, model: ImportedModel, numerics: str = "dequant", device: str = "auto", tuning: Tuning | None = None):
         _check_model(model)
         if not isinstance(device, str) or device not in DEVICES:
             raise RunError(choice_error("device", device, DEVICES))
@@ -311,7 +315,7 @@ class Decoder:
         self.numerics = numerics
         self.module = compile_step(model, numerics)
         self.forward: CpuForward | GpuForward = (
-            GpuForward(self.module, model) if use_gpu else CpuForward(self.module, model)
+            GpuForward(self.module, model, tuning=tuning) if use_gpu else CpuForward(self.module, model)
         )
         self.device = self.forward.name
         self.stages = sum(1 for _ in fwd.stages(_func(self.module)))
