@@ -628,7 +628,8 @@ B07_CASES = [
 def test_fused_shapes_legality_and_lowering_agree(case) -> None:
     """A native fused op of parts its kernel does not compute: refused by B07 after the seed's class
     checks, and `fwd-lower-numba`'s `Unlowerable` says the same words (one source)."""
-    from fwdshim.codegen.fused import Unlowerable, lower_fused
+    from fwdshim.codegen.fused import lower_fused
+    from fwdshim.codegen.launch import Unlowerable
 
     cls, covers, body, ins, outs, yields, branch, what = case
     module = parse(fused(cls, covers, body, ins=ins, outs=outs, yields=yields))

@@ -12,7 +12,7 @@ from test_lowering_modules import TINY, TINY_MOE, legalize_only, llama_src, pars
 from xdsl.dialects.builtin import ModuleOp
 
 from fwdshim.codegen.tuning import Tuning
-from fwdshim.codegen.fused import CACHE_LEN
+from fwdshim.codegen.launch import CACHE_LEN
 from fwdshim.codegen.plan import PlanError, build_plan, plan_for
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -319,7 +319,7 @@ def test_epilogues_take_only_an_elementwise_op_of_one_gemvs_whole_output():
     joins that GEMV; not one of two GEMV outputs (silu·mul's inputs, or `y + y`), nor one whose other
     operand or result the group writes or reads, nor another kind of kernel."""
     from fwdshim.codegen import gemv, unary
-    from fwdshim.codegen.plan import Arg, Launch
+    from fwdshim.codegen.launch import Arg, Launch
 
     def launch(kern, *bufs):
         return Launch(0, kern, tuple(Arg(p.name, b, "", p.role) for p, b in zip(kern.params, bufs, strict=True)))

@@ -13,8 +13,9 @@ from test_runtime_sim import TOL, _close, _host
 
 from fwdshim import reference
 from fwdshim.codegen.kernel import simulating
-from fwdshim.codegen.fused import CACHE_LEN
-from fwdshim.codegen.runtime import CompiledForward, _packed_parts
+from fwdshim.codegen.launch import CACHE_LEN
+from fwdshim.codegen.launch import _packed_parts
+from fwdshim.codegen.runtime import CompiledForward
 import seeds
 
 pytestmark = pytest.mark.skipif(not simulating(), reason="the simulator suite (FWDSHIM_GPU=1 runs the gpu suite)")

@@ -7,25 +7,14 @@ tensor; `qs int8 [N*K]` and `dw float32 [N*K/32]` for a Q8_0 weight; `qs int8` a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from xdsl.dialects.builtin import Float16Type, Float32Type, TensorType
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import BlockArgument, OpResult, SSAValue
 
-from fwdshim.codegen.fused import Unlowerable
+from fwdshim.codegen.launch import Part, Unlowerable
 from fwdshim.dialects.attributes import QActType, WeightsType, gguf_of
 from fwdshim.dialects.fwd import AttentionOp, FusedOp, WeightOp, numel
 from fwdshim.ggml_blocks import AFFINE_GGML, GEMV_TYPES, names, part_specs
-
-
-@dataclass(frozen=True)
-class Part:
-    """One device array of a buffer: `name` (`""` for the only part), NumPy `dtype`, `size` elements."""
-
-    name: str
-    dtype: str
-    size: int
 
 
 def value_names(func: FuncOp) -> dict[SSAValue, str]:

@@ -27,52 +27,19 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from xdsl.ir import SSAValue
 
 from fwdshim.codegen import attention, norms
 from fwdshim.codegen.gemv import Pair
 from fwdshim.codegen.kernel import Kernel, Param, build, check_block, small_items
+from fwdshim.codegen.launch import CACHE_LEN, Binding, Ref, Unlowerable
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.codegen.unary import binary_expr, silu_expr
 from fwdshim.dialects.fwd import DEFAULT_EPS, AttentionOp, ElementwiseOp, FusedOp, SiluOp, numel
 from fwdshim.shim.forward import B07
 from fwdshim.shim.fused_shapes import Flat, attn_quant_refusal, elementwise_refusal, flatten, norm_shape
-
-CACHE_LEN = "%cache_len"
-"""The per-step buffer (`int32 [1]`) holding how many cache rows are written: every attention reads it
-(its `pos` parameter); the runtime writes it before each launch."""
-
-
-
-
-class Unlowerable(Exception):
-    """A stage the kernels do not compute; the message says why (the plan locates it)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# bindings: a kernel and what each of its parameters reads or writes
-
-
-@dataclass(frozen=True)
-class Ref:
-    """What one kernel parameter is bound to: part `part` of the buffer of `value` (an SSA value of
-    the function), or, with `value` None, the buffer `scratch`: the stage's own scratch buffer, or a
-    function-wide one where the name starts with `%` (`CACHE_LEN`)."""
-
-    value: SSAValue | None
-    part: str = ""
-    scratch: str = ""
-
-
-@dataclass(frozen=True)
-class Binding:
-    """One kernel launch of a stage: the kernel and a `Ref` per parameter name (unbound parameters
-    are the stage's scratch buffers, named after the parameter)."""
-
-    kernel: Kernel
-    refs: dict[str, Ref] = field(hash=False)
 
 
 def qact_refs(v: SSAValue, fmt: str, prefix: str = "") -> dict[str, Ref]:
@@ -290,7 +257,7 @@ def _lower_attn_quant(flat: Flat, tuning: Tuning) -> list[Binding]:
     _refuse(flat, attn_quant_refusal(flat))
     att, quant = flat.leaves
     assert isinstance(att, AttentionOp), "attn_quant_refusal"
-    h, kv, hd, l = attention_sizes(att)  # noqa: E741
+    h, kv, hd, l = attention_sizes(att)
     fmt = quant.format.data.value
     y_out = next(iter(flat.results_of(att.result)), None)
     q_out = next(iter(flat.results_of(quant.result)), None)
@@ -334,7 +301,6 @@ def lower_fused(op: FusedOp, tuning: Tuning = DEFAULT) -> list[Binding]:
 
 
 __all__ = [
-    "Binding", "CACHE_LEN", "ElementwiseSpec", "Flat", "FUSED_CLASSES", "Ref", "Step", "Unlowerable",
-    "attention_refs", "attention_sizes", "elementwise_kernel", "elementwise_spec", "flatten",
+    "ElementwiseSpec", "Flat", "FUSED_CLASSES", "Step", "attention_refs", "attention_sizes", "elementwise_kernel", "elementwise_spec", "flatten",
     "lower_fused", "qact_refs",
 ]  # fmt: skip

@@ -33,7 +33,7 @@ import numpy as np
 from fwdshim.codegen import argmax as argmax_kernels
 from fwdshim.codegen import embed
 from fwdshim.codegen.kernel import Kernel
-from fwdshim.codegen.fused import CACHE_LEN
+from fwdshim.codegen.launch import CACHE_LEN
 from fwdshim.codegen.runtime import allocations
 
 EVENTS = 4

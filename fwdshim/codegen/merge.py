@@ -1,7 +1,8 @@
 """Merged launches: the lowering groups a plan's stage launches into fewer kernel launches, each bit for
 bit the launches it holds (the IR's stages, legality, `covers` and `--explain` are unchanged).
 
-`merge_launches(launches, fresh, arg, launch_of, tuning) -> list[Launch]` walks the stage launches in graph order and makes a
+`merge(plan, tuning) -> LaunchPlan` (with `Tuning.merge`; else the plan as it is) groups the plan's stage launches:
+`merge_launches(launches, fresh, tuning) -> list[Launch]` walks them in graph order and makes a
 group of
 
 - a **parallel set**: consecutive launches with no data between them (none writes a buffer another
@@ -45,9 +46,9 @@ A launch joins no group when its source reads with the non-coherent path (`ld_*x
 input is written in the same launch), uses atomics (a last-block pattern of its own: attention,
 argmax), or reads `gridDim`/`blockDim`.
 
-`fresh(i, name="count", size=1, suffix="") -> Arg` binds launch `i`'s `name` to a scratch buffer of the plan
-(`%launch<i>.<name><suffix>`, `int32 [size]`, zeroed): a tail's `count`, a pair quantize's `qcount`
-(its suffix the quantize's stage, so two in one launch count apart).
+`fresh(i, name="count", size=1, suffix="") -> Arg` binds launch `i`'s `name` to a scratch buffer that
+`merge` adds to the plan (`%launch<i>.<name><suffix>`, `int32 [size]`, zeroed): a tail's `count`, a
+pair quantize's `qcount` (its suffix the quantize's stage, so two in one launch count apart).
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ from fwdshim.codegen.kernel import (
     simulating,
     sm_count,
 )  # fmt: skip
+from fwdshim.codegen.launch import Arg, Buffer, Launch, LaunchPlan, Part, with_buffers
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 
 _ANY_SHARED = re.compile(r"cuda\.shared\.array\((\d+), (\w+)")
@@ -699,11 +701,9 @@ def merged_k({sig}):
     return build(name, src, "merged_k", (total,), (block,), params, notes, pdl=tuning.pdl)
 
 
-def merge_launches(launches: Sequence, fresh: Callable[..., object], arg: Callable, launch_of: Callable, tuning: Tuning) -> list:
-    """The plan's stage launches as merged launches (module docstring): `arg(param, buffer, part,
-    role)` and `launch_of(stage, kernel, args, holds=, tails=)` build the plan's `Arg`s and `Launch`es.
-    Each merged launch holds its parts in `holds` (the launches it replaces, in order: the parallel
-    set, then the tails)."""
+def merge_launches(launches: Sequence[Launch], fresh: Callable[..., Arg], tuning: Tuning) -> list[Launch]:
+    """The plan's stage launches as merged launches (module docstring). Each merged launch holds its
+    parts in `holds` (the launches it replaces, in order: the parallel set, then the tails)."""
     out = []
     for pro, par, epi, tails in groups(launches, tuning):
         if len(pro) + len(par) + len(epi) + len(tails) == 1:
@@ -752,10 +752,28 @@ def merge_launches(launches: Sequence, fresh: Callable[..., object], arg: Callab
                              [x.kernel for x in pro], pro_args, modes, (len(pro), n_set, len(epi), len(tails)), tuning=tuning)  # fmt: skip
         keys = list(refs)
         by_param = {p.name: p for p in kern.params}
-        args = [arg(f"a{j}", b, part, by_param[f"a{j}"].role) for j, (b, part) in enumerate(keys)]
+        args = [Arg(f"a{j}", b, part, by_param[f"a{j}"].role) for j, (b, part) in enumerate(keys)]
         if tails:
             args.append(fresh(len(out)))
         first = (pro + par)[0]
-        out.append(launch_of(first.stage, kern, tuple(args), holds=tuple(held), tails=len(tails),
+        out.append(Launch(first.stage, kern, tuple(args), holds=tuple(held), tails=len(tails),
                              prologue=len(pro), epilogues=len(epi)))  # fmt: skip
     return out
+
+
+def merge(plan: LaunchPlan, tuning: Tuning) -> LaunchPlan:
+    """`plan` with its stage launches grouped into merged launches (`merge_launches`) and the scratch
+    buffers those count in added (`fresh`); `plan` itself when `tuning.merge` is off or nothing merges."""
+    if not tuning.merge:
+        return plan
+    added: dict[str, Buffer] = {}
+
+    def fresh(i: int, param: str = "count", size: int = 1, suffix: str = "") -> Arg:
+        name = f"%launch{i}.{param}{suffix}"
+        added[name] = Buffer(name, (size,), "i32", "intermediate", (Part("", "int32", size),))
+        return Arg(param, name, "", "inout")
+
+    launches = tuple(merge_launches(plan.stage_launches, fresh, tuning))
+    if launches == plan.stage_launches:
+        return plan
+    return replace(plan, buffers=with_buffers(plan.buffers, added.values()), merged=launches)

@@ -3,7 +3,8 @@ weights the launch after it reads into L2 while it runs.
 
 A decode step of a small model is a chain of short launches, each waiting on its weights' DRAM round
 trip; SmolLM2's step reads ~140 MB, more than the H200's 60 MB L2, so no weight stays in L2 from one
-step to the next. `prefetch_next(launches, weight_bytes, arg, launch_of, tuning) -> list[Launch]` gives launch
+step to the next. `prefetch(plan, tuning) -> LaunchPlan` (with `Tuning.prefetch_bytes`; else the plan as it is)
+hands the plan's launches to `prefetch_next(launches, weight_bytes, tuning) -> list[Launch]`, which gives launch
 `i` (in graph order, the merged launches of `codegen.merge`) the weight parts of launch `i + 1` (the
 last launch: the first's, for the next replay of the graph) as
 extra parameters of role `prefetch` (bound like any argument; no read of the launch, no data edge):
@@ -16,7 +17,7 @@ projections, 17-117 MB, are left alone). Results are unchanged: the kernel's own
 same text after the hint.
 
 `weight_bytes(arg) -> int | None`: the bytes of an argument's buffer part when its buffer is a
-`weight`, else None (`codegen.plan` binds it to the plan's buffer table).
+`weight`, else None (`prefetch` reads it from the plan's buffer table).
 
 Its measurements (SmolLM2's step 886 -> 827 us a token; the bound) are in `bench/RESULTS.md`.
 """
@@ -27,10 +28,12 @@ import hashlib
 import math
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from fwdshim.codegen.kernel import Kernel, Param, build, indent
+from fwdshim.codegen.launch import Arg, Launch, LaunchPlan
 from fwdshim.codegen.tuning import Tuning
 
 MIN_SLICE = 4096
@@ -78,11 +81,9 @@ def with_hints(k: Kernel, parts: Sequence[Param]) -> Kernel:
     return build(f"{k.name}_pf{key}", body, m.group(2), k.grid, k.block, params, notes, pdl=k.pdl)
 
 
-def prefetch_next(launches: Sequence, weight_bytes: Callable[[object], int | None], arg: Callable, launch_of: Callable,
-                  tuning: Tuning) -> list:  # fmt: skip
+def prefetch_next(launches: Sequence[Launch], weight_bytes: Callable[[Arg], int | None], tuning: Tuning) -> list[Launch]:
     """`launches` with each given the next launch's weight parts to prefetch (module docstring), at
-    most `tuning.prefetch_bytes` a launch (0: `launches` as they are). `arg(param, buffer, part,
-    role)` and `launch_of(...)` build the plan's `Arg` and `Launch`."""
+    most `tuning.prefetch_bytes` a launch (0: `launches` as they are)."""
     if tuning.prefetch_bytes <= 0:
         return list(launches)
     out = []
@@ -104,8 +105,26 @@ def prefetch_next(launches: Sequence, weight_bytes: Callable[[object], int | Non
             continue
         parts = [Param(p.name, p.dtype, p.size, ROLE, a.ref) for a, p in wanted]
         kern = with_hints(launch.kernel, parts)
-        args = tuple(launch.args) + tuple(arg(q.name, a.buffer, a.part, ROLE) for q, (a, _) in zip(kern.params[-len(parts) :], wanted))
+        args = tuple(launch.args) + tuple(Arg(q.name, a.buffer, a.part, ROLE) for q, (a, _) in zip(kern.params[-len(parts) :], wanted))
         holds = launch.holds or (launch,)  # a lone launch holds its stage launch: the kernel is another
-        out.append(launch_of(launch.stage, kern, args, holds=holds, tails=launch.tails, prologue=launch.prologue,
-                              epilogues=launch.epilogues))
+        out.append(Launch(launch.stage, kern, args, holds=holds, tails=launch.tails, prologue=launch.prologue,
+                          epilogues=launch.epilogues))
     return out
+
+
+def prefetch(plan: LaunchPlan, tuning: Tuning) -> LaunchPlan:
+    """`plan` with each of its launches (merged, where `codegen.merge.merge` merged them) given the
+    next launch's weights to prefetch (`prefetch_next`); `plan` itself when `tuning.prefetch_bytes` is 0."""
+    if tuning.prefetch_bytes <= 0:
+        return plan
+    buffers = {b.name: b for b in plan.buffers}
+
+    def weight_bytes(a: Arg) -> int | None:
+        buf = buffers[a.buffer]
+        if buf.role != "weight":
+            return None
+        part = buf.part(a.part)
+        return part.size * np.dtype(part.dtype).itemsize
+
+    launches = tuple(prefetch_next(plan.merged or plan.stage_launches, weight_bytes, tuning))
+    return replace(plan, merged=() if launches == plan.stage_launches else launches)

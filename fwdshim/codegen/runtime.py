@@ -55,9 +55,8 @@ import numpy as np
 from xdsl.ir import Operation
 
 from fwdshim.codegen.kernel import simulating
-from fwdshim.codegen.fused import CACHE_LEN
-from fwdshim.codegen.tuning import DEFAULT, Tuning
-from fwdshim.codegen.plan import (  # noqa: F401 - the memory accounting, re-exported where it was
+from fwdshim.codegen.launch import (  # noqa: F401 - the memory accounting, re-exported where it was
+    CACHE_LEN,
     GIB,
     PACK_ALIGN,
     Buffer,
@@ -66,9 +65,10 @@ from fwdshim.codegen.plan import (  # noqa: F401 - the memory accounting, re-exp
     _aligned,
     _packed_parts,
     gib,
-    plan_for,
     step_memory,
 )
+from fwdshim.codegen.plan import plan_for
+from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.ggml_blocks import AFFINE, repack
 from fwdshim.weights import WeightStore
 

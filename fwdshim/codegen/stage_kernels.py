@@ -15,14 +15,12 @@ from fwdshim.codegen import attention, gemv, gemv_ggml, moe, norms, quantize, ro
 from fwdshim.codegen.buffers import type_parts
 from fwdshim.codegen.fused import (
     DEFAULT_EPS,
-    Binding,
-    Ref,
-    Unlowerable,
     attention_refs,
     attention_sizes,
     lower_fused,
     qact_refs,
 )
+from fwdshim.codegen.launch import Binding, Ref, Unlowerable
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.dialects.attributes import QActType, WeightsType, gguf_of
 from fwdshim.dialects.fwd import (

@@ -50,7 +50,7 @@ import numpy as np
 from fwdshim.codegen.tuning import Tuning
 from fwdshim.tools.tuning_env import tuning_from_env
 from fwdshim.codegen.kernel import SMLimits, occupancy  # noqa: F401 - the profile's occupancy rules
-from fwdshim.codegen.plan import Launch, LaunchPlan
+from fwdshim.codegen.launch import Launch, LaunchPlan
 
 L2_BYTES = 60 * 2**20
 """The H200's L2 (50 MB on an H100): weight copies pass 3x this."""
