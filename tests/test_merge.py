@@ -371,7 +371,7 @@ def test_a_rope_epilogue_is_bit_for_bit_the_gemv_then_the_rope_kernel(act, shape
     rng = seeds.rng()
     n, k, hd, half = 5 * 64, 1024, 64, 32
     base = gemv.gemv_q8(n, k, 1, act, gemv.Shape(*shape))
-    paired = gemv.rope_variant(base.name, hd, half, Tuning())
+    paired = gemv.rope_variant(base, hd, half, Tuning())
     assert paired is not None and [p.name for p in paired.params][-2:] == ["angles", "z"]
     given = {p.name: (rng.integers(-127, 128, p.size, dtype=np.int8) if p.dtype == "int8" else (rng.random(p.size) + 0.5).astype(p.dtype))
              for p in base.params if p.role == "in"}  # fmt: skip
@@ -386,18 +386,20 @@ def test_a_rope_epilogue_is_bit_for_bit_the_gemv_then_the_rope_kernel(act, shape
 
 def test_a_rope_epilogue_needs_pairs_in_one_group():
     """`gemv.rope_variant` is None for a GEMV it cannot pair (odd rows a group, a looping grid, more
-    than one row of x, a rope not over whole heads) or did not build; `gemv_q8`
+    than one row of x, a rope not over whole heads) or another kernel (not a Q8_0 GEMV, or one with an
+    epilogue already); `gemv_q8`
     refuses such a rope with the shape named."""
     from fwdshim.codegen import gemv
 
     ok = gemv.gemv_q8(128, 64, 1, "f32", gemv.Shape(16, 2, 1, 1, 1))
-    assert gemv.rope_variant(ok.name, 64, 32, Tuning()) is not None
-    assert gemv.rope_variant(ok.name, 64, 16, Tuning()) is None  # copied dims past 2 * half
-    assert gemv.rope_variant(ok.name, 96, 48, Tuning()) is None  # 128 rows are not whole heads of 96
+    assert gemv.rope_variant(ok, 64, 32, Tuning()) is not None
+    assert gemv.rope_variant(ok, 64, 16, Tuning()) is None  # copied dims past 2 * half
+    assert gemv.rope_variant(ok, 96, 48, Tuning()) is None  # 128 rows are not whole heads of 96
     for shape, m in (((16, 1, 1, 1, 1), 1), ((32, 1, 2, 1, 1), 1), ((16, 2, 1, 1, 1, 4), 1), ((16, 2, 1, 1, 1), 2)):
         k = gemv.gemv_q8(128, 64, m, "f32", gemv.Shape(*shape))
-        assert gemv.rope_variant(k.name, 64, 32, Tuning()) is None, k.name
-    assert gemv.rope_variant("gemv_q8_0_1x7x64_unknown", 64, 32, Tuning()) is None
+        assert gemv.rope_variant(k, 64, 32, Tuning()) is None, k.name
+    assert gemv.rope_variant(gemv.dense(128, 64), 64, 32, Tuning()) is None  # not a Q8_0 GEMV
+    assert gemv.rope_variant(gemv.rope_variant(ok, 64, 32, Tuning()), 64, 32, Tuning()) is None  # one epilogue
     with pytest.raises(ValueError, match="a rope epilogue of heads of 64 .* v16r1w1u1s1"):
         gemv.gemv_q8(128, 64, 1, "f32", gemv.Shape(16, 1, 1, 1, 1), rope=(64, 32))
 
@@ -460,7 +462,7 @@ def test_a_pair_epilogue_is_bit_for_bit_the_two_gemvs_then_the_chain(act, shape)
     g, u = base.run(**first)["y"], base.run(**{**first, **second})["y"]
     for gate_first in (True, False):
         chain, pair = _silu_mul(n, gate_first)
-        paired = gemv.pair_variant(base.name, pair, Tuning())
+        paired = gemv.pair_variant(base, pair, Tuning())
         assert paired is not None and [p.name for p in paired.params][:4] == ["qs", "dw", "qs2", "dw2"]
         assert [p.name for p in paired.params][-3:] == ["y", "y2", "z0"] and paired.grid == (-(-2 * n // (shape[1] * shape[2] // shape[4])), 1)
         out = paired.run(**first, qs2=second["qs"], dw2=second["dw"])
@@ -473,17 +475,18 @@ def test_a_pair_epilogue_is_bit_for_bit_the_two_gemvs_then_the_chain(act, shape)
 
 def test_a_pair_epilogue_needs_pairs_in_one_group():
     """`gemv.pair_variant` is None for a GEMV it cannot pair (odd rows a group, a looping grid, a
-    prefetch, more than one row of x) or did not build; `gemv_q8` refuses such a pair with the shape
-    named."""
+    prefetch, more than one row of x) or another kernel (not a Q8_0 GEMV, or one with an epilogue
+    already); `gemv_q8` refuses such a pair with the shape named."""
     from fwdshim.codegen import gemv
 
     _, pair = _silu_mul(128, True)
     ok = gemv.gemv_q8(128, 64, 1, "f32", gemv.Shape(16, 2, 1, 1, 1))
-    assert gemv.pair_variant(ok.name, pair, Tuning()) is not None
+    assert gemv.pair_variant(ok, pair, Tuning()) is not None
     for shape, m in (((16, 1, 1, 1, 1), 1), ((32, 1, 2, 1, 1), 1), ((16, 2, 1, 1, 1, 4), 1), ((16, 2, 1, 1, 1, 0, True), 1), ((16, 2, 1, 1, 1), 2)):
         k = gemv.gemv_q8(128, 64, m, "f32", gemv.Shape(*shape))
-        assert gemv.pair_variant(k.name, pair, Tuning()) is None, k.name
-    assert gemv.pair_variant("gemv_q8_0_1x7x64_unknown", pair, Tuning()) is None
+        assert gemv.pair_variant(k, pair, Tuning()) is None, k.name
+    assert gemv.pair_variant(gemv.dense(128, 64), pair, Tuning()) is None  # not a Q8_0 GEMV
+    assert gemv.pair_variant(gemv.pair_variant(ok, pair, Tuning()), pair, Tuning()) is None  # one epilogue
     with pytest.raises(ValueError, match=r"a pair epilogue \(silu_mul\) on the GEMV 1x128x64 v16r1w1u1s1"):
         gemv.gemv_q8(128, 64, 1, "f32", gemv.Shape(16, 1, 1, 1, 1), pair=pair)
 

@@ -33,7 +33,7 @@ from xdsl.ir import SSAValue
 
 from fwdshim.codegen import attention, norms
 from fwdshim.codegen.gemv import Pair
-from fwdshim.codegen.kernel import Kernel, Param, build, check_block, small_items
+from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build, check_block, small_items
 from fwdshim.codegen.launch import CACHE_LEN, Binding, Ref, Unlowerable
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.codegen.unary import binary_expr, silu_expr
@@ -68,10 +68,12 @@ class Step:
 
 
 @dataclass(frozen=True)
-class ElementwiseSpec:
+class ElementwiseSpec(KernelSpec):
     """A register-carried kernel: `n` indices, `inputs` external arrays, `steps` in order, and the
-    step whose result each output stores (`outputs[r]` = step index)."""
+    step whose result each output stores (`outputs[r]` = step index). What `codegen.merge` runs as
+    a GEMV pair's epilogue (`pair_epilogue`)."""
 
+    family = "fused_elementwise"
     cls: str
     n: int
     inputs: int
@@ -91,12 +93,6 @@ def _expr(step: Step, suffix: str = "") -> str:
     if step.kind == "silu":
         return silu_expr(ops[0])
     return binary_expr(step.kind, ops[0], ops[1])
-
-
-SPECS: dict[str, ElementwiseSpec] = {}
-"""The spec of each elementwise kernel built (`elementwise_kernel`), by its source (two specs of one
-name, `silu(a0) * a1` and `silu(a1) * a0`, differ there): what `codegen.merge` runs as a GEMV pair's
-epilogue (`pair_epilogue`)."""
 
 
 def pair_epilogue(spec: ElementwiseSpec, first: Sequence[bool]) -> Pair:
@@ -157,9 +153,8 @@ def fused_k({", ".join(ins + outs)}):
     params += [Param(y, "float32", n, "out", f"result of step {s} [{n}]") for y, s in zip(outs, spec.outputs)]
     what = " -> ".join(s.kind for s in spec.steps)
     grid = (-(-n // (block * items)),)
-    kern = build(spec.name(), body, "fused_k", grid, (block,), params, f"{spec.cls} over {n}: {what}", pdl=tuning.pdl)
-    SPECS[kern.source] = spec
-    return kern
+    return build(spec.name(), body, "fused_k", grid, (block,), params, f"{spec.cls} over {n}: {what}", pdl=tuning.pdl,
+                 spec=spec)
 
 
 def elementwise_spec(flat: Flat) -> tuple[ElementwiseSpec, list[SSAValue], list[SSAValue]]:

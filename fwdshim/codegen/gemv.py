@@ -47,11 +47,11 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fwdshim.codegen import kernel as _kernel
 from fwdshim.codegen import quantize as _quantize
-from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent, simulating
+from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build, check_block, indent, simulating
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.limits import STATIC_SHARED_BYTES
 
@@ -183,7 +183,7 @@ def _check_q8(n: int, k: int, m: int, rows_per_warp: int, warps: int, unroll: in
 
 
 def _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, act, rope: tuple[int, int] | None,
-               pair: Pair | None, tuning: Tuning) -> Kernel:  # fmt: skip
+               pair: Pair | None, tuning: Tuning, spec: GemvSpec) -> Kernel:  # fmt: skip
     _check_q8(n, k, m, rows_per_warp, warps, unroll, split)
     nb = k // 32
     groups = warps // split
@@ -235,7 +235,7 @@ def gemv_k(qs, dw{two}, {xs}, y{ropes}):
         params, name, notes = _with_rope_params(params, name, notes, n, *rope)
     if pair is not None:
         params, name, notes = _with_pair_params(params, name, notes, n, k, pair)
-    return build(name, body, "gemv_k", grid, (32 * warps,), params, notes, pdl=tuning.pdl)
+    return build(name, body, "gemv_k", grid, (32 * warps,), params, notes, pdl=tuning.pdl, spec=spec)
 
 
 def _pair_rows(n: int, rows: int, hd: int, half: int) -> str:
@@ -355,6 +355,26 @@ class Shape:
         more = (f"b{self.blocks}" if self.blocks else "") + ("p" if self.prefetch else "")
         more += f"a{self.stages}" if self.stages else ""
         return f"v{self.vec}r{self.rows}w{self.warps}u{self.unroll}s{self.split}{more}"
+
+
+@dataclass(frozen=True)
+class GemvSpec(KernelSpec):
+    """A GEMV kernel's spec: `weights` (`q8_0`; a dense dtype, `float32`...; a GGML type's name) of N x
+    K over `m` rows of activations `act` (`f32`, `int8`); for a Q8_0 GEMV its launch `shape` and the
+    epilogue it carries (`rope`: `(hd, half)`; `pair`: a `Pair`), for the others `warps` a block.
+    `codegen.merge` rebuilds a Q8_0 GEMV with an epilogue from it (`rope_variant`, `pair_variant`,
+    `quant_variant`)."""
+
+    family = "gemv"
+    weights: str
+    n: int
+    k: int
+    m: int
+    act: str
+    shape: Shape | None = None
+    rope: tuple[int, int] | None = None
+    pair: Pair | None = None
+    warps: int = 0
 
 
 def _weights(r: int, two: bool) -> tuple[str, str]:
@@ -673,47 +693,49 @@ if cuda.threadIdx.x == 0 and {block} < {-(-n // per_block)}:
         prefetch_l2(dw, pb0 // 4, pb1 - pb0)"""
 
 
-RECIPES: dict[str, tuple[int, int, int, str, Shape]] = {}
-"""The `(n, k, m, act, shape)` of each coalesced Q8_0 GEMV built (`gemv_q8`) by its kernel name: what
-`codegen.merge` rebuilds with a rope epilogue (`rope_variant`)."""
-
-
-def rope_variant(name: str, hd: int, half: int, tuning: Tuning) -> Kernel | None:
-    """GEMV `name` (built by `gemv_q8`) with the rope of its output as its epilogue (`gemv_q8`'s
-    `rope`), or None where that cannot be: a GEMV not built here, a looping grid or prefetch, an
-    odd number of rows a group, more than one row of x, or a rope that is not over whole `hd`-wide
-    heads of `2 * half` turned dims."""
-    recipe = RECIPES.get(name)
-    if recipe is None:
+def _plain_q8(kern: Kernel) -> GemvSpec | None:
+    """The spec of `kern` when it is a Q8_0 GEMV of `gemv_q8` carrying no epilogue, over one row of x,
+    one block a row group, no prefetch and an even number of rows a group (what takes an epilogue);
+    else None."""
+    s = kern.spec
+    if not isinstance(s, GemvSpec) or s.weights != "q8_0" or s.shape is None or s.rope or s.pair:
         return None
-    n, k, m, act, shape = recipe
-    if shape.blocks or shape.prefetch or shape.rows % 2 or m != 1 or hd != 2 * half or n % hd:
+    if s.shape.blocks or s.shape.prefetch or s.shape.rows % 2 or s.m != 1:
         return None
-    return gemv_q8(n, k, m, act, shape, rope=(hd, half), tuning=tuning)
+    return s
 
 
-def pair_variant(name: str, pair: Pair, tuning: Tuning) -> Kernel | None:
-    """GEMV `name` (built by `gemv_q8`) taking a second matrix of its shape, the same launch shape,
+def rope_variant(kern: Kernel, hd: int, half: int, tuning: Tuning) -> Kernel | None:
+    """GEMV `kern` (built by `gemv_q8`) with the rope of its output as its epilogue (`gemv_q8`'s
+    `rope`), or None where that cannot be: another kernel, a looping grid or prefetch, an odd
+    number of rows a group, more than one row of x, or a rope that is not over whole `hd`-wide heads
+    of `2 * half` turned dims."""
+    s = _plain_q8(kern)
+    if s is None or hd != 2 * half or s.n % hd:
+        return None
+    return gemv_q8(s.n, s.k, s.m, s.act, s.shape, rope=(hd, half), tuning=tuning)
+
+
+def pair_variant(kern: Kernel, pair: Pair, tuning: Tuning) -> Kernel | None:
+    """GEMV `kern` (built by `gemv_q8`) taking a second matrix of its shape, the same launch shape,
     its rows paired with the first's and `pair` as the epilogue (`gemv_q8`'s `pair`), or None where
-    that cannot be: a GEMV not built here, a looping grid or prefetch, an odd number of rows a group,
-    more than one row of x; with `pair.quant`, an epilogue of more than one result or a group's pairs
-    not dividing 32. `PAIRS` records what each variant was built from."""
-    recipe = RECIPES.get(name)
-    if recipe is None:
+    that cannot be: another kernel, a looping grid or prefetch, an odd number of rows a group, more
+    than one row of x; with `pair.quant`, an epilogue of more than one result or a group's pairs
+    not dividing 32."""
+    s = _plain_q8(kern)
+    if s is None or (pair.quant and (len(pair.values) != 1 or 32 % (s.shape.rows // 2))):
         return None
-    n, k, m, act, shape = recipe
-    if shape.blocks or shape.prefetch or shape.rows % 2 or m != 1:
-        return None
-    if pair.quant and (len(pair.values) != 1 or 32 % (shape.rows // 2)):
-        return None
-    kern = gemv_q8(n, k, m, act, shape, pair=pair, tuning=tuning)
-    PAIRS[kern.name] = (name, pair)
-    return kern
+    return gemv_q8(s.n, s.k, s.m, s.act, s.shape, pair=pair, tuning=tuning)
 
 
-PAIRS: dict[str, tuple[str, Pair]] = {}
-"""The GEMV and `Pair` each pair variant (`pair_variant`) was built from, by its kernel name: what
-`codegen.merge` rebuilds with a quantize (`Pair.quant`)."""
+def quant_variant(kern: Kernel, fmt: str, tuning: Tuning) -> Kernel | None:
+    """Pair variant `kern` (`pair_variant`) whose epilogue's result is also quantized in format `fmt`
+    (`Pair.quant`), or None where that cannot be (`pair_variant`; `kern` not a pair variant)."""
+    s = kern.spec
+    if not isinstance(s, GemvSpec) or s.pair is None or s.pair.quant or s.weights != "q8_0":
+        return None
+    base = gemv_q8(s.n, s.k, s.m, s.act, s.shape, tuning=tuning)
+    return pair_variant(base, replace(s.pair, quant=fmt), tuning)
 
 
 def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int] | None = None,
@@ -734,6 +756,7 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     lane 0 runs the epilogue on the pair (gate and up with silu·mul: the gate/up launch keeps no
     tail). Needs an even `rows`, M 1, one block a row group (`pair_variant`)."""
     vec, rows, warps, unroll, split = shape.vec, shape.rows, shape.warps, shape.unroll, shape.split
+    spec = GemvSpec("q8_0", n, k, m, act, shape, rope, pair)
     if rope is not None:
         hd, half = rope
         if shape.blocks or shape.prefetch or rows % 2 or m != 1 or hd != 2 * half or n % hd or pair is not None:
@@ -743,10 +766,7 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     if vec == 32:
         if shape.blocks or shape.prefetch:
             raise ValueError("whole-block lanes (vec 32) take neither a looping grid nor a prefetch")
-        kern = _q8_kernel(n, k, m, rows, warps, unroll, split, act, rope, pair, tuning)
-        if rope is None and pair is None:
-            RECIPES[kern.name] = (n, k, m, act, shape)
-        return kern
+        return _q8_kernel(n, k, m, rows, warps, unroll, split, act, rope, pair, tuning, spec)
     _check_q8(n, k, m, rows, warps, unroll, split)
     if vec not in (4, 16):
         raise ValueError(f"{vec}-byte pieces (4, 16, or 32: a whole block)")
@@ -847,9 +867,7 @@ def gemv_k(qs, dw, {xs}, y):
         zs = pair.outputs()
         body = body.replace(f"def gemv_k(qs, dw, {xs}, y):", f"def gemv_k(qs, dw, qs2, dw2, {xs}, y, y2, {zs}):", 1)
         params, name, notes = _with_pair_params(params, name, notes, n, k, pair)
-    else:
-        RECIPES[name] = (n, k, m, act, shape)
-    return build(name, body, "gemv_k", grid, (32 * warps,), params, notes, pdl=tuning.pdl)
+    return build(name, body, "gemv_k", grid, (32 * warps,), params, notes, pdl=tuning.pdl, spec=spec)
 
 
 def launch_shape(n: int, k: int, act: str, tuning: Tuning = DEFAULT) -> Shape:
@@ -960,4 +978,5 @@ def dense_k(w, x, y):
         Param("y", "float32", m * n, "out", f"[{m}, {n}]"),
     ]
     grid = (-(-n // warps), m)
-    return build(f"gemv_dense_{dtype}_{m}x{n}x{k}", body, "dense_k", grid, (32 * warps,), params, f"{dtype} GEMV {n}x{k} over {m} row{'s' if m != 1 else ''}", pdl=tuning.pdl)
+    return build(f"gemv_dense_{dtype}_{m}x{n}x{k}", body, "dense_k", grid, (32 * warps,), params, f"{dtype} GEMV {n}x{k} over {m} row{'s' if m != 1 else ''}", pdl=tuning.pdl,
+                 spec=GemvSpec(dtype, n, k, m, "f32", warps=warps))

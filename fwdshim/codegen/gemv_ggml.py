@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 
+from fwdshim.codegen.gemv import GemvSpec
 from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.dialects.attributes import GgmlType, gguf_of
@@ -143,4 +144,5 @@ def gemv_k({names}, {xs}, y):
     tag = g.value if act == "f32" else f"{g.value}_int8"
     what = "dequantizing in-kernel" if act == "f32" else "int8 activations"
     return build(f"gemv_{tag}_{m}x{n}x{k}_w{warps}", body, "gemv_k", grid, (32 * warps,), params,
-                 f"{g.value.upper()} GEMV {n}x{k} ({what}) over {m} rows", pdl=tuning.pdl)  # fmt: skip
+                 f"{g.value.upper()} GEMV {n}x{k} ({what}) over {m} rows", pdl=tuning.pdl,
+                 spec=GemvSpec(g.value, n, k, m, act, warps=warps))  # fmt: skip

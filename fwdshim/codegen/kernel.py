@@ -42,7 +42,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -235,11 +235,21 @@ _NUMBA_NAMES = {
 }
 
 
+class KernelSpec:
+    """What a kernel family built a kernel from, as data: a family's frozen spec (`gemv.GemvSpec`,
+    `rope.RopeSpec`, `quantize.QuantizeSpec`, `unary.BinarySpec`, `fused.ElementwiseSpec`, ...)
+    derives from this and names its `family`. `codegen.merge` asks a kernel's spec what it is and
+    rebuilds it as a variant from it, never from its name or source."""
+
+    family: ClassVar[str] = ""
+
+
 @dataclass(frozen=True)
 class Kernel:
     """A compiled kernel with its launch configuration (see the module docstring).
 
-    `params` are in launch order; `notes` says what the kernel computes, for plans and listings."""
+    `params` are in launch order; `notes` says what the kernel computes, for plans and listings;
+    `spec` what its family built it from (`KernelSpec`; None for a kernel no later step rebuilds)."""
 
     name: str
     source: str
@@ -250,6 +260,12 @@ class Kernel:
     notes: str = ""
     pdl: str = "off"
     """How `launch_on` launches it (`Tuning.pdl`: the mode its waits were placed for)."""
+    spec: KernelSpec | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def family(self) -> str:
+        """The family that built the kernel (its spec's `family`; `""` for none)."""
+        return self.spec.family if self.spec is not None else ""
 
     @property
     def body(self) -> str:
@@ -422,14 +438,16 @@ def _with_pdl(body: str, entry: str, mode: str) -> str:
     raise ValueError(f"no kernel function `{entry}` in the body")
 
 
-def build(name: str, body: str, entry: str, grid, block, params, notes: str = "", *, pdl: str) -> Kernel:
+def build(name: str, body: str, entry: str, grid, block, params, notes: str = "", *, pdl: str,
+          spec: KernelSpec | None = None) -> Kernel:  # fmt: skip
     """Prefix `body` with the prelude and wrap it as a `Kernel` (its `fn` a `LazyDispatcher`: the
     source is written to the cache and imported when the kernel is first launched or compiled);
-    `pdl` (`Tuning.pdl`) places the kernel's wait (`_with_pdl`) and says how it is launched."""
+    `pdl` (`Tuning.pdl`) places the kernel's wait (`_with_pdl`) and says how it is launched; `spec`
+    is what the family built it from (`KernelSpec`)."""
     body = _with_pdl(body, entry, pdl)
     source = f'"""fwdshim kernel {name}: {notes}"""\n' + prelude() + "\n\n" + body
     fn = LazyDispatcher(KernelSource(name, source, entry))
-    return Kernel(name, source, fn, tuple(grid), tuple(block), tuple(params), notes, pdl)
+    return Kernel(name, source, fn, tuple(grid), tuple(block), tuple(params), notes, pdl, spec)
 
 
 def count_done(flag: str, count: str, index: str, tid: str) -> tuple[str, str]:

@@ -269,8 +269,8 @@ class LaunchPlan:
                 first = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[: launch.prologue])
                 held = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[launch.prologue : n - launch.epilogues])
                 epis = launch.holds[n - launch.epilogues : n]
-                quant = ", ".join(f"stage {h.stage} {h.name}" for h in epis if h.name.startswith("quantize_"))
-                epi = ", ".join(f"stage {h.stage} {h.name}" for h in epis if not h.name.startswith("quantize_"))
+                quant = ", ".join(f"stage {h.stage} {h.name}" for h in epis if h.kernel.family == "quantize")
+                epi = ", ".join(f"stage {h.stage} {h.name}" for h in epis if h.kernel.family != "quantize")
                 tails = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[n:])
                 lines.append(f"//   launch {i}: {launch.name} grid {grid} block {block} "
                              + (f"every block first: {first}; then " if first else "") + f"holds {held}"

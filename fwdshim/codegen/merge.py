@@ -263,7 +263,7 @@ def prologue_modes(pro, par: Sequence, tuning: Tuning) -> dict[tuple[str, str], 
     for i, c in enumerate(chain):  # a later launch of the chain writes nothing an earlier one touches
         if any(set(d.writes) & (set(c.reads) | set(c.writes)) for d in chain[i + 1 :]):
             return None
-    if not all(x.kernel.name.startswith("gemv_") for x in par):
+    if not all(x.kernel.family == "gemv" for x in par):
         return None
     modes: dict[tuple[str, str], str] = {}
     for i, c in enumerate(chain):
@@ -322,20 +322,20 @@ def _stores_plain(k: Kernel) -> bool:
 
 def _epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, bool] | None:
     """(the part of `par` whose output `t` reads, whether that output is `t`'s first operand) when
-    launch `t` can run as that part's epilogue; None otherwise. `t` is `elementwise_KIND_N` (`a`, `b`
-    -> `y`) with one operand a part's whole output `y` (`_stores_plain`), the other written by none of
-    `busy` (the group's launches so far), its result read and written by none of them."""
-    from fwdshim.codegen.unary import KINDS
+    launch `t` can run as that part's epilogue; None otherwise. `t` is an elementwise kernel
+    (`unary.BinarySpec`: `a`, `b` -> `y`) with one operand a part's whole output `y` (`_stores_plain`),
+    the other written by none of `busy` (the group's launches so far), its result read and written
+    by none of them."""
+    from fwdshim.codegen.unary import BinarySpec
 
     k = t.kernel
-    bits = k.name.split("_")
-    if len(bits) != 3 or bits[0] != "elementwise" or bits[1] not in KINDS or _grid1(k) is None:
+    if not isinstance(k.spec, BinarySpec) or _grid1(k) is None:
         return None
     if [q.name for q in k.params] != ["a", "b", "y"] or any(q.dtype != "float32" for q in k.params):
         return None
     a, b, out = (_key(x) for x in t.args)
     for i, p in enumerate(par):
-        if not p.kernel.name.startswith("gemv_") or not _stores_plain(p.kernel):
+        if p.kernel.family != "gemv" or not _stores_plain(p.kernel):
             continue
         y = _key(p.args[-1])
         if (a == y) == (b == y) or p.kernel.params[-1].size != k.params[2].size:
@@ -353,21 +353,21 @@ def _written(launch) -> set[tuple[str, str]]:
 
 
 def _rope_epilogue_of(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple[int, int, int] | None:
-    """(the part of `par`, hd, half) when rope launch `t` (`rope_HxD_hHALF`: `x`, `angles` -> `y`)
+    """(the part of `par`, hd, half) when rope launch `t` (`rope.RopeSpec`: `x`, `angles` -> `y`)
     turns that part's whole output and can run as its epilogue (`gemv.rope_variant`); its angles
     written by none of `busy`, its result read and written by none of them. None otherwise."""
     from fwdshim.codegen import gemv
+    from fwdshim.codegen.rope import RopeSpec
 
     k = t.kernel
-    mt = re.fullmatch(r"rope_(\d+)x(\d+)_h(\d+)", k.name)
-    if not tuning.rope_epilogues or mt is None or [q.name for q in k.params] != ["x", "angles", "y"]:
+    if not tuning.rope_epilogues or not isinstance(k.spec, RopeSpec) or [q.name for q in k.params] != ["x", "angles", "y"]:
         return None
-    hd, half = int(mt.group(2)), int(mt.group(3))
+    hd, half = k.spec.hd, k.spec.half
     x, ang, out = (_key(a) for a in t.args)
     for i, p in enumerate(par):
         if _key(p.args[-1]) != x or p.kernel.params[-1].name != "y" or p.kernel.params[-1].size != k.params[0].size:
             continue
-        if gemv.rope_variant(p.kernel.name, hd, half, tuning) is None:
+        if gemv.rope_variant(p.kernel, hd, half, tuning) is None:
             return None
         if any(ang in _written(u) for u in busy) or any(out in {_key(v) for v in u.args} for u in busy):
             return None
@@ -377,14 +377,14 @@ def _rope_epilogue_of(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple
 
 def _pair_epilogue_of(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple[int, int, object] | None:
     """(the first part, the second part, the `gemv.Pair`) when elementwise launch `t` (a fused chain
-    or region: `a0`, `a1` -> `y0`, ...) reads the whole outputs of two GEMV parts of `par` of one
-    recipe (`gemv.RECIPES`) over one activation and can run as the epilogue of the pair; its results
-    read and written by none of `busy`. None otherwise."""
+    or region, `fused.ElementwiseSpec`: `a0`, `a1` -> `y0`, ...) reads the whole outputs of two GEMV
+    parts of `par` of one spec (`gemv.GemvSpec`) over one activation and can run as the epilogue of
+    the pair; its results read and written by none of `busy`. None otherwise."""
     from fwdshim.codegen import fused, gemv
 
     k = t.kernel
-    spec = fused.SPECS.get(k.source)
-    if not tuning.pair_epilogues or spec is None or spec.inputs != 2 or _grid1(k) is None:
+    spec = k.spec
+    if not tuning.pair_epilogues or not isinstance(spec, fused.ElementwiseSpec) or spec.inputs != 2 or _grid1(k) is None:
         return None
     ins = [_key(a) for a, q in zip(t.args, k.params, strict=True) if q.role == "in"]
     outs = [_key(a) for a, q in zip(t.args, k.params, strict=True) if q.role != "in"]
@@ -398,27 +398,29 @@ def _pair_epilogue_of(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple
         return None
     i, i2 = sorted(at.values())
     a, b = par[i], par[i2]
-    recipe = gemv.RECIPES.get(a.kernel.name)
-    if recipe is None or gemv.RECIPES.get(b.kernel.name) != recipe or [_key(x) for x in a.args[2:-1]] != [_key(x) for x in b.args[2:-1]]:
+    if a.kernel.spec != b.kernel.spec or [_key(x) for x in a.args[2:-1]] != [_key(x) for x in b.args[2:-1]]:
         return None
     if any(o in {_key(v) for v in u.args} for u in busy for o in outs):
         return None
     pair = fused.pair_epilogue(spec, [at[x] == i for x in ins])
-    if gemv.pair_variant(a.kernel.name, pair, tuning) is None:
+    if gemv.pair_variant(a.kernel, pair, tuning) is None:
         return None
     return i, i2, pair
 
 
 def _quant_epilogue_of(t, par: Sequence, epi: Sequence, busy: Sequence, tuning: Tuning) -> tuple[int, str] | None:
-    """(the part of `par`, the format) when quantize launch `t` (`quantize_<format>_1x<n>`: `x` -> `q`,
-    `d` (, `s`), `n` at most `tuning.quant_epilogue_values`) reads the one result of a pair epilogue launch among `epi` (`_pair_epilogue_of`) and
-    can run after it in that part (`gemv.pair_variant` with `Pair.quant`); its results read and
-    written by none of `busy`. None otherwise."""
+    """(the part of `par`, the format) when quantize launch `t` (`quantize.QuantizeSpec` of one row:
+    `x` -> `q`, `d` (, `s`), at most `tuning.quant_epilogue_values` values) reads the one result of a
+    pair epilogue launch among `epi` (`_pair_epilogue_of`) and can run after it in that part
+    (`gemv.pair_variant` with `Pair.quant`); its results read and written by none of `busy`. None
+    otherwise."""
     from fwdshim.codegen import gemv
+    from fwdshim.codegen.quantize import QuantizeSpec
 
     k = t.kernel
-    mt = re.fullmatch(r"quantize_(one_word|two_words)_1x\d+", k.name)
-    if mt is None or k.params[0].name != "x" or k.params[0].role != "in" or k.params[0].size > tuning.quant_epilogue_values:
+    if not isinstance(k.spec, QuantizeSpec) or k.spec.rows != 1:
+        return None
+    if k.params[0].name != "x" or k.params[0].role != "in" or k.params[0].size > tuning.quant_epilogue_values:
         return None
     x = _key(t.args[0])
     outs = {_key(a) for a, q in zip(t.args, k.params, strict=True) if q.role != "in"}
@@ -427,11 +429,11 @@ def _quant_epilogue_of(t, par: Sequence, epi: Sequence, busy: Sequence, tuning: 
         if found is None or [_key(a) for a, q in zip(e.args, e.kernel.params, strict=True) if q.role != "in"] != [x]:
             continue
         i, _, pair = found
-        if gemv.pair_variant(par[i].kernel.name, replace(pair, quant=mt.group(1)), tuning) is None:
+        if gemv.pair_variant(par[i].kernel, replace(pair, quant=k.spec.fmt), tuning) is None:
             return None
         if any(o in {_key(v) for v in u.args} for u in busy for o in outs):
             return None
-        return i, mt.group(1)
+        return i, k.spec.fmt
     return None
 
 
@@ -450,7 +452,7 @@ def _epilogue(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple[int, tu
     found = _epilogue_of(t, par, busy)
     if found is None:
         return None
-    return found[0], (t.kernel.name.split("_")[1], found[1])
+    return found[0], (t.kernel.spec.kind, found[1])
 
 
 def _with_epilogue(part, t, how: tuple, second, tuning: Tuning):
@@ -460,13 +462,13 @@ def _with_epilogue(part, t, how: tuple, second, tuning: Tuning):
     from fwdshim.codegen import gemv
 
     if how[0] == "pair":
-        kern = gemv.pair_variant(part.kernel.name, how[2], tuning)
+        kern = gemv.pair_variant(part.kernel, how[2], tuning)
         assert kern is not None and second is not None
         outs = tuple(a for a, q in zip(t.args, t.kernel.params, strict=True) if q.role != "in")
         args = (*part.args[:2], *second.args[:2], *part.args[2:], second.args[-1], *outs)
         return replace(part, kernel=kern, args=args)
     if how[0] == "rope":
-        kern = gemv.rope_variant(part.kernel.name, how[1], how[2], tuning)
+        kern = gemv.rope_variant(part.kernel, how[1], how[2], tuning)
         assert kern is not None
         extra = (t.args[1], t.args[2])
     else:
@@ -482,12 +484,11 @@ def _with_quantize(part, t, counts: Callable[[int], object], tuning: Tuning):
     its `qcount` (a zeroed scratch array of the plan)."""
     from fwdshim.codegen import gemv
 
-    built = gemv.PAIRS.get(part.kernel.name)
-    if built is None or _key(part.args[-1]) != _key(t.args[0]):
+    if _key(part.args[-1]) != _key(t.args[0]):
         return part
-    fmt = re.fullmatch(r"quantize_(one_word|two_words)_1x\d+", t.kernel.name).group(1)
-    kern = gemv.pair_variant(built[0], replace(built[1], quant=fmt), tuning)
-    assert kern is not None
+    kern = gemv.quant_variant(part.kernel, t.kernel.spec.fmt, tuning)
+    if kern is None:  # not the pair variant whose result `t` quantizes
+        return part
     outs = tuple(a for a, q in zip(t.args, t.kernel.params, strict=True) if q.role != "in")
     return replace(part, kernel=kern, args=(*part.args, *outs, counts(kern.params[-1].size)))
 
@@ -518,7 +519,8 @@ def _epilogue_kernel(k: Kernel, kind: str, y_first: bool) -> Kernel:
               Param("ep_out", "float32", y.size, "out", f"y {kind} ep_in"))  # fmt: skip
     body = "\n".join(out)
     source = k.source[: k.source.index(prelude())] + prelude() + "\n\n" + body + "\n"
-    return replace(k, name=f"{k.name}_e{kind}", source=source, fn=None, params=params, notes=f"{k.notes}, then {kind}")
+    return replace(k, name=f"{k.name}_e{kind}", source=source, fn=None, params=params, notes=f"{k.notes}, then {kind}",
+                   spec=None)  # fmt: skip
 
 
 def groups(launches: Sequence, tuning: Tuning) -> list[tuple[list, list, list, list]]:
@@ -714,7 +716,7 @@ def merge_launches(launches: Sequence[Launch], fresh: Callable[..., Arg], tuning
         par = list(par)
         joined: set[int] = set()
         for t in epi:  # each epilogue joins its part: the part's kernel stores both results
-            if re.fullmatch(r"quantize_\w+", t.kernel.name):  # a pair's quantize (`_quant_epilogue_of`)
+            if t.kernel.family == "quantize":  # a pair's quantize (`_quant_epilogue_of`)
                 par = [_with_quantize(p, t, lambda size, t=t: fresh(len(out), "qcount", size, str(t.stage)), tuning) for p in par]
                 continue
             found = _epilogue(t, par, [], tuning)

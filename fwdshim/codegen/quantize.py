@@ -18,8 +18,9 @@ of 32 (or `items` blocks of 32 a warp: a small row in one CUDA block), `block` t
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
-from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent, small_items
+from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build, check_block, indent, small_items
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.weights import QK8_0
 
@@ -67,6 +68,17 @@ if {valid}:
     return text
 
 
+@dataclass(frozen=True)
+class QuantizeSpec(KernelSpec):
+    """A quantize kernel's spec: `rows` rows of `n` values into int8 blocks of 32 in format `fmt`
+    (what `codegen.merge` runs after a GEMV pair's epilogue, `gemv.Pair.quant`)."""
+
+    family = "quantize"
+    n: int
+    rows: int
+    fmt: str
+
+
 @functools.cache
 def quantize(n: int, rows: int = 1, fmt: str = "one_word", block: int = 256, items: int | None = None, *, tuning: Tuning = DEFAULT) -> Kernel:
     """The quantize stage over `rows` rows of `n` float32 values (see the module docstring).
@@ -106,4 +118,4 @@ def quantize_k(x, {outs}):
     return build(
         f"quantize_{fmt}_{rows}x{n}", body, "quantize_k", grid, (block,), params,
         f"int8 blocks of 32 ({fmt}) of {rows} rows of {n}",
-     pdl=tuning.pdl)  # fmt: skip
+     pdl=tuning.pdl, spec=QuantizeSpec(n, rows, fmt))  # fmt: skip

@@ -10,9 +10,21 @@ product and sum rounded on its own: no FMA), dims from `2*half` on copied (the f
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
-from fwdshim.codegen.kernel import Kernel, Param, build, check_block, small_items
+from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build, check_block, small_items
 from fwdshim.codegen.tuning import DEFAULT, Tuning
+
+
+@dataclass(frozen=True)
+class RopeSpec(KernelSpec):
+    """A rope kernel's spec: `heads` heads of `hd` values, pairs `(i, i + half)` turned (what
+    `codegen.merge` runs as a GEMV's epilogue, `gemv.rope_variant`)."""
+
+    family = "rope"
+    heads: int
+    hd: int
+    half: int
 
 
 @functools.cache
@@ -80,4 +92,5 @@ def rope_k(x, angles, y):
         Param("y", "float32", n, "out", f"[{heads}, {hd}]"),
     ]
     grid = (-(-total // (block * items)),)
-    return build(f"rope_{heads}x{hd}_h{half}", body, "rope_k", grid, (block,), params, f"rope of {heads} heads of {hd}", pdl=tuning.pdl)
+    return build(f"rope_{heads}x{hd}_h{half}", body, "rope_k", grid, (block,), params, f"rope of {heads} heads of {hd}", pdl=tuning.pdl,
+                 spec=RopeSpec(heads, hd, half))

@@ -14,8 +14,9 @@ per-index op, shared with the generated elementwise chain/region kernels.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
-from fwdshim.codegen.kernel import Kernel, Param, build, check_block
+from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build, check_block
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 
 KINDS = {"add": "fadd_rn", "sub": "fsub_rn", "mul": "fmul_rn", "div": "fdiv_rn", "max": "max", "min": "min"}
@@ -40,6 +41,16 @@ def _grid(n: int, block: int) -> tuple[int]:
     return (-(-n // block),)
 
 
+@dataclass(frozen=True)
+class BinarySpec(KernelSpec):
+    """An elementwise kernel's spec: `y = a kind b` over `n` float32 values (what `codegen.merge`
+    runs as a GEMV's epilogue)."""
+
+    family = "elementwise"
+    kind: str
+    n: int
+
+
 @functools.cache
 def elementwise(kind: str, n: int, *, block: int = 256, tuning: Tuning = DEFAULT) -> Kernel:
     """`y = a kind b` per index (see the module docstring)."""
@@ -56,7 +67,8 @@ def elementwise_k(a, b, y):
         Param("b", "float32", n, "in", f"[{n}]"),
         Param("y", "float32", n, "out", f"[{n}]"),
     ]
-    return build(f"elementwise_{kind}_{n}", body, "elementwise_k", grid, (block,), params, f"elementwise {kind} of {n}", pdl=tuning.pdl)
+    return build(f"elementwise_{kind}_{n}", body, "elementwise_k", grid, (block,), params, f"elementwise {kind} of {n}", pdl=tuning.pdl,
+                 spec=BinarySpec(kind, n))
 
 
 @functools.cache
