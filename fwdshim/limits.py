@@ -62,7 +62,7 @@ SPLIT_ROWS = 60
 MAX_SPLITS = 17
 """The most splits `default_splits` gives a head: Llama-3-8B's quantizing attention (int8-act) took
 9.8 us at 17 splits and 14.8 at 18 (its stored form 9.4 at 18), 19.7 at 24 (`bench/attention.py
---quant`, H200); fewer than the combine holds in registers (`codegen.attention.COMBINE_REGISTERS`)."""
+--quant`, H200); fewer than the combine holds in registers (`Tuning.combine_registers`)."""
 
 
 def default_splits(h: int, hd: int, l: int, block: int) -> int:  # noqa: E741

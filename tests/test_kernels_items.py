@@ -1,7 +1,7 @@
 """The small kernels' shapes of work, drawn at random: rope, quantize and the fused elementwise
 kernel taking several indices a thread (`items`, `kernel.small_items`), and the RMS norm held in
 registers, loaded in chunks (`Tuning.norm_held_floats`) or looped (`norm_unroll_items`), the attention's
-split combine in registers or looped (`attention.COMBINE_REGISTERS`). Each form is bit
+split combine in registers or looped (`Tuning.combine_registers`). Each form is bit
 for bit the one-index (or looped) form over random sizes, blocks and item counts (partial last passes,
 blocks past the end), and the reference within float32 rounding. Seeds fixed per test (tests/seeds.py)."""
 

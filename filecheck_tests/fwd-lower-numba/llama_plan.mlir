@@ -49,10 +49,10 @@
 // INT8-NEXT: //       writes %out
 // INT8-NEXT: //       args   (a=%x1, b=%d, y=%out)
 // Each norm with its quantize runs as the prologue of the GEMVs that read it
-// (codegen.merge.QUANTIZED_PROLOGUES); the O projection then runs alone. The ropes run in the Q and K
-// GEMVs on each block's rows (codegen.merge.ROPE_EPILOGUES), and silu·mul in gate/up, whose groups
-// take row i of both (codegen.merge.PAIR_EPILOGUES), then the quantize of its result, by the warp
-// that completes each block of 32 (codegen.merge.QUANT_EPILOGUES, its counts %launch3.qcount12): no
+// (Tuning.quantized_prologues); the O projection then runs alone. The ropes run in the Q and K
+// GEMVs on each block's rows (Tuning.rope_epilogues), and silu·mul in gate/up, whose groups
+// take row i of both (Tuning.pair_epilogues), then the quantize of its result, by the warp
+// that completes each block of 32 (Tuning.quant_epilogue_values, its counts %launch3.qcount12): no
 // launch keeps a tail, and the down projection has no prologue.
 // INT8-NEXT: // launches (5 for 15 stage kernels, then 1 maintenance: the graph's 6):
 // INT8-NEXT: //   launch 0: merged_1r3p2e_{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 0 rms_norm_w_one_word_1x576_b256; then holds stage 1 gemv_q8_0_int8_1x576x576_{{.*}}, stage 2 gemv_q8_0_int8_1x192x576_{{.*}}, stage 3 gemv_q8_0_int8_1x192x576_{{.*}}; each block on its rows: stage 4 rope_9x64_h32, stage 5 rope_3x64_h32
@@ -85,9 +85,9 @@
 // launch for the first's, the next step's).
 // Under dequant each norm runs as the prologue of the GEMVs that read it (every block computes it
 // into shared memory first; under int8-act the norm with its quantize, and the quantize before the
-// down projection, with codegen.merge.QUANTIZED_PROLOGUES). The ropes, the silu·mul (gate/up's pair
+// down projection, with Tuning.quantized_prologues). The ropes, the silu·mul (gate/up's pair
 // epilogue) and the residual add after the down projection are epilogues: each block on its own rows
-// (codegen.merge.EPILOGUES, ROPE_EPILOGUES, PAIR_EPILOGUES).
+// (Tuning.binary_epilogues, rope_epilogues, pair_epilogues).
 // DEQ:      // launches (5 for 14 stage kernels, then 1 maintenance: the graph's 6):
 // DEQ-NEXT: //   launch 0: merged_1r3p2e_{{[0-9a-f]+}} grid {{[0-9]+}} block 256 every block first: stage 0 rms_norm_w_1x576_b256; then holds stage 1 gemv_q8_0_1x576x576_{{.*}}, stage 2 gemv_q8_0_1x192x576_{{.*}}, stage 3 gemv_q8_0_1x192x576_{{.*}}; each block on its rows: stage 4 rope_9x64_h32, stage 5 rope_3x64_h32
 // DEQ-NEXT: //   launch 1: stage 6 alone: attention_h9kv3d64_l4096_b128u4s17_pf{{[0-9a-f]+}}; L2 prefetch for launch 2: %wo.qs, %wo.dw

@@ -31,7 +31,7 @@ equivalents with the same names and results are in `fwdshim.codegen.simulator`.
 - `pdl_wait()`, `pdl_launch()`: programmatic dependent launch (`griddepcontrol.wait` /
   `.launch_dependents`, sm_90): wait for the launches before this one on the stream to finish and
   their writes to be visible; let the launch after this one be scheduled. Without a launch that asks
-  for it (`kernel.PDL`) both do nothing.
+  for it (`Tuning.pdl`) both do nothing.
 - `globaltimer() -> uint64`, `clock64() -> uint64`: the GPU's global nanosecond timer (one clock for
   every SM; it advances in steps of tens of ns on the H200) and the SM's cycle counter
   (`%globaltimer`, `%clock64`), read in program order (`asm sideeffect` with a memory clobber): the

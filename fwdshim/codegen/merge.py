@@ -673,7 +673,7 @@ if _flag[0] != {total - 1}:
 """ + "\n".join(tail_calls)
     sig = ", ".join(names + (["count"] if tails else []))
     # every block runs one part first: when each part waits for earlier launches itself, after its
-    # weight copies (`gemv.PRE_WAIT`), the launch adds no wait of its own at its top
+    # weight copies (`Tuning.pre_wait`), the launch adds no wait of its own at its top
     late = (not pro and all(LATE_WAIT in _body(k) for k in par)) or inline
     fns_src = "\n\n\n".join(fns)
     waves = 0 if simulating() else one_wave_blocks(total, block, fns_src + body, tuning)
