@@ -38,9 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     from numba import cuda  # noqa: F401
 
-    from fwdshim.codegen.kernel import cache_dir, simulating
-    from fwdshim.frontend.importer import import_gguf
+    from fwdshim.codegen.device import simulating
+    from fwdshim.codegen.kernel_cache import cache_dir
     from fwdshim.frontend.cache import resolve_model
+    from fwdshim.frontend.importer import import_gguf
     from fwdshim.tools.runner import _func, compile_step
 
     t["import"] = time.perf_counter() - t0

@@ -1,7 +1,7 @@
 """Registers, shared memory, blocks an SM and waves of every kernel of a decode step, without a GPU:
 the plan's kernels compiled for an architecture by Numba (`numba.cuda.compile_ptx`, the kernel's
 launch bounds kept) and assembled by `ptxas -v` from a CUDA toolkit, the occupancy rule of
-`fwdshim.codegen.kernel.occupancy` over an H200's SM limits (`SMLimits`, 132 SMs).
+`fwdshim.codegen.device.occupancy` over an H200's SM limits (`SMLimits`, 132 SMs).
 
     python bench/occupancy.py [--shapes llama8b,smollm2] [--numerics dequant,int8-act] [--arch sm_90]
                               [--cap 80,96] [--loops]
@@ -103,11 +103,10 @@ def step_kernels(shape: str, numerics: str):
     """The distinct kernels (in plan order) and the launches of a one-layer step of `shape`."""
     import decode_step as ds
 
+    from fwdshim.codegen import merge
     from fwdshim.codegen.plan import build_plan
     from fwdshim.frontend.importer import import_gguf
     from fwdshim.tools.runner import _func, compile_step
-
-    from fwdshim.codegen import merge
 
     merge.PRO_INLINE = ", inline=True"  # `forceinline` would need a CUDA driver here (`merge.PRO_INLINE`)
     params = dict(ds.SHAPES[shape], n_layer=1, vocab=1024)
@@ -127,7 +126,7 @@ def step_kernels(shape: str, numerics: str):
 
 def cells(kern, regs: int, spill: int, smem: int) -> tuple[str, str, str]:
     """(registers and spills, blocks an SM and their limit, waves) of `kern` as assembled."""
-    from fwdshim.codegen.kernel import SMLimits, occupancy
+    from fwdshim.codegen.device import SMLimits, occupancy
 
     n, limit = occupancy(regs, smem, kern.block[0])
     grid = kern.grid[0] * (kern.grid[1] if len(kern.grid) > 1 else 1)

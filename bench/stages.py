@@ -52,7 +52,7 @@ class Stage:
 
 WAITED = Stage("waited", "    pdl_wait()", "after", optional=True)
 """The end of a kernel's wait for the launches before it (`pdl_wait()` at its top: `kernel._with_pdl`;
-a kernel that waits later, `kernel.LATE_WAIT`, has none there)."""
+a kernel that waits later, `source.LATE_WAIT`, has none there)."""
 
 STEP_STAGES = (WAITED, Stage("end", None))
 """A plan kernel's stages in the step (`bench/decode_step.py --timeline`): its wait, its end."""
@@ -76,7 +76,9 @@ def _stamp(slot: str, ind: str) -> str:
 
 def instrument(kern, stages=ATTENTION_STAGES):
     """`kern` stamped at `stages` (module docstring); ValueError for a 2-D grid or a marker not found."""
-    from fwdshim.codegen.kernel import KernelSource, LazyDispatcher, Param, simulating
+    from fwdshim.codegen.device import simulating
+    from fwdshim.codegen.kernel import Param
+    from fwdshim.codegen.kernel_cache import KernelSource, LazyDispatcher
 
     if any(g != 1 for g in kern.grid[1:]):
         raise ValueError(f"{kern.name}: stages are stamped on a 1-D grid (blocks along x), not {kern.grid}")

@@ -22,7 +22,7 @@ from test_runtime_sim import TOL, _close
 
 from fwdshim import reference
 from fwdshim.codegen import attention
-from fwdshim.codegen.kernel import simulating
+from fwdshim.codegen.device import simulating
 
 pytestmark = [
     pytest.mark.gpu,

@@ -432,8 +432,8 @@ def test_help_lists_every_available_pass_once_and_xdsl_options():
 
 def test_help_without_any_pass_module(monkeypatch):
     """--help works before the other issues' passes exist (and with a pass module that fails to load)."""
-    import fwdshim.tools.driver as driver
     import fwdshim.passes as passes
+    import fwdshim.tools.driver as driver
 
     def broken():
         raise ImportError("half-written module")
@@ -696,7 +696,7 @@ def test_planning_and_printing_kernels_write_nothing_into_the_cache(tmp_path, mo
     import numpy as np
 
     from fwdshim.codegen import unary
-    from fwdshim.codegen.kernel import cache_dir
+    from fwdshim.codegen.kernel_cache import cache_dir
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("FWDSHIM_CACHE", str(cache))
@@ -752,7 +752,7 @@ def test_ir_a_pass_leaves_invalid_is_located_and_names_the_pass():
     from xdsl.utils.exceptions import VerifyException
 
     from fwdshim.diagnostics import LocatingParser
-    from fwdshim.dialects.fwd import Fwd, FusedOp
+    from fwdshim.dialects.fwd import FusedOp, Fwd
     from fwdshim.tools.driver import after_pass
 
     ctx = Context()

@@ -7,16 +7,15 @@ import numpy as np
 import pytest
 from numba import cuda, float32
 
-from fwdshim.codegen.kernel import simulating
+from fwdshim.codegen.device import simulating
 
 pytestmark = pytest.mark.skipif(not simulating(), reason="the simulator's scheduler")
 # (the kernels read `cuda` as a global: the simulator swaps the module in their globals)
 
 
 def test_installed():
-    from numba.cuda.simulator import kernel as K
-
     import fastsim
+    from numba.cuda.simulator import kernel as K
 
     assert K.BlockManager.run is fastsim._block_run
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fwdshim.codegen import kernel
-from fwdshim.codegen.kernel import KernelCacheError, KernelSource, compile_kernel
+from fwdshim.codegen import kernel_cache
+from fwdshim.codegen.kernel_cache import KernelCacheError, KernelSource, compile_kernel
 from fwdshim.tools import cli
 
 SOURCE = "from numba import cuda\n\n\n@cuda.jit\ndef k(x):\n    x[0] = {value}\n"
@@ -18,7 +18,7 @@ def _cache(tmp_path, monkeypatch):
 
 
 def _path(ks: KernelSource):
-    return kernel.cache_dir() / f"{ks.name}_{kernel._stamp(ks.source)}.py"
+    return kernel_cache.cache_dir() / f"{ks.name}_{kernel_cache._stamp(ks.source)}.py"
 
 
 def test_a_damaged_cached_module_is_written_again(tmp_path):
@@ -43,7 +43,7 @@ def test_a_file_named_kernels_is_one_line(tmp_path):
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / "kernels").write_text("x")
     with pytest.raises(KernelCacheError) as e:
-        kernel.cache_dir()
+        kernel_cache.cache_dir()
     assert str(e.value) == f"{tmp_path}/cache/kernels: cannot make the kernel cache (File exists); FWDSHIM_CACHE names another cache directory"
 
 

@@ -16,7 +16,7 @@ from test_kernels_norms import check_layer_norm_softmax, check_rms_norm, check_r
 from test_kernels_quantize_unary import check_elementwise, check_quantize, check_transpose
 
 from fwdshim.codegen import gemv, norms, quantize
-from fwdshim.codegen.kernel import simulating
+from fwdshim.codegen.device import simulating
 
 pytestmark = [
     pytest.mark.gpu,

@@ -1,5 +1,5 @@
 """The small kernels' shapes of work, drawn at random: rope, quantize and the fused elementwise
-kernel taking several indices a thread (`items`, `kernel.small_items`), and the RMS norm held in
+kernel taking several indices a thread (`items`, `source.small_items`), and the RMS norm held in
 registers, loaded in chunks (`Tuning.norm_held_floats`) or looped (`norm_unroll_items`), the attention's
 split combine in registers or looped (`Tuning.combine_registers`). Each form is bit
 for bit the one-index (or looped) form over random sizes, blocks and item counts (partial last passes,

@@ -13,7 +13,7 @@ from kernels_common import fast_simulator  # noqa: F401
 from test_lowering_modules import TINY, llama_inputs, llama_src, llama_weights, parse, pipeline
 
 from fwdshim.codegen import merge
-from fwdshim.codegen.kernel import simulating
+from fwdshim.codegen.device import simulating
 from fwdshim.codegen.plan import build_plan, functions
 from fwdshim.codegen.runtime import CompiledForward
 from fwdshim.codegen.tuning import Tuning
@@ -83,7 +83,7 @@ def test_prologues_are_bit_for_bit_their_stages(monkeypatch, numerics, at_wait):
     issue their weight loads first and run the prologue (`_pro`) at their wait, with no wait at the
     launch's top."""
     from fwdshim.codegen import gemv
-    from fwdshim.codegen.kernel import LATE_WAIT
+    from fwdshim.codegen.source import LATE_WAIT
 
     tuning = Tuning(pre_wait_prologue=at_wait, pre_wait_loads=4)  # the parts load their weights before their wait
 
@@ -578,7 +578,7 @@ def test_generated_calls_stay_within_cpythons_argument_limit(monkeypatch, numeri
 @pytest.mark.parametrize("numerics", ["int8-act"])  # dequant: the same counts (~40 s a numerics under the simulator)
 def test_release_counts_are_bit_for_bit_the_stages(numerics):
     """The blocks of launches with tails (rope after Q/K as tails here) and of the attention's splits
-    (2 at l = 64) count themselves done with one acquire-release atomic of thread 0 (`kernel.count_done`;
+    (2 at l = 64) count themselves done with one acquire-release atomic of thread 0 (`source.count_done`;
     the fenced relaxed counts it replaced measured slower, bench/RESULTS.md). Every output and buffer is
     bit for bit the stage launches', and every count is left at zero."""
     shape = dict(TINY, l=64)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fwdshim.codegen import kernel
+from fwdshim.codegen import source
 from fwdshim.codegen.tuning import Tuning
 from fwdshim.tools.tuning_env import tuning_from_env
 
@@ -33,26 +33,26 @@ def test_pdl_is_ahead_unless_asked():
 
 
 def test_waits_open_the_kernel_function_only():
-    assert kernel._with_pdl(BODY, "entry_k", "off") == BODY
-    wait = kernel._with_pdl(BODY, "entry_k", "wait").splitlines()
+    assert source._with_pdl(BODY, "entry_k", "off") == BODY
+    wait = source._with_pdl(BODY, "entry_k", "wait").splitlines()
     i = wait.index("def entry_k(x, y):")
     assert wait[i + 1] == "    pdl_wait()" and wait[i + 2] == "    i = cuda.grid(1)"
     assert "pdl_launch()" not in "\n".join(wait)
-    early = kernel._with_pdl(BODY, "entry_k", "early").splitlines()
+    early = source._with_pdl(BODY, "entry_k", "early").splitlines()
     assert early[i + 1 : i + 3] == ["    pdl_launch()", "    pdl_wait()"]
     assert early[: i - 1] == wait[: i - 1]  # the device function is left as it is
-    ahead = kernel._with_pdl(BODY, "entry_k", "ahead").splitlines()
+    ahead = source._with_pdl(BODY, "entry_k", "ahead").splitlines()
     assert ahead[i + 1 : i + 4] == ["    pdl_wait()", "    pdl_launch()", "    i = cuda.grid(1)"]
 
 
 def test_a_kernel_placing_its_own_wait_keeps_it():
     own = BODY.replace("    i = cuda.grid(1)\n", "    i = cuda.grid(1)\n    pdl_wait()\n")
-    assert kernel._with_pdl(own, "entry_k", "early") == own
+    assert source._with_pdl(own, "entry_k", "early") == own
     # a wait inside a device function is not the kernel's own
     inner = BODY.replace("    return a\n", "    pdl_wait()\n    return a\n")
-    assert kernel._with_pdl(inner, "entry_k", "wait").count("pdl_wait()") == 2
+    assert source._with_pdl(inner, "entry_k", "wait").count("pdl_wait()") == 2
     with pytest.raises(ValueError, match="no kernel function `other_k`"):
-        kernel._with_pdl(BODY, "other_k", "wait")
+        source._with_pdl(BODY, "other_k", "wait")
 
 
 def test_pre_wait_copies_wait_after_the_pipeline_prologue():
@@ -75,7 +75,7 @@ def test_pre_wait_copies_wait_after_the_pipeline_prologue():
         top = lines.index("def gemv_k(qs, dw, x, y):")
         if pre:
             wait = lines.index("pdl_wait()")
-            assert lines[wait - 2 : wait + 2] == ["cp_async_commit()", kernel.LATE_WAIT, "pdl_wait()", "pdl_launch()"]
+            assert lines[wait - 2 : wait + 2] == ["cp_async_commit()", source.LATE_WAIT, "pdl_wait()", "pdl_launch()"]
             assert lines.count("pdl_wait()") == 1 and "cp_async16(sq, (0 + tid) * 4, qs, w0 + ca * 16)" in lines[top:wait]
             assert not any(ln.startswith("for t0") for ln in lines[top:wait])  # before the main loop
         else:
@@ -118,7 +118,7 @@ def test_short_rows_load_their_weights_before_the_wait(act, n, k, shape):
         wait = lines.index("pdl_wait()")
         before, after = "\n".join(lines[top:wait]), "\n".join(lines[wait:])
         if hoist:
-            assert lines[wait - 1] == kernel.LATE_WAIT and lines.count("pdl_wait()") == 1
+            assert lines[wait - 1] == source.LATE_WAIT and lines.count("pdl_wait()") == 1
             assert "(qs, " in before and "dw[" in before and "(qs, " not in after and "dw[" not in after
             assert "(x, " not in before and "(xq, " not in before and "for " not in before
         else:
@@ -144,7 +144,7 @@ def test_a_merged_set_of_late_waiting_parts_adds_no_wait():
         params = [p.__class__(f"a{j}", p.dtype, p.size, p.role, p.doc) for j, p in enumerate(params)]
         mk = merge.merged_kernel(parts, [], maps, len(params), params, tuning=tuning)
         entry = mk.body[mk.body.index("def merged_k(") :].splitlines()
-        assert any(ln.strip() == kernel.LATE_WAIT for ln in entry) == late
+        assert any(ln.strip() == source.LATE_WAIT for ln in entry) == late
         assert (entry[1:3] == ["    pdl_wait()", "    pdl_launch()"]) == (not late)
         assert "pdl_wait()" not in "\n".join(entry[1:]) or not late
 

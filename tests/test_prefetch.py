@@ -14,9 +14,10 @@ from kernels_common import fast_simulator  # noqa: F401
 from test_lowering_modules import TINY, llama_src, parse, pipeline
 
 from fwdshim.codegen import prefetch
-from fwdshim.codegen.kernel import Param, simulating
-from fwdshim.codegen.tuning import Tuning
+from fwdshim.codegen.device import simulating
+from fwdshim.codegen.kernel import Param
 from fwdshim.codegen.plan import build_plan, functions
+from fwdshim.codegen.tuning import Tuning
 from fwdshim.tools.profile import launch_bytes
 
 sim_only = pytest.mark.skipif(not simulating(), reason="the simulator suite (FWDSHIM_GPU=1 runs the gpu suite)")

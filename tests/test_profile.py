@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from test_lowering_modules import TINY, llama_src, parse, pipeline
 
-from fwdshim.tools import profile as P
 from fwdshim.codegen.plan import build_plan, functions
 from fwdshim.codegen.tuning import Tuning
+from fwdshim.tools import profile as P
 
 
 def _plan(numerics: str = "int8-act"):
@@ -188,7 +188,7 @@ def test_profile_on_the_gpu_reads_each_kernels_occupancy(tmp_path, monkeypatch):
     from numba import cuda
     from test_cli import tiny
 
-    from fwdshim.codegen.kernel import simulating
+    from fwdshim.codegen.device import simulating
     from fwdshim.frontend.importer import import_gguf
 
     if simulating():

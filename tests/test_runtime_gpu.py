@@ -16,15 +16,15 @@ import time
 
 import numpy as np
 import pytest
+import seeds
 from kernels_common import UNDER_SANITIZER
 from test_lowering_modules import SMOL, llama_inputs, llama_src, llama_weights, parse, pipeline
 from test_runtime_sim import FUSED_CASES, TOL, _close, fused_vs_unfused, layer_fused_vs_unfused
 
 from fwdshim import reference
-from fwdshim.codegen.kernel import simulating
+from fwdshim.codegen.device import simulating
 from fwdshim.codegen.plan import plan_for
 from fwdshim.codegen.runtime import CompiledForward
-import seeds
 
 pytestmark = [
     pytest.mark.gpu,

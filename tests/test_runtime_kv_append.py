@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import seeds
 from test_lowering_modules import TINY, llama_inputs, llama_src, llama_weights, parse, pipeline
 from test_runtime_sim import TOL, _close, _host
 
 from fwdshim import reference
-from fwdshim.codegen.kernel import simulating
-from fwdshim.codegen.launch import CACHE_LEN
-from fwdshim.codegen.launch import _packed_parts
+from fwdshim.codegen.device import simulating
+from fwdshim.codegen.launch import CACHE_LEN, _packed_parts
 from fwdshim.codegen.runtime import CompiledForward
-import seeds
 
 pytestmark = pytest.mark.skipif(not simulating(), reason="the simulator suite (FWDSHIM_GPU=1 runs the gpu suite)")
 

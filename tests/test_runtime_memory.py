@@ -20,11 +20,16 @@ from xdsl.dialects.func import Func
 from xdsl.parser import Parser
 
 from fwdshim.codegen import runtime
-from fwdshim.codegen.kernel import simulating
+from fwdshim.codegen.device import simulating
 from fwdshim.codegen.loop import loop_bytes
 from fwdshim.codegen.plan import plan_for
 from fwdshim.codegen.runtime import (
-    GIB, CompiledForward, DeviceMemoryError, StepMemory, memory_refusal, step_memory,
+    GIB,
+    CompiledForward,
+    DeviceMemoryError,
+    StepMemory,
+    memory_refusal,
+    step_memory,
 )  # fmt: skip
 from fwdshim.dialects.fwd import Fwd
 from fwdshim.frontend.export import byte_vocab, random_llama, write_llama

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import seeds
 from test_lowering_modules import (
     TINY,
     TINY_MOE,
@@ -20,10 +21,9 @@ from test_lowering_modules import (
 )
 
 from fwdshim import reference
-from fwdshim.codegen.kernel import simulating
+from fwdshim.codegen.device import simulating
 from fwdshim.codegen.runtime import CompiledForward
 from fwdshim.weights import DictWeights
-import seeds
 
 pytestmark = pytest.mark.skipif(not simulating(), reason="the simulator suite (FWDSHIM_GPU=1 runs the gpu suite)")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 def test_the_suite_has_a_cache_of_its_own():
     """Kernels, sidecars and records go to the run's own cache, never ~/.cache/fwdshim."""
-    from fwdshim.codegen.kernel import cache_dir as kernel_dir
+    from fwdshim.codegen.kernel_cache import cache_dir as kernel_dir
     from fwdshim.frontend.cache import cache_dir, models_dir
 
     own = Path(os.environ["FWDSHIM_TEST_CACHE"])

@@ -58,20 +58,11 @@ import functools
 import hashlib
 import math
 
-from fwdshim.codegen.kernel import (
-    Kernel,
-    Param,
-    block_reduce,
-    build,
-    check_block,
-    count_done,
-    f32,
-    indent,
-    release_import,
-    simulating,
-)
-from fwdshim.codegen.tuning import DEFAULT, Tuning
+from fwdshim.codegen.device import simulating
+from fwdshim.codegen.kernel import Kernel, Param, build
 from fwdshim.codegen.quantize import check_format, epilogue, qact_params
+from fwdshim.codegen.source import block_reduce, check_block, count_done, f32, indent, release_import
+from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.limits import (  # noqa: F401 - the attention's launch shape, written once in limits
     SPLIT_ROWS,
     STATIC_SHARED_BYTES,

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import functools
 
-from fwdshim.codegen.kernel import Kernel, Param, build, check_block
+from fwdshim.codegen.kernel import Kernel, Param, build
+from fwdshim.codegen.source import check_block
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 
 TABLES = ("q8_0", "f16", "f32")

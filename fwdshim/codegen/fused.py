@@ -33,8 +33,9 @@ from xdsl.ir import SSAValue
 
 from fwdshim.codegen import attention, norms
 from fwdshim.codegen.gemv import Pair
-from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build, check_block, small_items
+from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build
 from fwdshim.codegen.launch import CACHE_LEN, Binding, Ref, Unlowerable
+from fwdshim.codegen.source import check_block, small_items
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.codegen.unary import binary_expr, silu_expr
 from fwdshim.dialects.fwd import DEFAULT_EPS, AttentionOp, ElementwiseOp, FusedOp, SiluOp, numel
@@ -110,7 +111,7 @@ def pair_epilogue(spec: ElementwiseSpec, first: Sequence[bool]) -> Pair:
 @functools.cache
 def elementwise_kernel(spec: ElementwiseSpec, *, block: int = 256, items: int | None = None, tuning: Tuning = DEFAULT) -> Kernel:
     """The register-carried elementwise kernel of `spec` (see the module docstring): `items` indices a
-    thread (default `kernel.small_items`: a small row in one block, every load issued first), thread
+    thread (default `source.small_items`: a small row in one block, every load issued first), thread
     `t` of block `b` taking indices `b*block*items + t + j*block`."""
     check_block(block)
     n = spec.n

@@ -49,9 +49,10 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from fwdshim.codegen import kernel as _kernel
 from fwdshim.codegen import quantize as _quantize
-from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build, check_block, indent, simulating
+from fwdshim.codegen.device import simulating
+from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build
+from fwdshim.codegen.source import LATE_WAIT, check_block, indent, pdl_lines
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.limits import STATIC_SHARED_BYTES
 
@@ -202,7 +203,7 @@ def _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, act, rope: tuple[in
     early: list[str] | None = [] if _hoists_blocks(*divmod(nb, 32 * split), rows_per_warp, tuning) else None
     dots = q8_dots(rows, nb, act, unroll=unroll, names=names, lane="kl", width=32 * split, early=early)
     if early is not None:  # the weight loads before the wait (`Tuning.pre_wait_loads`)
-        dots = "\n".join(early + [_kernel.LATE_WAIT, *_kernel.pdl_lines(tuning.pdl), dots])
+        dots = "\n".join(early + [LATE_WAIT, *pdl_lines(tuning.pdl), dots])
     # with split > 1 the group's warps each hold a part of every row: summed in warp order through shared memory
     shared, guard, stores = _row_stores(nv, rows_per_warp, warps, split, rope, pair)
     if early is not None and nv % per_block == 0:
@@ -785,14 +786,14 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     if _hoists(shape, steps, tuning):
         early, rest = _written_out(lambda us, tag: _step_parts(rows, us, act, vec, two, tag), steps, tail, width, "kl", "c")
         lines += rest
-        early += [_kernel.LATE_WAIT, *_kernel.pdl_lines(tuning.pdl)]
+        early += [LATE_WAIT, *pdl_lines(tuning.pdl)]
         steps = main = tail = 0
     if shape.stages:
         if vec != 16 or shape.blocks or shape.prefetch or unroll != 1 or not steps or shape.stages < 2:
             raise ValueError(f"an async-copy pipeline of {shape.stages} stages (16-byte pieces, unroll 1, one block a row group, at least one full step, 2 stages or more): {shape.tag}")
         if pipeline_bytes(shape) + 4 * warps * rows > STATIC_SHARED_BYTES:
             raise ValueError(f"an async-copy pipeline of {pipeline_bytes(shape)} bytes of shared memory a block: {shape.tag}")
-        late = [_kernel.LATE_WAIT, *_kernel.pdl_lines(tuning.pdl)] if tuning.pre_wait and tuning.pdl != "off" else []
+        late = [LATE_WAIT, *pdl_lines(tuning.pdl)] if tuning.pre_wait and tuning.pdl != "off" else []
         lines.append(_pipelined(rows, steps, shape.stages, width, 32 * warps, act, late, two))
         main = steps
     elif main:

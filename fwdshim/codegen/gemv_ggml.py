@@ -30,7 +30,8 @@ from __future__ import annotations
 import functools
 
 from fwdshim.codegen.gemv import GemvSpec
-from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent
+from fwdshim.codegen.kernel import Kernel, Param, build
+from fwdshim.codegen.source import check_block, indent
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.dialects.attributes import GgmlType, gguf_of
 from fwdshim.ggml_blocks import AFFINE_GGML, BLOCK_VALUES, SCALES, part_specs

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from xdsl.ir import SSAValue
 
-from fwdshim.codegen.kernel import prelude
+from fwdshim.codegen.source import prelude
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 
 if TYPE_CHECKING:

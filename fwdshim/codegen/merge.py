@@ -60,20 +60,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from fwdshim.codegen.kernel import (
-    LATE_WAIT,
-    Kernel,
-    Param,
-    build,
-    count_done,
-    indent,
-    occupancy,
-    pdl_lines,
-    release_import,
-    simulating,
-    sm_count,
-)  # fmt: skip
+from fwdshim.codegen.device import occupancy, simulating, sm_count
+from fwdshim.codegen.kernel import Kernel, Param, build
 from fwdshim.codegen.launch import Arg, Buffer, Launch, LaunchPlan, Part, with_buffers
+from fwdshim.codegen.source import LATE_WAIT, count_done, indent, pdl_lines, release_import
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 
 _ANY_SHARED = re.compile(r"cuda\.shared\.array\((\d+), (\w+)")
@@ -82,9 +72,9 @@ _ANY_SHARED = re.compile(r"cuda\.shared\.array\((\d+), (\w+)")
 def one_wave_blocks(total: int, block: int, src: str, tuning: Tuning) -> int:
     """The launch bounds (blocks an SM, 0 for none) of a merged launch of `total` blocks of `block`
     threads whose source is `src`: the blocks an SM that run the grid in one wave on the current GPU
-    (`kernel.sm_count`), when that is 2 to `tuning.one_wave_blocks` and within what the threads and
+    (`device.sm_count`), when that is 2 to `tuning.one_wave_blocks` and within what the threads and
     the static shared memory an SM allow (every shared array of `src` counted, at 1 KiB reserved a
-    block, `kernel.SMLimits`). ptxas then keeps a thread's registers within them."""
+    block, `device.SMLimits`). ptxas then keeps a thread's registers within them."""
     if tuning.one_wave_blocks < 2:
         return 0
     need = -(-total // sm_count())
@@ -160,7 +150,7 @@ Numba's inlining of device functions refuses ("Calling a closure with *args is u
 
 def _waits_late(k: Kernel) -> bool:
     """Whether kernel `k` waits for the launches before it only after work that reads none of their
-    results (`kernel.LATE_WAIT`), at its function's top level, and never returns before that wait."""
+    results (`source.LATE_WAIT`), at its function's top level, and never returns before that wait."""
     lines = _body(k).splitlines()
     try:
         wait = lines.index("    pdl_wait()")
@@ -498,7 +488,7 @@ def _epilogue_kernel(k: Kernel, kind: str, y_first: bool) -> Kernel:
     after each store `y[i] = v` the line `ep_out[i] = v kind ep_in[i]`, the expression of the
     elementwise kernel (`unary.binary_expr`), so its bits are that kernel's. Not compiled: a part of
     a merged launch."""
-    from fwdshim.codegen.kernel import prelude
+    from fwdshim.codegen.source import prelude
     from fwdshim.codegen.unary import binary_expr
 
     lines = _body(k).splitlines()

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import functools
 
-from fwdshim.codegen.kernel import Kernel, Param, build, check_block, indent
-from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.codegen.gemv import DotRow, q8_dots
+from fwdshim.codegen.kernel import Kernel, Param, build
+from fwdshim.codegen.source import check_block, indent
+from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.codegen.unary import silu_expr
 from fwdshim.limits import MOE_MAX_EXPERTS, MOE_MAX_TOP_K
 

@@ -23,25 +23,17 @@ Bit-exact variants (the contract's `fused: EXACT`): every float operation is spe
 quantizing kernels agree bit for bit with their unfused composition: `rms_norm(weight=True)` ==
 `rms_norm()` then `fmul_rn(y, w)`; `rms_norm(residual=True, write_sum=True)` == `fadd_rn(x, r)` then
 `rms_norm()`; `rms_norm(quant=f)` == `rms_norm()` then `quantize(f)`. The default `block` depends on
-`n` alone (`kernel.block_threads`).
+`n` alone (`source.block_threads`).
 """
 
 from __future__ import annotations
 
 import functools
 
-from fwdshim.codegen.kernel import (
-    Kernel,
-    Param,
-    block_reduce,
-    block_threads,
-    build,
-    check_block,
-    f32,
-    indent,
-)
-from fwdshim.codegen.tuning import DEFAULT, Tuning
+from fwdshim.codegen.kernel import Kernel, Param, build
 from fwdshim.codegen.quantize import check_format, epilogue, qact_params
+from fwdshim.codegen.source import block_reduce, block_threads, check_block, f32, indent
+from fwdshim.codegen.tuning import DEFAULT, Tuning
 
 
 def _check(n: int, rows: int, block: int | None) -> int:

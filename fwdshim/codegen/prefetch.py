@@ -32,8 +32,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from fwdshim.codegen.kernel import Kernel, Param, build, indent
+from fwdshim.codegen.kernel import Kernel, Param, build
 from fwdshim.codegen.launch import Arg, Launch, LaunchPlan
+from fwdshim.codegen.source import indent
 from fwdshim.codegen.tuning import Tuning
 
 MIN_SLICE = 4096

@@ -20,7 +20,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build, check_block, indent, small_items
+from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build
+from fwdshim.codegen.source import check_block, indent, small_items
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.weights import QK8_0
 
@@ -84,7 +85,7 @@ def quantize(n: int, rows: int = 1, fmt: str = "one_word", block: int = 256, ite
     """The quantize stage over `rows` rows of `n` float32 values (see the module docstring).
 
     Grid: `(ceil(rows*nb / (warps*items)),)`, each warp quantizing `items` blocks of 32 (default
-    `kernel.small_items` of the 32·rows·nb lanes: a small row in one CUDA block, every load issued
+    `source.small_items` of the 32·rows·nb lanes: a small row in one CUDA block, every load issued
     first), warp `w` of CUDA block `b` taking blocks `(b*items + j)*warps + w`."""
     check_format(fmt)
     check_block(block)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build, check_block, small_items
+from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build
+from fwdshim.codegen.source import check_block, small_items
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 
 
@@ -30,7 +31,7 @@ class RopeSpec(KernelSpec):
 @functools.cache
 def rope(n: int, hd: int, half: int, *, block: int = 128, items: int | None = None, tuning: Tuning = DEFAULT) -> Kernel:
     """The rope kernel (see the module docstring): `items` pairs a thread (default
-    `kernel.small_items`), thread `t` of block `b` taking pairs `b*block*items + t + j*block`, every
+    `source.small_items`), thread `t` of block `b` taking pairs `b*block*items + t + j*block`, every
     load issued before the first use."""
     check_block(block)
     if hd <= 0 or half <= 0 or 2 * half > hd or n <= 0 or n % hd:

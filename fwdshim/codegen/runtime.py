@@ -31,7 +31,7 @@ graph). `append_caches(row)` copies them into row `row` from the host side (stre
 it skips the caches the last step already appended at that row, so a caller that appends after each
 step keeps working and costs nothing.
 
-Kernel source lives in the kernel cache directory (`codegen.kernel.cache_dir`), so Numba's on-disk
+Kernel source lives in the kernel cache directory (`codegen.kernel_cache.cache_dir`), so Numba's on-disk
 cache makes a second compile of the same model fast.
 
 Device memory: before allocating anything, the step's need (`step_memory`: every buffer part and
@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 from xdsl.ir import Operation
 
-from fwdshim.codegen.kernel import simulating
+from fwdshim.codegen.device import simulating
 from fwdshim.codegen.launch import (  # noqa: F401 - the memory accounting, re-exported where it was
     CACHE_LEN,
     GIB,

@@ -1,7 +1,7 @@
 """The generated kernels' primitives under Numba's CUDA simulator (`NUMBA_ENABLE_CUDASIM=1`).
 
 The simulator runs each CUDA thread as a Python thread and has neither libdevice nor warp
-shuffles. `fwdshim.codegen.kernel.prelude()` imports these instead of libdevice and
+shuffles. `fwdshim.codegen.source.prelude()` imports these instead of libdevice and
 `fwdshim.codegen.intrinsics` when simulating, so CI runs the same kernel text:
 
 - `fadd_rn`, `fsub_rn`, `fmul_rn`, `fdiv_rn`, `fsqrt_rn`, `frcp_rn`: one float32 operation, rounded

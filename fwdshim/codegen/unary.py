@@ -16,7 +16,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build, check_block
+from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build
+from fwdshim.codegen.source import check_block
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 
 KINDS = {"add": "fadd_rn", "sub": "fsub_rn", "mul": "fmul_rn", "div": "fdiv_rn", "max": "max", "min": "min"}

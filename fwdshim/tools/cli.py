@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import NoReturn
 
 from fwdshim.classes import NUMERICS
+from fwdshim.files import why_not_written
 from fwdshim.limits import DEFAULT_CONTEXT, MAX_CONTEXT
 from fwdshim.text import printable
-from fwdshim.files import why_not_written
 from fwdshim.tools import (
     EPIPE_STATUS,
     TERMINATED_STATUS,
@@ -275,10 +275,9 @@ def _main(argv: list[str] | None, out: _Output) -> int:
         quiet_stdout()
         return EPIPE_STATUS  # as fwdshim-opt: Python's own status on EPIPE, no error line
     except Exception as e:
+        from fwdshim.codegen.kernel_cache import KernelCacheError
         from fwdshim.frontend.gguf_model import ModelError
         from fwdshim.tools.runner import RunError
-
-        from fwdshim.codegen.kernel import KernelCacheError
 
         if isinstance(e, (ModelError, KernelCacheError)):
             out.end_line()
@@ -516,8 +515,8 @@ def _note_context(args, model) -> None:
 
 
 def _import(args, out: _Output) -> int:
-    from fwdshim.frontend.importer import import_gguf
     from fwdshim.frontend.cache import damaged_cache_hint, resolve_model
+    from fwdshim.frontend.importer import import_gguf
 
     _check_context(args.context)
     path = resolve_model(args.model)
@@ -598,11 +597,11 @@ def _fetch(args, out: _Output) -> int:
 def _run(args, out: _Output) -> int:
     import hashlib
 
-    from fwdshim.frontend.importer import import_gguf
     from fwdshim.frontend.cache import damaged_cache_hint, models_dir, resolve_model
     from fwdshim.frontend.gguf_model import ModelError
-    from fwdshim.tools.runner import Decoder, RunError, generate, gpu_available
+    from fwdshim.frontend.importer import import_gguf
     from fwdshim.frontend.tokenizer import GGUFTokenizer
+    from fwdshim.tools.runner import Decoder, RunError, generate, gpu_available
 
     if args.max_tokens < 1:
         raise UsageError(f"--max-tokens {args.max_tokens}: ask for at least one token")
@@ -649,7 +648,7 @@ def _run(args, out: _Output) -> int:
             f"--prompt: its {len(ids)} tokens{' (the chat template with it)' if args.chat else ''} do not fit the context of {model.context} positions "
             f"(raise --context: {_context_room(model)})"
         )
-    from fwdshim.codegen.kernel import CACHE_STATS
+    from fwdshim.codegen.kernel_cache import CACHE_STATS
 
     t = time.perf_counter()
     before = dict(CACHE_STATS)

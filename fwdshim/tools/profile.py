@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import json
 import math
-import textwrap
 import re
+import textwrap
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -47,10 +47,10 @@ from typing import Any
 
 import numpy as np
 
+from fwdshim.codegen.device import SMLimits, occupancy  # noqa: F401 - the profile's occupancy rules
+from fwdshim.codegen.launch import Launch, LaunchPlan
 from fwdshim.codegen.tuning import Tuning
 from fwdshim.tools.tuning_env import tuning_from_env
-from fwdshim.codegen.kernel import SMLimits, occupancy  # noqa: F401 - the profile's occupancy rules
-from fwdshim.codegen.launch import Launch, LaunchPlan
 
 L2_BYTES = 60 * 2**20
 """The H200's L2 (50 MB on an H100): weight copies pass 3x this."""
