@@ -40,51 +40,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from fwdshim.tools.timing import L2_BYTES, Timer, empty_launch_us, streaming_read_kernel  # noqa: E402 - the timing library
+
 BIG = [(4096, 4096), (14336, 4096), (4096, 14336)]
 SMALL = [(576, 576), (192, 576), (1536, 576), (576, 1536)]
 SHAPES = BIG
 """The Llama-3-8B shapes (`bench/gemv_ggml.py` times its types at these)."""
-L2_BYTES = 60 * 2**20
 ALIGN = 256
-
-
-class Timer:
-    """CUDA-event timing on a cuda.core stream (wall clock after a sync if events are missing)."""
-
-    def __init__(self):
-        from cuda.core import Device
-        from numba import cuda
-
-        self.device = Device(cuda.get_current_device().id)
-        self.device.set_current()
-        self.stream = self.device.create_stream()
-
-    def graph(self, record) -> object:
-        builder = self.device.create_graph_builder()
-        builder.begin_building()
-        record(builder)
-        return builder.end_building().complete()
-
-    def replay_ms(self, graph, reps: int) -> float:
-        graph.launch(self.stream)  # warm-up
-        graph.launch(self.stream)
-        self.stream.sync()
-        try:
-            from cuda.core import EventOptions
-
-            opts = EventOptions(timing_enabled=True)
-            start = self.stream.record(options=opts)
-            for _ in range(reps):
-                graph.launch(self.stream)
-            stop = self.stream.record(options=opts)
-            stop.sync()
-            return float(stop - start) / reps
-        except Exception:  # noqa: BLE001 - no timing events in this cuda.core: wall clock
-            t = time.perf_counter()
-            for _ in range(reps):
-                graph.launch(self.stream)
-            self.stream.sync()
-            return (time.perf_counter() - t) * 1e3 / reps
 
 
 _BASES = {
@@ -292,31 +254,9 @@ def time_kernel(timer, kern, w: Weights, act: str, reps: int) -> float:
     return timer.replay_ms(timer.graph(record), reps) / launches
 
 
-_EMPTY = {}
-
-
 def empty_ms(timer, grid, block, launches: int, reps: int) -> float:
     """ms per launch of an empty kernel of `grid` x `block` in a graph of `launches` launches."""
-    from numba import cuda
-
-    if "k" not in _EMPTY:
-
-        @cuda.jit
-        def empty_k(y):
-            if cuda.threadIdx.x == 4096:
-                y[0] = 1.0
-
-        _EMPTY["k"] = empty_k
-        _EMPTY["y"] = cuda.device_array(1, np.float32)
-        empty_k[1, 32](_EMPTY["y"])  # compiled and loaded before any capture
-        cuda.synchronize()
-    k, y = _EMPTY["k"], _EMPTY["y"]
-
-    def record(builder):
-        for _ in range(launches):
-            k[grid, block, builder](y)
-
-    return timer.replay_ms(timer.graph(record), reps) / launches
+    return empty_launch_us(timer, reps, grid, block, launches) / 1e3
 
 
 def bench_torch(n: int, k: int, reps: int) -> tuple[float, int]:
@@ -347,8 +287,6 @@ def read_ceiling(timer: Timer, reps: int) -> tuple[float, float]:
     """(GB/s of a streaming-read Numba kernel, GB/s of torch's sum) over the same 2 GiB."""
     import torch
     from numba import cuda
-
-    from fwdshim.tools.profile import streaming_read_kernel
 
     words = 2**29  # 2 GiB of int32
     grid, block = 1024, 256  # 2^18 threads, each four 16-byte loads a step: 128 steps exactly

@@ -46,7 +46,7 @@ from gemv import (
     torch_replay_ms,
 )
 
-from fwdshim.tools.profile import read_times
+from fwdshim.tools.timing import read_times
 
 SHAPES = [(1536, 576), (4096, 4096), (6144, 4096), (14336, 4096), (4096, 14336), (2 * 14336, 4096)]
 """(N, K) of the GEMVs whose bytes are read: SmolLM2's gate or up, Llama-3-8B's O, Q/K/V, gate or up,

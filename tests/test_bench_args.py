@@ -117,7 +117,6 @@ def test_occupancy_largest_loop_reads_sass():
         ("decode_step.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"),
         ("gemv.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"),
         ("gemv_ggml.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"),
-        ("gemv_mma.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"),
         ("read_sizes.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"),
     ],
 )
@@ -206,7 +205,7 @@ def test_read_sizes_kernel_reads_every_word_once(monkeypatch, unroll, words, gri
     from fwdshim.codegen import intrinsics, simulator
 
     monkeypatch.setattr(intrinsics, "ld_i32x4", simulator.ld_i32x4)
-    from fwdshim.tools.profile import sized_read_kernel
+    from fwdshim.tools.timing import sized_read_kernel
 
     k = sized_read_kernel(unroll)
     rng = np.random.default_rng(unroll)

@@ -212,9 +212,10 @@ def test_read_times_runs_every_grid_over_the_buffers_in_turn(monkeypatch):
     from numba import cuda
 
     from fwdshim.codegen import intrinsics, simulator
+    from fwdshim.tools import timing
 
     monkeypatch.setattr(intrinsics, "ld_i32x4", simulator.ld_i32x4)
-    monkeypatch.setattr(P, "_SIZED_READS", {})
+    monkeypatch.setattr(timing, "_SIZED_READS", {})
     words, grids = 64, ((2, 8, 1), (1, 16, 2))
     bufs = [cuda.to_device(np.full(words, i, np.int32)) for i in range(3)]
     captured = []
@@ -224,5 +225,5 @@ def test_read_times_runs_every_grid_over_the_buffers_in_turn(monkeypatch):
         captured.append(len(captured))
         return 1.5 * len(captured)
 
-    times = P.read_times(bufs, words, grids, 3, time_graph)
+    times = timing.read_times(bufs, words, grids, 3, time_graph)
     assert times == {(2, 8, 1): 1.5, (1, 16, 2): 3.0}

@@ -50,10 +50,8 @@ import numpy as np
 from fwdshim.codegen.device import SMLimits, occupancy  # noqa: F401 - the profile's occupancy rules
 from fwdshim.codegen.launch import Launch, LaunchPlan
 from fwdshim.codegen.tuning import Tuning
+from fwdshim.tools.timing import L2_BYTES, Timer, empty_launch_us, read_ceiling_gbs, size_read_us
 from fwdshim.tools.tuning_env import tuning_from_env
-
-L2_BYTES = 60 * 2**20
-"""The H200's L2 (50 MB on an H100): weight copies pass 3x this."""
 
 _SHAPE_TOKEN = re.compile(r"^(\d|h\d+kv)")
 
@@ -292,185 +290,6 @@ class Profile:
         return fig
 
 
-# ---------------------------------------------------------------------------------------------
-# timing on the GPU
-
-
-class _Timer:
-    def __init__(self, device, stream):
-        self.device, self.stream = device, stream
-
-    def graph(self, record):
-        gb = self.device.create_graph_builder()
-        gb.begin_building()
-        record(gb)
-        gb.end_building()
-        return gb.complete()
-
-    def replay_us(self, graph, reps: int, per: int) -> float:
-        from cuda.core import EventOptions
-
-        graph.launch(self.stream)
-        graph.launch(self.stream)
-        self.stream.sync()
-        opts = EventOptions(timing_enabled=True)
-        start = self.stream.record(options=opts)
-        for _ in range(reps):
-            graph.launch(self.stream)
-        stop = self.stream.record(options=opts)
-        stop.sync()
-        return float(stop - start) * 1e3 / reps / per
-
-
-def streaming_read_kernel(words: int, grid: int = 1024, block: int = 256):
-    """A Numba kernel `read_k(a int32 [words], out int64 [1])` that reads all of `a` with 16-byte loads,
-    four in flight a thread (the read ceiling of `fwdshim profile` and `bench/gemv.py`); launch it as
-    `read_k[grid, block]`. `words` a multiple of 16 * grid * block."""
-    from numba import cuda
-
-    from fwdshim.codegen.intrinsics import ld_i32x4
-
-    stride = grid * block * 4
-
-    @cuda.jit
-    def read_k(a, out):
-        i = cuda.grid(1) * 4
-        acc = 0
-        while i < words:
-            a0, a1, a2, a3 = ld_i32x4(a, i)
-            b0, b1, b2, b3 = ld_i32x4(a, i + stride)
-            c0, c1, c2, c3 = ld_i32x4(a, i + 2 * stride)
-            d0, d1, d2, d3 = ld_i32x4(a, i + 3 * stride)
-            acc ^= a0 ^ a1 ^ a2 ^ a3 ^ b0 ^ b1 ^ b2 ^ b3 ^ c0 ^ c1 ^ c2 ^ c3 ^ d0 ^ d1 ^ d2 ^ d3
-            i += 4 * stride
-        if acc == 0x7FEDCBA9:
-            out[0] = acc
-
-    return read_k
-
-
-def sized_read_kernel(unroll: int):
-    """A Numba kernel `read_k(a int32 [words], words, out int64 [1])` reading all of `a` (`words` a
-    multiple of 4) with 16-byte loads at a grid stride, `unroll` of them issued before their use, then
-    the rest one at a time: every word XORed into its thread's accumulator once (`bench/read_sizes.py`,
-    `size_read_us`). Any grid; launch it as `read_k[blocks, threads]`."""
-    from numba import cuda, int32
-
-    from fwdshim.codegen.intrinsics import ld_i32x4
-
-    if unroll < 1:
-        raise ValueError(f"a read of {unroll} loads in flight")
-    loads = "\n".join(f"        a{u}, b{u}, c{u}, d{u} = ld_i32x4(a, i + {u} * stride)" for u in range(unroll))
-    xors = " ^ ".join(f"a{u} ^ b{u} ^ c{u} ^ d{u}" for u in range(unroll))
-    src = f"""
-def read_k(a, words, out):
-    stride = cuda.gridsize(1) * 4
-    i = cuda.grid(1) * 4
-    acc = int32(0)
-    while i + {unroll - 1} * stride + 4 <= words:
-{loads}
-        acc ^= {xors}
-        i += {unroll} * stride
-    while i + 4 <= words:
-        a0, b0, c0, d0 = ld_i32x4(a, i)
-        acc ^= a0 ^ b0 ^ c0 ^ d0
-        i += stride
-    if acc == 0x7FEDCBA9:
-        out[0] = acc
-"""
-    scope = {"cuda": cuda, "int32": int32, "ld_i32x4": ld_i32x4}
-    exec(src, scope)  # noqa: S102 - our own generated source, as the codegen's kernels are
-    return cuda.jit(scope["read_k"])
-
-
-SIZE_READ_GRIDS = ((1056, 256, 4), (528, 512, 2), (132, 256, 2), (66, 256, 2), (33, 256, 1))
-"""(blocks, threads, loads in flight) of the bare reads `size_read_us` takes the best of: within 0.2 %
-of the best of `bench/read_sizes.py`'s 27 grids at every size it timed on an H200 (0.12-132 MB, two
-runs, 2026-12-03)."""
-
-
-def size_read_us(timer: _Timer, nbytes: int, reps: int, min_launches: int = 32) -> float:
-    """Microseconds of the best bare read (`sized_read_kernel`, grids `SIZE_READ_GRIDS`) of `nbytes`
-    (rounded up to 16) a launch, over copies rotated past 3x the L2 (at most 64, as `time_kernels`
-    rotates a kernel's weights) in a graph of at least `min_launches` launches."""
-    from numba import cuda
-
-    words = max(4, -(-nbytes // 16) * 4)
-    copies = max(1, min(64, math.ceil(3 * L2_BYTES / (4 * words))))
-    stride = -(-words // 64) * 64
-    flat = cuda.device_array(stride * copies, np.int32)
-    flat[:] = 1
-    bufs = [flat[c * stride : c * stride + words] for c in range(copies)]
-    launches = copies * -(-min_launches // copies)
-    times = read_times(bufs, words, SIZE_READ_GRIDS, launches, lambda record: timer.replay_us(timer.graph(record), reps, launches))
-    del bufs, flat
-    return min(times.values())
-
-
-def read_times(bufs: list, words: int, grids, launches: int, time_graph) -> dict[tuple[int, int, int], float]:
-    """Each grid's `(blocks, threads, unroll)` time of `sized_read_kernel` reading `bufs` (device
-    int32 arrays of `words` each) in turn, `launches` launches in a graph: `time_graph(record)` times
-    the graph `record(builder)` captures, per launch (in its own unit)."""
-    from numba import cuda
-
-    out = cuda.device_array(1, np.int64)
-    times = {}
-    for blocks, threads, unroll in grids:
-        k = _sized_read(unroll)
-        k[blocks, threads](bufs[0], words, out)  # compiled and loaded before any capture
-        cuda.synchronize()
-
-        def record(gb, k=k, blocks=blocks, threads=threads):
-            for i in range(launches):
-                k[blocks, threads, gb](bufs[i % len(bufs)], words, out)
-
-        times[(blocks, threads, unroll)] = time_graph(record)
-    return times
-
-
-_SIZED_READS: dict[int, Any] = {}
-
-
-def _sized_read(unroll: int):
-    if unroll not in _SIZED_READS:
-        _SIZED_READS[unroll] = sized_read_kernel(unroll)
-    return _SIZED_READS[unroll]
-
-
-def _read_ceiling(timer: _Timer, reps: int) -> float:
-    """GB/s of a streaming read of 1 GiB (16-byte loads, four in flight a thread)."""
-    from numba import cuda
-
-    words = 2**28
-    grid, block = 1024, 256
-    read_k = streaming_read_kernel(words, grid, block)
-    a = cuda.to_device(np.ones(words, dtype=np.int32))
-    out = cuda.device_array(1, np.int64)
-    read_k[grid, block](a, out)
-    cuda.synchronize()
-    us = timer.replay_us(timer.graph(lambda gb: read_k[grid, block, gb](a, out)), reps, 1)
-    return 4 * words / us / 1e3
-
-
-def _floor_us(timer: _Timer, reps: int) -> float:
-    from numba import cuda
-
-    @cuda.jit
-    def empty_k(y):
-        if cuda.threadIdx.x == 4096:
-            y[0] = 1.0
-
-    y = cuda.device_array(1, np.float32)
-    empty_k[1, 32](y)
-    cuda.synchronize()
-
-    def record(gb):
-        for _ in range(32):
-            empty_k[1, 32, gb](y)
-
-    return timer.replay_us(timer.graph(record), reps, 32)
-
-
 def time_kernels(runtime, fill: int, reps: int = 20, min_launches: int = 32) -> dict[str, float]:
     """Microseconds per launch of each distinct kernel of `runtime` (a captured `CompiledForward`)
     at cache fill `fill`, each in a graph of its own over rotated copies of its weights and caches
@@ -478,7 +297,7 @@ def time_kernels(runtime, fill: int, reps: int = 20, min_launches: int = 32) -> 
     from numba import cuda
 
     plan = runtime.plan
-    timer = _Timer(runtime.device, runtime.stream)
+    timer = Timer(runtime.device, runtime.stream)
     if runtime.capacity() is not None:
         runtime.set_cache_len(fill)
     runtime.sync()
@@ -556,7 +375,7 @@ def profile_runtime(runtime, fill: int, reps: int = 20, meta: Mapping[str, Any] 
     from numba import cuda
 
     warnings.filterwarnings("ignore", message=".*under-utilization.*")  # Numba's note on small grids
-    timer = _Timer(runtime.device, runtime.stream)
+    timer = Timer(runtime.device, runtime.stream)
     records = records_of(runtime.plan, fill)
     times = time_kernels(runtime, fill, reps)
     for r in records:
@@ -572,7 +391,7 @@ def profile_runtime(runtime, fill: int, reps: int = 20, meta: Mapping[str, Any] 
     for r in records:
         if r.kernel not in read_us and r.read > 0:
             read_us[r.kernel] = size_read_us(timer, r.read, reps)
-    return Profile(records, _read_ceiling(timer, reps), step_us, _floor_us(timer, reps), info,
+    return Profile(records, read_ceiling_gbs(timer, reps), step_us, empty_launch_us(timer, reps), info,
                    kernel_occupancy(runtime.plan), device_limits(), read_us)
 
 
