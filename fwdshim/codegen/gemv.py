@@ -362,7 +362,8 @@ class Shape:
 class GemvSpec(KernelSpec):
     """A GEMV kernel's spec: `weights` (`q8_0`; a dense dtype, `float32`...; a GGML type's name) of N x
     K over `m` rows of activations `act` (`f32`, `int8`); for a Q8_0 GEMV its launch `shape` and the
-    epilogue it carries (`rope`: `(hd, half)`; `pair`: a `Pair`), for the others `warps` a block.
+    epilogue it carries (`rope`: `(hd, half)`; `pair`: a `Pair`), for the others `warps` a block;
+    `binary`: the `(kind, y_first)` of an elementwise epilogue `codegen.merge` added to any GEMV.
     `codegen.merge` rebuilds a Q8_0 GEMV with an epilogue from it (`rope_variant`, `pair_variant`,
     `quant_variant`)."""
 
@@ -376,6 +377,7 @@ class GemvSpec(KernelSpec):
     rope: tuple[int, int] | None = None
     pair: Pair | None = None
     warps: int = 0
+    binary: tuple[str, bool] | None = None
 
 
 def _weights(r: int, two: bool) -> tuple[str, str]:
@@ -699,7 +701,7 @@ def _plain_q8(kern: Kernel) -> GemvSpec | None:
     one block a row group, no prefetch and an even number of rows a group (what takes an epilogue);
     else None."""
     s = kern.spec
-    if not isinstance(s, GemvSpec) or s.weights != "q8_0" or s.shape is None or s.rope or s.pair:
+    if not isinstance(s, GemvSpec) or s.weights != "q8_0" or s.shape is None or s.rope or s.pair or s.binary:
         return None
     if s.shape.blocks or s.shape.prefetch or s.shape.rows % 2 or s.m != 1:
         return None
@@ -733,7 +735,7 @@ def quant_variant(kern: Kernel, fmt: str, tuning: Tuning) -> Kernel | None:
     """Pair variant `kern` (`pair_variant`) whose epilogue's result is also quantized in format `fmt`
     (`Pair.quant`), or None where that cannot be (`pair_variant`; `kern` not a pair variant)."""
     s = kern.spec
-    if not isinstance(s, GemvSpec) or s.pair is None or s.pair.quant or s.weights != "q8_0":
+    if not isinstance(s, GemvSpec) or s.pair is None or s.pair.quant or s.binary or s.weights != "q8_0":
         return None
     base = gemv_q8(s.n, s.k, s.m, s.act, s.shape, tuning=tuning)
     return pair_variant(base, replace(s.pair, quant=fmt), tuning)

@@ -488,6 +488,7 @@ def _epilogue_kernel(k: Kernel, kind: str, y_first: bool) -> Kernel:
     after each store `y[i] = v` the line `ep_out[i] = v kind ep_in[i]`, the expression of the
     elementwise kernel (`unary.binary_expr`), so its bits are that kernel's. Not compiled: a part of
     a merged launch."""
+    from fwdshim.codegen.gemv import GemvSpec
     from fwdshim.codegen.source import prelude
     from fwdshim.codegen.unary import binary_expr
 
@@ -509,8 +510,9 @@ def _epilogue_kernel(k: Kernel, kind: str, y_first: bool) -> Kernel:
               Param("ep_out", "float32", y.size, "out", f"y {kind} ep_in"))  # fmt: skip
     body = "\n".join(out)
     source = k.source[: k.source.index(prelude())] + prelude() + "\n\n" + body + "\n"
+    spec = replace(k.spec, binary=(kind, y_first)) if isinstance(k.spec, GemvSpec) else None
     return replace(k, name=f"{k.name}_e{kind}", source=source, fn=None, params=params, notes=f"{k.notes}, then {kind}",
-                   spec=None)  # fmt: skip
+                   spec=spec)  # fmt: skip
 
 
 def groups(launches: Sequence, tuning: Tuning) -> list[tuple[list, list, list, list]]:
