@@ -12,7 +12,7 @@ import seeds
 from kernels_common import fast_simulator  # noqa: F401
 from test_lowering_modules import TINY, llama_inputs, llama_src, llama_weights, parse, pipeline
 
-from fwdshim.codegen import merge
+from fwdshim.codegen import merge, merge_groups
 from fwdshim.codegen.device import simulating
 from fwdshim.codegen.plan import build_plan, functions
 from fwdshim.codegen.runtime import CompiledForward
@@ -187,10 +187,10 @@ def test_plan_shows_each_launch_and_its_stages():
 def test_groups_keep_dependent_and_atomic_launches_apart():
     m = pipeline(parse(llama_src(**TINY)), "dequant")
     plan = build_plan(functions(m)[0], m, STAGEWISE)
-    groups = merge.groups(plan.stage_launches, Tuning())
+    groups = merge_groups.groups(plan.stage_launches, Tuning())
     for pro, par, epi, tails in groups:
         for i, a in enumerate(par):
-            assert all(merge._independent(a, b) for b in par[i + 1 :])
+            assert all(merge_groups._independent(a, b) for b in par[i + 1 :])
         assert not any(x.name.startswith("attention") for x in pro + par[1:] + epi + tails)
     assert sum(len(r) + len(p) + len(e) + len(t) for r, p, e, t in groups) == len(plan.stage_launches)
 
@@ -200,11 +200,11 @@ def test_a_set_stays_within_cudas_grid(monkeypatch):
     `MAX_GRID` (CUDA's 2^31 - 1 along x), so every merged launch can be launched."""
     m = pipeline(parse(llama_src(**TINY)), "dequant")
     plan = build_plan(functions(m)[0], m, STAGEWISE)
-    sizes = [sum(merge._grid1(x.kernel) for x in par) for _, par, _, _ in merge.groups(plan.stage_launches, Tuning()) if len(par) > 1]
+    sizes = [sum(merge_groups._grid1(x.kernel) for x in par) for _, par, _, _ in merge_groups.groups(plan.stage_launches, Tuning()) if len(par) > 1]
     assert sizes, "the tiny layer merges Q/K/V and gate/up"
     monkeypatch.setattr(merge, "MAX_GRID", min(sizes) - 1)
-    for _, par, _, _ in merge.groups(plan.stage_launches, Tuning()):
-        assert len(par) == 1 or sum(merge._grid1(x.kernel) for x in par) <= merge.MAX_GRID
+    for _, par, _, _ in merge_groups.groups(plan.stage_launches, Tuning()):
+        assert len(par) == 1 or sum(merge_groups._grid1(x.kernel) for x in par) <= merge_groups.MAX_GRID
 
 
 @pytest.mark.parametrize("ff, merged", [(1536, True), (14336, False)], ids=["smollm2", "llama8b"])
@@ -315,7 +315,7 @@ def test_an_epilogue_is_bit_for_bit_the_gemv_then_the_elementwise_kernel(act, sh
 
 
 def test_epilogues_take_only_an_elementwise_op_of_one_gemvs_whole_output():
-    """`merge._epilogue_of`: an elementwise op of a GEMV's output and a buffer written before the group
+    """`merge_groups._epilogue_of`: an elementwise op of a GEMV's output and a buffer written before the group
     joins that GEMV; not one of two GEMV outputs (silu·mul's inputs, or `y + y`), nor one whose other
     operand or result the group writes or reads, nor another kind of kernel."""
     from fwdshim.codegen import gemv, unary
@@ -327,17 +327,17 @@ def test_epilogues_take_only_an_elementwise_op_of_one_gemvs_whole_output():
     g = gemv.gemv_q8(32, 64, 1, "f32", gemv.Shape(16, 1, 1, 1, 1))
     p0, p1 = launch(g, "w0q", "w0d", "x", "y0"), launch(g, "w1q", "w1d", "x", "y1")
     add = unary.elementwise("add", 32)
-    assert merge._epilogue_of(launch(add, "r", "y1", "out"), [p0, p1], [p0, p1]) == (1, False)
-    assert merge._epilogue_of(launch(add, "y0", "r", "out"), [p0, p1], [p0, p1]) == (0, True)
-    assert merge._epilogue_of(launch(add, "y0", "y1", "out"), [p0, p1], [p0, p1]) is None  # two outputs: a tail
-    assert merge._epilogue_of(launch(add, "y0", "y0", "out"), [p0, p1], [p0, p1]) is None
-    assert merge._epilogue_of(launch(add, "y1", "x", "out"), [p0, p1], [p0, p1]) == (1, True)  # read-only x
-    assert merge._epilogue_of(launch(add, "y0", "r", "x"), [p0, p1], [p0, p1]) is None  # the set reads x
-    assert merge._epilogue_of(launch(add, "y0", "y1", "out"), [p0], [p0]) == (0, True)  # y1 from before
-    assert merge._epilogue_of(launch(add, "y0", "r", "out"), [p0], [p0, launch(add, "s", "t", "r")]) is None
+    assert merge_groups._epilogue_of(launch(add, "r", "y1", "out"), [p0, p1], [p0, p1]) == (1, False)
+    assert merge_groups._epilogue_of(launch(add, "y0", "r", "out"), [p0, p1], [p0, p1]) == (0, True)
+    assert merge_groups._epilogue_of(launch(add, "y0", "y1", "out"), [p0, p1], [p0, p1]) is None  # two outputs: a tail
+    assert merge_groups._epilogue_of(launch(add, "y0", "y0", "out"), [p0, p1], [p0, p1]) is None
+    assert merge_groups._epilogue_of(launch(add, "y1", "x", "out"), [p0, p1], [p0, p1]) == (1, True)  # read-only x
+    assert merge_groups._epilogue_of(launch(add, "y0", "r", "x"), [p0, p1], [p0, p1]) is None  # the set reads x
+    assert merge_groups._epilogue_of(launch(add, "y0", "y1", "out"), [p0], [p0]) == (0, True)  # y1 from before
+    assert merge_groups._epilogue_of(launch(add, "y0", "r", "out"), [p0], [p0, launch(add, "s", "t", "r")]) is None
     silu = unary.silu(32)
-    assert merge._epilogue_of(launch(silu, "y0", "out"), [p0], [p0]) is None
-    assert merge._epilogue_of(launch(unary.elementwise("add", 16), "y0", "r", "out"), [p0], [p0]) is None  # sizes
+    assert merge_groups._epilogue_of(launch(silu, "y0", "out"), [p0], [p0]) is None
+    assert merge_groups._epilogue_of(launch(unary.elementwise("add", 16), "y0", "r", "out"), [p0], [p0]) is None  # sizes
 
 
 @sim_only

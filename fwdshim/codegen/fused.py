@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from xdsl.ir import SSAValue
 
 from fwdshim.codegen import attention, norms
-from fwdshim.codegen.gemv import Pair
+from fwdshim.codegen.gemv_rows import Pair
 from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build
 from fwdshim.codegen.launch import CACHE_LEN, Binding, Ref, Unlowerable
 from fwdshim.codegen.source import check_block, small_items

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 
-from fwdshim.codegen.gemv import GemvSpec
+from fwdshim.codegen.gemv_rows import GemvSpec
 from fwdshim.codegen.kernel import Kernel, Param, build
 from fwdshim.codegen.source import check_block, indent
 from fwdshim.codegen.tuning import DEFAULT, Tuning

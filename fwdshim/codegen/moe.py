@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 
-from fwdshim.codegen.gemv import DotRow, q8_dots
+from fwdshim.codegen.gemv_lanes import DotRow, q8_dots
 from fwdshim.codegen.kernel import Kernel, Param, build
 from fwdshim.codegen.source import check_block, indent
 from fwdshim.codegen.tuning import DEFAULT, Tuning

@@ -1,0 +1,368 @@
+"""What merges with what: `groups(launches, tuning)` cuts a plan's stage launches, in graph order, into
+(prologue, parallel set, epilogues, tails) groups by the rules `codegen.merge`'s docstring states;
+`codegen.merge` then writes each group's merged kernel. The tests here are on the launches' data
+(reads, writes, grids, blocks, parameters) and on what each kernel's family says it is (its
+`KernelSpec`: a GEMV, a rope, a quantize, an elementwise kernel), and — for what a kernel's source
+does (atomics, barriers, the grid's size, its stores) — on its generated text."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from fwdshim.codegen.kernel import Kernel
+from fwdshim.codegen.tuning import Tuning
+
+MAX_GRID = 2**31 - 1
+"""The most blocks of a merged launch (CUDA's grid along x): its parts' blocks end to end."""
+
+MAX_PARTS = 8
+"""The most launches one merged launch holds (its parameters stay within the 4 KiB limit)."""
+
+ACTIVATIONS = ("x", "xq", "xd")
+"""The GEMV parameters that read an activation (`codegen.gemv`, `codegen.gemv_ggml`): what a
+prologue's shared-memory result may stand for."""
+
+
+def _body(k: Kernel) -> str:
+    return k.body
+
+
+def _plain(k: Kernel) -> bool:
+    """A kernel whose source can become a device function of a merged module."""
+    body = _body(k)
+    return (
+        body.count("@cuda.jit") == 1
+        and body.lstrip().startswith("@cuda.jit")
+        and "atomic" not in body
+        and "gridDim" not in body
+        and "blockDim" not in body
+        and "gridsize" not in body
+        and "cuda.grid(2)" not in body
+        and "cuda.grid(3)" not in body
+    )
+
+
+def _warp_free(k: Kernel) -> bool:
+    """No barrier and no shared memory: each warp computes alone (lanes may shuffle), so a block of
+    another multiple of 32 threads can run its threads in turns, warp for warp."""
+    body = _body(k)
+    return not any(w in body for w in ("syncthreads", "shared", "block_reduce"))
+
+
+def _grid1(k: Kernel) -> int | None:
+    """The kernel's grid as a number of blocks, for a 1-D grid of 1-D blocks (else None)."""
+    g = tuple(k.grid) + (1,) * (2 - len(k.grid))
+    one_d = all(x == 1 for x in g[1:]) and all(x == 1 for x in tuple(k.block)[1:])
+    return g[0] if one_d and "threadIdx.y" not in k.source and "threadIdx.z" not in k.source else None
+
+
+def _set_bytes(par: Sequence) -> int:
+    return sum(p.size * np.dtype(p.dtype).itemsize for x in par for p in x.kernel.params if p.role == "in")
+
+
+def _independent(a, b) -> bool:
+    wa, wb = set(a.writes), set(b.writes)
+    return not (wa & (set(b.reads) | wb)) and not (wb & set(a.reads))
+
+
+def _tail_ok(t, block: int, tuning: Tuning) -> bool:
+    k = t.kernel
+    gx = _grid1(k)
+    if gx is None or not _plain(k) or "ld_" in _body(k):
+        return False
+    if gx * k.block[0] > tuning.tail_threads:
+        return False
+    if gx > 1 and "col = cuda.blockIdx.x" in _body(k):  # a row split over blocks (`norms.default_cols`):
+        return False  # each block reads the whole row, so one block running them in turn reads it `gx` times
+    return k.block[0] == block or (_warp_free(k) and k.block[0] % 32 == 0)
+
+
+def _parallel(launches: Sequence, i: int, room: int = MAX_PARTS) -> tuple[list, int]:
+    """The parallel set starting at launch `i` (at most `room` launches) and the index after it
+    ([] when launch `i` cannot start one)."""
+    n = len(launches)
+    k = launches[i].kernel
+    if _grid1(k) is None or not _plain(k):
+        return [], i
+    block = k.block[0]
+    par = [launches[i]]
+    j = i + 1
+    while (
+        j < n and len(par) < room and _plain(launches[j].kernel) and _grid1(launches[j].kernel) is not None
+        and launches[j].kernel.block[0] == block and all(_independent(p, launches[j]) for p in par)
+        and sum(_grid1(x.kernel) for x in par) + _grid1(launches[j].kernel) <= MAX_GRID
+    ):  # fmt: skip
+        par.append(launches[j])
+        j += 1
+    return par, j
+
+
+def _key(a) -> tuple[str, str]:
+    return (a.buffer, a.part)
+
+
+def prologue_modes(pro, par: Sequence, tuning: Tuning) -> dict[tuple[str, str], str] | None:
+    """How parallel set `par` takes launch `pro` (a launch, or a list holding one) as its prologue,
+    run by each of its blocks first (the modes are written for a chain of launches, run in order:
+    for each buffer the prologue writes, `shared` (read by the set's GEMVs as their activation,
+    `ACTIVATIONS`, or by a later launch of the chain: each block keeps it in shared memory, block 0
+    also stores it) or `global` (read by none of them: block 0 stores it); None when it cannot
+    (module docstring). In a chain, each launch but the last feeds a later one, and the last the set;
+    chains of two measured slower, bench/RESULTS.md, so a prologue is one launch)."""
+    chain = list(pro) if isinstance(pro, (list, tuple)) else [pro]
+    values = tuning.prologue_values
+    if values <= 0 or len(chain) != 1 or len(chain) + len(par) > MAX_PARTS:
+        return None
+    for c in chain:
+        k = c.kernel
+        if _grid1(k) != 1 or not _plain(k) or "ld_" in _body(k) or k.block[0] != par[0].kernel.block[0]:
+            return None
+        if any(set(x.writes) & (set(c.reads) | set(c.writes)) for x in par):
+            return None
+    for i, c in enumerate(chain):  # a later launch of the chain writes nothing an earlier one touches
+        if any(set(d.writes) & (set(c.reads) | set(c.writes)) for d in chain[i + 1 :]):
+            return None
+    if not all(x.kernel.family == "gemv" for x in par):
+        return None
+    modes: dict[tuple[str, str], str] = {}
+    for i, c in enumerate(chain):
+        fed = False
+        for a, prm in zip(c.args, c.kernel.params, strict=True):
+            if prm.role == "in":
+                continue
+            if prm.role != "out" or _key(a) in modes:
+                return None
+            reads = [q.name for x in par for b, q in zip(x.args, x.kernel.params, strict=True) if _key(b) == _key(a)]
+            later = [q.name for d in chain[i + 1 :] for b, q in zip(d.args, d.kernel.params, strict=True) if _key(b) == _key(a)]
+            if reads and later:
+                return None
+            if later:
+                if prm.size > values:
+                    return None
+                modes[_key(a)] = "shared"
+                fed = True
+            elif not reads:
+                modes[_key(a)] = "global"
+            elif all(r in ACTIVATIONS for r in reads) and prm.size <= values:
+                if not tuning.quantized_prologues and any(r != "x" for r in reads):
+                    return None
+                if i < len(chain) - 1:
+                    return None  # the set reads only the chain's last results
+                modes[_key(a)] = "shared"
+                fed = True
+            else:
+                return None
+        if not fed:
+            return None
+    return modes
+
+
+def _prologue_set(launches: Sequence, i: int, tuning: Tuning) -> tuple[list, list, int] | None:
+    """([the prologue], parallel set, the index after it) when launch `i` is the prologue of the set
+    after it; else None."""
+    if i + 1 < len(launches):
+        par, j = _parallel(launches, i + 1, MAX_PARTS - 1)
+        if par and prologue_modes([launches[i]], par, tuning) is not None:
+            return [launches[i]], par, j
+    return None
+
+
+_STORE = re.compile(r"^(\s*)y\[(.+)\] = (\w+)$")
+
+
+def _stores_plain(k: Kernel) -> bool:
+    """Every write of the kernel's `y` is a line `y[INDEX] = NAME` (the GEMVs of `codegen.gemv`), and
+    its last parameter is `y`, written whole."""
+    if not k.params or k.params[-1].name != "y" or k.params[-1].role != "out":
+        return False
+    writes = [ln for ln in _body(k).splitlines() if re.match(r"^\s*y\[", ln)]
+    return bool(writes) and all(_STORE.match(ln) for ln in writes) and not re.search(r"\bep_(in|out)\b", _body(k))
+
+
+def _epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, bool] | None:
+    """(the part of `par` whose output `t` reads, whether that output is `t`'s first operand) when
+    launch `t` can run as that part's epilogue; None otherwise. `t` is an elementwise kernel
+    (`unary.BinarySpec`: `a`, `b` -> `y`) with one operand a part's whole output `y` (`_stores_plain`),
+    the other written by none of `busy` (the group's launches so far), its result read and written
+    by none of them."""
+    from fwdshim.codegen.unary import BinarySpec
+
+    k = t.kernel
+    if not isinstance(k.spec, BinarySpec) or _grid1(k) is None:
+        return None
+    if [q.name for q in k.params] != ["a", "b", "y"] or any(q.dtype != "float32" for q in k.params):
+        return None
+    a, b, out = (_key(x) for x in t.args)
+    for i, p in enumerate(par):
+        if p.kernel.family != "gemv" or not _stores_plain(p.kernel):
+            continue
+        y = _key(p.args[-1])
+        if (a == y) == (b == y) or p.kernel.params[-1].size != k.params[2].size:
+            continue
+        other = b if a == y else a
+        if any(other in _written(u) for u in busy) or any(out in {_key(v) for v in u.args} for u in busy):
+            return None
+        return i, a == y
+    return None
+
+
+def _written(launch) -> set[tuple[str, str]]:
+    """The (buffer, part) keys a launch writes (its arguments of role out or inout)."""
+    return {_key(a) for a, q in zip(launch.args, launch.kernel.params, strict=True) if q.role != "in"}
+
+
+def _rope_epilogue_of(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple[int, int, int] | None:
+    """(the part of `par`, hd, half) when rope launch `t` (`rope.RopeSpec`: `x`, `angles` -> `y`)
+    turns that part's whole output and can run as its epilogue (`gemv.rope_variant`); its angles
+    written by none of `busy`, its result read and written by none of them. None otherwise."""
+    from fwdshim.codegen import gemv
+    from fwdshim.codegen.rope import RopeSpec
+
+    k = t.kernel
+    if not tuning.rope_epilogues or not isinstance(k.spec, RopeSpec) or [q.name for q in k.params] != ["x", "angles", "y"]:
+        return None
+    hd, half = k.spec.hd, k.spec.half
+    x, ang, out = (_key(a) for a in t.args)
+    for i, p in enumerate(par):
+        if _key(p.args[-1]) != x or p.kernel.params[-1].name != "y" or p.kernel.params[-1].size != k.params[0].size:
+            continue
+        if gemv.rope_variant(p.kernel, hd, half, tuning) is None:
+            return None
+        if any(ang in _written(u) for u in busy) or any(out in {_key(v) for v in u.args} for u in busy):
+            return None
+        return i, hd, half
+    return None
+
+
+def _pair_epilogue_of(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple[int, int, object] | None:
+    """(the first part, the second part, the `gemv.Pair`) when elementwise launch `t` (a fused chain
+    or region, `fused.ElementwiseSpec`: `a0`, `a1` -> `y0`, ...) reads the whole outputs of two GEMV
+    parts of `par` of one spec (`gemv.GemvSpec`) over one activation and can run as the epilogue of
+    the pair; its results read and written by none of `busy`. None otherwise."""
+    from fwdshim.codegen import fused, gemv
+
+    k = t.kernel
+    spec = k.spec
+    if not tuning.pair_epilogues or not isinstance(spec, fused.ElementwiseSpec) or spec.inputs != 2 or _grid1(k) is None:
+        return None
+    ins = [_key(a) for a, q in zip(t.args, k.params, strict=True) if q.role == "in"]
+    outs = [_key(a) for a, q in zip(t.args, k.params, strict=True) if q.role != "in"]
+    if len(ins) != 2 or ins[0] == ins[1] or any(q.dtype != "float32" or q.size != spec.n for q in k.params):
+        return None
+    at = {}
+    for i, p in enumerate(par):
+        if _key(p.args[-1]) in ins and p.kernel.params[-1].name == "y" and p.kernel.params[-1].size == spec.n:
+            at[_key(p.args[-1])] = i
+    if len(at) != 2:
+        return None
+    i, i2 = sorted(at.values())
+    a, b = par[i], par[i2]
+    if a.kernel.spec != b.kernel.spec or [_key(x) for x in a.args[2:-1]] != [_key(x) for x in b.args[2:-1]]:
+        return None
+    if any(o in {_key(v) for v in u.args} for u in busy for o in outs):
+        return None
+    pair = fused.pair_epilogue(spec, [at[x] == i for x in ins])
+    if gemv.pair_variant(a.kernel, pair, tuning) is None:
+        return None
+    return i, i2, pair
+
+
+def _quant_epilogue_of(t, par: Sequence, epi: Sequence, busy: Sequence, tuning: Tuning) -> tuple[int, str] | None:
+    """(the part of `par`, the format) when quantize launch `t` (`quantize.QuantizeSpec` of one row:
+    `x` -> `q`, `d` (, `s`), at most `tuning.quant_epilogue_values` values) reads the one result of a
+    pair epilogue launch among `epi` (`_pair_epilogue_of`) and can run after it in that part
+    (`gemv.pair_variant` with `Pair.quant`); its results read and written by none of `busy`. None
+    otherwise."""
+    from fwdshim.codegen import gemv
+    from fwdshim.codegen.quantize import QuantizeSpec
+
+    k = t.kernel
+    if not isinstance(k.spec, QuantizeSpec) or k.spec.rows != 1:
+        return None
+    if k.params[0].name != "x" or k.params[0].role != "in" or k.params[0].size > tuning.quant_epilogue_values:
+        return None
+    x = _key(t.args[0])
+    outs = {_key(a) for a, q in zip(t.args, k.params, strict=True) if q.role != "in"}
+    for e in epi:
+        found = _pair_epilogue_of(e, par, [], tuning)
+        if found is None or [_key(a) for a, q in zip(e.args, e.kernel.params, strict=True) if q.role != "in"] != [x]:
+            continue
+        i, _, pair = found
+        if gemv.pair_variant(par[i].kernel, replace(pair, quant=k.spec.fmt), tuning) is None:
+            return None
+        if any(o in {_key(v) for v in u.args} for u in busy for o in outs):
+            return None
+        return i, k.spec.fmt
+    return None
+
+
+def _epilogue(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple[int, tuple] | None:
+    """(the part of `par`, how) when launch `t` runs as that part's epilogue: how is `("rope", hd,
+    half)` (`_rope_epilogue_of`), `("pair", second part, gemv.Pair)` (`_pair_epilogue_of`: the
+    second part joins the first) or `(kind, y_first)` (`_epilogue_of`)."""
+    pair = _pair_epilogue_of(t, par, busy, tuning)
+    if pair is not None:
+        return pair[0], ("pair", pair[1], pair[2])
+    rope = _rope_epilogue_of(t, par, busy, tuning)
+    if rope is not None:
+        return rope[0], ("rope", rope[1], rope[2])
+    if not tuning.binary_epilogues:
+        return None
+    found = _epilogue_of(t, par, busy)
+    if found is None:
+        return None
+    return found[0], (t.kernel.spec.kind, found[1])
+
+
+def groups(launches: Sequence, tuning: Tuning) -> list[tuple[list, list, list, list]]:
+    """The plan's launches cut into (prologue, parallel set, epilogues, tails) groups, in order (module
+    docstring); a prologue is a list of one launch or none; each
+    epilogue belongs to one part of the set (`_epilogue_of`)."""
+    out: list[tuple[list, list, list]] = []
+    i, n = 0, len(launches)
+    while i < n:
+        pro: list = []
+        found = _prologue_set(launches, i, tuning)
+        if found is not None:
+            pro, par, j = found
+        else:
+            par, j = _parallel(launches, i)
+            if not par:
+                out.append(([], [launches[i]], [], []))
+                i += 1
+                continue
+        block = par[0].kernel.block[0]
+        epi: list = []
+        taken: set[int] = set()
+        quantized: set[int] = set()
+        while j < n and len(pro) + len(par) + len(epi) < MAX_PARTS:
+            quant = _quant_epilogue_of(launches[j], par, epi, pro + par + epi, tuning)
+            if quant is not None and quant[0] not in quantized:
+                quantized.add(quant[0])
+                epi.append(launches[j])
+                j += 1
+                continue
+            found_epi = _epilogue(launches[j], par, pro + par + epi, tuning)
+            if found_epi is None or found_epi[0] in taken or (found_epi[1][0] == "pair" and found_epi[1][1] in taken):
+                break
+            taken.add(found_epi[0])
+            if found_epi[1][0] == "pair":
+                taken.add(found_epi[1][1])
+            epi.append(launches[j])
+            j += 1
+        tails: list = []
+        heavy = _set_bytes(par) > tuning.tail_set_bytes
+        while not heavy and j < n and len(pro) + len(par) + len(epi) + len(tails) < MAX_PARTS and _tail_ok(launches[j], block, tuning):
+            if _prologue_set(launches, j, tuning) is not None:
+                break  # it runs as (the head of) the next set's prologue instead
+            tails.append(launches[j])
+            j += 1
+        out.append((pro, par, epi, tails))
+        i = j
+    return out
+
+
