@@ -394,44 +394,11 @@ def gemv_k(qs, dw, {xs}, y):
 
 
 def launch_shape(n: int, k: int, act: str, tuning: Tuning = DEFAULT) -> Shape:
-    """The default launch shape of the Q8_0 GEMV of N x K under `act` (f32, int8): the fastest of
-    `bench/gemv.py --sweep` on an H200 (2026-11-30) per shape class — SmolLM2's short rows (K < 2048)
-    one or four rows a group of warps splitting K, its 49152 x 576 output projection four rows a
-    warp; Llama-3-8B's 4096x4096, 14336x4096 and 4096x14336. Under int8 activations three of these
-    keep whole-block lanes (vec 32, the previous kernel, faster there).
-
-    SmolLM2's projections (K < 2048, N < 8192) take eight warps a block (256 threads), the block of
-    the RMS norms (`norms`, 256 threads for rows over 512 values), so the add+norm after the O and
-    down projections runs as a tail of their launch (`codegen.merge`: a tail with barriers needs
-    the launch's block size): on the H200 (2026-11-30, `bench/decode_step.py`, SmolLM2 shape, one
-    run) 5.2 launches a layer and 1261 / 1218 us a token (dequant / int8-act), against 7.2 and
-    1281 / 1413 us with four warps and the norms alone — and 1420 / 1519 us with four warps and the
-    norms cut to 128 threads to fit them (a 128-thread norm is slower than the launch it saves).
-
-    Llama-3-8B's shapes (K >= 2048) take async-copy pipelines of two stages (`Shape.stages`) where
-    they measured faster (`bench/gemv.py --try`, H200, 2026-11-30, share of the read ceiling):
-    dequant 4096x4096 v16r4w4u1s1a2 54.0 % (was 48.3-51.4), 14336x4096 v16r8w4u1s1a2 75.3 % (67.2),
-    4096x14336 v16r4w4u1s2a2 75.4 % (57.8), the 128256x4096 output projection v16r8w4u1s1a2 96.0 %
-    (84.2); int8-act 14336x4096 v16r2w4u1s1a2 88.7 % in two runs (86.6), 128256x4096 104.0 % (101.6,
-    L2 hits past the ceiling). In registers the dequantizing loop holds too few bytes in flight:
-    ptxas issues a step's loads after the previous step's products. The dequantizing rows of 4096
-    outputs (Q/K/V, O) and of K >= 8192 (down) then took eight warps a block in pairs splitting K,
-    `v16r4w8u1s2a2` (H200, 2026-12-01, `bench/gemv.py --try`, one run, read ceiling 4358 GB/s):
-    4096x4096 58.0 % (v16r4w4u1s1a2 51.6 %), 4096x14336 78.4 % (v16r4w4u1s2a2 77.0 %); 14336x4096
-    stayed (75.7 %, the best of 14 shapes) until the step measured faster with four rows a warp
-    (`TALL_DEQUANT_ROWS`, 2026-12-01).
-
-    SmolLM2's int8-act projections take two rows a group of warps (was one): with the norms, their
-    quantize and the silu·mul's quantize as prologues (`merge.QUANTIZED_PROLOGUES`) every block
-    recomputes its prologue, and half the blocks halve that work. On the H200 (2026-11-30,
-    `bench/decode_step.py`, SmolLM2 shape, fill 512, int8-act, one device call): 882.2 us a token
-    (one row, no quantized prologues) -> 827.3 (two rows, quantized prologues); 875.2 with four rows
-    and 919.0 with four rows and no quantized prologues. Rows of K < 1024 (576: 36 pieces) then take
-    one warp a row group, not two (64 lanes for 36 pieces, and a barrier to sum them): in one device
-    call (2026-11-30, `PRE_WAIT` on) 842.5 -> 817.2 us a token; the 1536-wide rows (96 pieces) at two
-    warps 840.9, and four rows a warp 864.1, not kept. Dequant's SmolLM2 rows stay four warps a row
-    (split 4): one warp a group (`Shape(16, 4, 8, 1, 1)`) measured 840.2 us a token against 633.9
-    (2026-11-30, one device call, pair and rope epilogues on)."""
+    """The default launch shape of the Q8_0 GEMV of N x K under `act` (f32, int8), by shape class: the
+    fastest of `bench/gemv.py` and `bench/decode_step.py` on an H200 (their numbers, and the variants
+    each class beat, are in `bench/RESULTS.md`, "launch_shape"). SmolLM2's projections (K < 2048,
+    N < 8192) take eight warps (the norms' block, so an add+norm runs as their launch's tail);
+    Llama-3-8B's dequantizing rows take two-stage async-copy pipelines (`Shape.stages`)."""
     if act == "f32":
         if k < 2048:
             return Shape(16, 4, 4, 1, 1) if n >= 8192 else Shape(16, 4, 8, 1, 4)

@@ -107,10 +107,8 @@ def default_cols(n: int, block: int, tuning: Tuning = DEFAULT) -> int:
     are at least `tuning.norm_cols_items` of them (and at most `norm_unroll_items`), else 1. Each block computes the
     whole row's sum of squares (every block the same order, so the same bits) and then normalizes,
     stores and quantizes only its own values: the per-value work after the reduction (a division, and
-    under a quantize epilogue a warp max and two more) runs on `cols` SMs instead of one. Measured on
-    the H200 (2026-11-30, 4096-wide rows, a graph of 64 launches): one block / 16 blocks a row 3.28 /
-    2.36 us (add+norm), 6.83 / 2.78 us (add+norm+quantize), 2.63 / 1.88 us (norm), 6.34 / 2.16 us
-    (norm+quantize); Llama-3-8B's 32-layer step 3825 -> 3770 us (dequant), 3477 -> 3225 us (int8-act)."""
+    under a quantize epilogue a warp max and two more) runs on `cols` SMs instead of one (its
+    measurements: `bench/RESULTS.md`, "default_cols")."""
     items = -(-n // block)
     return items if tuning.norm_cols_items <= items <= tuning.norm_unroll_items else 1
 
