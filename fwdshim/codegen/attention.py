@@ -166,7 +166,8 @@ def attention(
 
     def position(u: int) -> str:
         """Position `u` of this lane's segment in a step: the block's segments take consecutive rows."""
-        return f"p{u} = base + {u * per_pass} + mine\nok{u} = p{u} < r1".replace(" + 0 +", " +")
+        offset = f" + {u * per_pass}" if u * per_pass else ""
+        return f"p{u} = base{offset} + mine\nok{u} = p{u} < r1"
 
     # scores of the split's cache rows: U positions per lane per step, loads first
     score_loads, score_sums = [], []

@@ -350,9 +350,15 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
         slots = shape.stages * rows * 32 * warps
         align = "" if simulating() else ", alignment=16"
         shared += f"    sq = cuda.shared.array({4 * slots}, int32{align})\n    sd = cuda.shared.array({slots}, float32)\n    tid = cuda.threadIdx.x\n"
+    if rope is not None:
+        sig = f"qs, dw, {xs}, y, angles, z"
+    elif two:
+        sig = f"qs, dw, qs2, dw2, {xs}, y, y2, {pair.outputs()}"
+    else:
+        sig = f"qs, dw, {xs}, y"
     head = f"""\
 @cuda.jit(cache=True)
-def gemv_k(qs, dw, {xs}, y):
+def gemv_k({sig}):
 {shared}    lane = cuda.threadIdx.x % 32
     warp = cuda.threadIdx.x // 32
     grp = warp // {split}
@@ -384,11 +390,8 @@ def gemv_k(qs, dw, {xs}, y):
     name = f"gemv_{tag}_{m}x{n}x{k}_{shape.tag}"
     notes = f"Q8_0 GEMV {n}x{k} ({what}) over {m} row{'s' if m != 1 else ''}"
     if rope is not None:
-        body = body.replace(f"def gemv_k(qs, dw, {xs}, y):", f"def gemv_k(qs, dw, {xs}, y, angles, z):", 1)
         params, name, notes = _with_rope_params(params, name, notes, n, *rope)
     elif two:
-        zs = pair.outputs()
-        body = body.replace(f"def gemv_k(qs, dw, {xs}, y):", f"def gemv_k(qs, dw, qs2, dw2, {xs}, y, y2, {zs}):", 1)
         params, name, notes = _with_pair_params(params, name, notes, n, k, pair)
     return build(name, body, "gemv_k", grid, (32 * warps,), params, notes, pdl=tuning.pdl, spec=spec)
 

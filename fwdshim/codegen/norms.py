@@ -42,14 +42,14 @@ def _check(n: int, rows: int, block: int | None) -> int:
     return check_block(block if block is not None else block_threads(n))
 
 
-def _head(block: int, reductions: int) -> str:
+def _head(block: int, reductions: int, row: str = "cuda.blockIdx.x") -> str:
     reds = "".join(f"    red{j} = cuda.shared.array(32, float32)\n" for j in range(reductions))
     return (
         reds
         + "    tid = cuda.threadIdx.x\n"
         + "    lane = tid % 32\n"
         + "    warp = tid // 32\n"
-        + "    row = cuda.blockIdx.x\n"
+        + f"    row = {row}\n"
     )
 
 
@@ -197,7 +197,7 @@ def _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, qu
     return f"""\
 @cuda.jit(cache=True)
 def rms_norm_k({names}):
-{_head(block, 1).replace("cuda.blockIdx.x", where)}    o = row * {n}
+{_head(block, 1, where)}    o = row * {n}
     ss = float32(0.0)
 {indent(chr(10).join(first), 1)}
 {indent(block_reduce("ss", "sum", "red0", warps), 1)}
