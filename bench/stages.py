@@ -51,7 +51,7 @@ class Stage:
 
 
 WAITED = Stage("waited", "    pdl_wait()", "after", optional=True)
-"""The end of a kernel's wait for the launches before it (`pdl_wait()` at its top: `kernel._with_pdl`;
+"""The end of a kernel's wait for the launches before it (`pdl_wait()` at its top: `source._with_pdl`;
 a kernel that waits later, `source.LATE_WAIT`, has none there)."""
 
 STEP_STAGES = (WAITED, Stage("end", None))

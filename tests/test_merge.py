@@ -202,7 +202,7 @@ def test_a_set_stays_within_cudas_grid(monkeypatch):
     plan = build_plan(functions(m)[0], m, STAGEWISE)
     sizes = [sum(merge_groups._grid1(x.kernel) for x in par) for _, par, _, _ in merge_groups.groups(plan.stage_launches, Tuning()) if len(par) > 1]
     assert sizes, "the tiny layer merges Q/K/V and gate/up"
-    monkeypatch.setattr(merge, "MAX_GRID", min(sizes) - 1)
+    monkeypatch.setattr(merge_groups, "MAX_GRID", min(sizes) - 1)
     for _, par, _, _ in merge_groups.groups(plan.stage_launches, Tuning()):
         assert len(par) == 1 or sum(merge_groups._grid1(x.kernel) for x in par) <= merge_groups.MAX_GRID
 
