@@ -28,7 +28,7 @@ import numpy as np
 from fwdshim.codegen.device import simulating
 from fwdshim.codegen.kernel_cache import KernelSource, LazyDispatcher
 from fwdshim.codegen.numba_launch import launch_pdl
-from fwdshim.codegen.source import _with_pdl, prelude
+from fwdshim.codegen.source import KernelBody, prelude, with_pdl
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,8 @@ class Kernel:
     pdl: str = "off"
     """How `launch_on` launches it (`Tuning.pdl`: the mode its waits were placed for)."""
     spec: KernelSpec | None = field(default=None, repr=False, compare=False)
+    code: KernelBody | None = field(default=None, repr=False, compare=False)
+    """The source after the prelude, as data (`source.KernelBody`)."""
 
     @property
     def family(self) -> str:
@@ -93,8 +95,8 @@ class Kernel:
 
     @property
     def body(self) -> str:
-        """The kernel's own text: its source after the prelude (what `codegen.merge` and
-        `codegen.prefetch` rewrite). Raises ValueError for a source without the prelude."""
+        """The kernel's own text: its source after the prelude (`code` as text). Raises ValueError
+        for a source without the prelude."""
         head = prelude()
         i = self.source.find(head)
         if i < 0:
@@ -165,13 +167,16 @@ class Kernel:
         return {p.name: d.copy_to_host() for p, d in zip(self.params, dev)}
 
 
-def build(name: str, body: str, entry: str, grid, block, params, notes: str = "", *, pdl: str,
+def build(name: str, body: str | KernelBody, entry: str, grid, block, params, notes: str = "", *, pdl: str,
           spec: KernelSpec | None = None) -> Kernel:  # fmt: skip
-    """Prefix `body` with the prelude and wrap it as a `Kernel` (its `fn` a `LazyDispatcher`: the
-    source is written to the cache and imported when the kernel is first launched or compiled);
-    `pdl` (`Tuning.pdl`) places the kernel's wait (`_with_pdl`) and says how it is launched; `spec`
-    is what the family built it from (`KernelSpec`)."""
-    body = _with_pdl(body, entry, pdl)
-    source = f'"""fwdshim kernel {name}: {notes}"""\n' + prelude() + "\n\n" + body
+    """`body` (a `KernelBody`, or a family's module text, `KernelBody.parse`) after the prelude, as a
+    `Kernel` (its `fn` a `LazyDispatcher`: the source is written to the cache and imported when the
+    kernel is first launched or compiled); `pdl` (`Tuning.pdl`) places the kernel's wait
+    (`source.with_pdl`) and says how it is launched; `spec` is what the family built it from
+    (`KernelSpec`)."""
+    code = with_pdl(body if isinstance(body, KernelBody) else KernelBody.parse(body, entry), pdl)
+    if code.entry != entry:
+        raise ValueError(f"kernel {name}: its body defines `{code.entry}`, not `{entry}`")
+    source = f'"""fwdshim kernel {name}: {notes}"""\n' + prelude() + "\n\n" + code.text()
     fn = LazyDispatcher(KernelSource(name, source, entry))
-    return Kernel(name, source, fn, tuple(grid), tuple(block), tuple(params), notes, pdl, spec)
+    return Kernel(name, source, fn, tuple(grid), tuple(block), tuple(params), notes, pdl, spec, code)

@@ -119,23 +119,23 @@ def _waits_late(k: Kernel) -> bool:
     return LATE_WAIT in (ln.strip() for ln in before) and not any(ln.strip() == "return" for ln in before)
 
 
-def _device_fn(k: Kernel, fn: str, thread: bool, generic: Sequence[str] = (), hoist: bool = False) -> str:
-    """The kernel's source as device function `fn(params..., _bx, _by[, _tx])`; the wide loads of the
-    parameters named in `generic` read through a generic address (`lda_*`: they get shared arrays).
-    With `hoist`, the top-level shared arrays (`shared_decls`) become trailing parameters: a merged
-    launch's parallel parts run in different blocks, so they share the kernel's allocations."""
-    body = _body(k)
+def _device_fn(k: Kernel, fn: str, thread: bool, generic: Sequence[str] = (), hoist: bool = False,
+               more: Sequence[str] = ()) -> str:  # fmt: skip
+    """The kernel's source as device function `fn(params..., _bx, _by[, _tx], more...)`; the wide
+    loads of the parameters named in `generic` read through a generic address (`lda_*`: they get
+    shared arrays). With `hoist`, the top-level shared arrays (`shared_decls`) become parameters
+    before `more`: a merged launch's parallel parts run in different blocks, so they share the
+    kernel's allocations."""
+    code = k.code
+    if code is None or code.preamble.strip("\n"):
+        raise ValueError(f"kernel {k.name}: no kernel function alone in its body to call as a device function")
+    statements = code.statements
     names = [d[0] for d in shared_decls(k)] if hoist else []
     if hoist:
-        body = _SHARED_DECL.sub("", body)
-    lines = body.splitlines()
-    assert lines[0].startswith("@cuda.jit")
-    m = re.match(r"def (\w+)\((.*)\):$", lines[1])
-    if m is None:
-        raise ValueError(f"kernel {k.name}: no kernel function after its decorator")
-    extra = ", ".join(["_bx, _by, _tx" if thread else "_bx, _by", *names])
-    head = ["@cuda.jit(device=True, inline=True)", f"def {fn}({m.group(2)}, {extra}):"]
-    text = "\n".join(head + lines[2:])
+        statements = _SHARED_DECL.sub("", statements)
+    extra = ", ".join(["_bx, _by, _tx" if thread else "_bx, _by", *names, *more])
+    head = ["@cuda.jit(device=True, inline=True)", f"def {fn}({', '.join(code.params)}, {extra}):"]
+    text = "\n".join(head + statements.rstrip("\n").splitlines())
     text = text.replace("cuda.grid(1)", f"(cuda.blockIdx.x * {k.block[0]} + cuda.threadIdx.x)")
     text = text.replace("cuda.blockIdx.x", "_bx").replace("cuda.blockIdx.y", "_by")
     if thread:
@@ -192,13 +192,11 @@ def _epilogue_kernel(k: Kernel, kind: str, y_first: bool) -> Kernel:
     from fwdshim.codegen.source import prelude
     from fwdshim.codegen.unary import binary_expr
 
-    lines = _body(k).splitlines()
-    m = re.match(r"def (\w+)\((.*)\):$", lines[1])
-    if m is None:
-        raise ValueError(f"kernel {k.name}: no kernel function after its decorator")
-    lines[1] = f"def {m.group(1)}({m.group(2)}, ep_in, ep_out):"
+    code = k.code
+    if code is None or code.preamble.strip("\n"):
+        raise ValueError(f"kernel {k.name}: no kernel function alone in its body to give an epilogue")
     out = []
-    for ln in lines:
+    for ln in code.statements.rstrip("\n").splitlines():
         out.append(ln)
         st = _STORE.match(ln)
         if st:
@@ -208,11 +206,11 @@ def _epilogue_kernel(k: Kernel, kind: str, y_first: bool) -> Kernel:
     y = k.params[-1]
     params = (*k.params, Param("ep_in", "float32", y.size, "in", "the epilogue's other operand"),
               Param("ep_out", "float32", y.size, "out", f"y {kind} ep_in"))  # fmt: skip
-    body = "\n".join(out)
-    source = k.source[: k.source.index(prelude())] + prelude() + "\n\n" + body + "\n"
+    body = replace(code, params=(*code.params, "ep_in", "ep_out"), statements="\n".join(out) + "\n", preamble="")
+    source = k.source[: k.source.index(prelude())] + prelude() + "\n\n" + body.text()
     spec = replace(k.spec, binary=(kind, y_first)) if isinstance(k.spec, GemvSpec) else None
     return replace(k, name=f"{k.name}_e{kind}", source=source, fn=None, params=params, notes=f"{k.notes}, then {kind}",
-                   spec=spec)  # fmt: skip
+                   spec=spec, code=body)  # fmt: skip
 
 
 def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: Sequence[Sequence[int]], n_args: int,
@@ -274,11 +272,9 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
     for i, k in enumerate(parts):
         thread = i >= len(par) and k.block[0] != block
         own = [q.name for q, x in zip(k.params, shared_args[i], strict=True) if x in shared] if i < len(par) else []
-        fn = _device_fn(k, f"part{i}", thread, own, hoist=i < len(par))
-        if inline and i < len(par):
-            m = re.search(r"^(def part\d+\(.*)\):$", fn, re.M)
-            assert m is not None
-            fn = fn[: m.end(1)] + ", " + pro_call + fn[m.end(1) :]
+        late_part = inline and i < len(par)  # it calls the prologue at its wait
+        fn = _device_fn(k, f"part{i}", thread, own, hoist=i < len(par), more=[pro_call] if late_part else [])
+        if late_part:
             wait = "\n".join("    " + ln for ln in pdl_lines(tuning.pdl))
             assert wait and fn.count(wait + "\n") == 1, k.name
             fn = fn.replace(wait + "\n", wait + "\n    _pro(" + pro_call + ")\n", 1)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -68,18 +67,17 @@ def hint_statements(grid: Sequence[int], parts: Sequence[Param], names: Sequence
 def with_hints(k: Kernel, parts: Sequence[Param]) -> Kernel:
     """Kernel `k` taking `parts` as extra trailing parameters (role `prefetch`) that it asks into L2
     first (`hint_statements`); its own statements unchanged."""
-    body = k.body
-    m = re.search(r"^(@cuda\.jit\(cache=True[^\n]*\))\ndef (\w+)\((.*)\):$", body, re.M)
-    if m is None:
-        raise ValueError(f"kernel {k.name}: no kernel function to prefix")
+    if k.code is None:
+        raise ValueError(f"kernel {k.name}: no kernel body to prefix")
     names = [f"_pf{j}" for j in range(len(parts))]
-    sig = ", ".join([m.group(3)] + names) if m.group(3).strip() else ", ".join(names)
-    head = f"{m.group(1)}\ndef {m.group(2)}({sig}):\n" + indent(hint_statements(k.grid, parts, names), 1) + "\n"
-    body = body[: m.start()] + head + body[m.end() + 1 :]
+    hints = indent(hint_statements(k.grid, parts, names), 1) + "\n"
+    # the variant's text as it has always been written (byte for byte): no blank line before it, no newline after
+    body = replace(k.code, params=(*k.code.params, *names), statements=hints + k.code.statements.rstrip("\n"),
+                   preamble=k.code.preamble.lstrip("\n"))  # fmt: skip
     params = tuple(k.params) + tuple(Param(n, p.dtype, p.size, ROLE, f"L2 prefetch of {p.doc}") for n, p in zip(names, parts))
     key = hashlib.sha256(repr([(p.dtype, p.size) for p in parts]).encode()).hexdigest()[:6]
     notes = k.notes + f" | L2 prefetch: {len(parts)} part(s) of the next launch"
-    return build(f"{k.name}_pf{key}", body, m.group(2), k.grid, k.block, params, notes, pdl=k.pdl)
+    return build(f"{k.name}_pf{key}", body, body.entry, k.grid, k.block, params, notes, pdl=k.pdl)
 
 
 def prefetch_next(launches: Sequence[Launch], weight_bytes: Callable[[Arg], int | None], tuning: Tuning) -> list[Launch]:

@@ -19,6 +19,8 @@ cannot contract into an FMA.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
 from fwdshim.codegen.device import simulating
@@ -102,22 +104,63 @@ def pdl_lines(mode: str) -> list[str]:
     return {"off": [], "wait": ["pdl_wait()"], "ahead": ["pdl_wait()", "pdl_launch()"], "early": ["pdl_launch()", "pdl_wait()"]}[mode]
 
 
-def _with_pdl(body: str, entry: str, mode: str) -> str:
-    """`body` with `pdl_wait()` first in kernel function `entry` (under `early` after `pdl_launch()`,
-    under `ahead` followed by it: `pdl_lines`), unless `entry` already calls `pdl_wait()` itself or
-    holds the `LATE_WAIT` comment (a kernel placing work that reads no earlier launch's result before
-    it). ValueError when `entry` is not defined in `body`."""
+@dataclass(frozen=True)
+class KernelBody:
+    """A kernel module's text after the prelude, as data: `preamble` (what comes before the kernel
+    function: imports, device functions), `jit` (the options of its `@cuda.jit(...)` line), `entry`
+    (its name), `params` (its parameter names, in order) and `statements` (its body, every line
+    indented, ending in a newline). `text()` writes it; the later steps (`with_pdl`, a prefetch's
+    hints, a merged launch's device function) change its fields, never its text."""
+
+    entry: str
+    params: tuple[str, ...]
+    statements: str
+    jit: str = "cache=True"
+    preamble: str = ""
+
+    def text(self) -> str:
+        return f"{self.preamble}@cuda.jit({self.jit})\ndef {self.entry}({', '.join(self.params)}):\n{self.statements}"
+
+    @classmethod
+    def parse(cls, text: str, entry: str) -> KernelBody:
+        """The body of `text`, a family's kernel module whose kernel function `entry` is a
+        `@cuda.jit(...)` line and `def entry(a, b, ...):` (the families write theirs so); ValueError
+        when there is none, or when the fields would not write `text` back byte for byte."""
+        lines = text.splitlines(keepends=True)
+        for i in range(1, len(lines)):
+            head, deco = lines[i].rstrip("\n"), lines[i - 1].rstrip("\n")
+            if head.startswith(f"def {entry}(") and head.endswith("):") and deco.startswith("@cuda.jit(") and deco.endswith(")"):
+                names = tuple(p.strip() for p in head[len(f"def {entry}(") : -2].split(",") if p.strip())
+                body = cls(entry, names, "".join(lines[i + 1 :]), deco[len("@cuda.jit(") : -1], "".join(lines[: i - 1]))
+                if body.text() != text:
+                    raise ValueError(f"kernel function `{entry}`: its text is not `@cuda.jit(...)`, `def {entry}(a, b):`, statements")
+                return body
+        raise ValueError(f"no kernel function `{entry}` in the body")
+
+
+def with_pdl(body: KernelBody, mode: str) -> KernelBody:
+    """`body` with `pdl_lines(mode)` first in its kernel function (`pdl_wait()`; under `early` after
+    `pdl_launch()`, under `ahead` followed by it), unless its top-level statements already call
+    `pdl_wait()` or hold the `LATE_WAIT` comment (a kernel placing work that reads no earlier
+    launch's result before its wait)."""
     if mode == "off":
         return body
-    lines = body.splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith(f"def {entry}("):
-            end = next((j for j in range(i + 1, len(lines)) if lines[j][:1] not in ("", " ", "#")), len(lines))
-            if any(ln.strip() in ("pdl_wait()", LATE_WAIT) for ln in lines[i + 1 : end]):
-                return body
-            head = ["    " + ln for ln in pdl_lines(mode)]
-            return "\n".join(lines[: i + 1] + head + lines[i + 1 :]) + "\n"
-    raise ValueError(f"no kernel function `{entry}` in the body")
+    top = []
+    for line in body.statements.splitlines():
+        if line[:1] not in ("", " ", "#"):
+            break
+        top.append(line.strip())
+    if "pdl_wait()" in top or LATE_WAIT in top:
+        return body
+    statements = body.statements if body.statements.endswith("\n") else body.statements + "\n"
+    return replace(body, statements="".join(f"    {ln}\n" for ln in pdl_lines(mode)) + statements)
+
+
+def _with_pdl(body: str, entry: str, mode: str) -> str:
+    """`with_pdl` on a module's text (`KernelBody.parse`): ValueError when `entry` is not defined."""
+    if mode == "off":
+        return body
+    return with_pdl(KernelBody.parse(body, entry), mode).text()
 
 
 def count_done(flag: str, count: str, index: str, tid: str) -> tuple[str, str]:
