@@ -61,8 +61,8 @@ _NUMBA_NAMES = {
 
 class KernelSpec:
     """What a kernel family built a kernel from, as data: a family's frozen spec (`gemv.GemvSpec`,
-    `rope.RopeSpec`, `quantize.QuantizeSpec`, `unary.BinarySpec`, `fused.ElementwiseSpec`, ...)
-    derives from this and names its `family`. `codegen.merge` asks a kernel's spec what it is and
+    `norms.NormSpec`, `rope.RopeSpec`, `quantize.QuantizeSpec`, `unary.BinarySpec`,
+    `fused.ElementwiseSpec`, ...) derives from this and names its `family`. `codegen.merge` asks a kernel's spec what it is and
     rebuilds it as a variant from it, never from its name or source."""
 
     family: ClassVar[str] = ""

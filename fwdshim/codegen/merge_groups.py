@@ -14,6 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from fwdshim.codegen.kernel import Kernel
+from fwdshim.codegen.norms import NormSpec
 from fwdshim.codegen.tuning import Tuning
 
 MAX_GRID = 2**31 - 1
@@ -76,7 +77,7 @@ def _tail_ok(t, block: int, tuning: Tuning) -> bool:
         return False
     if gx * k.block[0] > tuning.tail_threads:
         return False
-    if gx > 1 and "col = cuda.blockIdx.x" in _body(k):  # a row split over blocks (`norms.default_cols`):
+    if gx > 1 and isinstance(k.spec, NormSpec) and k.spec.cols > 1:  # a row split over blocks (`norms.default_cols`):
         return False  # each block reads the whole row, so one block running them in turn reads it `gx` times
     return k.block[0] == block or (_warp_free(k) and k.block[0] % 32 == 0)
 

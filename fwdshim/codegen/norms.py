@@ -29,8 +29,9 @@ quantizing kernels agree bit for bit with their unfused composition: `rms_norm(w
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
-from fwdshim.codegen.kernel import Kernel, Param, build
+from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build
 from fwdshim.codegen.quantize import check_format, epilogue, qact_params
 from fwdshim.codegen.source import block_reduce, block_threads, check_block, f32, indent
 from fwdshim.codegen.tuning import DEFAULT, Tuning
@@ -51,6 +52,25 @@ def _head(block: int, reductions: int, row: str = "cuda.blockIdx.x") -> str:
         + "    warp = tid // 32\n"
         + f"    row = {row}\n"
     )
+
+
+@dataclass(frozen=True)
+class NormSpec(KernelSpec):
+    """An RMS norm kernel's spec (`rms_norm`'s arguments, defaults resolved): `rows` rows of `n`
+    values, `cols` blocks a row (`default_cols`: `codegen.merge` runs a row split over blocks as no
+    launch's tail), `block` threads a block."""
+
+    family = "norm"
+    n: int
+    rows: int
+    eps: float
+    weight: bool
+    residual: bool
+    write_sum: bool
+    quant: str | None
+    store_y: bool
+    block: int
+    cols: int
 
 
 @functools.cache
@@ -99,7 +119,8 @@ def rms_norm(
     tags += [quant] if quant else []
     name = "_".join(["rms_norm", *tags, f"{rows}x{n}", *([f"c{cols}"] if cols > 1 else []), f"b{block}"])
     what = f"RMS norm of {rows} rows of {n}, eps {eps}" + (f", {cols} blocks a row" if cols > 1 else "")
-    return build(name, body, "rms_norm_k", (rows * cols,), (block,), params, what, pdl=tuning.pdl)
+    spec = NormSpec(n, rows, eps, weight, residual, write_sum, quant, store_y, block, cols)
+    return build(name, body, "rms_norm_k", (rows * cols,), (block,), params, what, pdl=tuning.pdl, spec=spec)
 
 
 def default_cols(n: int, block: int, tuning: Tuning = DEFAULT) -> int:
