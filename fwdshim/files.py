@@ -164,3 +164,14 @@ def why_not_written(e: OSError, path: str | Path, needed: int | None = None) -> 
         return f"{directory} is read-only: permission denied"
     text = e.strerror or str(e) or type(e).__name__
     return " ".join(text.split())
+
+
+CACHE_ENV = "FWDSHIM_CACHE"
+"""The environment variable naming fwdshim's cache directory (models and kernels)."""
+
+
+def cache_root() -> Path:
+    """`$FWDSHIM_CACHE`, or `~/.cache/fwdshim`: the models live under `models/`, the generated kernel
+    modules under `kernels/` (the one place either cache reads the environment)."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env) if env else Path.home() / ".cache" / "fwdshim"

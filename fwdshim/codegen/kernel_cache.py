@@ -23,10 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fwdshim.codegen.device import simulating
-
-CACHE_ENV = "FWDSHIM_CACHE"
-"""Environment variable naming the kernel cache directory."""
-
+from fwdshim.files import CACHE_ENV, cache_root
 
 
 @dataclass(frozen=True)
@@ -40,8 +37,7 @@ class KernelSource:
 
 def cache_dir() -> Path:
     """The directory generated kernel modules are written to (created on demand)."""
-    root = os.environ.get(CACHE_ENV)
-    path = (Path(root) if root else Path.home() / ".cache" / "fwdshim") / "kernels"
+    path = cache_root() / "kernels"
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # a file of that name, a read-only disk

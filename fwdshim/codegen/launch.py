@@ -288,7 +288,8 @@ class LaunchPlan:
         head = prelude()
         out = ["# ---- prelude: every generated kernel module starts with these lines", head.rstrip(), ""]
         for k in self.kernels():
-            body = k.source.replace(head, "", 1)
+            doc, _, rest = k.source.partition(head)  # its docstring line, then the rest after the prelude
+            body = doc + rest
             out.append(f"# ---- kernel {k.name}: grid {k.grid} block {k.block}")
             out.append(body.strip())
             out.append("")

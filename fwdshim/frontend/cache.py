@@ -29,7 +29,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from fwdshim.files import sweep, temp_directory, why_not_written, written
+from fwdshim.files import cache_root, sweep, temp_directory, why_not_written, written
 from fwdshim.frontend.gguf_model import ModelError
 
 
@@ -57,9 +57,8 @@ MODELS: dict[str, ModelSpec] = {
 
 
 def cache_dir() -> Path:
-    """`$FWDSHIM_CACHE`, or `~/.cache/fwdshim`."""
-    env = os.environ.get("FWDSHIM_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "fwdshim"
+    """`$FWDSHIM_CACHE`, or `~/.cache/fwdshim` (`files.cache_root`)."""
+    return cache_root()
 
 
 def models_dir() -> Path:
