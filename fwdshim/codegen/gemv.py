@@ -216,11 +216,10 @@ if cuda.threadIdx.x == 0 and {block} < {-(-n // per_block)}:
         prefetch_l2(dw, pb0 // 4, pb1 - pb0)"""
 
 
-def _plain_q8(kern: Kernel) -> GemvSpec | None:
-    """The spec of `kern` when it is a Q8_0 GEMV of `gemv_q8` carrying no epilogue, over one row of x,
+def _plain_q8(s: object) -> GemvSpec | None:
+    """`s` when it is the spec of a Q8_0 GEMV of `gemv_q8` carrying no epilogue, over one row of x,
     one block a row group, no prefetch and an even number of rows a group (what takes an epilogue);
     else None."""
-    s = kern.spec
     if not isinstance(s, GemvSpec) or s.weights != "q8_0" or s.shape is None or s.rope or s.pair or s.binary:
         return None
     if s.shape.blocks or s.shape.prefetch or s.shape.rows % 2 or s.m != 1:
@@ -233,7 +232,7 @@ def rope_variant(kern: Kernel, hd: int, half: int, tuning: Tuning) -> Kernel | N
     `rope`), or None where that cannot be: another kernel, a looping grid or prefetch, an odd
     number of rows a group, more than one row of x, or a rope that is not over whole `hd`-wide heads
     of `2 * half` turned dims."""
-    s = _plain_q8(kern)
+    s = _plain_q8(kern.spec)
     if s is None or hd != 2 * half or s.n % hd:
         return None
     return gemv_q8(s.n, s.k, s.m, s.act, s.shape, rope=(hd, half), tuning=tuning)
@@ -245,7 +244,10 @@ def pair_variant(kern: Kernel, pair: Pair, tuning: Tuning) -> Kernel | None:
     that cannot be: another kernel, a looping grid or prefetch, an odd number of rows a group, more
     than one row of x; with `pair.quant`, an epilogue of more than one result or a group's pairs
     not dividing 32."""
-    s = _plain_q8(kern)
+    return _paired(_plain_q8(kern.spec), pair, tuning)
+
+
+def _paired(s: GemvSpec | None, pair: Pair, tuning: Tuning) -> Kernel | None:
     if s is None or (pair.quant and (len(pair.values) != 1 or 32 % (s.shape.rows // 2))):
         return None
     return gemv_q8(s.n, s.k, s.m, s.act, s.shape, pair=pair, tuning=tuning)
@@ -257,8 +259,7 @@ def quant_variant(kern: Kernel, fmt: str, tuning: Tuning) -> Kernel | None:
     s = kern.spec
     if not isinstance(s, GemvSpec) or s.pair is None or s.pair.quant or s.binary or s.weights != "q8_0":
         return None
-    base = gemv_q8(s.n, s.k, s.m, s.act, s.shape, tuning=tuning)
-    return pair_variant(base, replace(s.pair, quant=fmt), tuning)
+    return _paired(_plain_q8(replace(s, pair=None)), replace(s.pair, quant=fmt), tuning)
 
 
 def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int] | None = None,
