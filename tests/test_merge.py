@@ -286,7 +286,7 @@ def test_pipelined_parts_share_their_shared_memory(act):
                                         ("int8", (32, 2, 2, 1, 1, 0, False, 0))], ids=["split", "pipelined", "vec32"])  # fmt: skip
 @pytest.mark.parametrize("kind, y_first", [("add", False), ("sub", True), ("div", False)])
 def test_an_epilogue_is_bit_for_bit_the_gemv_then_the_elementwise_kernel(act, shape, kind, y_first):
-    """A GEMV with an elementwise epilogue (`merge._epilogue_kernel`, run as the one part of a merged
+    """A GEMV with an elementwise epilogue (`gemv.binary_variant`, run as the one part of a merged
     launch) stores `y` and `y kind e` (or `e kind y`) bit for bit as the GEMV and then the elementwise
     kernel launched alone, for each store form of `codegen.gemv` (split warps, pipelined, whole-block
     lanes) and operand order."""
@@ -296,7 +296,7 @@ def test_an_epilogue_is_bit_for_bit_the_gemv_then_the_elementwise_kernel(act, sh
     rng = seeds.rng()
     n, k = 24, 512
     part = gemv.gemv_q8(n, k, 1, act, gemv.Shape(*shape))
-    epi = merge._epilogue_kernel(part, kind, y_first)
+    epi = gemv.binary_variant(part, kind, y_first, Tuning())
     params = [Param(f"a{j}", p.dtype, p.size, p.role, p.doc) for j, p in enumerate(epi.params)]
     mk = merge.merged_kernel([epi], [], [list(range(len(params)))], len(params), params)
     given = {}
@@ -534,13 +534,13 @@ def test_one_wave_launch_bounds(monkeypatch):
     only when 2..`Tuning.one_wave_blocks` and within the threads and the shared memory an SM holds."""
     from fwdshim.codegen import merge
 
-    pipeline = "sq = cuda.shared.array(8192, int32, alignment=16)\nsd = cuda.shared.array(2048, float32)\n"  # 40 KiB
+    pipeline = 8192 * 4 + 2048 * 4  # a pipelined GEMV's `sq` and `sd`: 40 KiB
     assert merge.one_wave_blocks(384, 256, pipeline, Tuning()) == 3  # Llama-3-8B's Q/K/V launch: 1.45 waves unbounded
     assert merge.one_wave_blocks(896, 128, pipeline, Tuning()) == 0  # 7 an SM: past the 5 its 40 KiB allow
-    assert merge.one_wave_blocks(896, 128, "", Tuning()) == 7
-    assert merge.one_wave_blocks(1536, 128, "", Tuning()) == 0  # 12 an SM: past `one_wave_blocks`
+    assert merge.one_wave_blocks(896, 128, 0, Tuning()) == 7
+    assert merge.one_wave_blocks(1536, 128, 0, Tuning()) == 0  # 12 an SM: past `one_wave_blocks`
     assert merge.one_wave_blocks(120, 256, pipeline, Tuning()) == 0  # one block an SM is no bound
-    assert merge.one_wave_blocks(400, 1024, "", Tuning()) == 0  # 4 blocks of 1024 threads: past 2048 threads
+    assert merge.one_wave_blocks(400, 1024, 0, Tuning()) == 0  # 4 blocks of 1024 threads: past 2048 threads
     assert merge.one_wave_blocks(384, 256, pipeline, Tuning(one_wave_blocks=0)) == 0
 
 

@@ -447,8 +447,8 @@ def kv_append(caches: tuple[tuple[int, int], ...], block: int | None = None, *, 
     names = ", ".join(p.name for p in params)
     body = f"""@cuda.jit(cache=True)
 def kv_append_k({names}):
-    b = cuda.blockIdx.x
-    tid = cuda.threadIdx.x
+    b = $bx
+    tid = $tx
     c = pos[0]
     if c < 0:
         return

@@ -64,12 +64,12 @@ def step_inputs(d: int, vocab: int, table: str, positions: int, n_angles: int, b
     body = f"""\
 @cuda.jit(cache=True)
 def step_inputs_k({names}):
-    tid = cuda.threadIdx.x
+    tid = $tx
     p = min(max(pos[0], 0), {positions - 1})
     row = min(max(ids[p], 0), {vocab - 1})
-    for i in range(cuda.blockIdx.x * {block} + tid, {d}, {grid * block}):
+    for i in range($bx * {block} + tid, {d}, {grid * block}):
         x[i] = {value}
-    if cuda.blockIdx.x == 0:
+    if $bx == 0:
         for j in range(tid, {n_angles}, {block}):
             angles[j] = angle_table[p * {n_angles} + j]
 """

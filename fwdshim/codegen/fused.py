@@ -130,12 +130,12 @@ def elementwise_kernel(spec: ElementwiseSpec, *, block: int = 256, items: int | 
         body = f"""\
 @cuda.jit(cache=True)
 def fused_k({", ".join(ins + outs)}):
-    i = cuda.grid(1)
+    i = $gid
     if i < {n}:
 {stmts}
 """
     else:
-        lines = [f"i0 = cuda.blockIdx.x * {block * items} + cuda.threadIdx.x"]
+        lines = [f"i0 = $bx * {block * items} + $tx"]
         for it in range(items):
             lines.append(f"i{it} = i0 + {it * block}" if it else "")
             lines += [f"x{j}_{it} = a{j}[i{it}] if i{it} < {n} else float32(0.0)" for j in range(spec.inputs)]

@@ -63,9 +63,11 @@ from fwdshim.codegen.gemv_rows import (  # noqa: F401 - GemvSpec, Pair, Shape: t
     _with_pair_params,
     _with_rope_params,
     _written_out,
+    binary_params,
+    store,
 )
 from fwdshim.codegen.kernel import Kernel, Param, build
-from fwdshim.codegen.source import LATE_WAIT, check_block, indent, pdl_lines
+from fwdshim.codegen.source import SharedArray, check_block, indent, late_wait, ld
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.limits import STATIC_SHARED_BYTES
 
@@ -111,10 +113,13 @@ def _act_loads(u: int, c: str, act: str, vec: int) -> list[str]:
     shift = 1 if vec == 16 else 3
     if act == "f32":
         return [
-            f"{', '.join(f'x{u}_{4 * j + i}' for i in range(4))} = ld_f32x4(x, xo + {c} * {vec} + {4 * j})"
+            f"{', '.join(f'x{u}_{4 * j + i}' for i in range(4))} = " + ld("f32x4", "x", f"xo + {c} * {vec} + {4 * j}")
             for j in range(vec // 4)
         ]
-    load = f"xq{u}_0, xq{u}_1, xq{u}_2, xq{u}_3 = ld_i32x4(xq, xo + {c} * 16)" if vec == 16 else f"xq{u}_0 = ld_i32(xq, xo + {c} * 4)"
+    if vec == 16:
+        load = f"xq{u}_0, xq{u}_1, xq{u}_2, xq{u}_3 = " + ld("i32x4", "xq", f"xo + {c} * 16")
+    else:
+        load = f"xq{u}_0 = " + ld("i32", "xq", f"xo + {c} * 4")
     return [load, f"xs{u} = xd[xdo + ({c} >> {shift})]"]
 
 
@@ -206,7 +211,7 @@ def _prefetch(block: str, n: int, k: int, rows: int, per_block: int) -> str:
     nb = k // 32
     total16 = (n * nb * 4) // 16 * 16
     return f"""\
-if cuda.threadIdx.x == 0 and {block} < {-(-n // per_block)}:
+if $tx == 0 and {block} < {-(-n // per_block)}:
     pr0 = ({block}) * {per_block}
     prn = min({per_block}, {n} - pr0)
     prefetch_l2(qs, pr0 * {k}, prn * {k})
@@ -253,6 +258,30 @@ def _paired(s: GemvSpec | None, pair: Pair, tuning: Tuning) -> Kernel | None:
     return gemv_q8(s.n, s.k, s.m, s.act, s.shape, pair=pair, tuning=tuning)
 
 
+def takes_binary(s: object) -> bool:
+    """Whether `s` is the spec of a GEMV that takes an elementwise epilogue (`binary_variant`): one
+    carrying no epilogue yet, its last parameter `y`."""
+    return isinstance(s, GemvSpec) and not (s.rope or s.pair or s.binary)
+
+
+def binary_variant(kern: Kernel, kind: str, y_first: bool, tuning: Tuning) -> Kernel | None:
+    """GEMV `kern` (`gemv_q8`, `dense`, `gemv_ggml.affine`) with the elementwise epilogue `ep_out = y
+    kind ep_in` (`y_first`; else `ep_in kind y`) after each store of `y` (`gemv_rows.store`:
+    parameters `ep_in`, `ep_out` after `y`), or None where that cannot be: another kernel, or one
+    carrying an epilogue already."""
+    s = kern.spec
+    if not takes_binary(s):
+        return None
+    binary = (kind, y_first)
+    if s.weights == "q8_0":
+        return gemv_q8(s.n, s.k, s.m, s.act, s.shape, binary=binary, tuning=tuning)
+    if s.weights in _LOAD:
+        return dense(s.n, s.k, s.m, dtype=s.weights, warps=s.warps, binary=binary, tuning=tuning)
+    from fwdshim.codegen.gemv_ggml import affine
+
+    return affine(s.n, s.k, s.m, ggml=s.weights, act=s.act, warps=s.warps, binary=binary, tuning=tuning)
+
+
 def quant_variant(kern: Kernel, fmt: str, tuning: Tuning) -> Kernel | None:
     """Pair variant `kern` (`pair_variant`) whose epilogue's result is also quantized in format `fmt`
     (`Pair.quant`), or None where that cannot be (`pair_variant`; `kern` not a pair variant)."""
@@ -263,7 +292,7 @@ def quant_variant(kern: Kernel, fmt: str, tuning: Tuning) -> Kernel | None:
 
 
 def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int] | None = None,
-            pair: Pair | None = None, *, tuning: Tuning = DEFAULT) -> Kernel:  # fmt: skip
+            pair: Pair | None = None, binary: tuple[str, bool] | None = None, *, tuning: Tuning = DEFAULT) -> Kernel:  # fmt: skip
     """The coalesced Q8_0 GEMV (`act` f32: dequantizing; int8: int8 activations) with launch shape
     `shape` (see the module docstring).
 
@@ -278,9 +307,15 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     first matrix and row i of the second (its `rows / 2` consecutive pairs; the grid covers 2N rows),
     `y` and `y2` each the same bits as that matrix's GEMV alone, and after storing them the group's
     lane 0 runs the epilogue on the pair (gate and up with silu·mul: the gate/up launch keeps no
-    tail). Needs an even `rows`, M 1, one block a row group (`pair_variant`)."""
+    tail). Needs an even `rows`, M 1, one block a row group (`pair_variant`).
+
+    `binary` (`(kind, y_first)`): after each store of `y`, the elementwise epilogue `ep_out = y kind
+    ep_in` (`gemv_rows.store`; parameters `ep_in`, `ep_out` after `y`), with neither `rope` nor
+    `pair` (`binary_variant`)."""
     vec, rows, warps, unroll, split = shape.vec, shape.rows, shape.warps, shape.unroll, shape.split
-    spec = GemvSpec("q8_0", n, k, m, act, shape, rope, pair)
+    spec = GemvSpec("q8_0", n, k, m, act, shape, rope, pair, binary=binary)
+    if binary is not None and (rope is not None or pair is not None):
+        raise ValueError(f"an elementwise epilogue and a {'rope' if rope else 'pair'} epilogue on one GEMV")
     if rope is not None:
         hd, half = rope
         if shape.blocks or shape.prefetch or rows % 2 or m != 1 or hd != 2 * half or n % hd or pair is not None:
@@ -290,7 +325,7 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     if vec == 32:
         if shape.blocks or shape.prefetch:
             raise ValueError("whole-block lanes (vec 32) take neither a looping grid nor a prefetch")
-        return _q8_kernel(n, k, m, rows, warps, unroll, split, act, rope, pair, tuning, spec)
+        return _q8_kernel(n, k, m, rows, warps, unroll, split, act, rope, pair, tuning, spec, binary)
     _check_q8(n, k, m, rows, warps, unroll, split)
     if vec not in (4, 16):
         raise ValueError(f"{vec}-byte pieces (4, 16, or 32: a whole block)")
@@ -309,14 +344,14 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     if _hoists(shape, steps, tuning):
         early, rest = _written_out(lambda us, tag: _step_parts(rows, us, act, vec, two, tag), steps, tail, width, "kl", "c")
         lines += rest
-        early += [LATE_WAIT, *pdl_lines(tuning.pdl)]
+        early += late_wait(tuning.pdl)
         steps = main = tail = 0
     if shape.stages:
         if vec != 16 or shape.blocks or shape.prefetch or unroll != 1 or not steps or shape.stages < 2:
             raise ValueError(f"an async-copy pipeline of {shape.stages} stages (16-byte pieces, unroll 1, one block a row group, at least one full step, 2 stages or more): {shape.tag}")
         if pipeline_bytes(shape) + 4 * warps * rows > STATIC_SHARED_BYTES:
             raise ValueError(f"an async-copy pipeline of {pipeline_bytes(shape)} bytes of shared memory a block: {shape.tag}")
-        late = [LATE_WAIT, *pdl_lines(tuning.pdl)] if tuning.pre_wait and tuning.pdl != "off" else []
+        late = late_wait(tuning.pdl) if tuning.pre_wait and tuning.pdl != "off" else []
         lines.append(_pipelined(rows, steps, shape.stages, width, 32 * warps, act, late, two))
         main = steps
     elif main:
@@ -333,7 +368,7 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     lines += [f"acc{r} = warp_sum(acc{r})" for r in range(rows)]
     whole = nv % per_block == 0 and not (shape.blocks and shape.blocks < -(-nv // per_block))
     block_quant = tuning.pair_quant_block and whole and not shape.blocks and pair is not None and 32 % (per_block // 2) == 0
-    shared, guard, stores = _row_stores(nv, rows, warps, split, rope, pair, block_quant)
+    shared, guard, stores = _row_stores(nv, rows, warps, split, rope, pair, block_quant, binary)
     if whole:
         guard = ""  # no group of the grid starts past the rows: the kernel never returns early
     if rope is not None:  # pair q of the group: rows (i, i + half) of head h, pair index row0 / 2 + q
@@ -349,39 +384,38 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     xs = "x" if act == "f32" else "xq, xd"
     if shape.stages:
         slots = shape.stages * rows * 32 * warps
-        align = "" if simulating() else ", alignment=16"
-        shared += f"    sq = cuda.shared.array({4 * slots}, int32{align})\n    sd = cuda.shared.array({slots}, float32)\n    tid = cuda.threadIdx.x\n"
+        shared += [SharedArray("sq", 4 * slots, "int32", not simulating()), SharedArray("sd", slots, "float32")]
     if rope is not None:
         sig = f"qs, dw, {xs}, y, angles, z"
     elif two:
         sig = f"qs, dw, qs2, dw2, {xs}, y, y2, {pair.outputs()}"
     else:
-        sig = f"qs, dw, {xs}, y"
+        sig = f"qs, dw, {xs}, y" + (", ep_in, ep_out" if binary else "")
     head = f"""\
 @cuda.jit(cache=True)
 def gemv_k({sig}):
-{shared}    lane = cuda.threadIdx.x % 32
-    warp = cuda.threadIdx.x // 32
+{"".join(a.decl for a in shared)}{"    tid = $tx" + chr(10) if shape.stages else ""}    lane = $tx % 32
+    warp = $tx // 32
     grp = warp // {split}
     j = warp % {split}
     kl = j * 32 + lane
-    m = cuda.blockIdx.y
+    m = $by
     xo = m * {k}
     xdo = m * {nb}
 """
     if not shape.blocks or shape.blocks >= n_blocks:
-        pf = _prefetch("cuda.blockIdx.x", n, k, rows, per_block) if shape.prefetch else ""
-        body = head + indent(pf, 1) + f"\n    row0 = (cuda.blockIdx.x * {groups} + grp) * {rows}\n" + guard + indent(work, 1) + "\n"
+        pf = _prefetch("$bx", n, k, rows, per_block) if shape.prefetch else ""
+        body = head + indent(pf, 1) + f"\n    row0 = ($bx * {groups} + grp) * {rows}\n" + guard + indent(work, 1) + "\n"
         grid = (n_blocks, m)
     else:
-        pf = _prefetch("cuda.blockIdx.x", n, k, rows, per_block) if shape.prefetch else ""
+        pf = _prefetch("$bx", n, k, rows, per_block) if shape.prefetch else ""
         pf_next = _prefetch("rb + cuda.gridDim.x", n, k, rows, per_block) if shape.prefetch else ""
         if split == 1:
             work = f"if row0 < {n}:\n" + indent(work, 1)
         else:
             work += "\ncuda.syncthreads()"
         body = (
-            head + indent(pf, 1) + f"\n    for rb in range(cuda.blockIdx.x, {n_blocks}, cuda.gridDim.x):\n"
+            head + indent(pf, 1) + f"\n    for rb in range($bx, {n_blocks}, cuda.gridDim.x):\n"
             + indent(pf_next, 2) + f"\n        row0 = (rb * {groups} + grp) * {rows}\n" + indent(work, 2) + "\n"
         )
         grid = (shape.blocks, m)
@@ -394,7 +428,9 @@ def gemv_k({sig}):
         params, name, notes = _with_rope_params(params, name, notes, n, *rope)
     elif two:
         params, name, notes = _with_pair_params(params, name, notes, n, k, pair)
-    return build(name, body, "gemv_k", grid, (32 * warps,), params, notes, pdl=tuning.pdl, spec=spec)
+    elif binary:
+        params, name, notes = binary_params(params, name, notes, binary)
+    return build(name, body, "gemv_k", grid, (32 * warps,), params, notes, pdl=tuning.pdl, spec=spec, shared=shared)
 
 
 def launch_shape(n: int, k: int, act: str, tuning: Tuning = DEFAULT) -> Shape:
@@ -442,8 +478,10 @@ _STORE_DTYPE = {"float32": "float32", "float16": "float16", "bfloat16": "uint16"
 
 
 @functools.cache
-def dense(n: int, k: int, m: int = 1, *, dtype: str = "float32", warps: int = 4, tuning: Tuning = DEFAULT) -> Kernel:
-    """The dense GEMV over float32/float16/bfloat16 weights (see the module docstring); one warp a row."""
+def dense(n: int, k: int, m: int = 1, *, dtype: str = "float32", warps: int = 4, binary: tuple[str, bool] | None = None,
+          tuning: Tuning = DEFAULT) -> Kernel:  # fmt: skip
+    """The dense GEMV over float32/float16/bfloat16 weights (see the module docstring); one warp a row;
+    `binary` an elementwise epilogue after its stores (`gemv_q8`'s)."""
     if dtype not in _LOAD:
         raise ValueError(f"a dense GEMV over {dtype} weights (float32, float16, bfloat16)")
     if n <= 0 or k <= 0 or m <= 0:
@@ -451,10 +489,10 @@ def dense(n: int, k: int, m: int = 1, *, dtype: str = "float32", warps: int = 4,
     check_block(32 * warps)
     body = f"""\
 @cuda.jit(cache=True)
-def dense_k(w, x, y):
-    lane = cuda.threadIdx.x % 32
-    row = cuda.blockIdx.x * {warps} + cuda.threadIdx.x // 32
-    m = cuda.blockIdx.y
+def dense_k(w, x, y{", ep_in, ep_out" if binary else ""}):
+    lane = $tx % 32
+    row = $bx * {warps} + $tx // 32
+    m = $by
     if row >= {n}:
         return
     o = row * {k}
@@ -464,7 +502,7 @@ def dense_k(w, x, y):
         acc += {_LOAD[dtype]} * x[xo + j]
     acc = warp_sum(acc)
     if lane == 0:
-        y[m * {n} + row] = acc
+{indent(store("y", f"m * {n} + row", "acc", binary), 2)}
 """
     params = [
         Param("w", _STORE_DTYPE[dtype], n * k, "in", f"{dtype} weights [{n}, {k}]"),
@@ -472,5 +510,8 @@ def dense_k(w, x, y):
         Param("y", "float32", m * n, "out", f"[{m}, {n}]"),
     ]
     grid = (-(-n // warps), m)
-    return build(f"gemv_dense_{dtype}_{m}x{n}x{k}", body, "dense_k", grid, (32 * warps,), params, f"{dtype} GEMV {n}x{k} over {m} row{'s' if m != 1 else ''}", pdl=tuning.pdl,
-                 spec=GemvSpec(dtype, n, k, m, "f32", warps=warps))
+    name, notes = f"gemv_dense_{dtype}_{m}x{n}x{k}", f"{dtype} GEMV {n}x{k} over {m} row{'s' if m != 1 else ''}"
+    if binary:
+        params, name, notes = binary_params(params, name, notes, binary)
+    return build(name, body, "dense_k", grid, (32 * warps,), params, notes, pdl=tuning.pdl,
+                 spec=GemvSpec(dtype, n, k, m, "f32", warps=warps, binary=binary))

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import functools
 
-from fwdshim.codegen.gemv_rows import GemvSpec
+from fwdshim.codegen.gemv_rows import GemvSpec, binary_params, store
 from fwdshim.codegen.kernel import Kernel, Param, build
-from fwdshim.codegen.source import check_block, indent
+from fwdshim.codegen.source import check_block, indent, ld
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.dialects.attributes import GgmlType, gguf_of
 from fwdshim.ggml_blocks import AFFINE_GGML, BLOCK_VALUES, SCALES, part_specs
@@ -58,7 +58,7 @@ def _chunk(planes: int, s: int, scales: str, act: str, k: int, nc: int) -> str:
         lines.append(f"xo = m * {k} + c * 32")
         for j in range(8):
             vs = ", ".join(f"x{4 * j + i}" for i in range(4))
-            lines.append(f"{vs} = ld_f32x4(x, xo + {4 * j})")
+            lines.append(f"{vs} = " + ld("f32x4", "x", f"xo + {4 * j}"))
         for h in range(2):  # the two halves of 16 values
             for j in range(4 * h, 4 * h + 4):
                 lines.append(f"c0, c1, c2, c3 = s8x4_f32({words[j]})")
@@ -72,8 +72,8 @@ def _chunk(planes: int, s: int, scales: str, act: str, k: int, nc: int) -> str:
             lines.append("acc += s0 * p0 + m0 * t0 + s1 * p1 + m1 * t1")
         return "\n".join(lines)
     lines.append(f"xo = m * {k} + c * 32")
-    lines.append("v0, v1, v2, v3 = ld_i32x4(xq, xo)")
-    lines.append("v4, v5, v6, v7 = ld_i32x4(xq, xo + 16)")
+    lines.append("v0, v1, v2, v3 = " + ld("i32x4", "xq", "xo"))
+    lines.append("v4, v5, v6, v7 = " + ld("i32x4", "xq", "xo + 16"))
     lines.append(f"xs = xd[m * {nc} + c]")
     for h in range(2):
         js = range(4 * h, 4 * h + 4)
@@ -94,8 +94,10 @@ def _chunk(planes: int, s: int, scales: str, act: str, k: int, nc: int) -> str:
 
 
 @functools.cache
-def affine(n: int, k: int, m: int = 1, *, ggml: str, act: str = "f32", warps: int = 4, tuning: Tuning = DEFAULT) -> Kernel:
-    """The GEMV over an affine GGML type's repacked blocks (see the module docstring)."""
+def affine(n: int, k: int, m: int = 1, *, ggml: str, act: str = "f32", warps: int = 4,
+           binary: tuple[str, bool] | None = None, tuning: Tuning = DEFAULT) -> Kernel:  # fmt: skip
+    """The GEMV over an affine GGML type's repacked blocks (see the module docstring); `binary` an
+    elementwise epilogue after its stores (`gemv.gemv_q8`'s)."""
     g = GgmlType(ggml)
     if g not in AFFINE_GGML:
         raise ValueError(f"no affine GEMV reads {ggml} weights (it reads {', '.join(t.value for t in AFFINE_GGML)})")
@@ -117,10 +119,10 @@ def affine(n: int, k: int, m: int = 1, *, ggml: str, act: str = "f32", warps: in
     ones = "    ONES = int32(0x01010101)\n" if act == "int8" else ""
     body = f"""\
 @cuda.jit(cache=True)
-def gemv_k({names}, {xs}, y):
-    lane = cuda.threadIdx.x % 32
-    row = cuda.blockIdx.x * {warps} + cuda.threadIdx.x // 32
-    m = cuda.blockIdx.y
+def gemv_k({names}, {xs}, y{", ep_in, ep_out" if binary else ""}):
+    lane = $tx % 32
+    row = $bx * {warps} + $tx // 32
+    m = $by
     if row >= {n}:
         return
 {ones}    acc = float32(0.0)
@@ -128,7 +130,7 @@ def gemv_k({names}, {xs}, y):
 {indent(_chunk(planes, s, SCALES[qt][1], act, k, nc), 2)}
     acc = warp_sum(acc)
     if lane == 0:
-        y[m * {n} + row] = acc
+{indent(store("y", f"m * {n} + row", "acc", binary), 2)}
 """
     params = [
         Param("qs", "int8", specs[0][2], "in", f"{g.value} quants [{n}, {k}] (their low nibbles)"),
@@ -144,6 +146,8 @@ def gemv_k({names}, {xs}, y):
     grid = (-(-n // warps), m)
     tag = g.value if act == "f32" else f"{g.value}_int8"
     what = "dequantizing in-kernel" if act == "f32" else "int8 activations"
-    return build(f"gemv_{tag}_{m}x{n}x{k}_w{warps}", body, "gemv_k", grid, (32 * warps,), params,
-                 f"{g.value.upper()} GEMV {n}x{k} ({what}) over {m} rows", pdl=tuning.pdl,
-                 spec=GemvSpec(g.value, n, k, m, act, warps=warps))  # fmt: skip
+    name, notes = f"gemv_{tag}_{m}x{n}x{k}_w{warps}", f"{g.value.upper()} GEMV {n}x{k} ({what}) over {m} rows"
+    if binary:
+        params, name, notes = binary_params(params, name, notes, binary)
+    return build(name, body, "gemv_k", grid, (32 * warps,), params, notes, pdl=tuning.pdl,
+                 spec=GemvSpec(g.value, n, k, m, act, warps=warps, binary=binary))  # fmt: skip

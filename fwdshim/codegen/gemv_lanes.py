@@ -21,9 +21,10 @@ from fwdshim.codegen.gemv_rows import (
     _with_pair_params,
     _with_rope_params,
     _written_out,
+    binary_params,
 )
 from fwdshim.codegen.kernel import Kernel, build
-from fwdshim.codegen.source import LATE_WAIT, check_block, indent, pdl_lines
+from fwdshim.codegen.source import check_block, indent, late_wait, ld
 from fwdshim.codegen.tuning import Tuning
 
 
@@ -72,10 +73,10 @@ def _step_parts_q8(rows: list[DotRow], us: list[str], act: str, names: dict[str,
             if act == "f32":
                 for j in range(8):
                     vs = ", ".join(f"x{g}_{4 * j + i}" for i in range(4))
-                    lines.append(f"{vs} = ld_f32x4({x}, {xb} + {4 * j})")
+                    lines.append(f"{vs} = " + ld("f32x4", x, f"{xb} + {4 * j}"))
             else:
-                lines.append(f"xq{g}_0, xq{g}_1, xq{g}_2, xq{g}_3 = ld_i32x4({x}, {xb})")
-                lines.append(f"xq{g}_4, xq{g}_5, xq{g}_6, xq{g}_7 = ld_i32x4({x}, {xb} + 16)")
+                lines.append(f"xq{g}_0, xq{g}_1, xq{g}_2, xq{g}_3 = " + ld("i32x4", x, xb))
+                lines.append(f"xq{g}_4, xq{g}_5, xq{g}_6, xq{g}_7 = " + ld("i32x4", x, f"{xb} + 16"))
                 lines.append(f"xs{g} = {xd}[({xo}) // 32 + {b}]")
             for r in members:
                 lines.extend(_dot(r, u, g, act, tag))
@@ -154,7 +155,7 @@ def _check_q8(n: int, k: int, m: int, rows_per_warp: int, warps: int, unroll: in
 
 
 def _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, act, rope: tuple[int, int] | None,
-               pair: Pair | None, tuning: Tuning, spec: GemvSpec) -> Kernel:  # fmt: skip
+               pair: Pair | None, tuning: Tuning, spec: GemvSpec, binary: tuple[str, bool] | None = None) -> Kernel:  # fmt: skip
     _check_q8(n, k, m, rows_per_warp, warps, unroll, split)
     nb = k // 32
     groups = warps // split
@@ -173,25 +174,27 @@ def _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, act, rope: tuple[in
     early: list[str] | None = [] if _hoists_blocks(*divmod(nb, 32 * split), rows_per_warp, tuning) else None
     dots = q8_dots(rows, nb, act, unroll=unroll, names=names, lane="kl", width=32 * split, early=early)
     if early is not None:  # the weight loads before the wait (`Tuning.pre_wait_loads`)
-        dots = "\n".join(early + [LATE_WAIT, *pdl_lines(tuning.pdl), dots])
+        dots = "\n".join(early + [*late_wait(tuning.pdl), dots])
     # with split > 1 the group's warps each hold a part of every row: summed in warp order through shared memory
-    shared, guard, stores = _row_stores(nv, rows_per_warp, warps, split, rope, pair)
+    shared, guard, stores = _row_stores(nv, rows_per_warp, warps, split, rope, pair, binary=binary)
     if early is not None and nv % per_block == 0:
         guard = ""  # no group of the grid starts past the rows: the kernel never returns early
     ropes = ", angles, z" if rope else ""
     two = ", qs2, dw2" if pair else ""
     if pair:
         ropes = ", y2, " + pair.outputs()
+    if binary:
+        ropes = ", ep_in, ep_out"
     body = f"""\
 @cuda.jit(cache=True)
 def gemv_k(qs, dw{two}, {xs}, y{ropes}):
-{shared}    lane = cuda.threadIdx.x % 32
-    warp = cuda.threadIdx.x // 32
+{"".join(a.decl for a in shared)}    lane = $tx % 32
+    warp = $tx // 32
     grp = warp // {split}
     j = warp % {split}
     kl = j * 32 + lane
-    row0 = (cuda.blockIdx.x * {groups} + grp) * {rows_per_warp}
-    m = cuda.blockIdx.y
+    row0 = ($bx * {groups} + grp) * {rows_per_warp}
+    m = $by
 {guard}{pick}
 {indent(dots, 1)}
 {stores}
@@ -206,7 +209,9 @@ def gemv_k(qs, dw{two}, {xs}, y{ropes}):
         params, name, notes = _with_rope_params(params, name, notes, n, *rope)
     if pair is not None:
         params, name, notes = _with_pair_params(params, name, notes, n, k, pair)
-    return build(name, body, "gemv_k", grid, (32 * warps,), params, notes, pdl=tuning.pdl, spec=spec)
+    if binary is not None:
+        params, name, notes = binary_params(params, name, notes, binary)
+    return build(name, body, "gemv_k", grid, (32 * warps,), params, notes, pdl=tuning.pdl, spec=spec, shared=shared)
 
 
 def _hoists_blocks(steps: int, tail: int, rows: int, tuning: Tuning) -> bool:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from fwdshim.codegen import quantize as _quantize
 from fwdshim.codegen.kernel import KernelSpec, Param
-from fwdshim.codegen.source import indent
+from fwdshim.codegen.source import SharedArray, indent
 
 
 def _pair_rows(n: int, rows: int, hd: int, half: int) -> str:
@@ -165,7 +165,7 @@ def _rope_lines(n: int, rows: int, half: int, value) -> list[str]:
         out += [
             f"if row0 + {2 * q} < {n}:",
             f"    ci = pq{q} % {half}",
-            f"    c = angles[ci]",
+            "    c = angles[ci]",
             f"    s = angles[{half} + ci]",
             f"    z[rr{2 * q}] = fsub_rn(fmul_rn({a}, c), fmul_rn({b}, s))",
             f"    z[rr{2 * q + 1}] = fadd_rn(fmul_rn({a}, s), fmul_rn({b}, c))",
@@ -205,7 +205,7 @@ def _pair_quant_lines(n: int, rows: int, fmt: str, groups: int = 0) -> list[str]
             "cuda.syncthreads()",
             f"_pb0 = row0 // 2 - grp * {pairs}",
             "_qb = _pb0 // 32",
-            "if cuda.threadIdx.x == 0:",
+            "if $tx == 0:",
             "    _qf[0] = 0",
             f"    if _pb0 < {n}:",
             f"        _qf[0] = int32(cuda.atomic.add(qcount, _qb, {have}) + {have})",
@@ -237,24 +237,50 @@ def _pair_quant_lines(n: int, rows: int, fmt: str, groups: int = 0) -> list[str]
     ]
 
 
+def store(array: str, at: str, value: str, binary: tuple[str, bool] | None = None) -> str:
+    """The statement storing `value` at `array[at]`; with `binary` (`GemvSpec.binary`: `(kind,
+    y_first)`) followed by the elementwise epilogue's line `ep_out[at] = value kind ep_in[at]` (or
+    `ep_in[at] kind value`), the expression of the elementwise kernel (`unary.binary_expr`), so its
+    bits are that kernel's. Multi-line statements share the first line's indentation."""
+    line = f"{array}[{at}] = {value}"
+    if binary is None:
+        return line
+    from fwdshim.codegen.unary import binary_expr
+
+    kind, y_first = binary
+    expr = binary_expr(kind, value, f"ep_in[{at}]") if y_first else binary_expr(kind, f"ep_in[{at}]", value)
+    return f"{line}\nep_out[{at}] = {expr}"
+
+
+def binary_params(params: list[Param], name: str, notes: str, binary: tuple[str, bool]) -> tuple[list[Param], str, str]:
+    """A GEMV's parameters, name and notes with the elementwise epilogue `binary` (`store`): `ep_in`
+    (its other operand) and `ep_out` (its result) after `y`, `_e<kind>` after the name."""
+    kind = binary[0]
+    y = params[-1]
+    params = [*params, Param("ep_in", "float32", y.size, "in", "the epilogue's other operand"),
+              Param("ep_out", "float32", y.size, "out", f"y {kind} ep_in")]  # fmt: skip
+    return params, f"{name}_e{kind}", f"{notes}, then {kind}"
+
+
 def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int] | None = None,
-                pair: Pair | None = None, block_quant: bool = False) -> tuple[str, str, str]:  # fmt: skip
-    """(shared declaration, early-exit guard, stores) of a row-group kernel: with `split` 1 each
+                pair: Pair | None = None, block_quant: bool = False,
+                binary: tuple[str, bool] | None = None) -> tuple[list[SharedArray], str, str]:  # fmt: skip
+    """(top-level shared arrays, early-exit guard, stores) of a row-group kernel: with `split` 1 each
     warp's lane 0 stores its rows; else the group's warps' parts are summed in warp order through
     shared memory. With `rope` (`(hd, half)`, `gemv_q8`) row r of the group is `rr{r}` and each
     pair's rope goes to `z` after the stores. With `pair` (`n` the rows of both matrices) the even
     rows go to `y`, the odd to `y2`, row `rr{r}` of each, and each pair's epilogue after them, then
     its quantize (`Pair.quant`: a block's pairs counted at once with `block_quant`, whose kernel
-    must not return early)."""
+    must not return early). With `binary` each store is followed by its elementwise epilogue (`store`)."""
     groups = warps // split if block_quant and pair and pair.quant else 0
-    qf = "    _qf = cuda.shared.array(1, int32)\n" if groups else ""
+    qf = [SharedArray("_qf", 1, "int32")] if groups else []
     row = (lambda r: f"rr{r}") if rope or pair else (lambda r: f"row0 + {r}")
     out = (lambda r: "y2" if r % 2 else "y") if pair else (lambda r: "y")
     at = (lambda r: f"m * {n // 2} + {row(r)}") if pair else (lambda r: f"m * {n} + {row(r)}")
     if split == 1:
         guard = f"    if row0 >= {n}:\n        return\n"
         stores = "\n".join(
-            f"    if lane == 0 and row0 + {r} < {n}:\n        {out(r)}[{at(r)}] = acc{r}" for r in range(rows)
+            f"    if lane == 0 and row0 + {r} < {n}:\n" + indent(store(out(r), at(r), f"acc{r}", binary), 2) for r in range(rows)
         )
         if rope:
             stores += "\n    if lane == 0:\n" + indent("\n".join(_rope_lines(n, rows, rope[1], lambda r: f"acc{r}")), 2)
@@ -268,7 +294,7 @@ def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int]
     sums = "\n".join(
         f"        {t(r)} = red[grp * {split * rows} + {r}]\n"
         + "".join(f"        {t(r)} = fadd_rn({t(r)}, red[(grp * {split} + {i}) * {rows} + {r}])\n" for i in range(1, split))
-        + f"        if row0 + {r} < {n}:\n            {out(r)}[{at(r)}] = {t(r)}"
+        + f"        if row0 + {r} < {n}:\n" + indent(store(out(r), at(r), t(r), binary), 3)
         for r in range(rows)
     )
     if rope:
@@ -280,7 +306,7 @@ def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int]
         stores += "\n" + indent("\n".join(_pair_quant_lines(n // 2, rows, pair.quant, groups)), 1)
     elif pair and pair.quant:
         stores += "\n    if j == 0:\n" + indent("\n".join(_pair_quant_lines(n // 2, rows, pair.quant)), 2)
-    return f"    red = cuda.shared.array({warps * rows}, float32)\n" + qf, "", stores
+    return [SharedArray("red", warps * rows, "float32"), *qf], "", stores
 
 
 @functools.cache

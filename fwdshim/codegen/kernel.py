@@ -20,6 +20,7 @@ what runs (`codegen.source`: the prelude every module starts with, and the state
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -28,7 +29,7 @@ import numpy as np
 from fwdshim.codegen.device import simulating
 from fwdshim.codegen.kernel_cache import KernelSource, LazyDispatcher
 from fwdshim.codegen.numba_launch import launch_pdl
-from fwdshim.codegen.source import KernelBody, prelude, with_pdl
+from fwdshim.codegen.source import Facts, KernelBody, SharedArray, facts, prelude, with_pdl
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,12 @@ class Kernel:
         return self.source[i + len(head) :].strip("\n")
 
     @property
+    def facts(self) -> Facts:
+        """What its code does (`source.Facts`: atomics, barriers, shared memory, ...), read from its
+        syntax tree: its body's (`code`), else its whole source's."""
+        return self.code.facts if self.code is not None else facts(self.source)
+
+    @property
     def param_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.params)
 
@@ -168,13 +175,13 @@ class Kernel:
 
 
 def build(name: str, body: str | KernelBody, entry: str, grid, block, params, notes: str = "", *, pdl: str,
-          spec: KernelSpec | None = None) -> Kernel:  # fmt: skip
+          spec: KernelSpec | None = None, shared: Sequence[SharedArray] = ()) -> Kernel:  # fmt: skip
     """`body` (a `KernelBody`, or a family's module text, `KernelBody.parse`) after the prelude, as a
     `Kernel` (its `fn` a `LazyDispatcher`: the source is written to the cache and imported when the
     kernel is first launched or compiled); `pdl` (`Tuning.pdl`) places the kernel's wait
     (`source.with_pdl`) and says how it is launched; `spec` is what the family built it from
-    (`KernelSpec`)."""
-    code = with_pdl(body if isinstance(body, KernelBody) else KernelBody.parse(body, entry), pdl)
+    (`KernelSpec`); `shared` the top-level shared arrays the body's text declares (`SharedArray.decl`)."""
+    code = with_pdl(body if isinstance(body, KernelBody) else KernelBody.parse(body, entry, shared), pdl)
     if code.entry != entry:
         raise ValueError(f"kernel {name}: its body defines `{code.entry}`, not `{entry}`")
     source = f'"""fwdshim kernel {name}: {notes}"""\n' + prelude() + "\n\n" + code.text()

@@ -55,7 +55,6 @@ pair quantize's `qcount` (its suffix the quantize's stage, so two in one launch 
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -64,34 +63,37 @@ import numpy as np
 from fwdshim.codegen.device import occupancy, simulating, sm_count
 from fwdshim.codegen.kernel import Kernel, Param, build
 from fwdshim.codegen.launch import Arg, Buffer, Launch, LaunchPlan, Part, with_buffers
-from fwdshim.codegen.merge_groups import _STORE, _body, _epilogue, _grid1, _key, groups, prologue_modes
-from fwdshim.codegen.source import LATE_WAIT, count_done, indent, pdl_lines, release_import
+from fwdshim.codegen.merge_groups import _epilogue, _grid1, _key, groups, prologue_modes
+from fwdshim.codegen.source import (
+    AFTER_WAIT,
+    LATE_WAIT,
+    SharedArray,
+    count_done,
+    device_index,
+    facts,
+    indent,
+    release_import,
+)
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 
-_ANY_SHARED = re.compile(r"cuda\.shared\.array\((\d+), (\w+)")
 
-
-def one_wave_blocks(total: int, block: int, src: str, tuning: Tuning) -> int:
+def one_wave_blocks(total: int, block: int, shared: int, tuning: Tuning) -> int:
     """The launch bounds (blocks an SM, 0 for none) of a merged launch of `total` blocks of `block`
-    threads whose source is `src`: the blocks an SM that run the grid in one wave on the current GPU
-    (`device.sm_count`), when that is 2 to `tuning.one_wave_blocks` and within what the threads and
-    the static shared memory an SM allow (every shared array of `src` counted, at 1 KiB reserved a
+    threads using `shared` bytes of static shared memory a block: the blocks an SM that run the grid
+    in one wave on the current GPU (`device.sm_count`), when that is 2 to `tuning.one_wave_blocks`
+    and within what the threads and the static shared memory an SM allow (at 1 KiB reserved a
     block, `device.SMLimits`). ptxas then keeps a thread's registers within them."""
     if tuning.one_wave_blocks < 2:
         return 0
     need = -(-total // sm_count())
-    shared = sum(int(n) * np.dtype(t).itemsize for n, t in _ANY_SHARED.findall(src))
     fits = min(tuning.one_wave_blocks, occupancy(0, shared, block)[0])  # the threads and shared memory an SM holds
     return need if 2 <= need <= fits else 0
 
 
-_SHARED_DECL = re.compile(r"^    (\w+) = cuda\.shared\.array\((\d+), (\w+)(?:, alignment=16)?\)\n", re.M)
-
-
 def shared_decls(k: Kernel) -> list[tuple[str, int, str]]:
     """The (name, elements, dtype) of each static shared array the kernel function declares at its
-    top level, in order."""
-    return [(m.group(1), int(m.group(2)), m.group(3)) for m in _SHARED_DECL.finditer(_body(k))]
+    top level (`source.SharedArray`), in order."""
+    return [(a.name, a.size, a.dtype) for a in (k.code.shared if k.code is not None else ())]
 
 
 PRO_INLINE = ", forceinline=True"
@@ -108,41 +110,26 @@ Numba's inlining of device functions refuses ("Calling a closure with *args is u
 
 def _waits_late(k: Kernel) -> bool:
     """Whether kernel `k` waits for the launches before it only after work that reads none of their
-    results (`source.LATE_WAIT`), at its function's top level, and never returns before that wait."""
-    lines = _body(k).splitlines()
-    try:
-        wait = lines.index("    pdl_wait()")
-    except ValueError:
-        return False
-    top = next(i for i, ln in enumerate(lines) if ln.startswith("def "))
-    before = lines[top + 1 : wait]
-    return LATE_WAIT in (ln.strip() for ln in before) and not any(ln.strip() == "return" for ln in before)
+    results (`source.late_wait`): its family wrote the late wait and it waits at all (`Kernel.pdl`)."""
+    return k.code is not None and k.code.waits_late and k.pdl != "off"
 
 
 def _device_fn(k: Kernel, fn: str, thread: bool, generic: Sequence[str] = (), hoist: bool = False,
-               more: Sequence[str] = ()) -> str:  # fmt: skip
-    """The kernel's source as device function `fn(params..., _bx, _by[, _tx], more...)`; the wide
-    loads of the parameters named in `generic` read through a generic address (`lda_*`: they get
-    shared arrays). With `hoist`, the top-level shared arrays (`shared_decls`) become parameters
-    before `more`: a merged launch's parallel parts run in different blocks, so they share the
-    kernel's allocations."""
+               more: Sequence[str] = (), after_wait: str = "") -> str:  # fmt: skip
+    """The kernel's function as device function `fn(params..., _bx, _by[, _tx], more...)`
+    (`KernelBody.device_fn` under `source.device_index`: its block index the arguments, its global
+    index with its own block size, its thread index `_tx` with `thread`); the wide loads of the
+    arrays named in `generic` read through a generic address (`lda_*`: they get shared arrays);
+    `after_wait` is the statement after its late wait. With `hoist`, the top-level shared arrays
+    (`shared_decls`) become parameters before `more`: a merged launch's parallel parts run in
+    different blocks, so they share the kernel's allocations."""
     code = k.code
-    if code is None or code.preamble.strip("\n"):
-        raise ValueError(f"kernel {k.name}: no kernel function alone in its body to call as a device function")
-    statements = code.statements
-    names = [d[0] for d in shared_decls(k)] if hoist else []
-    if hoist:
-        statements = _SHARED_DECL.sub("", statements)
-    extra = ", ".join(["_bx, _by, _tx" if thread else "_bx, _by", *names, *more])
-    head = ["@cuda.jit(device=True, inline=True)", f"def {fn}({', '.join(code.params)}, {extra}):"]
-    text = "\n".join(head + statements.rstrip("\n").splitlines())
-    text = text.replace("cuda.grid(1)", f"(cuda.blockIdx.x * {k.block[0]} + cuda.threadIdx.x)")
-    text = text.replace("cuda.blockIdx.x", "_bx").replace("cuda.blockIdx.y", "_by")
-    if thread:
-        text = text.replace("cuda.threadIdx.x", "_tx")
-    for name in generic:
-        text = re.sub(rf"\bld_(i32x4|f32x4|i32)\(({name})\b", r"lda_\1(\2", text)
-    return text
+    if code is None:
+        raise ValueError(f"kernel {k.name}: no kernel body to call as a device function")
+    names = [a.name for a in code.shared] if hoist else []
+    extra = ["_bx", "_by", "_tx"] if thread else ["_bx", "_by"]
+    index = device_index(k.block[0], thread, generic, after_wait, hoist)
+    return code.device_fn(fn, [*extra, *names, *more], index)
 
 
 def _with_epilogue(part, t, how: tuple, second, tuning: Tuning):
@@ -163,7 +150,8 @@ def _with_epilogue(part, t, how: tuple, second, tuning: Tuning):
         extra = (t.args[1], t.args[2])
     else:
         kind, y_first = how
-        kern = _epilogue_kernel(part.kernel, kind, y_first)
+        kern = gemv.binary_variant(part.kernel, kind, y_first, tuning)
+        assert kern is not None
         extra = (t.args[1] if y_first else t.args[0], t.args[2])
     return replace(part, kernel=kern, args=tuple(part.args) + extra)
 
@@ -181,36 +169,6 @@ def _with_quantize(part, t, counts: Callable[[int], object], tuning: Tuning):
         return part
     outs = tuple(a for a, q in zip(t.args, t.kernel.params, strict=True) if q.role != "in")
     return replace(part, kernel=kern, args=(*part.args, *outs, counts(kern.params[-1].size)))
-
-
-def _epilogue_kernel(k: Kernel, kind: str, y_first: bool) -> Kernel:
-    """GEMV `k` with epilogue `ep_out = y kind ep_in` (or `ep_in kind y`): two more parameters, and
-    after each store `y[i] = v` the line `ep_out[i] = v kind ep_in[i]`, the expression of the
-    elementwise kernel (`unary.binary_expr`), so its bits are that kernel's. Not compiled: a part of
-    a merged launch."""
-    from fwdshim.codegen.gemv_rows import GemvSpec
-    from fwdshim.codegen.source import prelude
-    from fwdshim.codegen.unary import binary_expr
-
-    code = k.code
-    if code is None or code.preamble.strip("\n"):
-        raise ValueError(f"kernel {k.name}: no kernel function alone in its body to give an epilogue")
-    out = []
-    for ln in code.statements.rstrip("\n").splitlines():
-        out.append(ln)
-        st = _STORE.match(ln)
-        if st:
-            pad, idx, v = st.groups()
-            expr = binary_expr(kind, v, f"ep_in[{idx}]") if y_first else binary_expr(kind, f"ep_in[{idx}]", v)
-            out.append(f"{pad}ep_out[{idx}] = {expr}")
-    y = k.params[-1]
-    params = (*k.params, Param("ep_in", "float32", y.size, "in", "the epilogue's other operand"),
-              Param("ep_out", "float32", y.size, "out", f"y {kind} ep_in"))  # fmt: skip
-    body = replace(code, params=(*code.params, "ep_in", "ep_out"), statements="\n".join(out) + "\n", preamble="")
-    source = k.source[: k.source.index(prelude())] + prelude() + "\n\n" + body.text()
-    spec = replace(k.spec, binary=(kind, y_first)) if isinstance(k.spec, GemvSpec) else None
-    return replace(k, name=f"{k.name}_e{kind}", source=source, fn=None, params=params, notes=f"{k.notes}, then {kind}",
-                   spec=spec, code=body)  # fmt: skip
 
 
 def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: Sequence[Sequence[int]], n_args: int,
@@ -234,14 +192,12 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
     shared = [j for j, m in modes.items() if m == "shared"]
     inline = bool(pro) and tuning.pre_wait_prologue and all(_waits_late(k) for k in par)  # the prologue at the parts' waits
     head = ""
-    decls = ""
+    aligned = not simulating()
+    decls: list[SharedArray] = []
     if len(pro) != len(pro_args):
         raise ValueError(f"{len(pro)} prologue kernels, {len(pro_args)} argument lists")
     if pro:
-        align = "" if simulating() else ", alignment=16"
-        decls = "".join(
-            f"_s{j} = cuda.shared.array({arg_params[j].size}, {arg_params[j].dtype}{align})\n" for j in sorted(modes)
-        )
+        decls = [SharedArray(f"_s{j}", arg_params[j].size, arg_params[j].dtype, aligned) for j in sorted(modes)]
         for c, (k, own_args) in enumerate(zip(pro, pro_args, strict=True)):
             fn = "prologue" if c == 0 else f"prologue{c}"
             fns.append(_device_fn(k, fn, False))
@@ -257,8 +213,7 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
     for k in par:
         for j, (_, size, dtype) in enumerate(shared_decls(k)):
             pools[(j, dtype)] = max(pools.get((j, dtype), 0), size)
-    align16 = "" if simulating() else ", alignment=16"
-    pool_decls = "".join(f"_h{j}_{dtype} = cuda.shared.array({size}, {dtype}{align16})\n" for (j, dtype), size in pools.items())
+    pool_decls = [SharedArray(f"_h{j}_{dtype}", size, dtype, aligned) for (j, dtype), size in pools.items()]
     pro_call = ""
     if inline:  # only the arguments the prologue reads or writes, and the calls within CPython's 30
         used = sorted({x for own in pro_args for x in own} | set(shared))
@@ -273,12 +228,8 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
         thread = i >= len(par) and k.block[0] != block
         own = [q.name for q, x in zip(k.params, shared_args[i], strict=True) if x in shared] if i < len(par) else []
         late_part = inline and i < len(par)  # it calls the prologue at its wait
-        fn = _device_fn(k, f"part{i}", thread, own, hoist=i < len(par), more=[pro_call] if late_part else [])
-        if late_part:
-            wait = "\n".join("    " + ln for ln in pdl_lines(tuning.pdl))
-            assert wait and fn.count(wait + "\n") == 1, k.name
-            fn = fn.replace(wait + "\n", wait + "\n    _pro(" + pro_call + ")\n", 1)
-        fns.append(fn)
+        fns.append(_device_fn(k, f"part{i}", thread, own, hoist=i < len(par), more=[pro_call] if late_part else [],
+                              after_wait=f"\n    _pro({pro_call})" if late_part else ""))  # fmt: skip
         args = ", ".join(f"_s{x}" if (i < len(par) and x in shared) else names[x] for x in shared_args[i])
         if i < len(par):
             g = _grid1(k)
@@ -287,7 +238,7 @@ def merged_kernel(par: Sequence[Kernel], tails: Sequence[Kernel], shared_args: S
             calls.append(f"{cond} _b < {start + g}:\n    part{i}({args}, _b - {start}, 0{pooled}{', ' + pro_call if inline else ''})")
             start += g
     total = start
-    body = pool_decls + decls + head + "\n".join(calls)
+    body = head + "\n".join(calls)
     params = list(arg_params)
     if tails:
         params.append(Param("count", "int32", 1, "inout", "parallel blocks done (0 between launches)"))
@@ -314,18 +265,22 @@ if _flag[0] != {total - 1}:
     sig = ", ".join(names + (["count"] if tails else []))
     # every block runs one part first: when each part waits for earlier launches itself, after its
     # weight copies (`Tuning.pre_wait`), the launch adds no wait of its own at its top
-    late = (not pro and all(LATE_WAIT in _body(k) for k in par)) or inline
+    late = (not pro and all(k.code is not None and k.code.waits_late for k in par)) or inline
     fns_src = "\n\n\n".join(fns)
-    waves = 0 if simulating() else one_wave_blocks(total, block, fns_src + body, tuning)
+    arrays = [SharedArray("_flag", 1, "int32"), *pool_decls, *decls]
+    if not simulating():
+        shared_bytes = facts(fns_src).shared_bytes + sum(a.size * np.dtype(a.dtype).itemsize for a in arrays[1:])
+        waves = one_wave_blocks(total, block, shared_bytes, tuning)
+    else:
+        waves = 0
     bounds = f", launch_bounds=({block}, {waves})" if waves else ""  # the simulator's `cuda.jit` takes none
     src = (release_import() if tails else "") + fns_src + f"""
 
 
 @cuda.jit(cache=True{bounds})
 def merged_k({sig}):
-    _flag = cuda.shared.array(1, int32)
-    _b = cuda.blockIdx.x
-{"    " + LATE_WAIT + chr(10) if late else ""}{indent(body, 1)}
+{arrays[0].decl}    _b = cuda.blockIdx.x
+{"    " + LATE_WAIT + AFTER_WAIT + chr(10) if late else ""}{"".join(a.decl for a in arrays[1:])}{indent(body, 1)}
 """
     lead = list(pro)
     key = hashlib.sha256(
@@ -340,7 +295,7 @@ def merged_k({sig}):
         + ", ".join(k.name for k in par)
         + (" | tails: " + ", ".join(k.name for k in tails) if tails else "")
     )
-    return build(name, src, "merged_k", (total,), (block,), params, notes, pdl=tuning.pdl)
+    return build(name, src, "merged_k", (total,), (block,), params, notes, pdl=tuning.pdl, shared=arrays)
 
 
 def merge_launches(launches: Sequence[Launch], fresh: Callable[..., Arg], tuning: Tuning) -> list[Launch]:

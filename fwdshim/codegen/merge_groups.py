@@ -2,12 +2,12 @@
 (prologue, parallel set, epilogues, tails) groups by the rules `codegen.merge`'s docstring states;
 `codegen.merge` then writes each group's merged kernel. The tests here are on the launches' data
 (reads, writes, grids, blocks, parameters) and on what each kernel's family says it is (its
-`KernelSpec`: a GEMV, a rope, a quantize, an elementwise kernel), and — for what a kernel's source
-does (atomics, barriers, the grid's size, its stores) — on its generated text."""
+`KernelSpec`: a GEMV, a rope, a quantize, an elementwise kernel, and which epilogues its family can
+add), and on what its code does (`Kernel.facts`, read from its syntax tree: atomics, barriers, shared
+memory, the grid's size)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -28,37 +28,28 @@ ACTIVATIONS = ("x", "xq", "xd")
 prologue's shared-memory result may stand for."""
 
 
-def _body(k: Kernel) -> str:
-    return k.body
-
-
 def _plain(k: Kernel) -> bool:
-    """A kernel whose source can become a device function of a merged module."""
-    body = _body(k)
-    return (
-        body.count("@cuda.jit") == 1
-        and body.lstrip().startswith("@cuda.jit")
-        and "atomic" not in body
-        and "gridDim" not in body
-        and "blockDim" not in body
-        and "gridsize" not in body
-        and "cuda.grid(2)" not in body
-        and "cuda.grid(3)" not in body
-    )
+    """A kernel whose function, alone in its module, can become a device function of a merged
+    module: no atomics (a last-block pattern of its own) and no reading of the grid's or the
+    block's size."""
+    if k.code is None or k.code.preamble.strip("\n"):
+        return False
+    f = k.facts
+    return not f.atomics and not f.grid_shape
 
 
 def _warp_free(k: Kernel) -> bool:
     """No barrier and no shared memory: each warp computes alone (lanes may shuffle), so a block of
     another multiple of 32 threads can run its threads in turns, warp for warp."""
-    body = _body(k)
-    return not any(w in body for w in ("syncthreads", "shared", "block_reduce"))
+    f = k.facts
+    return not f.barriers and not f.shared_bytes
 
 
 def _grid1(k: Kernel) -> int | None:
     """The kernel's grid as a number of blocks, for a 1-D grid of 1-D blocks (else None)."""
     g = tuple(k.grid) + (1,) * (2 - len(k.grid))
     one_d = all(x == 1 for x in g[1:]) and all(x == 1 for x in tuple(k.block)[1:])
-    return g[0] if one_d and "threadIdx.y" not in k.source and "threadIdx.z" not in k.source else None
+    return g[0] if one_d and not k.facts.threads_yz else None
 
 
 def _set_bytes(par: Sequence) -> int:
@@ -73,7 +64,7 @@ def _independent(a, b) -> bool:
 def _tail_ok(t, block: int, tuning: Tuning) -> bool:
     k = t.kernel
     gx = _grid1(k)
-    if gx is None or not _plain(k) or "ld_" in _body(k):
+    if gx is None or not _plain(k) or k.facts.nc_loads:
         return False
     if gx * k.block[0] > tuning.tail_threads:
         return False
@@ -120,7 +111,7 @@ def prologue_modes(pro, par: Sequence, tuning: Tuning) -> dict[tuple[str, str], 
         return None
     for c in chain:
         k = c.kernel
-        if _grid1(k) != 1 or not _plain(k) or "ld_" in _body(k) or k.block[0] != par[0].kernel.block[0]:
+        if _grid1(k) != 1 or not _plain(k) or k.facts.nc_loads or k.block[0] != par[0].kernel.block[0]:
             return None
         if any(set(x.writes) & (set(c.reads) | set(c.writes)) for x in par):
             return None
@@ -172,24 +163,13 @@ def _prologue_set(launches: Sequence, i: int, tuning: Tuning) -> tuple[list, lis
     return None
 
 
-_STORE = re.compile(r"^(\s*)y\[(.+)\] = (\w+)$")
-
-
-def _stores_plain(k: Kernel) -> bool:
-    """Every write of the kernel's `y` is a line `y[INDEX] = NAME` (the GEMVs of `codegen.gemv`), and
-    its last parameter is `y`, written whole."""
-    if not k.params or k.params[-1].name != "y" or k.params[-1].role != "out":
-        return False
-    writes = [ln for ln in _body(k).splitlines() if re.match(r"^\s*y\[", ln)]
-    return bool(writes) and all(_STORE.match(ln) for ln in writes) and not re.search(r"\bep_(in|out)\b", _body(k))
-
-
 def _epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, bool] | None:
     """(the part of `par` whose output `t` reads, whether that output is `t`'s first operand) when
     launch `t` can run as that part's epilogue; None otherwise. `t` is an elementwise kernel
-    (`unary.BinarySpec`: `a`, `b` -> `y`) with one operand a part's whole output `y` (`_stores_plain`),
-    the other written by none of `busy` (the group's launches so far), its result read and written
-    by none of them."""
+    (`unary.BinarySpec`: `a`, `b` -> `y`) with one operand a part's whole output `y`, the part a GEMV
+    that takes an elementwise epilogue (`gemv.takes_binary`), the other operand written by none of
+    `busy` (the group's launches so far), its result read and written by none of them."""
+    from fwdshim.codegen.gemv import takes_binary
     from fwdshim.codegen.unary import BinarySpec
 
     k = t.kernel
@@ -199,7 +179,7 @@ def _epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, bool] | None:
         return None
     a, b, out = (_key(x) for x in t.args)
     for i, p in enumerate(par):
-        if p.kernel.family != "gemv" or not _stores_plain(p.kernel):
+        if not takes_binary(p.kernel.spec):
             continue
         y = _key(p.args[-1])
         if (a == y) == (b == y) or p.kernel.params[-1].size != k.params[2].size:

@@ -30,7 +30,7 @@ import functools
 
 from fwdshim.codegen.gemv_lanes import DotRow, q8_dots
 from fwdshim.codegen.kernel import Kernel, Param, build
-from fwdshim.codegen.source import check_block, indent
+from fwdshim.codegen.source import SharedArray, check_block, indent
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.codegen.unary import silu_expr
 from fwdshim.limits import MOE_MAX_EXPERTS, MOE_MAX_TOP_K
@@ -70,8 +70,7 @@ def router(e: int, d: int, top_k: int, *, act: str = "f32", warps: int = 4, tuni
     body = f"""\
 @cuda.jit(cache=True)
 def router_k(rq, rd, {xs}, idx, wts):
-    lg = cuda.shared.array({e}, float32)
-    tid = cuda.threadIdx.x
+${{shared_lg}}    tid = $tx
     lane = tid % 32
     warp = tid // 32
     for ex in range(warp, {e}, {warps}):
@@ -123,7 +122,8 @@ def router_k(rq, rd, {xs}, idx, wts):
         Param("idx", "int32", top_k, "out", "chosen experts, best first"),
         Param("wts", "float32", top_k, "out", "their renormalized weights"),
     ]
-    return build(f"moe_router_{act}_e{e}d{d}k{top_k}", body, "router_k", (1,), (32 * warps,), params, f"MoE top-{top_k} router over {e} experts", pdl=tuning.pdl)
+    return build(f"moe_router_{act}_e{e}d{d}k{top_k}", body, "router_k", (1,), (32 * warps,), params, f"MoE top-{top_k} router over {e} experts", pdl=tuning.pdl,
+                 shared=[SharedArray("lg", e, "float32")])  # fmt: skip
 
 
 @functools.cache
@@ -147,9 +147,9 @@ def gate_up(e: int, d: int, ff: int, top_k: int, *, act: str = "f32", rows_per_w
     body = f"""\
 @cuda.jit(cache=True)
 def gate_up_k(gq, gd, uq, ud, {xs}, idx, h):
-    lane = cuda.threadIdx.x % 32
-    f0_ = (cuda.blockIdx.x * {warps} + cuda.threadIdx.x // 32) * {rows_per_warp}
-    k = cuda.blockIdx.y
+    lane = $tx % 32
+    f0_ = ($bx * {warps} + $tx // 32) * {rows_per_warp}
+    k = $by
     if f0_ >= {ff}:
         return
     ex = int64(idx[k])
@@ -189,8 +189,8 @@ def down(e: int, d: int, ff: int, top_k: int, *, rows_per_warp: int = 1, warps: 
     body = f"""\
 @cuda.jit(cache=True)
 def down_k(dq, dd, h, idx, wts, y):
-    lane = cuda.threadIdx.x % 32
-    j0 = (cuda.blockIdx.x * {warps} + cuda.threadIdx.x // 32) * {rows_per_warp}
+    lane = $tx % 32
+    j0 = ($bx * {warps} + $tx // 32) * {rows_per_warp}
     if j0 >= {d}:
         return
 {pick}

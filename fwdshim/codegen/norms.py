@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build
 from fwdshim.codegen.quantize import check_format, epilogue, qact_params
-from fwdshim.codegen.source import block_reduce, block_threads, check_block, f32, indent
+from fwdshim.codegen.source import SharedArray, block_reduce, block_threads, check_block, f32, indent
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 
 
@@ -43,11 +43,15 @@ def _check(n: int, rows: int, block: int | None) -> int:
     return check_block(block if block is not None else block_threads(n))
 
 
-def _head(block: int, reductions: int, row: str = "cuda.blockIdx.x") -> str:
-    reds = "".join(f"    red{j} = cuda.shared.array(32, float32)\n" for j in range(reductions))
+def _reds(reductions: int) -> tuple[SharedArray, ...]:
+    """The shared arrays of a row kernel's block reductions (`block_reduce`), one each."""
+    return tuple(SharedArray(f"red{j}", 32, "float32") for j in range(reductions))
+
+
+def _head(block: int, reductions: int, row: str = "$bx") -> str:
     return (
-        reds
-        + "    tid = cuda.threadIdx.x\n"
+        "".join(a.decl for a in _reds(reductions))
+        + "    tid = $tx\n"
         + "    lane = tid % 32\n"
         + "    warp = tid // 32\n"
         + f"    row = {row}\n"
@@ -120,7 +124,7 @@ def rms_norm(
     name = "_".join(["rms_norm", *tags, f"{rows}x{n}", *([f"c{cols}"] if cols > 1 else []), f"b{block}"])
     what = f"RMS norm of {rows} rows of {n}, eps {eps}" + (f", {cols} blocks a row" if cols > 1 else "")
     spec = NormSpec(n, rows, eps, weight, residual, write_sum, quant, store_y, block, cols)
-    return build(name, body, "rms_norm_k", (rows * cols,), (block,), params, what, pdl=tuning.pdl, spec=spec)
+    return build(name, body, "rms_norm_k", (rows * cols,), (block,), params, what, pdl=tuning.pdl, spec=spec, shared=_reds(1))
 
 
 def default_cols(n: int, block: int, tuning: Tuning = DEFAULT) -> int:
@@ -214,7 +218,7 @@ def _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, qu
     else:
         first = [t for js in chunks(per1) for t in loads(js, False) + sums(js)]
         second = [t for js in chunks(per1 + weight) for t in loads(js, True) + outputs(js)]
-    where = "cuda.blockIdx.x" if cols == 1 else f"cuda.blockIdx.x // {cols}\n    col = cuda.blockIdx.x % {cols}"
+    where = "$bx" if cols == 1 else f"$bx // {cols}\n    col = $bx % {cols}"
     return f"""\
 @cuda.jit(cache=True)
 def rms_norm_k({names}):
@@ -307,7 +311,8 @@ def layer_norm_k({names}):
 """
     tags = [t for t, on in (("res", residual), ("w", weight), ("b", bias)) if on]
     name = "_".join(["layer_norm", *tags, f"{rows}x{n}", f"b{block}"])
-    return build(name, body, "layer_norm_k", (rows,), (block,), params, f"layer norm of {rows} rows of {n}, eps {eps}", pdl=tuning.pdl)
+    return build(name, body, "layer_norm_k", (rows,), (block,), params, f"layer norm of {rows} rows of {n}, eps {eps}", pdl=tuning.pdl,
+                 shared=_reds(2))  # fmt: skip
 
 
 @functools.cache
@@ -336,4 +341,5 @@ def softmax_k(x, y):
         Param("x", "float32", rows * n, "in", f"[{rows}, {n}]"),
         Param("y", "float32", rows * n, "out", f"[{rows}, {n}]"),
     ]
-    return build(f"softmax_{rows}x{n}_b{block}", body, "softmax_k", (rows,), (block,), params, f"softmax of {rows} rows of {n}", pdl=tuning.pdl)
+    return build(f"softmax_{rows}x{n}_b{block}", body, "softmax_k", (rows,), (block,), params, f"softmax of {rows} rows of {n}", pdl=tuning.pdl,
+                 shared=_reds(2))  # fmt: skip

@@ -101,7 +101,7 @@ def quantize(n: int, rows: int = 1, fmt: str = "one_word", block: int = 256, ite
     loads, quants = [], []
     for j in range(items):
         loads += [
-            f"gb{j} = (cuda.blockIdx.x * {items} + {j}) * {warps} + cuda.threadIdx.x // 32",
+            f"gb{j} = ($bx * {items} + {j}) * {warps} + $tx // 32",
             f"col{j} = (gb{j} % {nb}) * 32 + lane",
             f"ok{j} = gb{j} < {total} and col{j} < {n}",
             f"qi{j} = (gb{j} // {nb}) * {n} + col{j}",
@@ -111,7 +111,7 @@ def quantize(n: int, rows: int = 1, fmt: str = "one_word", block: int = 256, ite
     body = f"""\
 @cuda.jit(cache=True)
 def quantize_k(x, {outs}):
-    lane = cuda.threadIdx.x % 32
+    lane = $tx % 32
 {indent(chr(10).join(loads + quants), 1)}
 """
     grid = (-(-total // (warps * items)),)

@@ -46,7 +46,7 @@ def rope(n: int, hd: int, half: int, *, block: int = 128, items: int | None = No
         body = f"""\
 @cuda.jit(cache=True)
 def rope_k(x, angles, y):
-    t = cuda.grid(1)
+    t = $gid
     if t >= {total}:
         return
     head = t // {per_head}
@@ -65,7 +65,7 @@ def rope_k(x, angles, y):
 """
     else:
         # pair i of a head reads x[o + i] and x[o + i + half]; a copied dim j = i + half reads the latter
-        loads, math = [f"t0 = cuda.blockIdx.x * {block * items} + cuda.threadIdx.x"], []
+        loads, math = [f"t0 = $bx * {block * items} + $tx"], []
         for j in range(items):
             if j:
                 loads.append(f"t{j} = t0 + {j * block}")

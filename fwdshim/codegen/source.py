@@ -6,8 +6,12 @@
   (`NUMBA_ENABLE_CUDASIM=1`), which has neither libdevice nor warp shuffles, to the Python equivalents
   in `fwdshim.codegen.simulator` (there the warp reductions `warp_sum`, `warp_max`, `warp_isum` too:
   the same butterfly, computed once per warp). The kernel bodies are the same text in both modes.
+- `KernelBody`: a kernel module after the prelude, as data; its statements a template written out
+  under an `Index` (a kernel of its own, `KERNEL`, or a merged launch's part, `device_index`), with
+  `ld`'s loads, `SharedArray`s and `late_wait`'s end; `facts`, what the code does (atomics,
+  barriers, shared bytes, ...), read from its syntax tree.
 - Programmatic dependent launch: `pdl_lines(mode)`, the statements that open a kernel under
-  `Tuning.pdl`; `LATE_WAIT`, the comment by which a kernel says it waits later itself.
+  `Tuning.pdl` (`with_pdl`); `late_wait(mode)`, those by which a kernel waits later itself.
 - Statement builders: `count_done` / `release_import` (a last-block pattern), `block_reduce`,
   `indent`, `f32` (a float32 literal); launch-shape helpers: `block_threads`, `small_items`,
   `check_block`.
@@ -19,7 +23,12 @@ cannot contract into an FMA.
 
 from __future__ import annotations
 
+import ast
+import functools
+import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from string import Template
 
 import numpy as np
 
@@ -92,9 +101,7 @@ def prelude() -> str:
 
 
 LATE_WAIT = "# pdl: waits after its weight copies"
-"""The comment line by which a kernel function (or a merged launch whose every part is such a kernel)
-says it places its own `pdl_lines()` after work that reads no earlier launch's result (`_with_pdl`
-then adds none at its top)."""
+"""The comment line that opens a kernel's late wait (`late_wait`)."""
 
 
 def pdl_lines(mode: str) -> list[str]:
@@ -104,53 +111,276 @@ def pdl_lines(mode: str) -> list[str]:
     return {"off": [], "wait": ["pdl_wait()"], "ahead": ["pdl_wait()", "pdl_launch()"], "early": ["pdl_launch()", "pdl_wait()"]}[mode]
 
 
+AFTER_WAIT = "${after_wait}"
+"""The placeholder ending a kernel's late wait (`late_wait`): where a merged launch's part calls its
+prologue (`Index.after_wait`); nothing in a kernel of its own."""
+
+
+def late_wait(mode: str) -> list[str]:
+    """The lines (function-body level) by which a kernel waits for the launches before it after work
+    that reads none of their results (a GEMV's first weight loads): the `LATE_WAIT` comment, then
+    `pdl_lines(mode)`, ending in `AFTER_WAIT`. A kernel holding them says so (`KernelBody.waits_late`:
+    `with_pdl` then adds no wait at its top); it writes them at its function's top level and
+    returns nowhere before them."""
+    lines = [LATE_WAIT, *pdl_lines(mode)]
+    lines[-1] += AFTER_WAIT
+    return lines
+
+
+def ld(width: str, array: str, index: str) -> str:
+    """A wide load `ld_<width>(array, index)` (`width` `i32`, `i32x4` or `f32x4`, `intrinsics`)
+    written so that a merged launch may read `array` through a generic address instead
+    (`lda_<width>`: the array is a prologue's result in shared memory, `Index.generic`)."""
+    return f"${{ld_{array}}}{width}({array}, {index})"
+
+
+@dataclass(frozen=True)
+class SharedArray:
+    """A static shared array a kernel function declares at its top level: `name` of `size` elements
+    of `dtype` (a Numba type name), 16-byte aligned with `aligned` (never under the simulator).
+    The family writes `decl` where the declaration goes and passes the array to `build`; a merged
+    launch's parallel part takes it as a parameter instead (`Index.hoist`)."""
+
+    name: str
+    size: int
+    dtype: str
+    aligned: bool = False
+
+    @property
+    def decl(self) -> str:
+        """The placeholder a family writes at the start of a line where the declaration goes."""
+        return f"${{shared_{self.name}}}"
+
+    def line(self) -> str:
+        return f"    {self.name} = cuda.shared.array({self.size}, {self.dtype}{', alignment=16' if self.aligned else ''})\n"
+
+
+@dataclass(frozen=True)
+class Index:
+    """How a kernel function's statements are written out (`KernelBody.text`): the expressions of
+    its block index (`$bx`, `$by`), thread index (`$tx`) and global thread index (`$gid`); the
+    arrays whose wide loads read through a generic address (`generic`, `ld`); the statement after
+    its late wait (`after_wait`, a line of its own with its newline first, `late_wait`); and whether
+    its top-level shared arrays are left out (`hoist`: they are parameters, `SharedArray`).
+    `KERNEL` writes a kernel of its own; `device_index` a part of a merged launch."""
+
+    bx: str = "cuda.blockIdx.x"
+    by: str = "cuda.blockIdx.y"
+    tx: str = "cuda.threadIdx.x"
+    gid: str = "cuda.grid(1)"
+    generic: frozenset[str] = frozenset()
+    after_wait: str = ""
+    hoist: bool = False
+
+
+KERNEL = Index()
+
+
+def device_index(block: int, thread: bool, generic=(), after_wait: str = "", hoist: bool = False) -> Index:
+    """The `Index` of a kernel run as a device function of a merged launch: its block index the
+    arguments `_bx`, `_by`, its thread index the argument `_tx` when `thread` (a tail of another
+    block size, run in turns) and its global index spelled out with its own `block` size."""
+    tx = "_tx" if thread else "cuda.threadIdx.x"
+    return Index("_bx", "_by", tx, f"(_bx * {block} + {tx})", frozenset(generic), after_wait, hoist)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a piece of generated kernel code does, read from its syntax tree (`facts`): `names`, the
+    dotted attributes it reads (`cuda.blockIdx.x`, `cuda.gridDim.x`, ...); `calls`, the dotted names
+    it calls (`cuda.syncthreads`, `ld_i32x4`, `cuda.atomic.add`, `cuda.grid`, ...); `grids`, the
+    arguments of its `cuda.grid(...)` calls; `shared_bytes`, every static shared array's bytes;
+    `top_shared`, the names of the shared arrays the kernel function declares at its top level."""
+
+    names: frozenset[str]
+    calls: frozenset[str]
+    grids: frozenset[str]
+    shared_bytes: int
+    top_shared: tuple[str, ...] = ()
+
+    @property
+    def atomics(self) -> bool:
+        """An atomic operation (a last-block pattern of its own)."""
+        return any(x.startswith("cuda.atomic") for x in self.names | self.calls) or any(x.startswith("atomic_") for x in self.calls)
+
+    @property
+    def grid_shape(self) -> bool:
+        """It reads the grid's or the block's size (`cuda.gridDim`, `cuda.blockDim`, `cuda.gridsize`,
+        `cuda.grid(2|3)`)."""
+        return (any(x.startswith(("cuda.gridDim", "cuda.blockDim")) for x in self.names) or "cuda.gridsize" in self.calls
+                or bool(self.grids - {"1"}))  # fmt: skip
+
+    @property
+    def threads_yz(self) -> bool:
+        """A 2-D or 3-D block (`cuda.threadIdx.y`/`.z`)."""
+        return bool({"cuda.threadIdx.y", "cuda.threadIdx.z"} & self.names)
+
+    @property
+    def barriers(self) -> bool:
+        """A block barrier (`cuda.syncthreads`)."""
+        return any(x.startswith("cuda.syncthreads") for x in self.calls)
+
+    @property
+    def nc_loads(self) -> bool:
+        """A load through the non-coherent path (`ld_*`)."""
+        return any(x.startswith("ld_") for x in self.calls)
+
+    @property
+    def block_index(self) -> bool:
+        """It reads the block index itself (`cuda.blockIdx`, `cuda.grid`)."""
+        return any(x.startswith("cuda.blockIdx") for x in self.names) or bool(self.grids)
+
+
+def _dotted(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return ""
+
+
+def _elements(node: ast.AST) -> int:
+    value = ast.literal_eval(node)
+    return int(np.prod(value)) if isinstance(value, tuple) else int(value)
+
+
+@functools.cache
+def facts(text: str, entry: str = "") -> Facts:
+    """The `Facts` of `text`, generated kernel code (a module, or statements at function-body
+    level); `top_shared` those of its function `entry`. Raises ValueError when it does not parse or
+    a shared array's size is not a constant."""
+    try:
+        tree = ast.parse(textwrap.dedent(text))
+    except SyntaxError as e:
+        raise ValueError(f"generated code does not parse: {e}") from None
+    names = frozenset(_dotted(n) for n in ast.walk(tree) if isinstance(n, ast.Attribute))
+    calls = [(n, _dotted(n.func)) for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    shared = 0
+    for call, fn in calls:
+        if fn == "cuda.shared.array":
+            try:
+                shared += _elements(call.args[0]) * np.dtype(_dotted(call.args[1])).itemsize
+            except (ValueError, TypeError, IndexError) as e:
+                raise ValueError(f"a shared array of no constant size and dtype: {ast.unparse(call)}") from e
+    top: list[str] = []
+    for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == entry):
+        for st in fn.body:
+            if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call) and _dotted(st.value.func) == "cuda.shared.array":
+                top += [t.id for t in st.targets if isinstance(t, ast.Name)]
+    grids = frozenset(ast.unparse(c.args[0]) if c.args else "" for c, fn in calls if fn == "cuda.grid")
+    return Facts(names, frozenset(fn for _, fn in calls), grids, shared, tuple(top))
+
+
 @dataclass(frozen=True)
 class KernelBody:
     """A kernel module's text after the prelude, as data: `preamble` (what comes before the kernel
     function: imports, device functions), `jit` (the options of its `@cuda.jit(...)` line), `entry`
-    (its name), `params` (its parameter names, in order) and `statements` (its body, every line
-    indented, ending in a newline). `text()` writes it; the later steps (`with_pdl`, a prefetch's
-    hints, a merged launch's device function) change its fields, never its text."""
+    (its name), `params` (its parameter names, in order), `statements` (its body, every line
+    indented, ending in a newline) and `shared` (its top-level `SharedArray`s). The statements are
+    a template (`string.Template`): `$bx`, `$by`, `$tx`, `$gid`, `ld`'s loads, `late_wait`'s end and
+    `SharedArray.decl`s, which `text(index)` writes out (`Index`). The later steps (`with_pdl`, a
+    prefetch's hints, a merged launch's device function) change its fields or the index, never
+    its text."""
 
     entry: str
     params: tuple[str, ...]
     statements: str
     jit: str = "cache=True"
     preamble: str = ""
+    shared: tuple[SharedArray, ...] = ()
 
-    def text(self) -> str:
+    def __post_init__(self) -> None:
+        names = Template(self.statements).get_identifiers()
+        declared = [f"shared_{a.name}" for a in self.shared]
+        used = [x for x in names if x.startswith("shared_")]
+        if used != declared:
+            raise ValueError(f"kernel function `{self.entry}`: shared arrays declared {sorted(declared)}, written {sorted(used)}")
+
+    @property
+    def waits_late(self) -> bool:
+        """Whether the kernel waits for the launches before it itself, late (`late_wait`)."""
+        return "after_wait" in Template(self.statements).get_identifiers()
+
+    def render(self, index: Index = KERNEL) -> str:
+        """The statements written out under `index`."""
+        template = Template(self.statements)
+        values = {}
+        for name in template.get_identifiers():
+            if name in ("bx", "by", "tx", "gid", "after_wait"):
+                values[name] = getattr(index, name)
+            elif name.startswith("ld_"):
+                values[name] = "lda_" if name[3:] in index.generic else "ld_"
+            elif name.startswith("shared_"):
+                values[name] = "" if index.hoist else next(a for a in self.shared if a.name == name[7:]).line()
+            else:
+                raise ValueError(f"kernel function `{self.entry}`: no value for `${name}` in its statements")
+        return template.substitute(values)
+
+    def text(self, index: Index = KERNEL) -> str:
+        return f"{self.preamble}@cuda.jit({self.jit})\ndef {self.entry}({', '.join(self.params)}):\n{self.render(index)}"
+
+    def _template(self) -> str:
         return f"{self.preamble}@cuda.jit({self.jit})\ndef {self.entry}({', '.join(self.params)}):\n{self.statements}"
 
+    @property
+    def facts(self) -> Facts:
+        """The `Facts` of the module text (`text()`)."""
+        return facts(self.text(), self.entry)
+
+    def device_fn(self, fn: str, more: Sequence[str], index: Index) -> str:
+        """The kernel function as device function `fn(params..., more...)` (inlined), its statements
+        written under `index` (`device_index`); ValueError when it has a preamble, or when its
+        statements still read what `index` gives them (the block index; the thread index when
+        `index` names it; shared arrays of its own at its top when `index.hoist`)."""
+        if self.preamble.strip("\n"):
+            raise ValueError(f"kernel function `{self.entry}`: not alone in its module, so not a device function")
+        head = f"@cuda.jit(device=True, inline=True)\ndef {fn}({', '.join([*self.params, *more])}):\n"
+        text = head + self.render(index).rstrip("\n")
+        f = facts(text, fn)
+        if f.block_index or (index.tx != KERNEL.tx and "cuda.threadIdx.x" in f.names) or (index.hoist and f.top_shared):
+            raise ValueError(f"kernel function `{self.entry}`: reads the block or thread index, or declares shared arrays, "
+                             "other than as `$bx`, `$by`, `$tx`, `$gid` and `SharedArray`s")  # fmt: skip
+        return text
+
     @classmethod
-    def parse(cls, text: str, entry: str) -> KernelBody:
+    def parse(cls, text: str, entry: str, shared: Sequence[SharedArray] = ()) -> KernelBody:
         """The body of `text`, a family's kernel module whose kernel function `entry` is a
-        `@cuda.jit(...)` line and `def entry(a, b, ...):` (the families write theirs so); ValueError
-        when there is none, or when the fields would not write `text` back byte for byte."""
+        `@cuda.jit(...)` line and `def entry(a, b, ...):` (the families write theirs so), with its
+        top-level shared arrays `shared`; ValueError when there is none, or when the fields would
+        not write `text` back byte for byte."""
         lines = text.splitlines(keepends=True)
         for i in range(1, len(lines)):
             head, deco = lines[i].rstrip("\n"), lines[i - 1].rstrip("\n")
             if head.startswith(f"def {entry}(") and head.endswith("):") and deco.startswith("@cuda.jit(") and deco.endswith(")"):
                 names = tuple(p.strip() for p in head[len(f"def {entry}(") : -2].split(",") if p.strip())
-                body = cls(entry, names, "".join(lines[i + 1 :]), deco[len("@cuda.jit(") : -1], "".join(lines[: i - 1]))
-                if body.text() != text:
+                body = cls(entry, names, "".join(lines[i + 1 :]), deco[len("@cuda.jit(") : -1], "".join(lines[: i - 1]),
+                           tuple(shared))  # fmt: skip
+                if body._template() != text:
                     raise ValueError(f"kernel function `{entry}`: its text is not `@cuda.jit(...)`, `def {entry}(a, b):`, statements")
                 return body
         raise ValueError(f"no kernel function `{entry}` in the body")
 
 
+def _waits_at_top(body: KernelBody) -> bool:
+    """Whether the kernel function's top-level statements call `pdl_wait()` (read from its syntax tree)."""
+    return _calls_wait(body.text(KERNEL)[len(body.preamble) :], body.entry)
+
+
+@functools.cache
+def _calls_wait(text: str, entry: str) -> bool:
+    tree = ast.parse(text)
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == entry)
+    return any(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and _dotted(s.value.func) == "pdl_wait" for s in fn.body)
+
+
 def with_pdl(body: KernelBody, mode: str) -> KernelBody:
     """`body` with `pdl_lines(mode)` first in its kernel function (`pdl_wait()`; under `early` after
-    `pdl_launch()`, under `ahead` followed by it), unless its top-level statements already call
-    `pdl_wait()` or hold the `LATE_WAIT` comment (a kernel placing work that reads no earlier
-    launch's result before its wait)."""
-    if mode == "off":
-        return body
-    top = []
-    for line in body.statements.splitlines():
-        if line[:1] not in ("", " ", "#"):
-            break
-        top.append(line.strip())
-    if "pdl_wait()" in top or LATE_WAIT in top:
+    `pdl_launch()`, under `ahead` followed by it), unless it waits late itself (`late_wait`,
+    `KernelBody.waits_late`) or its top-level statements call `pdl_wait()` already."""
+    if mode == "off" or body.waits_late or _waits_at_top(body):
         return body
     statements = body.statements if body.statements.endswith("\n") else body.statements + "\n"
     return replace(body, statements="".join(f"    {ln}\n" for ln in pdl_lines(mode)) + statements)

@@ -59,7 +59,7 @@ def elementwise(kind: str, n: int, *, block: int = 256, tuning: Tuning = DEFAULT
     body = f"""\
 @cuda.jit(cache=True)
 def elementwise_k(a, b, y):
-    i = cuda.grid(1)
+    i = $gid
     if i < {n}:
         y[i] = {binary_expr(kind, "a[i]", "b[i]")}
 """
@@ -79,7 +79,7 @@ def silu(n: int, *, block: int = 256, tuning: Tuning = DEFAULT) -> Kernel:
     body = f"""\
 @cuda.jit(cache=True)
 def silu_k(x, y):
-    i = cuda.grid(1)
+    i = $gid
     if i < {n}:
         v = x[i]
         y[i] = {silu_expr("v")}
