@@ -21,7 +21,7 @@ group of
 - then **epilogues** (`Tuning.binary_epilogues`, `rope_epilogues`, `pair_epilogues`): an elementwise op of one GEMV
   part's whole output and a buffer written before the group (`_epilogue_of`: a residual add), or the
   rope of a Q or K projection's output (`_rope_epilogue_of`), runs in that part, each block on the
-  rows it has just stored (`_epilogue_kernel`, `gemv.rope_variant`), with no barrier and no last
+  rows it has just stored (`gemv.binary_variant`, `gemv.rope_variant`), with no barrier and no last
   block; an elementwise kernel over two parts' outputs (silu·mul after gate and up,
   `_pair_epilogue_of`) joins the two into one part whose groups take row i of both matrices and run
   it on the pair (`gemv.pair_variant`), and the quantize of that epilogue's result after it
@@ -36,15 +36,17 @@ group of
   `t` as `t`, `t + block`, ... (a warp stays a warp, lane for lane). A set reading more than
   `Tuning.tail_set_bytes` takes no tails.
 
-Each part keeps its own generated source: its kernel function becomes a device function of the
-merged module (`cuda.blockIdx.x`/`.y` -> arguments, `cuda.grid(1)` spelled out with the part's own block size,
-`cuda.threadIdx.x` -> an argument for a tail run in turns), called with its own arguments, so every part computes what it computed alone.
+Each part keeps its own generated source: its family's statements are written out as a device function
+of the merged module (`KernelBody.device_fn` under `source.device_index`: the block index the arguments
+`_bx`, `_by`, the global index spelled out with the part's own block size, the thread index an
+argument for a tail run in turns), called with its own arguments, so every part computes what it
+computed alone.
 The parallel parts' top-level shared arrays become arguments too (`shared_decls`): the merged kernel
 declares one array for each position and dtype, as large as the largest part's (the parts run in
 different blocks), so a set of pipelined GEMVs (`gemv.Shape.stages`) takes one part's shared memory.
-A launch joins no group when its source reads with the non-coherent path (`ld_*x4`) as a tail (its
-input is written in the same launch), uses atomics (a last-block pattern of its own: attention,
-argmax), or reads `gridDim`/`blockDim`.
+A launch joins no group when its code (`Kernel.facts`, read from its syntax tree) reads with the
+non-coherent path (`ld_*`) as a tail or a prologue (its input is written in the same launch), uses
+atomics (a last-block pattern of its own: attention, argmax), or reads the grid's or block's size.
 
 Which launches group is `codegen.merge_groups` (`groups`); this module writes each group's kernel
 (`merged_kernel`) and its launch. `fresh(i, name="count", size=1, suffix="") -> Arg` binds launch `i`'s `name` to a scratch buffer that
