@@ -592,8 +592,26 @@ def execute(
         return _execute(func, inputs, weights, entry)
 
 
+def _check_reads(f: FuncOp) -> None:
+    """ValueError at the first stage reading an activation in another format than the numerics of
+    the module's contract (`fwd.numerics`, else the numerics its quantizes imply) say
+    (`ForwardShim.read_mismatch`): the executor computes what the IR says, and IR whose reads
+    disagree with its contract would compute numerics the contract does not name."""
+    from fwdshim.shim.contract import implied_shim, shim_of
+
+    module = f.parent_op()
+    while module is not None and not isinstance(module, ModuleOp):
+        module = module.parent_op()
+    shim = shim_of(module, default=implied_shim(f))
+    for op in f.body.block.ops:
+        why = shim.read_mismatch(op) if isinstance(op, fwd.StageOp) else None
+        if why is not None:
+            raise ValueError(f"{where(op)}: {why}")
+
+
 def _execute(func, inputs, weights, entry) -> list[Value]:
     f = _entry(func, entry)
+    _check_reads(f)
     args = f.body.block.args
     if isinstance(inputs, Mapping):
         names = [a.name_hint or f"arg{i}" for i, a in enumerate(args)]

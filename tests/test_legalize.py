@@ -76,8 +76,6 @@ SEED = {
     "B09": "an expert mixture keeping 33 experts — its router keeps at most 32, one a lane of one warp",
     "B10": "an expert mixture of 2049 experts — its router ranks at most 2048, 64 a lane of one warp",
     "B11": "a matmul or mixture over Q8_0 rows of 40 values — its kernels read whole blocks of 32",
-    "B12": "`fwd.matmul` reading an f32 activation — the int8-act numerics read a block-quantized matmul's and a "
-           "mixture's activation as one_word blocks (fwd-quantize-activations{numerics=int8-act} places their quantizes)",
 }  # fmt: skip
 
 
@@ -106,6 +104,14 @@ def regions(*texts: str) -> str:
 def refusals(text: str, kind: Q8MatKind = Q8MatKind.DEQUANT):
     module = parse(text)
     return [r for _, r in legalize(ForwardShim(kind), module)]
+
+
+def mismatches(text: str, kind: Q8MatKind) -> list[tuple[str, str]]:
+    """(op name, why) of each stage whose activation read the contract's `activation()` does not
+    name (`ForwardShim.read_mismatch`: the lowering's and the executor's check, not legality's)."""
+    shim = ForwardShim(kind)
+    ops = [op for op in parse(text).walk() if op.name.startswith("fwd.") and op.name != "fwd.weight"]
+    return [(op.name, why) for op in ops if (why := shim.read_mismatch(op)) is not None]
 
 
 # ---- IR builders --------------------------------------------------------------------------
@@ -218,7 +224,6 @@ CASES: dict[str, tuple[str, Q8MatKind]] = {
     "B09": (moe(extra="renormalize act swiglu scoring softmax", e=34, top_k=33), Q8MatKind.DEQUANT),
     "B10": (moe(extra="renormalize act swiglu scoring softmax", e=2049), Q8MatKind.DEQUANT),
     "B11": (val("x", T(40)) + f'%w = fwd.weight "w" : !fwd.weights<8x40, q8_0>\n%z = fwd.matmul %x, %w : {T(40)}, !fwd.weights<8x40, q8_0> -> {T(8)}\n', Q8MatKind.DEQUANT),
-    "B12": (X + f'%w = fwd.weight "w" : !fwd.weights<32x64, q8_0>\n%z = fwd.matmul %x, %w : {E}, !fwd.weights<32x64, q8_0> -> {T(32)}\n', Q8MatKind.INT8_ACT),
 }
 for _i, (_sid, _cls) in enumerate(
     [("S01", "relu_sqr"), ("S02", "flash_decode"), ("S03", "softcap"), ("S04", "attn_lse_merge"), ("S05", "grouped_topk"),
@@ -283,12 +288,15 @@ NATIVE = (
 
 
 def test_computed_primitives_fit() -> None:
-    """Under dequant every computed primitive fits; under the int8 numerics so does each but the Q8_0 matmul
-    and the mixture, which read their f32 activation where the contract reads it quantized (B12)."""
+    """Every computed primitive fits under every numerics, as the seed answers (it places its quantizes
+    by `activation()` and checks none); under the int8 numerics the Q8_0 matmul and the mixture read
+    their f32 activation where the contract reads it quantized, which the lowering and the executor
+    refuse (`read_mismatch`), never legality."""
     text = regions(NATIVE, rope(), attention(l=12256, h=1, kv=1), moe(extra="renormalize act swiglu scoring softmax groups 1 scale 1.0"))
-    assert refusals(text, Q8MatKind.DEQUANT) == []
+    assert refusals(text, Q8MatKind.DEQUANT) == [] and mismatches(text, Q8MatKind.DEQUANT) == []
     for kind in (Q8MatKind.INT8_ACT, Q8MatKind.TWO_PASS_INT8):
-        assert [(r.op_name, r.branch) for r in refusals(text, kind)] == [("fwd.matmul", "B12"), ("fwd.moe", "B12")]
+        assert refusals(text, kind) == []
+        assert [name for name, _ in mismatches(text, kind)] == ["fwd.matmul", "fwd.moe"]
 
 
 Q8 = '%w = fwd.weight "w" : !fwd.weights<32x64, q8_0>\n'
@@ -302,35 +310,39 @@ def q8_matmul(x: str, ty: str) -> str:
     "kind,fmt", [(Q8MatKind.INT8_ACT, "one_word"), (Q8MatKind.TWO_PASS_INT8, "two_words")], ids=lambda v: str(v)
 )
 def test_the_contracts_activation_fits(kind, fmt) -> None:
-    """B12's other side: the format `activation()` names fits — a Q8_0 matmul over the quantize's result,
-    the mixture over a quantized argument — and the other format does not (IR quantized under the other
-    numerics: forward-shim{int8-act} then forward-shim{two-pass-int8} left one_word reads)."""
+    """The format `activation()` names matches — a Q8_0 matmul over the quantize's result, the mixture
+    over a quantized argument — and the other format does not (IR quantized under the other numerics:
+    forward-shim{int8-act} then forward-shim{two-pass-int8} left one_word reads): legal as the seed
+    says, refused by `read_mismatch` with the pass that fixes it."""
     q = f"!fwd.qact<64, {fmt}>"
     text = X + Q8 + f"%q = fwd.quantize %x {fmt} : {E} -> {q}\n" + q8_matmul("q", q)
-    assert refusals(text, kind) == []
+    assert refusals(text, kind) == [] and mismatches(text, kind) == []
     mixture = moe(extra="renormalize act swiglu scoring softmax", x_ty=q)
-    assert refusals(mixture, kind) == []
-    assert [(r.op_name, r.branch) for r in refusals(mixture, Q8MatKind.DEQUANT)] == [("fwd.moe", "B12")]
+    assert refusals(mixture, kind) == [] and mismatches(mixture, kind) == []
+    assert refusals(mixture, Q8MatKind.DEQUANT) == []
+    assert [name for name, _ in mismatches(mixture, Q8MatKind.DEQUANT)] == ["fwd.moe"]
     other = "two_words" if fmt == "one_word" else "one_word"
     qo = f"!fwd.qact<64, {other}>"
     text = X + Q8 + f"%q = fwd.quantize %x {other} : {E} -> {qo}\n" + q8_matmul("q", qo)
     want = (  # the quantize pass quantizes f32 reads only: it is no fix here
         f"`fwd.matmul` reading a {other} activation — the {kind.value} numerics read a block-quantized matmul's and a "
-        f"mixture's activation as {fmt} blocks (this one was quantized for other numerics)"
+        f"mixture's activation as {fmt} blocks (this one was quantized for other numerics: run "
+        f"fwd-quantize-activations{{numerics={kind.value}}} on the IR from before that)"
     )
-    assert [(r.op_name, r.branch, r.reason) for r in refusals(text, kind)] == [("fwd.matmul", "B12", want)]
+    assert refusals(text, kind) == [] and mismatches(text, kind) == [("fwd.matmul", want)]
 
 
 def test_a_quantized_argument_under_dequant_is_refused() -> None:
     """A `!fwd.qact` argument read by a Q8_0 matmul under dequant planned an int8 GEMV (no quantize op for
-    F04 to refuse); a dense matmul reading one is B04's."""
+    F04 to refuse): legal as the seed says, refused by `read_mismatch`; a dense matmul reading one is B04's."""
     q = "!fwd.qact<64, one_word>"
     text = val("q", q) + Q8 + q8_matmul("q", q)
-    want = "`fwd.matmul` reading a one_word activation — the dequant numerics read every activation as f32"
-    assert [(r.branch, r.reason) for r in refusals(text, Q8MatKind.DEQUANT)] == [("B12", want)]
+    want = ("`fwd.matmul` reading a one_word activation — the dequant numerics read every activation as f32 "
+            "(fwd-quantize-activations{numerics=int8-act} makes one_word blocks: run the pipeline on the IR from before it)")  # fmt: skip
+    assert refusals(text, Q8MatKind.DEQUANT) == [] and mismatches(text, Q8MatKind.DEQUANT) == [("fwd.matmul", want)]
     text = X + Q8 + f"%q = fwd.quantize %x one_word : {E} -> {q}\n" + q8_matmul("q", q)
     got = refusals(text, Q8MatKind.DEQUANT)  # one error, at the quantize (F04), none at its reader
-    assert [(r.op_name, r.branch) for r in got] == [("fwd.quantize", "F04")]
+    assert [(r.op_name, r.branch) for r in got] == [("fwd.quantize", "F04")] and mismatches(text, Q8MatKind.DEQUANT) == []
     text = val("q", q) + val("wt", T(32, 64, ty="f16")) + f"%z = fwd.matmul %q, %wt : {q}, {T(32, 64, ty='f16')} -> {T(32)}\n"
     assert [r.branch for r in refusals(text, Q8MatKind.DEQUANT)] == ["B04"]
 
@@ -663,3 +675,39 @@ def test_well_formed_fused_ops_fit_and_lower() -> None:
     ops = [o for o in module.walk() if isinstance(o, FusedOp)]
     assert [o.class_.data for o in ops] == ["norm_weight", "add_norm", "norm_quant", "add_norm_quant", "elementwise_chains", "elementwise_regions"]
     assert all(len(lower_fused(o)) == 1 for o in ops)
+
+
+def test_a_capped_attention_read_by_a_q8_projection_is_refused_once() -> None:
+    """Mark mode under int8-act on IR without quantizes: the soft-capped attention is refused (the seed's
+    reason), the Q8_0 projection reading its f32 output is not (the seed's `fits` is Ok there): one
+    refusal, as the seed gives; the projection's f32 read is the lowering's error."""
+    att = attention(extra="softcap 30.0")
+    proj = f'%w = fwd.weight "w" : !fwd.weights<32x128, q8_0>\n%z = fwd.matmul %att, %w : {T(128)}, !fwd.weights<32x128, q8_0> -> {T(32)}\n'
+    got = refusals(att + proj, Q8MatKind.INT8_ACT)
+    assert [r.op_name for r in got] == ["fwd.attention"]
+    assert [name for name, _ in mismatches(att + proj, Q8MatKind.INT8_ACT)] == ["fwd.matmul"]
+
+
+def test_the_executor_refuses_reads_its_contract_does_not_name() -> None:
+    """The reference executor runs the numerics the IR spells; a module whose `fwd.numerics` contract
+    (int8-act) reads a Q8_0 matmul's activation as f32 is a located error there, naming the pass."""
+    import gguf
+    import numpy as np
+    import seeds
+
+    from fwdshim.reference import execute
+    from fwdshim.shim.contract import contract_attr
+    from fwdshim.weights import DictWeights
+
+    g = seeds.rng()
+    raw = gguf.quants.quantize(g.standard_normal((32, 64)).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+    store = DictWeights(w=(raw, gguf.GGMLQuantizationType.Q8_0))
+    x = g.standard_normal(64).astype(np.float32)
+    want = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType.Q8_0).astype(np.float64) @ x
+    text = f"func.func @f(%x: {E}) -> {T(32)} {{\n" + Q8 + q8_matmul("x", E) + f"func.return %z : {T(32)}\n}}\n"
+    module = parse(text)
+    got = execute(module, [x], store)[0]  # no contract: dequant, as the IR says
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    module.attributes["fwd.numerics"] = contract_attr(ForwardShim(Q8MatKind.INT8_ACT))
+    with pytest.raises(ValueError, match=r"^t\.mlir:3:1: `fwd\.matmul` reading an f32 activation .*fwd-quantize-activations\{numerics=int8-act\}"):
+        execute(module, [x], store)

@@ -141,6 +141,8 @@ class _Builder:
 
     def stage(self, number: int, op: StageOp) -> StagePlan:
         why = _refusal(self.shim, op)
+        if why is None:
+            why = self.shim.read_mismatch(op)  # the contract's numerics, not a legality verdict
         if why is not None:
             raise Unlowerable(why)
         bindings = lower_stage(op, self.tuning)

@@ -133,13 +133,9 @@ SUPPORTS: tuple[SeedBranch, ...] = (S01, S02, S03, S04, S05, S06, S07, S08, S09,
 #   shared memory also holds each warp's partial row of the head (heads of 12288 values do not fit),
 #   the router keeps at most 32 experts (top_k 33 computed a top-32 mixture) and ranks at most 2048;
 #   B11 there too: the block GEMVs and the mixture read rows of whole blocks — 32 values, 256 for the
-#   K-quants (Q8_0 rows of 40 values were legal, then fwd-lower-numba failed);
-#   B12 in the primitive arm right after B04: the contract's own `activation()` checked against the IR —
-#   a block-quantized matmul or a mixture reads its operand 0 as `activation()` says (f32 under dequant,
-#   one_word under int8-act, two_words under two-pass-int8). The seed places the quantizes by it and
-#   checks nothing; IR that skipped fwd-quantize-activations (int8-act legalized with f32 GEMVs), was
-#   quantized under other numerics (one_word reads under a two_words contract) or reads a `!fwd.qact`
-#   argument under dequant passed, and the plan ran numerics other than its `fwd.numerics` contract said.
+#   K-quants (Q8_0 rows of 40 values were legal, then fwd-lower-numba failed).
+# Whether a block-quantized read matches the contract's `activation()` is no legality verdict (the seed
+# checks none): `ForwardShim.read_mismatch`, raised by the lowering and the reference executor.
 
 B01 = B("B01", "an op over 64-bit values — the forward's kernels accumulate in 32 bits")
 B02 = B("B02", "a matmul over {} weights — its kernels dequantize " + names(GEMV_TYPES) + " rows only")
@@ -152,8 +148,7 @@ B08 = B("B08", "an attention over heads of {} values — its kernel holds a spli
 B09 = B("B09", "an expert mixture keeping {} experts — its router keeps at most " + str(MOE_MAX_TOP_K) + ", one a lane of one warp")
 B10 = B("B10", "an expert mixture of {} experts — its router ranks at most " + str(MOE_MAX_EXPERTS) + ", 64 a lane of one warp")
 B11 = B("B11", "a matmul or mixture over {} rows of {} values — its kernels read whole blocks of {}")
-B12 = B("B12", "`{}` reading {} activation — the {} numerics read {}")
-BEYOND_SEED: tuple[SeedBranch, ...] = (B01, B02, B03, B04, B05, B06, B07, B08, B09, B10, B11, B12)
+BEYOND_SEED: tuple[SeedBranch, ...] = (B01, B02, B03, B04, B05, B06, B07, B08, B09, B10, B11)
 
 ALL_BRANCHES: tuple[SeedBranch, ...] = KERNEL_REFUSAL + FITS + SUPPORTS + BEYOND_SEED
 
@@ -431,7 +426,7 @@ class ForwardShim:
         return self._fused(op)
 
     def _beyond_seed(self, op: Operation) -> Refusal | None:
-        """B02–B04, B12, B11, B08–B10, B05 for a primitive `kernel_refusal` passes."""
+        """B02–B04, B11, B08–B10, B05 for a primitive `kernel_refusal` passes."""
         if isinstance(op, MatmulOp):
             w = op.w.type
             if isinstance(w, WeightsType) and w.type not in _GEMV_TYPES:
@@ -444,9 +439,6 @@ class ForwardShim:
             reads_blocks = i == 0 and (isinstance(op, MoeOp) or (isinstance(op, MatmulOp) and _int8_weights(op.w)))
             if not reads_blocks:
                 return Refusal.of(op, B04, B04.why(op.name))
-        r = self._contract(op)
-        if r is not None:
-            return r
         for w in op.operands[1:5] if isinstance(op, MoeOp | MatmulOp) else ():
             t = w.type
             k = (dims_of(t) or (0,))[-1] if isinstance(t, WeightsType) else 0
@@ -466,8 +458,22 @@ class ForwardShim:
                 return Refusal.of(op, B10, B10.why(e))
         return _not_f32(op)
 
-    def _contract(self, op: Operation) -> Refusal | None:
-        """B12: a block-quantized matmul's or a mixture's operand 0 read as `activation()` says."""
+    def read_mismatch(self, op: Operation) -> str | None:
+        """Why stage `op` (or a leaf of a fused `op`) reads its activation in another format than
+        the contract's `activation()` says — a block-quantized matmul or a mixture reading f32 under
+        int8-act (IR that skipped `fwd-quantize-activations`), `one_word` blocks under two-pass-int8,
+        or any quantized activation under dequant; None when every read matches. Not a verdict of
+        `fits`: the seed places its quantizes by `activation()` and checks none of them, so
+        legality answers as the seed does, and the lowering (`codegen.plan`) and the reference
+        executor, which use the numerics, raise this as a located error: a plan never runs
+        numerics other than its contract."""
+        for leaf in leaves(op) if isinstance(op, FusedOp) else [op]:
+            why = self._read_mismatch(leaf)
+            if why is not None:
+                return why
+        return None
+
+    def _read_mismatch(self, op: Operation) -> str | None:
         if not (self.q8_product(op) or isinstance(op, MoeOp)):
             return None
         want = self.activation(op, 0)
@@ -480,15 +486,18 @@ class ForwardShim:
         if want is None:
             if isinstance(op.operands[0].owner, QuantizeOp | FusedOp):
                 return None  # the quantize that made it is refused (F04): one error, at the quantize
-            reads = "every activation as f32"
+            made = "int8-act" if have is QuantFormat.ONE_WORD else "two-pass-int8"
+            reads = (f"every activation as f32 (fwd-quantize-activations{{numerics={made}}} makes {have.value} blocks: "
+                     "run the pipeline on the IR from before it)")  # fmt: skip
         else:
             fix = (  # the pass quantizes f32 reads only: a read quantized otherwise is the IR's own
                 f"fwd-quantize-activations{{numerics={self.kind.value}}} places their quantizes"
                 if have is None
-                else "this one was quantized for other numerics"
+                else f"this one was quantized for other numerics: run fwd-quantize-activations{{numerics={self.kind.value}}} "
+                "on the IR from before that"
             )
             reads = f"a block-quantized matmul's and a mixture's activation as {want.value} blocks ({fix})"
-        return Refusal.of(op, B12, B12.why(op.name, has, self.kind.value, reads))
+        return f"`{op.name}` reading {has} activation — the {self.kind.value} numerics read {reads}"
 
     def _fused(self, op: FusedOp) -> Refusal | None:
         for leaf in leaves(op):
