@@ -10,6 +10,7 @@ use (`%s = fwd.silu %s` verifies in xDSL, and would send a fusion pass round a c
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 import struct
@@ -88,6 +89,22 @@ class LocatingParser(Parser):
         self._parser_state = ParserState(FwdLexer(Input(text, name)))
         self._line_offset = line_offset
         self._first_use: dict[str, Span] = {}
+        self._newlines: list[int] | None = None
+
+    def _line_col(self, span: Span) -> tuple[int, int]:
+        """The 1-based line (within the input, plus the span's own offset) and column where `span`
+        starts, as xDSL's `Span.get_location` has them, from the input's newline positions found
+        once (xDSL counts the newlines from the input's start for every op: quadratic in the ops)."""
+        if self._newlines is None:
+            content, newline = self.lexer.input.content, self.lexer.input.newline
+            found, i = [], content.find(newline)
+            while i >= 0:
+                found.append(i)
+                i = content.find(newline, i + 1)
+            self._newlines = found
+        before = bisect.bisect_left(self._newlines, span.start)
+        line_start = self._newlines[before - 1] + 1 if before else 0
+        return before + 1 + span.line_offset, span.start - line_start + 1
 
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
         """As xDSL's, but an input without ops (empty, comments only, an empty split chunk) is an
@@ -190,8 +207,8 @@ class LocatingParser(Parser):
                 if isinstance(value, BytesAttr):  # `into "k\C3"`: escapes that make no UTF-8 text
                     self._not_utf8(_bytes_literal(value.data), span)
         written = self._unknown_written_to == self._current_token.span.start  # op's own trailing loc(unknown)
-        loc = span.get_location()
-        here = FileLineColLoc(StringAttr(loc.file), IntAttr(loc.line + self._line_offset), IntAttr(loc.col))
+        line, col = self._line_col(span)
+        here = FileLineColLoc(StringAttr(span.input.name), IntAttr(line + self._line_offset), IntAttr(col))
         if isinstance(op.location, UnknownLoc) and not written:
             op.location = here
         elif file_location(op.location) is None:

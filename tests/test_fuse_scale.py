@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from gguf import GGMLQuantizationType as QT
 
 from fwdshim.classes import Q8MatKind
@@ -135,3 +136,41 @@ def test_2000_projections_of_one_norm_find_their_gate_and_up():
     got = sorted((op.class_.data, list(op.cover_list)) for op in stages(module) if isinstance(op, FusedOp))
     # stage numbers: the norm 0, projection i 1 + i, the silu n + 1, the mul n + 2
     assert got == [("glu_act_mul", [n + 1, n + 2]), ("merged_gate_up", [1 + up, 1 + gate])]
+
+
+def _adds(n: int) -> str:
+    lines = [f"  %a{i} = fwd.elementwise add {'%x' if i == 0 else f'%a{i - 1}'}, %y : {T}, {T} -> {T}" for i in range(n)]
+    return f"func.func @f(%x: {T}, %y: {T}) -> {T} {{\n" + "\n".join(lines) + f"\n  func.return %a{n - 1} : {T}\n}}\n"
+
+
+def _norms(n: int) -> str:
+    """`n` RMS norms of one activation sharing one weight, summed in a chain of adds."""
+    lines = [f'  %w = fwd.weight "w" : {T}']
+    for i in range(n):
+        lines.append(f"  %n{i} = fwd.rms_norm %x weight(%w : {T}) eps 1.0e-05 : {T} -> {T}")
+        lines.append(f"  %s{i} = fwd.elementwise add {'%y' if i == 0 else f'%s{i - 1}'}, %n{i} : {T}, {T} -> {T}")
+    return f"func.func @f(%x: {T}, %y: {T}) -> {T} {{\n" + "\n".join(lines) + f"\n  func.return %s{n - 1} : {T}\n}}\n"
+
+
+def _parse_and_shim_seconds(text: str) -> float:
+    """CPU seconds to parse `text` (located, as fwdshim-opt does) and run forward-shim{int8-act} on it."""
+    from test_lowering_modules import parse, pipeline
+
+    start = time.process_time()
+    pipeline(parse(text), "int8-act")
+    return time.process_time() - start
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("build", "small", "large"), [(_adds, 1000, 16000), (_norms, 500, 4000)], ids=["adds", "norms"])
+def test_forward_shim_is_linear_in_the_ops(build, small, large):
+    """issue 43, item 5: a chain of 16k adds took past 65 s of CPU (the 1k chain's 43 s scaled), 4k
+    norms sharing a weight 5.8 times 1k's: growing a fused group compared every member's block at each
+    step (`FuseContext.convex_with`), and the parser counted the newlines from the input's start at
+    every op (`LocatingParser._line_col`). `large / small` times the ops costs at most 1.25 times that
+    ratio of time (a quadratic part would cost the ratio squared)."""
+    _parse_and_shim_seconds(build(small // 4))  # imports and caches warmed
+    t_small, t_large = _parse_and_shim_seconds(build(small)), _parse_and_shim_seconds(build(large))
+    ratio = large / small
+    print(f"{build.__name__}: {small} ops {t_small:.2f} s, {large} ops {t_large:.2f} s ({t_large / t_small:.1f}x for {ratio:.0f}x)")
+    assert t_large < 1.25 * ratio * t_small

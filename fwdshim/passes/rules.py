@@ -241,9 +241,15 @@ class FuseContext:
         """Whether convex `group` (a set) stays convex with `n` added. Only paths through `n` can
         break it: `n` reading a member while some other input of `n` descends from a member, or a
         member reading `n` while some other user of `n` leads to a member. `bounds`: the first and
-        last member's positions, where the caller keeps them."""
+        last member's positions, where the caller keeps them; a caller keeping them grows `group`
+        through this check alone, so its members share one block and only one is compared (the
+        whole group every time made growing a group of n ops cost n²)."""
         block = n.parent_block()
-        if block is None or any(g.parent_block() is not block for g in group):
+        if block is None:
+            return False
+        if bounds is None and any(g.parent_block() is not block for g in group):
+            return False
+        if bounds is not None and group and next(iter(group)).parent_block() is not block:
             return False
         reads = {self.in_block(p, block) for o in n.walk() for v in o.operands if (p := producer(v)) is not None}
         reads.discard(None)
