@@ -180,8 +180,32 @@ class LocatingParser(Parser):
     def _parse_tensor_literal(self):
         return super()._parse_tensor_literal()
 
+    _in_fwd_op: bool = False
+    """Whether the op being parsed is a `fwd` op (its float properties are f32: `parse_optional_float`)."""
+
+    def parse_optional_float(self, *, allow_negative: bool = True) -> float | None:
+        """As xDSL's; inside a `fwd` op, whose float properties are f32, an integer literal in
+        hexadecimal is the f32's bit pattern (`eps 0x3727C5AC` is 1e-05), as MLIR and the generic
+        form (`<{eps = 0x3727C5AC : f32}>`) read it. One of more than 32 bits is an error at it."""
+        token = self._current_token
+        if self._in_fwd_op and token.kind == MLIRTokenKind.INTEGER_LIT and token.text[:2] in ("0x", "0X"):
+            bits = int(token.text, 16)
+            if bits >= 1 << 32:
+                self.raise_error(f"{token.text} is no f32 bit pattern: a hexadecimal float literal of a fwd op has 8 digits at most", token.span)
+            self._consume_token()
+            return struct.unpack("<f", bits.to_bytes(4, "little"))[0]
+        return super().parse_optional_float(allow_negative=allow_negative)
+
     @_nested
     def parse_operation(self) -> Operation:
+        outer = self._in_fwd_op
+        self._in_fwd_op = self._op_name_at(self._current_token.span).startswith("fwd.")
+        try:
+            return self._parse_located_operation()
+        finally:
+            self._in_fwd_op = outer
+
+    def _parse_located_operation(self) -> Operation:
         span = self._current_token.span
         try:
             op = super().parse_operation()
