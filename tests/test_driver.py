@@ -269,6 +269,18 @@ def test_a_diagnostics_flag_does_not_stop_the_chunks_at_the_other_kind(tmp_path,
     assert both.returncode == 0 and both.stderr == "" and mine in both.stdout and other in both.stdout
 
 
+@pytest.mark.parametrize("split", [False, True])
+def test_parsing_diagnostics_are_written_as_every_other_diagnostic(tmp_path, split):
+    """`--parsing-diagnostics` prints a parse error as `file:line:col: error: reason`, the line and a
+    caret, like every other diagnostic (xDSL's own form put the message last, on a line of its own)."""
+    path = write(tmp_path, "bad.mlir", FUNC.format(body="  %s = fwd.silu %x : tensor<576xf32> -> tensor<576xf32"))
+    r = opt(str(path), "--parsing-diagnostics", *(["--split-input-file"] if split else []))
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert re.fullmatch(rf"{re.escape(str(path))}:\d+:\d+: error: Expected '>' after builtin parameter list", lines[0]), lines
+    assert lines[2].strip().startswith("^")
+
+
 @pytest.mark.parametrize(
     "args, expected",
     [

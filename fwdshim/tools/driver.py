@@ -129,14 +129,15 @@ class FwdOptMain(xDSLOptMain):
         """As xDSL's; under `--split-input-file` every chunk is processed (as mlir-opt): a chunk that
         fails to parse, verify or pass has its error printed on stderr and the next chunk runs, and
         the run then fails (`ChunksFailed`). `--parsing-diagnostics` and `--verify-diagnostics` print
-        their kind of error on stdout instead, as xDSL's run does; an error of the other kind does not
+        their kind of error on stdout instead, as xDSL's run does (a parse error as `format_error`
+        writes it, with or without `--split-input-file`); an error of the other kind does not
         stop the chunks after it. When the run fails before any report is written (the input does
         not parse or verify), a `--report-json` file left by an earlier run is removed, as
         LLVM's tools remove an output they did not finish: what the path holds is this run's report
         or nothing."""
         try:
-            if self.args.split_input_file and not self.args.shrink:
-                self._run_chunks()
+            if (self.args.split_input_file or self.args.parsing_diagnostics) and not self.args.shrink:
+                self._run_chunks()  # (xDSL's run prints a parse diagnostic in a form of its own)
             else:
                 super().run()
         except BaseException:
@@ -201,7 +202,9 @@ class FwdOptMain(xDSLOptMain):
                     if isinstance(e, ParseError):
                         e.span = dataclasses.replace(e.span, line_offset=offset)
                     if self.args.parsing_diagnostics if isinstance(e, ParseError) else self.args.verify_diagnostics:
-                        print(e)  # as xDSL's run: the diagnostic is the chunk's output
+                        # as xDSL's run, the diagnostic is the chunk's output; a parse error in the form
+                        # of every other diagnostic (`file:line:col: error: reason`, the line, a caret)
+                        print(format_error(e, self) if isinstance(e, ParseError) else e)
                         for note in getattr(e, "__notes__", ()):
                             print(note)
                         continue
