@@ -647,9 +647,54 @@ def verify_located(root: Operation) -> None:
             culprit, first = op, e
             break
     message = _without_class_reprs(str(first.args[0]) if first.args else str(first))
+    if culprit is not None:
+        message = _property_words(culprit, message)
     if culprit is None:
         raise VerifyException(f"error: {message}") from None
     raise VerifyException(error_at(_located_culprit(culprit, message), message)) from None
+
+
+_NOT_OF_BASE = re.compile(r"^(.+) should be of base attribute ([\w.]+)$")
+_TAKES = {
+    "f32": "an f32 number (`1.0 : f32`)",
+    "float": "an f32 number (`1.0 : f32`)",
+    "integer": "an integer (`3 : i64`)",
+    "string": 'a string (`"name"`)',
+    "array": "a list `[...]`",
+}
+
+
+def _property_words(op: Operation, message: str) -> str:
+    """xDSL's `X should be of base attribute Y` for a property of `op` whose value is not of the kind
+    its definition takes, in the IR's words: which property, what it was given, what it takes
+    (`fwd.softcap` property `cap` is `3.0 : f64`; it takes an f32 number). Other messages as they are."""
+    m = _NOT_OF_BASE.match(message)
+    definition = getattr(type(op), "get_irdl_definition", None)
+    if m is None or definition is None:
+        return message
+    from xdsl.irdl import ConstraintContext
+
+    defs = definition().properties
+    for name, value in op.properties.items():
+        prop = defs.get(name)
+        if prop is None:
+            continue
+        try:
+            prop.constr.verify(value, ConstraintContext())
+        except VerifyException:
+            takes = _TAKES.get(m[2], f"a `{m[2]}` attribute")
+            return f"{op.name} property `{name}` is `{printable(_attribute_text(value))}`; it takes {takes}"
+    return message
+
+
+def _attribute_text(attr) -> str:
+    import io
+
+    from xdsl.printer import Printer
+
+    out = io.StringIO()
+    Printer(stream=out).print_attribute(attr)
+    return out.getvalue()
 
 
 _CLASS_REPR = re.compile(r"'?<class '([\w.]+)'>'?")
