@@ -217,17 +217,20 @@ def explain_module(
     docs: list[dict[str, object]] | None = None,
     rules: Sequence[str] = (),
     unfused: Unfused | None = None,
+    chunk: int | None = None,
 ) -> str:
     """Write the JSON report to `json_path` (when given); return the table when `explain` ('' if not).
 
     The shim judging is the one the module's `fwd.numerics` names, else the one of `numerics` (the
     option the pipeline's passes ran with), else DEQUANT. With `docs` (the reports of the chunks
     before this one, `--split-input-file`), this module's report is appended to it and the file
-    holds the list, one report per chunk. The driver appends the returned table to the printed IR."""
+    holds the list, one report per chunk, each with its `chunk` (0-based: the chunk's index in the
+    input, so a list missing a chunk that failed still says which report is which). The driver appends the returned table to the printed IR."""
     shim = shim_of(module, default=None if numerics is None else forward_shim(numerics))
     if json_path is not None:
         doc = report_json(module, shim, rules, unfused)
         if docs is not None:
+            doc = {"chunk": len(docs) if chunk is None else chunk, **doc}
             docs.append(doc)
         try:
             if json_path == "-":  # stdout (the driver sends the IR to a file then)

@@ -116,6 +116,9 @@ class FwdOptMain(xDSLOptMain):
     """The lines parsed so far, by (file, line) as the ops' locations name them (every chunk's under
     `--split-input-file`): the source line a located diagnostic prints under its message."""
 
+    chunk: int | None = None
+    """The index of the `--split-input-file` chunk being processed (its report's `chunk`)."""
+
     stdout_closed = False
     """stdout's reader left (`| head`) while the report was written there; the run goes on."""
 
@@ -190,6 +193,7 @@ class FwdOptMain(xDSLOptMain):
         failed = 0
         try:
             for i, (chunk, offset) in enumerate(chunks):
+                self.chunk = i
                 try:
                     if i > 0:
                         output_stream.write("// -----\n")
@@ -385,7 +389,7 @@ class FwdOptMain(xDSLOptMain):
         numerics = self.pipeline_numerics()
         path = self.args.report_json
         try:
-            table = explain_module(prog, self.args.explain, path, numerics, docs, rules, unfused_guards)
+            table = explain_module(prog, self.args.explain, path, numerics, docs, rules, unfused_guards, self.chunk)
             if path == "-":
                 sys.stdout.flush()  # a closed pipe is met here, not at the exit's flush
             return table
