@@ -711,3 +711,30 @@ def test_the_executor_refuses_reads_its_contract_does_not_name() -> None:
     module.attributes["fwd.numerics"] = contract_attr(ForwardShim(Q8MatKind.INT8_ACT))
     with pytest.raises(ValueError, match=r"^t\.mlir:3:1: `fwd\.matmul` reading an f32 activation .*fwd-quantize-activations\{numerics=int8-act\}"):
         execute(module, [x], store)
+
+
+def test_a_contract_of_other_numerics_or_an_unreadable_one_is_not_replaced_silently() -> None:
+    """fwd-legalize writes its contract (`fwd.numerics`); where the module holds one of other numerics, or
+    one that names no shim, it says so (a located `ContractReplaced` warning) before replacing it; the
+    same contract again is no news."""
+    import warnings
+
+    from xdsl.dialects.builtin import DictionaryAttr, StringAttr
+
+    from fwdshim.passes.legalize import ContractReplaced
+    from fwdshim.shim.contract import NUMERICS_ATTR
+
+    text = f"func.func @f(%x: {E}) -> {E} {{\n  %y = fwd.silu %x : {E} -> {E}\n  func.return %y : {E}\n}}\n"
+    module = parse(text)
+    ctx = Context()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # none on a module without a contract, nor for the same one again
+        LegalizePass(numerics="int8-act").apply(ctx, module)
+        LegalizePass(numerics="int8-act").apply(ctx, module)
+    with pytest.warns(ContractReplaced, match=r": fwd-legalize\{numerics=dequant\} replaces the module's fwd\.numerics "
+                                              r"contract cuda-forward:Int8Act \(written for numerics=int8-act\) with cuda-forward:Dequant$"):  # fmt: skip
+        LegalizePass(numerics="dequant").apply(ctx, module)
+    assert module.attributes[NUMERICS_ATTR].data["shim"] == StringAttr("cuda-forward:Dequant")
+    module.attributes[NUMERICS_ATTR] = DictionaryAttr({"shim": StringAttr("bogus")})
+    with pytest.warns(ContractReplaced, match=r'fwd\.numerics names the shim "bogus".*replaces it with cuda-forward:TwoPassInt8$'):
+        LegalizePass(numerics="two-pass-int8").apply(ctx, module)

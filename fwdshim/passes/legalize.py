@@ -19,6 +19,7 @@ the module carries the numerics contract as `fwd.numerics` (the `Contract` plus 
 from __future__ import annotations
 
 import sys
+import warnings
 from collections import deque
 from dataclasses import dataclass
 
@@ -28,12 +29,13 @@ from xdsl.ir import Operation
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
+from fwdshim.diagnostics import where
 from fwdshim.dialects.fwd import FusedOp, YieldOp, stages
 from fwdshim.passes.fuse import unfused_guards
 from fwdshim.passes.options import NumericsPass, quantized_for
 from fwdshim.passes.plan_attrs import forget_plan
 from fwdshim.passes.rules import RULES
-from fwdshim.shim.contract import NUMERICS_ATTR, contract_attr
+from fwdshim.shim.contract import NUMERICS_ATTR, ContractError, contract_attr, shim_of
 from fwdshim.shim.forward import ForwardShim
 from fwdshim.shim.legality import DECOMPOSED_ATTR, check
 from fwdshim.shim.refusal import REFUSED_ATTR, Refusal
@@ -104,6 +106,30 @@ def legalize(shim: ForwardShim, module: Operation) -> list[tuple[Operation, Refu
     return refused
 
 
+def _say_replaced(module: ModuleOp, shim: ForwardShim, numerics: str) -> None:
+    """A warning (`ContractReplaced`, located at the module) when the contract this run writes
+    replaces another one the module holds, or one that cannot be read: the pass never overwrites a
+    module's `fwd.numerics` silently. Nothing when the module holds none or the same one."""
+    old = module.attributes.get(NUMERICS_ATTR)
+    if old is None:
+        return
+    try:
+        held = shim_of(module)
+    except ContractError as e:
+        why = str(e).split("error: ", 1)[-1].splitlines()[0]
+        warnings.warn(ContractReplaced(f"{where(module)}: the module's {why}; fwd-legalize{{numerics={numerics}}} "
+                                       f"replaces it with {shim.name()}"), stacklevel=3)  # fmt: skip
+        return
+    if held.kind is not shim.kind:
+        warnings.warn(ContractReplaced(f"{where(module)}: fwd-legalize{{numerics={numerics}}} replaces the module's "
+                                       f"fwd.numerics contract {held.name()} (written for numerics={held.kind.value}) "
+                                       f"with {shim.name()}"), stacklevel=3)  # fmt: skip
+
+
+class ContractReplaced(UserWarning):
+    """`fwd-legalize` replaced a module's `fwd.numerics` contract of other numerics, or an unreadable one."""
+
+
 @dataclass(frozen=True)
 class LegalizePass(NumericsPass):
     """Refuse the ops the forward's kernels do not compute (seed reasons); split DECOMPOSE fused ops."""
@@ -141,6 +167,7 @@ class LegalizePass(NumericsPass):
             for target, r in refused:
                 target.attributes[REFUSED_ATTR] = StringAttr(r.reason)
         if not refused or self.mode == "mark":
+            _say_replaced(op, shim, self.numerics)
             op.attributes[NUMERICS_ATTR] = contract_attr(shim)
         if self.explain:  # on stderr with the errors when the pass fails, as `fwdshim-opt --explain`
             failing = bool(refused) and self.mode == "strict"
