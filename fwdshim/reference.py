@@ -594,15 +594,18 @@ def execute(
 
 def _check_reads(f: FuncOp) -> None:
     """ValueError at the first stage reading an activation in another format than the numerics of
-    the module's contract (`fwd.numerics`, else the numerics its quantizes imply) say
+    the module's contract (`fwd.numerics`, as `fwd-legalize` writes it) say
     (`ForwardShim.read_mismatch`): the executor computes what the IR says, and IR whose reads
-    disagree with its contract would compute numerics the contract does not name."""
-    from fwdshim.shim.contract import implied_shim, shim_of
+    disagree with its contract would compute numerics the contract does not name. IR without a
+    contract names none to disagree with (the executor runs each read as written)."""
+    from fwdshim.shim.contract import NUMERICS_ATTR, shim_of
 
     module = f.parent_op()
     while module is not None and not isinstance(module, ModuleOp):
         module = module.parent_op()
-    shim = shim_of(module, default=implied_shim(f))
+    if module is None or NUMERICS_ATTR not in module.attributes:
+        return
+    shim = shim_of(module)
     for op in f.body.block.ops:
         why = shim.read_mismatch(op) if isinstance(op, fwd.StageOp) else None
         if why is not None:

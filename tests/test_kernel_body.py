@@ -154,3 +154,30 @@ def test_an_affine_ggml_gemv_takes_the_elementwise_epilogue_after_its_store():
     assert lines[store + 1] == "ep_out[m * 64 + row] = fsub_rn(acc, ep_in[m * 64 + row])"
     assert variant.param_names[-3:] == ("y", "ep_in", "ep_out") and variant.spec.binary == ("sub", True)
     assert KERNEL.bx == "cuda.blockIdx.x"
+
+
+@pytest.mark.parametrize("source", ["llama-dequant", "llama-int8-act", "attention-one-split"])
+def test_every_mergeable_kernel_writes_out_as_a_part(source):
+    """Each stage kernel merging may take (one 1-D grid, no atomics, no grid size: `merge_groups._plain`)
+    writes out as a merged launch's part, hoisted and as a tail run in turns: its family wrote every
+    block and thread index, and every top-level shared array, as the template says (an attention of
+    one split once read `cuda.blockIdx.x` itself and failed there)."""
+    from test_lowering_modules import llama_src, parse, pipeline
+    from test_lowering_plan import attentions_src, legalize_only
+
+    from fwdshim.codegen import merge_groups
+    from fwdshim.codegen.plan import functions, stage_plan
+
+    if source.startswith("llama"):
+        m = pipeline(parse(llama_src(d=576, h=9, kv=3, hd=64, ff=1536, l=1024)), source.removeprefix("llama-"))
+    else:
+        m = legalize_only(parse(attentions_src(1, shared=True)))
+    plan = stage_plan(functions(m)[0], m, Tuning())
+    kernels = [launch.kernel for launch in plan.stage_launches]
+    plain = [k for k in kernels if merge_groups._plain(k) and merge_groups._grid1(k) is not None]
+    assert len(plain) >= (1 if source.startswith("attention") else 8)
+    for k in plain:
+        for index in (device_index(k.block[0], False, hoist=True), device_index(k.block[0], True)):
+            extra = ["_bx", "_by", "_tx"] if index.tx == "_tx" else ["_bx", "_by"]
+            text = k.code.device_fn("part0", [*extra, *(a.name for a in k.code.shared if index.hoist)], index)
+            assert "cuda.blockIdx" not in text and "$" not in text, k.name

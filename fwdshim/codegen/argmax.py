@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 
 from fwdshim.codegen.kernel import Kernel, Param, build
-from fwdshim.codegen.source import check_block
+from fwdshim.codegen.source import SharedArray, check_block
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 
 _BETTER = """\
@@ -91,18 +91,16 @@ def argmax(n: int, positions: int, block: int = 256, per_thread: int = 16, *, tu
         Param("count", "int32", 1, "inout", "blocks done (0 between launches)"),
     ]
     names = ", ".join(p.name for p in params)
+    shared = [SharedArray("rv", 32, "float32"), SharedArray("ri", 32, "int32"), SharedArray("flag", 1, "int32")]
     body = f"""\
 {_BETTER}
 
 @cuda.jit(cache=True)
 def argmax_k({names}):
-    rv = cuda.shared.array(32, float32)
-    ri = cuda.shared.array(32, int32)
-    flag = cuda.shared.array(1, int32)
-    tid = cuda.threadIdx.x
+{"".join(a.decl for a in shared)}    tid = $tx
     lane = tid % 32
     warp = tid // 32
-    b = cuda.blockIdx.x
+    b = $bx
     p = pos[0]
     bv = float32(-math.inf)
     bi = int32({n})
@@ -152,4 +150,4 @@ def argmax_k({names}):
 """
     name = f"argmax_{n}_p{positions}_b{block}t{per_thread}"
     notes = f"greedy pick over {n} logits, the step's position advanced"
-    return build(name, body, "argmax_k", (grid,), (block,), params, notes, pdl=tuning.pdl)
+    return build(name, body, "argmax_k", (grid,), (block,), params, notes, pdl=tuning.pdl, shared=shared)

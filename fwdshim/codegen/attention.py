@@ -61,7 +61,7 @@ import math
 from fwdshim.codegen.device import simulating
 from fwdshim.codegen.kernel import Kernel, Param, build
 from fwdshim.codegen.quantize import check_format, epilogue, qact_params
-from fwdshim.codegen.source import block_reduce, check_block, count_done, f32, indent, release_import
+from fwdshim.codegen.source import SharedArray, block_reduce, check_block, count_done, f32, indent, release_import
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.limits import (  # noqa: F401 - the attention's launch shape, written once in limits
     SPLIT_ROWS,
@@ -363,20 +363,18 @@ for p in range(tid, n, {block}):
     total = fadd_rn(total, e)
 {block_reduce("total", "sum", "red0", warps)}
 cuda.syncthreads()"""
+    shared = [SharedArray("sc", ns, "float32"), SharedArray("red0", 32, "float32"), SharedArray("flag", 1, "int32")]
     body = (release_import() if ns_max > 1 else "") + f"""\
 @cuda.jit(cache=True{bounds})
 def attention_k({names}):
-    sc = cuda.shared.array({ns}, float32)
-    red0 = cuda.shared.array(32, float32)
-    flag = cuda.shared.array(1, int32)
-    tid = cuda.threadIdx.x
+{"".join(a.decl for a in shared)}    tid = $tx
     lane = tid % 32
     warp = tid // 32
     seg = lane // {s}
     sl = lane % {s}
     mine = warp * {segs} + seg
-    head = cuda.blockIdx.x % {h}
-    sp = cuda.blockIdx.x // {h}
+    head = $bx % {h}
+    sp = $bx // {h}
     kvh = head // {g}
     qo = head * {hd}
     ko = kvh * {hd}
@@ -417,7 +415,7 @@ def attention_k({names}):
     tag = f"_{quant}" if quant else ""
     name = f"attention{tag}_h{h}kv{kv}d{hd}_l{l}_b{block}u{unroll}s{ns_max}"
     notes = f"single-query GQA attention, {h} heads over {kv} kv heads of {hd}, l = {l}, {ns_max} splits a head"
-    return build(name, body, "attention_k", (grid,), (block,), params, notes, pdl=tuning.pdl)
+    return build(name, body, "attention_k", (grid,), (block,), params, notes, pdl=tuning.pdl, shared=shared)
 
 
 @functools.cache

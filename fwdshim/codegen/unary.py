@@ -99,10 +99,10 @@ def transpose(rows: int, cols: int, *, block_rows: int = 8, tuning: Tuning = DEF
 @cuda.jit(cache=True)
 def transpose_k(x, y):
     tile = cuda.shared.array((32, 33), float32)
-    tx = cuda.threadIdx.x
+    tx = $tx
     ty = cuda.threadIdx.y
-    c0 = cuda.blockIdx.x * 32
-    r0 = cuda.blockIdx.y * 32
+    c0 = $bx * 32
+    r0 = $by * 32
     for j in range(ty, 32, {block_rows}):
         r = r0 + j
         c = c0 + tx
