@@ -133,3 +133,15 @@ def test_row_kernel_params_are_documented():
     assert k.signature == "void(float32[::1], float32[::1], float32[::1], int8[::1], float32[::1], float32[::1])"
     with pytest.raises(ValueError, match="writing the sum on needs a residual"):
         norms.rms_norm(64, write_sum=True)
+
+
+def test_a_norms_name_holds_its_eps():
+    """A kernel's name holds every constant it bakes in: two RMS (or layer) norms of different eps are
+    two kernels, two rows in `fwdshim profile` (issue 43); the default eps (`fwd.DEFAULT_EPS`, also as
+    the IR's f32 holds it) adds nothing, so the common names stay as they were."""
+    from fwdshim.codegen import norms
+
+    a, b = norms.rms_norm(576, eps=1e-5, weight=True), norms.rms_norm(576, eps=1e-6, weight=True)
+    assert a.name == "rms_norm_w_1x576_b256" and b.name == "rms_norm_w_1x576_eps1em06_b256" and a.source != b.source
+    assert norms.rms_norm(576, eps=float(np.float32(1e-5)), weight=True).name == a.name
+    assert norms.layer_norm(576, eps=2.5e-3).name == "layer_norm_1x576_eps0p0025_b256"

@@ -31,9 +31,19 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+import numpy as np
+
 from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build
 from fwdshim.codegen.quantize import check_format, epilogue, qact_params
-from fwdshim.codegen.source import SharedArray, block_reduce, block_threads, check_block, f32, indent
+from fwdshim.codegen.source import (
+    SharedArray,
+    block_reduce,
+    block_threads,
+    check_block,
+    f32,
+    indent,
+    name_number,
+)
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 
 
@@ -41,6 +51,15 @@ def _check(n: int, rows: int, block: int | None) -> int:
     if n <= 0 or rows <= 0:
         raise ValueError(f"a row kernel over {rows} rows of {n} values")
     return check_block(block if block is not None else block_threads(n))
+
+
+def _eps_tag(eps: float) -> list[str]:
+    """The part of a norm kernel's name that says its `eps` (`eps1em06`), none for the default one
+    (`fwd.DEFAULT_EPS`, in f32): the name holds every constant the kernel bakes in, so two norms of
+    different eps are two kernels (two rows in `fwdshim profile`)."""
+    from fwdshim.dialects.fwd import DEFAULT_EPS
+
+    return [] if np.float32(eps) == np.float32(DEFAULT_EPS) else [f"eps{name_number(eps)}"]
 
 
 def _reds(reductions: int) -> tuple[SharedArray, ...]:
@@ -121,7 +140,7 @@ def rms_norm(
         body = _rms_looped(n, block, eps, h, yv, write_sum, store_y, quant, names, warps, nb)
     tags = [t for t, on in (("res", residual), ("w", weight), ("sum", write_sum)) if on]
     tags += [quant] if quant else []
-    name = "_".join(["rms_norm", *tags, f"{rows}x{n}", *([f"c{cols}"] if cols > 1 else []), f"b{block}"])
+    name = "_".join(["rms_norm", *tags, f"{rows}x{n}", *_eps_tag(eps), *([f"c{cols}"] if cols > 1 else []), f"b{block}"])
     what = f"RMS norm of {rows} rows of {n}, eps {eps}" + (f", {cols} blocks a row" if cols > 1 else "")
     spec = NormSpec(n, rows, eps, weight, residual, write_sum, quant, store_y, block, cols)
     return build(name, body, "rms_norm_k", (rows * cols,), (block,), params, what, pdl=tuning.pdl, spec=spec, shared=_reds(1))
@@ -310,7 +329,7 @@ def layer_norm_k({names}):
         y[o + i] = {y}
 """
     tags = [t for t, on in (("res", residual), ("w", weight), ("b", bias)) if on]
-    name = "_".join(["layer_norm", *tags, f"{rows}x{n}", f"b{block}"])
+    name = "_".join(["layer_norm", *tags, f"{rows}x{n}", *_eps_tag(eps), f"b{block}"])
     return build(name, body, "layer_norm_k", (rows,), (block,), params, f"layer norm of {rows} rows of {n}, eps {eps}", pdl=tuning.pdl,
                  shared=_reds(2))  # fmt: skip
 

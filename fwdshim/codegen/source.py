@@ -409,6 +409,11 @@ def release_import() -> str:
     return f"from fwdshim.codegen.{'simulator' if simulating() else 'intrinsics'} import atomic_add_acq_rel\n\n\n"
 
 
+def name_number(v: float) -> str:
+    """`v` as an f32 (its shortest decimal, `1e-06`) in a kernel name's characters: `1em06`, `2p5`."""
+    return "".join({".": "p", "-": "m", "+": ""}.get(c, c) for c in str(np.float32(v)))
+
+
 def f32(v: float) -> str:
     """A float32 constant as generated source (`float32(...)` so Numba never widens to float64)."""
     return f"float32({float(np.float32(v))!r})"
