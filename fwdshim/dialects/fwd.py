@@ -415,6 +415,8 @@ class MatmulOp(StageOp):
 
 @irdl_op_definition
 class SiluOp(UnaryOp):
+    """`x · sigmoid(x)` at each index: as many values out as in."""
+
     name = "fwd.silu"
 
 
@@ -522,16 +524,25 @@ class RowReduceOp(StageOp):
 
 @irdl_op_definition
 class RmsNormOp(RowReduceOp):
+    """Each row `h = x (+ residual)` as `h / sqrt(mean(h²) + eps)`, `(· weight) (+ bias)`; the row is
+    the last axis, `eps` defaults to 1e-05, `weight`/`bias` one row each."""
+
     name = "fwd.rms_norm"
 
 
 @irdl_op_definition
 class SoftmaxOp(RowReduceOp):
+    """Each row `h = x (+ residual)` as `exp(h - max h) / Σ exp(h - max h)`, `(· weight) (+ bias)`
+    (`eps` is not read)."""
+
     name = "fwd.softmax"
 
 
 @irdl_op_definition
 class LayerNormOp(RowReduceOp):
+    """Each row `h = x (+ residual)` centred, `c / sqrt(mean(c²) + eps)` with `c = h - mean h`
+    (population variance), `(· weight) (+ bias)`."""
+
     name = "fwd.layer_norm"
 
 
@@ -697,6 +708,9 @@ class MoeOp(StageOp):
 
 @irdl_op_definition
 class GatedDeltaOp(StageOp):
+    """A gated delta-rule recurrence step (linear attention's state update), `gate` its activation:
+    a stage the forward refuses; its operands are not checked."""
+
     name = "fwd.gated_delta"
     traits = traits_def(StageEffects(), StageSpeculatable())
     gate = prop_def(GateActAttr)
@@ -964,6 +978,8 @@ class FusedOp(StageOp):
 
 @irdl_op_definition
 class YieldOp(IRDLOperation):
+    """The end of a `fwd.fused` region: the values the fused op yields, in its results' order."""
+
     name = "fwd.yield"
     values = var_operand_def()
     traits = traits_def(IsTerminator(), HasParent(FusedOp), Pure())
