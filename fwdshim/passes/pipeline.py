@@ -1,5 +1,5 @@
 """`forward-shim`: the whole lane — split Decompose classes met in the input, quantize activations,
-fuse, legalize (strict).
+fuse, legalize (`mode=strict`, the default, or `mode=mark`).
 
 Source: DESIGN.md §5 ("the pipeline places activation quantization first, then fuses, then
 legalizes"). Quantizing first lets the epilogue rules (`add_norm_quant`, `norm_quant`,
@@ -27,13 +27,25 @@ from fwdshim.passes.quantize_activations import QuantizeActivationsPass
 
 @dataclass(frozen=True)
 class ForwardShimPass(NumericsPass):
-    """Split Decompose classes, quantize activations, fuse by the forward's rule order, then legalize (strict)."""
+    """Split Decompose classes, quantize activations, fuse by the forward's rule order, then legalize
+    (`mode`: strict, or mark)."""
 
     name = "forward-shim"
 
     numerics: str = "dequant"
     """The forward's numerics: `dequant`, `int8-act` (quantize in the producer's epilogue) or
     `two-pass-int8` (a separate quantize stage)."""
+
+    mode: str = "strict"
+    """The legality step's: `strict` (every refused op an error at its location) or `mark` (a
+    `fwd.refused = "<reason>"` on each, and the pipeline succeeds), as `fwd-legalize`'s."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from fwdshim.passes.legalize import MODES
+
+        if self.mode not in MODES:
+            raise ValueError(f"option `mode` of `forward-shim` takes strict or mark, not `{self.mode}`")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         try:
@@ -46,4 +58,4 @@ class ForwardShimPass(NumericsPass):
         split_decomposed(self.shim, op)
         QuantizeActivationsPass(self.numerics).run(op)
         FusePass(self.numerics).run(op)
-        LegalizePass(numerics=self.numerics, mode="strict").apply(ctx, op)
+        LegalizePass(numerics=self.numerics, mode=self.mode).apply(ctx, op)
