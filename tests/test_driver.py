@@ -235,7 +235,7 @@ def test_an_option_given_twice_is_one_line(tmp_path, pipeline, key, pass_text):
 @pytest.mark.parametrize(
     "pipeline, name, bad, known",
     [
-        ("forward-shim{bogus=1}", "forward-shim", "`bogus`", "numerics"),
+        ("forward-shim{bogus=1}", "forward-shim", "`bogus`", "numerics, mode"),
         ("fwd-fuse,fwd-legalize{mode=mark colour=red}", "fwd-legalize", "`colour`", None),
     ],
 )
