@@ -310,10 +310,11 @@ def test_plan_of_something_else_is_a_type_error_naming_it(given, named):
     assert ("module.walk()" in str(e.value)) == (named == "ModuleOp")
 
 
-def test_kernels_of_one_name_and_two_sources_are_both_kept():
-    """Two norms whose eps differ have one kernel name (eps is not in it) and two sources: the plan's
-    kernels hold both — compiled before capture, printed by `-t numba` — where by name alone the second
-    norm's source was dropped (its launch would have compiled at its first run)."""
+def test_two_norms_of_different_eps_are_two_kernels_both_kept():
+    """Two norms whose eps differ are two kernels: two sources and two names (a non-default eps is in
+    the name, so `fwdshim profile` shows two rows). The plan's kernels hold both — compiled before
+    capture, printed by `-t numba` — where once, by name alone, the second norm's source was dropped
+    (its launch would have compiled at its first run)."""
     src = (
         "func.func @decode_step(%x: tensor<576xf32>) -> tensor<576xf32> {\n"
         "  %a = fwd.rms_norm %x eps 1.0e-05 : tensor<576xf32> -> tensor<576xf32>\n"
@@ -323,6 +324,8 @@ def test_kernels_of_one_name_and_two_sources_are_both_kept():
     m = pipeline(parse(src), "dequant")
     plan = plan_for(m, tuning=Tuning(merge=False, prefetch_bytes=0))
     norms = [k for k in plan.kernels() if k.name.startswith("rms_norm")]
-    assert len(norms) == 2 and norms[0].name == norms[1].name and norms[0].source != norms[1].source
+    assert [k.name for k in norms] == ["rms_norm_1x576_b256", "rms_norm_1x576_eps1em06_b256"]
+    assert norms[0].source != norms[1].source
     text = plan.source_text()
-    assert text.count(f"# ---- kernel {norms[0].name}:") == 2
+    assert all(text.count(f"# ---- kernel {k.name}:") == 1 for k in norms)
+    assert len({k.name for k in plan.kernels()}) == len(plan.kernels())  # one name, one source
