@@ -97,7 +97,7 @@ def test_a_refusal_prints_its_source_line_and_a_caret(tmp_path):
                  f"{REFUSED_GELU}\n  func.return %z : tensor<64xf32>\n}}\n")  # fmt: skip
     r = opt(str(path), "-p", "fwd-legalize")
     assert r.returncode == 1 and r.stdout == ""
-    assert r.stderr == f"{path}:2:3: error: this lane has no kernel for the op\n{REFUSED_GELU}\n  ^\n"
+    assert r.stderr == f"{path}:2:3: error: this lane has no kernel for the op (fwd.gelu)\n{REFUSED_GELU}\n  ^\n"
     piped = opt("-", "-p", "fwd-legalize", stdin=path.read_text())  # stdin: its lines are kept as read
     assert piped.stderr == r.stderr.replace(str(path), "stdin")
 

@@ -145,7 +145,7 @@ func.func @f(%x: tensor<64xf32>) -> tensor<64xf32> {
         plan_for(parse(src))
     lines = str(e.value).splitlines()
     assert lines == [
-        "test.mlir:2:3: error: this lane has no kernel for the op",
+        "test.mlir:2:3: error: this lane has no kernel for the op (fwd.relu)",
         "test.mlir:4:3: error: an elementwise op over a row combined with every row of a block — its kernel reads both at one index",
     ]
 

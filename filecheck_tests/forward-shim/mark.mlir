@@ -8,8 +8,8 @@
 // CHECK: fwd.numerics = {shim = "cuda-forward:Int8Act"
 // CHECK: fwd.fused norm_quant
 // CHECK: fwd.matmul
-// CHECK: fwd.relu %{{.*}} {fwd.refused = "this lane has no kernel for the op"}
-// STRICT: mark.mlir:[[# @LINE + 6]]:3: error: this lane has no kernel for the op
+// CHECK: fwd.relu %{{.*}} {fwd.refused = "this lane has no kernel for the op (fwd.relu)"}
+// STRICT: mark.mlir:[[# @LINE + 6]]:3: error: this lane has no kernel for the op (fwd.relu)
 // BAD: fwdshim-opt: error: -p: option `mode` of `forward-shim` takes strict or mark, not `maybe`
 func.func @f(%x: tensor<64xf32>, %w: tensor<64xf32>) -> tensor<32xf32> {
   %n = fwd.rms_norm %x weight(%w : tensor<64xf32>) eps 1.0e-05 : tensor<64xf32> -> tensor<64xf32>

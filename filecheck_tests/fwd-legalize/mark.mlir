@@ -17,7 +17,7 @@
 // MARK: %att = fwd.attention {{.*}} softcap 3.000000e+01 {fwd.refused = "a soft-capped attention (`softcap C`) \E2\80\94 its kernel caps no score"}
 // MARK-NEXT: %w = fwd.weight
 // MARK-NEXT: %o = fwd.matmul %att, %w : 
-// MARK-NEXT: %r = fwd.relu %o {fwd.refused = "this lane has no kernel for the op"}
+// MARK-NEXT: %r = fwd.relu %o {fwd.refused = "this lane has no kernel for the op (fwd.relu)"}
 // MARK-NEXT: %rs = fwd.fused relu_sqr covers [3] ins(%r) {fwd.refused = "the forward links no ReLU"}
 // MARK: %vw = fwd.view %rs {fwd.decomposed_from = "glu_act_mul", fwd.refused = "the forward reads no view into another buffer"}
 // MARK-NEXT: %m = fwd.elementwise mul %vw, %o {fwd.decomposed_from = "glu_act_mul"}

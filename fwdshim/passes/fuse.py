@@ -275,10 +275,21 @@ class FusePass(NumericsPass):
     """`shim`: the shared table with the forward's positions (regions and chains before `add_norm`);
     `shared`: the shared table's own order (as a lane that moves no rule sees it)."""
 
+    disable: tuple[str, ...] = ()
+    """Rules not run, by name (`fwd-fuse{disable=add_norm,elementwise_chains}`): to bisect a fusion
+    by hand. The others run in their order; `fwdshim-opt --print-capabilities` lists the rules."""
+
     def __post_init__(self) -> None:
         super().__post_init__()  # the numerics: ValueError, a one-line error from the driver
         if self.order not in ("shim", "shared"):
             raise ValueError(f"option `order` of `fwd-fuse` takes shim or shared, not `{self.order}`")
+        check_rule_names(self.name, self.disable)
+
+    def table(self) -> tuple[ChipRule, ...]:
+        """The rules this pass runs, in order: the shared table in the shim's order (or its own,
+        `order=shared`), less the disabled ones."""
+        table = RULES if self.order == "shared" else compose(self.shim.rules())
+        return tuple(r for r in table if r.name not in self.disable)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         self.check_not_quantized_otherwise(op)
@@ -288,4 +299,13 @@ class FusePass(NumericsPass):
         """The pass on `op` without `apply`'s check of the numerics it was quantized for (`forward-shim`
         leaves that to its legality pass, which locates each op those numerics cannot read)."""
         forget_plan(op)
-        fuse_module(op, self.shim, RULES if self.order == "shared" else None)
+        fuse_module(op, self.shim, self.table())
+
+
+def check_rule_names(pass_name: str, names: tuple[str, ...]) -> None:
+    """ValueError (a one-line error from the driver) naming the first of `names` that is no rule of
+    the shared table, and the rules there are."""
+    known = [r.name for r in RULES]
+    for n in names:
+        if n not in known:
+            raise ValueError(f"option `disable` of `{pass_name}` takes rule names ({', '.join(known)}), not `{n}`")

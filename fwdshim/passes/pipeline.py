@@ -1,5 +1,6 @@
 """`forward-shim`: the whole lane — split Decompose classes met in the input, quantize activations,
-fuse, legalize (`mode=strict`, the default, or `mode=mark`).
+fuse, legalize (`mode=strict`, the default, or `mode=mark`; `explain` prints the legality report;
+`disable=rule,…` leaves fusion rules out).
 
 Source: DESIGN.md §5 ("the pipeline places activation quantization first, then fuses, then
 legalizes"). Quantizing first lets the epilogue rules (`add_norm_quant`, `norm_quant`,
@@ -20,7 +21,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import PassFailedException
 
-from fwdshim.passes.fuse import FusePass
+from fwdshim.passes.fuse import FusePass, check_rule_names
 from fwdshim.passes.options import NumericsPass
 from fwdshim.passes.quantize_activations import QuantizeActivationsPass
 
@@ -40,12 +41,19 @@ class ForwardShimPass(NumericsPass):
     """The legality step's: `strict` (every refused op an error at its location) or `mark` (a
     `fwd.refused = "<reason>"` on each, and the pipeline succeeds), as `fwd-legalize`'s."""
 
+    explain: bool | None = None
+    """Print the legality report when the pipeline has run (as `fwd-legalize{explain}`)."""
+
+    disable: tuple[str, ...] = ()
+    """Fusion rules not run, by name (as `fwd-fuse{disable=…}`): to bisect a fusion by hand."""
+
     def __post_init__(self) -> None:
         super().__post_init__()
         from fwdshim.passes.legalize import MODES
 
         if self.mode not in MODES:
             raise ValueError(f"option `mode` of `forward-shim` takes strict or mark, not `{self.mode}`")
+        check_rule_names(self.name, self.disable)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         try:
@@ -57,5 +65,5 @@ class ForwardShimPass(NumericsPass):
         self.check_not_quantized_otherwise(op)  # as its fwd-quantize-activations and fwd-fuse would
         split_decomposed(self.shim, op)
         QuantizeActivationsPass(self.numerics).run(op)
-        FusePass(self.numerics).run(op)
-        LegalizePass(numerics=self.numerics, mode=self.mode).apply(ctx, op)
+        FusePass(self.numerics, disable=self.disable).run(op)
+        LegalizePass(numerics=self.numerics, mode=self.mode, explain=self.explain).apply(ctx, op)

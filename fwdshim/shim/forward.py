@@ -240,6 +240,35 @@ def _class_id(cls: object) -> ClassId:
     raise TypeError(f"expected a ClassId or its name, not {type(cls).__name__} {cls!r:.60}")
 
 
+def _specifics(op: Operation, branch: SeedBranch) -> str:
+    """The numbers behind a `kernel_refusal` verdict, as a parenthesis after the seed's sentence
+    (`… for the op (fwd.gelu)`, `… key/value heads (h 10 over kv 3)`), or "" where the sentence says
+    it all. The seed's words stay as they are: a reason is its sentence, then these."""
+    a = op
+    match branch.id:
+        case "K06" | "K16":
+            return f" (rows {a.rows.value.data})"
+        case "K07":
+            return f" (hd {a.hd.value.data}, half {a.half.value.data})"
+        case "K14":
+            return f" (vd {a.vd.value.data} under hd {a.hd.value.data})"
+        case "K17":
+            return f" (h {a.h.value.data} over kv {a.kv.value.data})"
+        case "K18":
+            need = a.l.value.data * 4 + 32 * 4
+            return f" (l {a.l.value.data}: {need} bytes of scores, {ATTN_STATIC_SHARED_BYTES} held)"
+        case "K23":
+            return f" ({op.name})"
+    return ""
+
+
+def kernel_reason(op: Operation) -> tuple[SeedBranch, str] | None:
+    """The `kernel_refusal` branch that refuses primitive `op` and the reason a user reads (its
+    sentence, then the op's numbers: `_specifics`), or None when the kernels compute it."""
+    branch = kernel_branch(op)
+    return None if branch is None else (branch, branch.reason + _specifics(op, branch))
+
+
 def kernel_branch(op: Operation) -> SeedBranch | None:
     """The `kernel_refusal` branch that refuses primitive `op`, or None when its kernels compute it
     (and for anything that is not a primitive: `fits` judges those). Raises: TypeError when `op` is
@@ -409,14 +438,14 @@ class ForwardShim:
         if any(a != "whole" for a in op.accesses()) or not owns_destination(op):
             return Refusal.of(op, F01)
         if isinstance(op, MoeOp) and not all(_q8_weights(w) for w in op.operands[1:5]):
-            branch = kernel_branch(op)
-            if branch is not None:
-                return Refusal.of(op, branch)
+            found = kernel_reason(op)
+            if found is not None:
+                return Refusal.of(op, *found)
             return Refusal.of(op, F02, F02.why(_stage_name(op)))
         if is_primitive(op):
-            branch = kernel_branch(op)
-            if branch is not None:
-                return Refusal.of(op, branch)
+            found = kernel_reason(op)
+            if found is not None:
+                return Refusal.of(op, *found)
             return self._beyond_seed(op)
         if isinstance(op, ViewOp):
             return Refusal.of(op, F03)

@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import errno
 import io
+import json
 import os
 import re
 import stat
@@ -292,6 +293,14 @@ class FwdOptMain(xDSLOptMain):
             metavar="FILE",
             help="write the same report as --explain as JSON to FILE (- for stdout, with the IR in a file: -o FILE)",
         )
+        arg_parser.add_argument(
+            "--print-capabilities",
+            action="store_true",
+            help="print the lane's capability manifest and exit: every fused kernel class with its support "
+            "(native / decompose / refuse) under each numerics, the reason of each refusal and the fusion rule "
+            "that forms the class, then the rules in the order fwd-fuse runs them",
+        )
+        arg_parser.add_argument("--json", action="store_true", help="with --print-capabilities: the manifest as JSON")
         store_once(arg_parser, _ONCE)
 
     def parse_chunk(self, chunk: IO[bytes], file_extension: str, start_offset: int = 0) -> ModuleOp | None:
@@ -729,7 +738,8 @@ def _unknown_option(message: str, specs: list[tuple[str, str]]) -> str:
     if m is not None:
         for flag, text in specs:
             for pm in re.finditer(r"([\w.-]+)\{([^{}]*)\}", text):
-                if (m[2] in ("?", pm[1])) and re.search(rf"(?:^|\s){re.escape(m[1])}=\"?{re.escape(m[4])}\"?(?:\s|$)", pm[2]):
+                item = rf"(?:[^\s\",]*,)*{re.escape(m[4])}(?:,[^\s\",]*)*"  # the value, or one of a list's
+                if (m[2] in ("?", pm[1])) and re.search(rf"(?:^|\s){re.escape(m[1])}=\"?{item}\"?(?:\s|$)", pm[2]):
                     return f"{flag}: option `{m[1]}` of `{pm[1]}` takes {m[3]}, not `{m[4]}`"
         return message.replace("of `?` ", "")
     m = re.match(r"option `([\w-]+)` of `([\w.-]+)` needs a value", message)  # `bare_flags`: not a flag
@@ -867,6 +877,14 @@ def _run(args: list[str]) -> int:
             return 1
     try:
         tool = FwdOptMain(description="Parse, transform and print fwd IR (the passes and the numba target are described above).", args=args)
+        if tool.args.json and not tool.args.print_capabilities:
+            print("fwdshim-opt: error: --json goes with --print-capabilities (the legality report as JSON: --report-json FILE)", file=sys.stderr)
+            return 1
+        if tool.args.print_capabilities:
+            from fwdshim.passes.capabilities import capabilities_json, capabilities_table
+
+            print(json.dumps(capabilities_json(), indent=1) if tool.args.json else capabilities_table(), end="\n" if tool.args.json else "")
+            return 0
         if tool.args.report_json == "":
             print("fwdshim-opt: error: --report-json needs a file name", file=sys.stderr)
             return 1
