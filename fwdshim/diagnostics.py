@@ -429,6 +429,25 @@ def file_location(loc: object) -> FileLineColLoc | None:
     return None
 
 
+INSERTED_BY = "inserted by "
+"""The prefix of the name location (`loc("inserted by fwd-quantize-activations"(f.mlir:3:3))`) a pass
+gives an op it inserted: the child location is the value the op reads, so the op is reported there."""
+
+
+def inserted_location(pass_name: str, at: object) -> NameLoc:
+    """The location of an op `pass_name` inserted: a name location over `at` (the location of what it
+    reads). `where` shows `at`'s `file:line:col`; `inserted_by` reads the pass back."""
+    return NameLoc(StringAttr(INSERTED_BY + pass_name), at)
+
+
+def inserted_by(op: Operation) -> str | None:
+    """The pass that inserted `op` (its location is `inserted_location`'s), or None (the input's op)."""
+    loc = op.location
+    if isinstance(loc, NameLoc) and loc.desc.data.startswith(INSERTED_BY):
+        return loc.desc.data.removeprefix(INSERTED_BY)
+    return None
+
+
 def where(op: Operation) -> str:
     """`file:line:col` of an op: its location's (`file_location`: a name's, a call site's callee's, a
     fused location's first) or, for a written location that names no file, where the op was parsed.

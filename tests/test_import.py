@@ -193,7 +193,7 @@ def test_requantize_q4_1_into_sidecar(tmp_path):
     types.update({"blk.0.attn_norm.weight": QT.F16, "token_embd.weight": QT.Q8_0})
     path, _ = tiny(tmp_path, types=types)
     side = tmp_path / "side.gguf"
-    m = import_gguf(path, sidecar=side)
+    m = import_gguf(path, sidecar=side, requantize="q8_0")
     assert m.gguf_path == side and side.is_file()
     assert set(m.converted) == (set(types) - {"token_embd.weight"})
     src = {t.name: t for t in gguf.GGUFReader(path).tensors}
@@ -233,12 +233,12 @@ def test_requantize_none_is_refused_naming_the_type(tmp_path):
 
 def test_sidecar_is_cached_and_reused(tmp_path):
     path, _ = tiny(tmp_path, types={"blk.0.attn_q.weight": QT.Q5_0})
-    a = import_gguf(path)
+    a = import_gguf(path, requantize="q8_0")
     assert a.gguf_path.parent == tmp_path / "cache" / "models" and a.converted == {
         "blk.0.attn_q.weight": QT.Q8_0
     }
     stamp = a.gguf_path.stat().st_mtime_ns
-    b = import_gguf(path)
+    b = import_gguf(path, requantize="q8_0")
     assert (
         b.gguf_path == a.gguf_path and b.gguf_path.stat().st_mtime_ns == stamp and b.converted == a.converted
     )

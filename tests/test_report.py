@@ -156,6 +156,9 @@ def test_explain_numbers_stages_after_fusion_and_fused_rows_cover_the_stages_bef
         ("11", "elementwise_chains  covers [17, 18]"),
     ]
     assert [ln.split()[1] for ln in table[2:17]] == [str(i) for i in range(15)]
+    # the quantize the pipeline inserted says so, at the line of the value it quantizes (silu·mul's, 39),
+    # not at the matmul's (40) that reads it
+    assert table[14].split(f"{example}:")[-1] == "39:3  native kernel  quantize, one_word (inserted by fwd-quantize-activations)"
     assert table[17:25] == [
         "// fusion coverage: fused ops of each rule's class in the module (nested ones, and any written in the input, included)",
         "// norm_weight         2  (2 inside another fused op)",
@@ -169,7 +172,7 @@ def test_explain_numbers_stages_after_fusion_and_fused_rows_cover_the_stages_bef
     # what was left alone, and why: no rule takes a quantize of a chain, nor an add whose sum no norm reads
     assert [ln.split(f"{example}:")[-1] for ln in table[25:]] == [
         "// left unfused: 2 fusable stage(s) (norm, elementwise op, silu, relu, quantize), and why no rule took each",
-        "40:3  no rule of the table matches it (reads fwd.fused (elementwise_chains); read by fwd.matmul)",
+        "39:3  no rule of the table matches it (reads fwd.fused (elementwise_chains); read by fwd.matmul)",
         "41:3  no rule of the table matches it (reads fwd.fused (add_norm_quant), fwd.matmul; read by func.return)",
     ]
     rows = json.loads(report.read_text())["rows"]
@@ -194,6 +197,6 @@ def test_explain_numbers_stages_after_fusion_and_fused_rows_cover_the_stages_bef
     assert (first["stage"], first["op_name"], first["rule"]) == (2, "fwd.quantize", None)
     assert first["guard"].startswith("nothing: fwd-fuse would fuse it")
     assert [(u["stage"], u["op_name"], u["rule"], u["location"]) for u in unfused] == [
-        (12, "fwd.quantize", None, f"{example}:40:3"), (14, "fwd.elementwise", None, f"{example}:41:3"),
+        (12, "fwd.quantize", None, f"{example}:39:3"), (14, "fwd.elementwise", None, f"{example}:41:3"),
     ]
     assert unfused[0]["guard"].startswith("no rule of the table matches it (reads fwd.fused (elementwise_chains)")

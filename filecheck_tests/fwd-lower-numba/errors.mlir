@@ -18,7 +18,7 @@ func.func @two(%x: tensor<64xf32>, %r: tensor<64xf32>) -> tensor<64xf32> {
 // MARK:      errors.mlir:7:3: error: a soft-capped attention (`softcap C`) — its kernel caps no score (refused by fwd-legalize)
 // MARK-NEXT: {{^}}  %a = fwd.attention %q, %k, %v, %kc, %vc h 2 kv 1 hd 32 vd 32 l 8 rows 1 softcap 30.0 :
 // MARK-NEXT: {{^  \^$}}
-// MARK-NEXT: errors.mlir:13:3: error: this lane has no kernel for the op (refused by fwd-legalize)
+// MARK-NEXT: errors.mlir:13:3: error: this lane has no kernel for the op (fwd.relu) (refused by fwd-legalize)
 // MARK-NEXT: {{^}}  %y = fwd.relu %x :
 // MARK-NEXT: {{^  \^$}}
 // MARK-NEXT: errors.mlir:14:3: error: an elementwise op over a row combined with every row of a block — its kernel reads both at one index (refused by fwd-legalize)

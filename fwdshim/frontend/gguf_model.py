@@ -1,7 +1,7 @@
 """A GGUF `llama` model file: reading and checking it, its hyperparameters and tensors, its weights
 (Q/K rows un-permuted); the `fwd` IR of one decode step described below is written by `step_ir`.
 
-`importer.import_gguf(path, requantize="q8_0", context=4096)` (the whole import) reads a GGUF file of architecture `llama` (dense,
+`importer.import_gguf(path, requantize="none", context=4096)` (the whole import) reads a GGUF file of architecture `llama` (dense,
 or a sparse mixture when `llama.expert_count > 0`) with the `gguf` package and returns an
 `ImportedModel`: the module holding `func.func @decode_step`, the hyperparameters (`LlamaParams`) and
 a `WeightStore` (`ModelWeights`) resolving every `fwd.weight "name"` of the step.

@@ -133,7 +133,7 @@ class ImportedModel:
 def import_gguf(
     path: str | Path,
     *,
-    requantize: str = "q8_0",
+    requantize: str = "none",
     context: int | None = DEFAULT_CONTEXT,
     sidecar: str | Path | None = None,
     source_name: str | None = None,
@@ -143,9 +143,8 @@ def import_gguf(
     model name (`frontend.cache.MODELS`, e.g. `"smollm2"`: fetched into the cache on first use, as
     `fwdshim import smollm2` does).
 
-    `requantize`: `"q8_0"` (this function's default, kept for the API's callers: every weight but F32,
-    F16, BF16 and Q8_0 requantized to Q8_0) or `"none"` (weights as the file stores them: the default
-    of `fwdshim import`, `run` and `profile`).
+    `requantize`: `"none"` (the default, as `fwdshim import`, `run` and `profile`'s: weights as the file
+    stores them) or `"q8_0"` (every weight but F32, F16, BF16 and Q8_0 requantized to Q8_0).
     `context`: the attention's capacity `l` (None: `DEFAULT_CONTEXT`, or the model's own
     `llama.context_length` when that is shorter). `sidecar`: where to write the converted GGUF when
     tensors need converting (default: the model cache, keyed on the file; reused when present).

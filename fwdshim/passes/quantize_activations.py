@@ -6,7 +6,9 @@ format: `one_word` under int8-act, `two_words` under two-pass-int8, for a Q8_0 m
 nothing under dequant. There is one `fwd.quantize` per (value, format), shared by all its consumers
 (q, k and v read one), placed right after the value's producer (at the start of its block for a block
 argument), so it is the stage after its producer and is defined wherever the value is (consumers in
-nested regions, e.g. both arms of an `scf.if`, share it); it takes the location of its first consumer.
+nested regions, e.g. both arms of an `scf.if`, share it). Its location names the pass and, inside, the
+value it reads (`loc("inserted by fwd-quantize-activations"(<the producer's location>))`; a block
+argument's: its first consumer's), so a report shows it at that value, as inserted.
 An existing quantize is reused only where it is defined before the consumer in an enclosing block.
 The consumer's operand 0 then has type `!fwd.qact<N, format>`; a consumer reading rows (a rank-2
 operand 0) is an error at its location, as `!fwd.qact` holds one vector.
@@ -24,7 +26,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from fwdshim.dialects.attributes import QActType, QuantFormat, QuantFormatAttr
-from fwdshim.diagnostics import error_at
+from fwdshim.diagnostics import error_at, file_location, inserted_location
 from fwdshim.dialects.fwd import FusedOp, QuantizeOp, StageOp, dims_of, numel
 from fwdshim.passes.options import NumericsPass
 from fwdshim.passes.ir_order import comes_before
@@ -91,11 +93,19 @@ class QuantizeOperand0(RewritePattern):
                 result_types=[QActType(size, fmt)],
                 properties={"format": QuantFormatAttr(fmt)},
             )
-            q.location = op.location
+            q.location = inserted_location(QuantizeActivationsPass.name, _read_at(x, op))
             q.result.name_hint = f"{x.name_hint}_q" if x.name_hint else None
             rewriter.insert(q, _insert_point(x))
         op.operands = [q.result, *op.operands[1:]]
         rewriter.notify_op_modified(op)
+
+
+def _read_at(x: SSAValue, consumer: Operation):
+    """Where the value a quantize reads is made: its producer's location, else (a block argument, a
+    producer without a file location) its first consumer's."""
+    if isinstance(x, OpResult) and file_location(x.op.location) is not None:
+        return x.op.location
+    return consumer.location
 
 
 def quantize_activations(module: ModuleOp, shim: Shim) -> None:

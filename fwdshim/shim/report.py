@@ -8,7 +8,8 @@ the pass itself refuses with, under the shim the module's `fwd.numerics` names (
 the numerics the pipeline's passes ran with, e.g. `fwd-fuse{numerics=int8-act}`, else DEQUANT), so
 the table, the errors and the `fwd.refused` attributes agree.
 
-Rows: `native kernel` (detail: the fused class, `quantize, <format>`, or `primitive`), `decomposed` (a DECOMPOSE fused op
+Rows: `native kernel` (detail: the fused class, `quantize, <format>` — with `(inserted by <pass>)` for
+one the pipeline inserted, located at the value it quantizes — or `primitive`), `decomposed` (a DECOMPOSE fused op
 not yet split, or a part split from one: detail `<class>` / `part of <class>`), `refused` (detail:
 the reason; JSON adds the seed branch id), `remark` (a rule of `fwd-fuse` matched but the shim
 refuses its class: the op's `fwd.remark`).
@@ -33,7 +34,7 @@ from dataclasses import replace
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation
 
-from fwdshim.diagnostics import where
+from fwdshim.diagnostics import inserted_by, where
 from fwdshim.dialects.fwd import FusedOp, QuantizeOp, stage_numbers
 from fwdshim.shim.forward import ForwardShim
 from fwdshim.shim.contract import forward_shim, shim_of
@@ -65,7 +66,8 @@ def _kernel(op: Operation) -> str:
     if isinstance(op, FusedOp):
         return op.class_.data
     if isinstance(op, QuantizeOp):
-        return f"quantize, {op.format.data.value}"
+        by = inserted_by(op)
+        return f"quantize, {op.format.data.value}" + (f" (inserted by {by})" if by else "")
     return "primitive"
 
 
