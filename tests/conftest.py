@@ -72,3 +72,24 @@ def pytest_configure(config):
     # (`--dist loadgroup` would not do: xdist 3.8 cannot rename pytest 9's items into groups.)
     if getattr(config.option, "dist", None) == "load":
         config.option.dist = "loadscope"
+
+
+_SLOW_LIST = Path(__file__).with_name("slow_tests.txt")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(config, items):
+    """Mark `slow` each test tests/slow_tests.txt lists (by measurement: tests/support/slow_list.py).
+    A listed test of a collected module that no longer exists is an error: the list would silently
+    stop marking what it meant to."""
+    listed = {ln.strip() for ln in _SLOW_LIST.read_text().splitlines() if ln.strip() and not ln.startswith("#")}
+    seen, modules = set(), set()
+    for item in items:
+        name = f"{Path(str(item.path)).name}::{item.nodeid.partition('::')[2]}"
+        modules.add(Path(str(item.path)).name)
+        if name in listed:
+            item.add_marker(pytest.mark.slow)
+            seen.add(name)
+    stale = sorted(k for k in listed - seen if k.partition("::")[0] in modules)
+    if stale and not config.getoption("keyword") and not any("::" in a for a in config.args):
+        raise pytest.UsageError(f"{_SLOW_LIST} lists tests that do not exist (rename or remove them): {', '.join(stale[:5])}")

@@ -161,7 +161,7 @@ def _parse_and_shim_seconds(text: str) -> float:
     return time.process_time() - start
 
 
-@pytest.mark.slow
+@pytest.mark.sweep
 @pytest.mark.parametrize(("build", "small", "large"), [(_adds, 1000, 16000), (_norms, 500, 4000)], ids=["adds", "norms"])
 def test_forward_shim_is_linear_in_the_ops(build, small, large):
     """issue 43, item 5: a chain of 16k adds took past 65 s of CPU (the 1k chain's 43 s scaled), 4k

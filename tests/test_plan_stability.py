@@ -11,11 +11,11 @@ import pytest
 import plan_sources as ps
 
 
-# The default run checks the default setting and merging off in both modes; the other settings are
-# `slow` (about 18 s of CPU each).
+# CI checks the default setting and merging off in both modes (`slow`: tests/slow_tests.txt); the other
+# settings are a `sweep` (about 18 s of CPU each).
 _FAST = {"default", "merge_off"}
 _CASES = [
-    pytest.param(mode, setting, marks=() if setting in _FAST else pytest.mark.slow)
+    pytest.param(mode, setting, marks=() if setting in _FAST else pytest.mark.sweep)
     for mode in ps.MODES
     for setting in ps.SETTINGS
 ]
