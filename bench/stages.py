@@ -8,7 +8,7 @@ cycle counter (`intrinsics.clock64`) at named points of the kernel's generated s
   (`Stage`): before or after the first line of the source that starts with its marker, or at the
   end of the kernel function. A stage whose marker the source lacks is a ValueError naming it (the
   generator changed: the stage list follows it), unless the stage is optional (then never reached).
-  The stamps change no value the kernel computes (`tests/test_bench_stages.py`).
+  The stamps change no value the kernel computes (`tests/tools/test_bench_stages.py`).
 - `ATTENTION_STAGES`: the decode attention's (`codegen.attention`): the cache length read, the
   scores, the softmax, the V rows (summed over the block's warps next), the partial row counted
   (`atomic.add`; a kernel of one split has none), the combine's maxima and sums read (the combine in

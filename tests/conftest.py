@@ -39,9 +39,9 @@ import pytest  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def _reseed_module_rng(request):
-    """A test module's module-level `rng` restarts from the test's own seed (tests/seeds.py), so its
+    """A test module's module-level `rng` restarts from the test's own seed (tests/support/seeds.py), so its
     values do not depend on the order tests run in."""
-    from seeds import case_seed
+    from support.seeds import case_seed
 
     gen = getattr(request.module, "rng", None)
     if isinstance(gen, np.random.Generator):
@@ -51,19 +51,19 @@ def _reseed_module_rng(request):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A failing test's report names the seed that replays it (`FWDSHIM_SEED=<n>`, tests/seeds.py)."""
+    """A failing test's report names the seed that replays it (`FWDSHIM_SEED=<n>`, tests/support/seeds.py)."""
     outcome = yield
     report = outcome.get_result()
     if report.failed and call.when == "call":
-        from seeds import case_seed
+        from support.seeds import case_seed
 
         report.sections.append(("seed", f"FWDSHIM_SEED={case_seed(item.nodeid)} replays this test's rng()"))
 
 
 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
-    import fastsim
+    from support import fastsim
 
-    fastsim.install()  # the simulator's threads wait instead of polling (tests/fastsim.py)
+    fastsim.install()  # the simulator's threads wait instead of polling (tests/support/fastsim.py)
 
 
 def pytest_configure(config):

@@ -5,10 +5,10 @@ parses back."""
 
 from __future__ import annotations
 
+import resource
 import shutil
 import subprocess
 import sys
-import resource
 from pathlib import Path
 
 import pytest

@@ -7,7 +7,7 @@ refused}.mlir`, parsed and printed back by lit, so every example parses); then t
     python -m fwdshim.tools.dialect_doc            # rewrites docs/dialect.md
     python -m fwdshim.tools.dialect_doc --check    # exit 1 when docs/dialect.md is stale
 
-`tests/test_dialect_doc.py` fails when the file is stale."""
+`tests/dialects/test_dialect_doc.py` fails when the file is stale."""
 
 from __future__ import annotations
 

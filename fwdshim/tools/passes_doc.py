@@ -9,7 +9,7 @@ and `<!-- end: NAME -->` is rewritten.
     python -m fwdshim.tools.passes_doc            # rewrites the generated parts of docs/passes.md
     python -m fwdshim.tools.passes_doc --check    # exit 1 when they are stale
 
-`tests/test_docs.py` fails when they are stale."""
+`tests/tools/test_docs.py` fails when they are stale."""
 
 from __future__ import annotations
 

@@ -1,0 +1,196 @@
+"""What a real Llama-family GGUF carries beyond the plain model, each on a small file written here:
+Llama 3.1's `rope_freqs.weight` (and linear rope scaling) applied to the angles, the `llama-bpe`
+pre-tokenizer's whole-word lookup before merges, converted copies written at the file's own
+`general.alignment`, attention biases honoured, and every other key or tensor that would change the
+computation refused by name."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as QT
+from support.llama_numpy import MERGES, TINY, numpy_llama, rounded
+
+from fwdshim.frontend.export import byte_vocab, copy_metadata, random_llama, write_llama
+from fwdshim.frontend.gguf_model import ModelError
+from fwdshim.frontend.importer import import_gguf
+from fwdshim.frontend.tokenizer import GGUFTokenizer
+from fwdshim.tools.runner import Decoder
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
+
+
+def _logits(path: Path, tokens: list[int], **kw) -> np.ndarray:
+    dec = Decoder(import_gguf(path, context=32, **kw), "dequant", "cpu")
+    return np.stack([dec.step(t) for t in tokens])
+
+
+def _err(a: np.ndarray, b: np.ndarray) -> float:
+    return float((np.linalg.norm(a - b, axis=1) / np.linalg.norm(b, axis=1)).max())
+
+
+TOKENS = [5, 77, 130, 9, 200, 41, 3, 250]
+
+
+def _with_kv(src: Path, dst: Path, kv: dict, tensors: dict | None = None) -> Path:
+    """A copy of `src` with metadata `kv` (key -> (value, GGUFValueType)) and extra float32 `tensors`."""
+    r = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(dst, "llama")
+    copy_metadata(r, w, skip=tuple(kv))
+    for k, (v, vt) in kv.items():
+        w.add_key_value(k, v, vt)
+    for t in r.tensors:
+        w.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+    for name, a in (tensors or {}).items():
+        w.add_tensor(name, np.asarray(a, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return dst
+
+
+# ---------------------------------------------------------------------------------------------
+# rope
+
+
+def test_rope_freqs_divide_each_frequency(tmp_path):
+    factors = tuple(float(f) for f in np.geomspace(1.0, 8.0, TINY.half))  # Llama 3.1: 1 (fast) .. 8 (slow)
+    p = replace(TINY, rope_factors=factors)
+    w = random_llama(p, seed=5)
+    path = write_llama(tmp_path / "l31.gguf", p, w, vocab=byte_vocab(MERGES))
+    m = import_gguf(path, context=32)
+    assert m.params.rope_factors == pytest.approx(factors, rel=1e-7)
+    assert "divided by their rope factors" in m.text
+    ours = _logits(path, TOKENS)
+    assert _err(ours, numpy_llama(rounded(w), p, TOKENS)) < 1e-5
+    assert _err(ours, numpy_llama(rounded(w), TINY, TOKENS)) > 1e-3  # ignoring them would show
+
+
+def test_linear_rope_scaling_is_honoured(tmp_path):
+    w = random_llama(TINY, seed=6)
+    plain = write_llama(tmp_path / "plain.gguf", TINY, w, vocab=byte_vocab(MERGES))
+    VT = gguf.GGUFValueType
+    path = _with_kv(plain, tmp_path / "lin.gguf", {"llama.rope.scaling.type": ("linear", VT.STRING),
+                                                   "llama.rope.scaling.factor": (4.0, VT.FLOAT32)})  # fmt: skip
+    m = import_gguf(path, context=32)
+    assert m.params.rope_factors == (4.0,) * TINY.half
+    ref = numpy_llama(rounded(w), replace(TINY, rope_factors=(4.0,) * TINY.half), TOKENS)
+    assert _err(_logits(path, TOKENS), ref) < 1e-5
+
+
+def test_bad_rope_freqs_refused(tmp_path):
+    w = random_llama(TINY, seed=6)
+    plain = write_llama(tmp_path / "plain.gguf", TINY, w, vocab=byte_vocab(MERGES))
+    short = _with_kv(plain, tmp_path / "short.gguf", {}, {"rope_freqs.weight": np.ones(3)})
+    with pytest.raises(ModelError, match=r"short\.gguf: tensor `rope_freqs.weight` has 3 values for 8 rope"):
+        import_gguf(short)
+    neg = _with_kv(plain, tmp_path / "neg.gguf", {}, {"rope_freqs.weight": -np.ones(8)})
+    with pytest.raises(ModelError, match="holds a factor that is not finite and positive"):
+        import_gguf(neg)
+
+
+# ---------------------------------------------------------------------------------------------
+# metadata that changes the computation
+
+
+_VT = gguf.GGUFValueType
+
+
+@pytest.mark.parametrize(
+    "key, value, words",
+    [
+        ("llama.attn_logit_softcapping", (50.0, _VT.FLOAT32), "`llama.attn_logit_softcapping` = 50.0 asks for attention soft-capping"),
+        ("llama.final_logit_softcapping", (30.0, _VT.FLOAT32), "`llama.final_logit_softcapping` = 30.0 asks for final-logit soft-capping"),
+        ("llama.attention.sliding_window", (4096, _VT.UINT32), "asks for sliding-window attention"),
+        ("llama.rope.scaling.type", ("yarn", _VT.STRING), "`llama.rope.scaling.type` = 'yarn' is not computed"),
+        ("llama.logit_scale", (0.5, _VT.FLOAT32), "asks for scaled logits"),
+        ("llama.attention.causal", (False, _VT.BOOL), "causal attention only"),
+        ("llama.some_new_knob", (1, _VT.UINT32), "metadata key `llama.some_new_knob` = 1 is not one fwdshim reads"),
+    ],
+)  # fmt: skip
+def test_computation_keys_refused_by_name(tmp_path, key, value, words):
+    plain = write_llama(tmp_path / "plain.gguf", TINY, random_llama(TINY), vocab=byte_vocab(MERGES))
+    path = _with_kv(plain, tmp_path / "k.gguf", {key: value})
+    with pytest.raises(ModelError, match=r"k\.gguf: .*" + words.replace("(", r"\(").replace(".", r"\.")):
+        import_gguf(path)
+
+
+@pytest.mark.parametrize("tensor, words", [("blk.1.attn_k_norm.weight", "qk-norm"),
+                                           ("blk.0.ffn_down.bias", "a feed-forward down bias")])  # fmt: skip
+def test_computation_tensors_refused_by_name(tmp_path, tensor, words):
+    plain = write_llama(tmp_path / "plain.gguf", TINY, random_llama(TINY), vocab=byte_vocab(MERGES))
+    path = _with_kv(plain, tmp_path / "t.gguf", {}, {tensor: np.ones(16)})
+    with pytest.raises(ModelError, match=rf"t\.gguf: tensor `{tensor}` asks for {words}"):
+        import_gguf(path)
+
+
+def test_attention_biases_are_honoured(tmp_path):
+    w = random_llama(TINY, seed=8)
+    rng = np.random.default_rng(8)
+    for i in range(TINY.n_layer):
+        for name, n in (("attn_q", 64), ("attn_k", 32), ("attn_v", 32), ("attn_output", 64)):
+            w[f"blk.{i}.{name}.bias"] = (0.5 * rng.standard_normal(n)).astype(np.float32)
+    path = write_llama(tmp_path / "bias.gguf", TINY, w, vocab=byte_vocab(MERGES))
+    ours = _logits(path, TOKENS)
+    assert _err(ours, numpy_llama(rounded(w), TINY, TOKENS)) < 1e-5
+    plain = {k: v for k, v in w.items() if not k.endswith(".bias")}
+    assert _err(ours, numpy_llama(rounded(plain), TINY, TOKENS)) > 1e-3
+
+
+# ---------------------------------------------------------------------------------------------
+# alignment
+
+
+@pytest.mark.parametrize("alignment", [16, 64, 128])
+def test_converted_copy_keeps_the_declared_alignment(tmp_path, alignment):
+    p = replace(TINY, rope_factors=(2.0,) * TINY.half)
+    w = random_llama(p, seed=9)
+    # the 16 bytes of an F16 `rope_freqs` put every later tensor off a 32-byte boundary
+    types = {"blk.0.ffn_up.weight": QT.Q4_1, "blk.1.attn_norm.weight": QT.F16, "rope_freqs.weight": QT.F16}
+    path = write_llama(tmp_path / "a.gguf", p, w, vocab=byte_vocab(MERGES), types=types, alignment=alignment)
+    assert gguf.GGUFReader(path).alignment == alignment
+    m = import_gguf(path, sidecar=tmp_path / "side.gguf", context=32, requantize="q8_0")
+    assert m.gguf_path == tmp_path / "side.gguf" and "blk.1.attn_norm.weight" in m.converted
+    side = gguf.GGUFReader(m.gguf_path)
+    assert side.alignment == alignment
+    assert all(t.data_offset % alignment == 0 for t in side.tensors)
+    src = {t.name: t for t in gguf.GGUFReader(path).tensors}
+    for t in side.tensors:
+        if t.name not in m.converted:
+            np.testing.assert_array_equal(np.asarray(t.data), np.asarray(src[t.name].data), err_msg=t.name)
+    ref = rounded(w)
+    ref["blk.0.ffn_up.weight"] = gguf.quants.dequantize(
+        gguf.quants.quantize(gguf.quants.dequantize(gguf.quants.quantize(w["blk.0.ffn_up.weight"], QT.Q4_1), QT.Q4_1), QT.Q8_0),
+        QT.Q8_0,
+    )  # fmt: skip
+    ref["blk.1.attn_norm.weight"] = w["blk.1.attn_norm.weight"].astype(np.float16)
+    dec = Decoder(m, "dequant", "cpu")
+    ours = np.stack([dec.step(t) for t in TOKENS[:4]])
+    assert _err(ours, numpy_llama(ref, p, TOKENS[:4])) < 1e-5
+
+
+# ---------------------------------------------------------------------------------------------
+# tokenizer
+
+
+@pytest.mark.parametrize("pre, whole", [("llama-bpe", True), ("llama3", True), ("default", False), ("smollm", False)])
+def test_llama_bpe_looks_up_whole_words_first(tmp_path, pre, whole):
+    tokens, merges, types = byte_vocab([("a", "b"), ("Ġ", "t")])
+    tokens.insert(-1, "abc")  # a token no merge builds
+    tokens.insert(-1, "Ġtab")
+    types.insert(-1, int(gguf.TokenType.NORMAL))
+    types.insert(-1, int(gguf.TokenType.NORMAL))
+    p = replace(TINY, vocab=len(tokens))
+    path = write_llama(tmp_path / "v.gguf", p, random_llama(p), vocab=(tokens, merges, types), pre=pre)
+    tok = GGUFTokenizer(gguf.GGUFReader(path), path)
+    got = [tokens[i] for i in tok.encode("abc tab")]
+    assert got == (["abc", "Ġtab"] if whole else ["ab", "c", "Ġt", "ab"])
+    assert tok.decode(tok.encode("abc tab")) == "abc tab"
