@@ -71,6 +71,40 @@ def _doc(obj) -> str:
     return inspect.cleandoc(obj.__doc__) if obj.__doc__ else ""
 
 
+def verifier_rules(op: type) -> list[str]:
+    """The conditions `op`'s own verifier asserts (each `_want(condition, message)` of the `verify_` and
+    `verify_shapes` its class defines, and `never <condition>` for each `if <condition>: raise
+    VerifyException`), as code: `self.` and `.type` left out (`numel(q) == rows * h * hd`)."""
+    import ast
+    import re
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(op)))
+    except (OSError, TypeError):
+        return []
+    rules = []
+    for fn in tree.body[0].body:  # type: ignore[attr-defined]
+        if not (isinstance(fn, ast.FunctionDef) and fn.name in ("verify_", "verify_shapes")):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_want" and node.args:
+                rules.append(f"`{_code(node.args[0])}`")
+            elif isinstance(node, ast.If) and any(
+                isinstance(b, ast.Raise) and "VerifyException" in ast.unparse(b) for b in node.body
+            ):  # `if cond: raise VerifyException(...)`
+                rules.append(f"never `{_code(node.test)}`")
+    return rules
+
+
+def _code(node) -> str:
+    import ast
+    import re
+
+    text = " ".join(ast.unparse(node).split())
+    return re.sub(r"\bself\.", "", text).replace(".type", "")
+
+
 def markdown(examples_text: str | None = None) -> str:
     """The reference as Markdown (the module docstring); `examples_text` the text examples come from
     (default: the round-trip files of the repository)."""
@@ -114,6 +148,11 @@ def markdown(examples_text: str | None = None) -> str:
         if props:
             out += ["| property | takes | |", "|---|---|---|"]
             out += [f"| `{n}` | {_kind(p.constr)} | {'optional' if 'Opt' in type(p).__name__ else 'required'} |" for n, p in props]
+            out.append("")
+        rules = verifier_rules(op)
+        if rules:
+            out += ["The verifier checks (besides the operand and property kinds):", ""]
+            out += [f"- {r}" for r in rules]
             out.append("")
         if op.name in examples:
             out += ["Example:", "", "```mlir", examples[op.name], "```", ""]
