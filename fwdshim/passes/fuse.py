@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 from xdsl.rewriter import InsertPoint
@@ -36,6 +36,7 @@ from fwdshim.passes.ir_order import producer
 from fwdshim.passes.options import NumericsPass
 from fwdshim.passes.rules import RULES, ChipRule, FuseContext, Match, compose, dependents_between
 from fwdshim.shim.protocol import Shim
+from fwdshim.shim.refusal import FUSE_DISABLED_ATTR, disabled_rules
 from fwdshim.shim.refusal import REMARK_ATTR as REMARK
 from fwdshim.passes.plan_attrs import forget_plan
 
@@ -236,12 +237,20 @@ def unfused_guards(module: Operation, shim: Shim, table: tuple[ChipRule, ...] | 
     The closing part of the fusion coverage (`--explain`, `--report-json`'s `unfused`): issue 14."""
     if not hasattr(shim, "rules") or not hasattr(shim, "supports"):
         raise TypeError(f"shim: a Shim (e.g. shim.contract.forward_shim('dequant')), not {type(shim).__name__}")
-    table = compose(shim.rules()) if table is None else table
+    off = disabled_rules(module)
+    full = compose(shim.rules()) if table is None else table
+    table = tuple(r for r in full if r.name not in off)
     would = _would_fuse(module, shim, table)
+    left_out = _would_fuse(module, shim, full) - would if off else set()
     ctx = FuseContext.of(module, shim)
     rows: list[dict[str, object]] = []
     for op, stage in stage_numbers(module).items():
         if isinstance(op, FUSABLE_PRIMITIVES):
+            if op in left_out:  # a disabled rule would take it: say so, not "would fuse" nor "no rule"
+                rule = _guard(op, ctx, tuple(r for r in full if r.name in off))[0]
+                rows.append({"stage": stage, "op_name": op.name, "location": where(op), "rule": rule,
+                             "guard": f"not run: fwd-fuse{{disable={','.join(off)}}}"})  # fmt: skip
+                continue
             rule, guard = (None, WOULD_FUSE) if op in would else _guard(op, ctx, table)
             rows.append({"stage": stage, "op_name": op.name, "location": where(op), "rule": rule, "guard": guard})
     return rows
@@ -299,6 +308,10 @@ class FusePass(NumericsPass):
         """The pass on `op` without `apply`'s check of the numerics it was quantized for (`forward-shim`
         leaves that to its legality pass, which locates each op those numerics cannot read)."""
         forget_plan(op)
+        if self.disable:  # the report then says which stages the left-out rules would have taken
+            op.attributes[FUSE_DISABLED_ATTR] = ArrayAttr([StringAttr(n) for n in self.disable])
+        else:
+            op.attributes.pop(FUSE_DISABLED_ATTR, None)
         fuse_module(op, self.shim, self.table())
 
 

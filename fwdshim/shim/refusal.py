@@ -61,8 +61,21 @@ REMARK = "remark"
 
 REFUSED_ATTR = "fwd.refused"
 """The `mark` mode's attribute on a refused op: its reason."""
+FUSE_DISABLED_ATTR = "fwd.fuse_disabled"
+"""The module attribute `fwd-fuse{disable=…}` leaves: the rules it did not run (an array of names), so
+the report says so of the stages they would have taken."""
 REMARK_ATTR = "fwd.remark"
 """The fusion pass's attribute on an op whose rule matched a class the shim refuses: `<rule>: <reason>`."""
+
+
+def disabled_rules(module: Operation) -> tuple[str, ...]:
+    """The fusion rules `fwd-fuse` last ran without on `module` (its `fwd.fuse_disabled`), or ()."""
+    from xdsl.dialects.builtin import ArrayAttr, StringAttr
+
+    a = module.attributes.get(FUSE_DISABLED_ATTR)
+    if not isinstance(a, ArrayAttr):
+        return ()
+    return tuple(x.data for x in a.data if isinstance(x, StringAttr))
 
 
 def mark_text(op, name: str) -> str | None:

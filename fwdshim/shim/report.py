@@ -39,7 +39,7 @@ from fwdshim.dialects.fwd import FusedOp, QuantizeOp, stage_numbers
 from fwdshim.shim.forward import ForwardShim
 from fwdshim.shim.contract import forward_shim, shim_of
 from fwdshim.shim.legality import DECOMPOSED_ATTR, check
-from fwdshim.shim.refusal import DECOMPOSED, NATIVE, REMARK, REMARK_ATTR, Verdict, mark_text
+from fwdshim.shim.refusal import DECOMPOSED, NATIVE, REMARK, REMARK_ATTR, Verdict, disabled_rules, mark_text
 
 
 def _stage_rows(shim: ForwardShim, op: Operation, stage: int, part_of: str | None) -> list[Verdict]:
@@ -133,13 +133,15 @@ def fusion_counts(module: Operation, rules: Sequence[str] = ()) -> list[dict[str
     another fused op (`nested`).
 
     A count of fused ops, so a DECOMPOSE class that legalization has split counts no more."""
-    counts: dict[str, list[int]] = {name: [0, 0] for name in rules}
+    off = set(disabled_rules(module))
+    counts: dict[str, list[int]] = {name: [0, 0] for name in rules if name not in off}
     for op in module.walk():
         if isinstance(op, FusedOp):
             c = counts.setdefault(op.class_.data, [0, 0])
             c[0] += 1
             c[1] += isinstance(op.parent_op(), FusedOp)
-    return [{"rule": name, "fired": n, "nested": k} for name, (n, k) in counts.items()]
+    out = [{"rule": name, "fired": n, "nested": k} for name, (n, k) in counts.items()]
+    return out + [{"rule": name, "fired": 0, "nested": 0, "disabled": True} for name in rules if name in off]
 
 
 def format_fusion(counts: list[dict[str, object]]) -> str:
@@ -150,9 +152,12 @@ def format_fusion(counts: list[dict[str, object]]) -> str:
     for c in fired:
         nested = f"  ({c['nested']} inside another fused op)" if c["nested"] else ""
         lines.append(f"// {str(c['rule']).ljust(width)}  {c['fired']}{nested}")
-    idle = [str(c["rule"]) for c in counts if not c["fired"]]
+    idle = [str(c["rule"]) for c in counts if not c["fired"] and not c.get("disabled")]
     if idle:
         lines.append(f"// did not fire: {', '.join(idle)}")
+    off = [str(c["rule"]) for c in counts if c.get("disabled")]
+    if off:
+        lines.append(f"// not run (fwd-fuse{{disable=...}}): {', '.join(off)}")
     return "\n".join(lines) + "\n"
 
 

@@ -72,9 +72,9 @@ def _doc(obj) -> str:
 
 
 def verifier_rules(op: type) -> list[str]:
-    """The conditions `op`'s own verifier asserts (each `_want(condition, message)` of the `verify_` and
-    `verify_shapes` its class defines, and `never <condition>` for each `if <condition>: raise
-    VerifyException`), as code: `self.` and `.type` left out (`numel(q) == rows * h * hd`)."""
+    """The errors `op`'s own verifier gives (the message of each `_want(condition, message)` and
+    `raise VerifyException(message)` of the `verify_` and `verify_shapes` its class defines), each
+    formatted value as its expression in braces, `self.` and `.type` left out."""
     import ast
     import re
     import textwrap
@@ -88,13 +88,31 @@ def verifier_rules(op: type) -> list[str]:
         if not (isinstance(fn, ast.FunctionDef) and fn.name in ("verify_", "verify_shapes")):
             continue
         for node in ast.walk(fn):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_want" and node.args:
-                rules.append(f"`{_code(node.args[0])}`")
-            elif isinstance(node, ast.If) and any(
-                isinstance(b, ast.Raise) and "VerifyException" in ast.unparse(b) for b in node.body
-            ):  # `if cond: raise VerifyException(...)`
-                rules.append(f"never `{_code(node.test)}`")
-    return rules
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_want" and len(node.args) > 1:
+                rules.append(_message(node.args[1]))
+            elif isinstance(node, ast.Raise) and node.exc is not None and "VerifyException" in ast.unparse(node.exc):
+                call = node.exc
+                if isinstance(call, ast.Call) and call.args:
+                    rules.append(_message(call.args[0]))
+    return list(dict.fromkeys(r for r in rules if r))
+
+
+def _as_text(message: str) -> str:
+    """`message` as Markdown text: `*` and `_` outside its backtick spans escaped (not emphasis)."""
+    parts = message.split("`")
+    return "`".join(p if i % 2 else p.replace("*", "\\*").replace("_", "\\_") for i, p in enumerate(parts))
+
+
+def _message(node) -> str:
+    """A verifier's error message with each value it formats shown as the expression in braces
+    (`attention q has {numel(q)} values, not rows*h*hd = {rows * h * hd}`)."""
+    import ast
+
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(p.value if isinstance(p, ast.Constant) else "{" + _code(p.value) + "}" for p in node.values)
+    return ""
 
 
 def _code(node) -> str:
@@ -151,8 +169,8 @@ def markdown(examples_text: str | None = None) -> str:
             out.append("")
         rules = verifier_rules(op)
         if rules:
-            out += ["The verifier checks (besides the operand and property kinds):", ""]
-            out += [f"- {r}" for r in rules]
+            out += ["The verifier's errors (besides the operand and property kinds; `{…}` the value it names):", ""]
+            out += ["- " + _as_text(r) for r in rules]
             out.append("")
         if op.name in examples:
             out += ["Example:", "", "```mlir", examples[op.name], "```", ""]

@@ -50,6 +50,8 @@ def attribute_docs(cls: type) -> dict[str, str]:
 
 def _default(f: dataclasses.Field) -> str:
     value = f.default
+    if value is None and "bool" in str(f.type):  # an unset flag is off (`fwd-legalize{explain}` sets it)
+        return "false"
     if value is dataclasses.MISSING or value is None:
         return "unset"
     if isinstance(value, bool):

@@ -118,3 +118,26 @@ def test_forward_shim_explain_prints_the_report(capsys, tmp_path):
     out = capsys.readouterr()
     assert "// legality report: cuda-forward:Dequant" in out.out + out.err
     assert "add_norm  covers [0, 1]" in out.out + out.err
+
+
+def test_the_report_says_which_stages_a_disabled_rule_would_have_taken(tmp_path, capsys):
+    """A stage a disabled rule would take is `<rule>: not run`, never "fwd-fuse would fuse it" (the
+    newcomer trial of 2026-12-07 read that fwd-fuse had not run); the rule is listed as not run, not
+    as one that did not fire. Run without `disable`, the module forgets the names."""
+    from fwdshim.passes.fuse import unfused_guards
+    from fwdshim.shim.contract import forward_shim
+    from support.ir import parse
+
+    m = parse(ADD_NORM_MUL)
+    FusePass(disable=("add_norm",)).apply(Context(), m)
+    rows = unfused_guards(m, forward_shim("dequant"))
+    norm = next(r for r in rows if r["op_name"] == "fwd.rms_norm")
+    assert (norm["rule"], norm["guard"]) == ("add_norm", "not run: fwd-fuse{disable=add_norm}")
+    path = tmp_path / "f.mlir"
+    path.write_text(ADD_NORM_MUL)
+    assert main([str(path), "-p", "forward-shim{disable=add_norm}", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "// not run (fwd-fuse{disable=...}): add_norm\n" in out and "did not fire: add_norm" not in out
+    assert 'fwd.fuse_disabled = ["add_norm"]' in out
+    FusePass().apply(Context(), m)
+    assert "fwd.fuse_disabled" not in m.attributes and "add_norm" in _classes(m)

@@ -263,10 +263,10 @@ def test_profile_times_the_step_run_runs_by_default():
 
 
 def test_the_readmes_python_example_runs(tmp_path, capsys, monkeypatch):
-    """The README's Python snippet, on a tiny model in place of `model.gguf`: it runs as written."""
+    """docs/running.md's Python snippet (the API), on a tiny model in place of `model.gguf`: it runs as written."""
     import re as _re
 
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "running.md").read_text()
     code = _re.search(r"```python\n(.*?)```", text, _re.S).group(1)
     path = tiny(tmp_path)
     monkeypatch.chdir(tmp_path)

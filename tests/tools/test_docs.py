@@ -29,3 +29,4 @@ def test_every_option_of_every_pass_is_documented():
     for option in ("numerics", "mode", "explain", "disable", "order"):
         assert f"| `{option}` |" in text
     assert "| `<tuning>` (" in text and "|  |" not in text  # no option without its docstring
+    assert "| `explain` | `false` |" in text  # an unset flag is off, as --help says
