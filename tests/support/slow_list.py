@@ -15,7 +15,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-LIST = Path(__file__).resolve().parents[2] / "slow_tests.txt"
+LIST = Path(__file__).resolve().parents[1] / "slow_tests.txt"
 HEADER = """\
 # Tests marked `slow` (tests/conftest.py): left out of the default run, run by CI's second command.
 # Each took {over} s or more (setup, call and teardown) in `pytest -n 2 --durations=0` on the 2-core
