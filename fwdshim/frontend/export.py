@@ -179,8 +179,9 @@ def write_llama(
     pre: str = "default",
     alignment: int | None = None,
 ) -> Path:
-    """A GGUF `llama` file of `params` holding `weights` (float arrays by GGUF tensor name, logical
-    shape `[N, K]`, Q/K rows in the halves layout, permuted here unless `permute=False`).
+    """A GGUF file of `params` (architecture `params.arch`: `llama` or `qwen2`) holding `weights` (float
+    arrays by GGUF tensor name, logical shape `[N, K]`, Q/K rows in the halves layout, permuted here
+    for a `llama` file unless `permute=False`; optional tensors, the biases, written when given).
 
     `types`: a GGML type per tensor (default `default_type` of its role). `vocab`: `(tokens, merges,
     token_types)` of a byte-level BPE vocabulary (`byte_vocab`), written as `tokenizer.ggml.*`.
@@ -190,7 +191,7 @@ def write_llama(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with written(path) as tmp:
-        w = gguf.GGUFWriter(tmp, "llama")
+        w = gguf.GGUFWriter(tmp, params.arch)
         if alignment is not None:
             w.add_custom_alignment(alignment)
         w.add_name(name)
@@ -230,7 +231,7 @@ def write_llama(
             if use.optional and tname not in weights:
                 continue
             a = np.asarray(weights[tname], dtype=np.float32).reshape(use.shape)
-            if permute and tname.startswith("blk.") and tname.split(".")[2] in ("attn_q", "attn_k"):
+            if permute and params.arch == "llama" and tname.startswith("blk.") and tname.split(".")[2] in ("attn_q", "attn_k"):
                 a = permute_rows(a, params.h if tname.split(".")[2] == "attn_q" else params.kv)
             qtype = (types or {}).get(tname, default_type(use.role))
             data = (

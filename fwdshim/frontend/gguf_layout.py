@@ -56,19 +56,22 @@ KEY_KINDS: dict[str, str] = {
     "general.architecture": STR,
     "general.alignment": INT,
     **{
-        f"llama.{k}": INT
-        for k in (
-            "block_count", "context_length", "embedding_length", "vocab_size", "attention.key_length",
-            "attention.value_length", "rope.dimension_count", "expert_count", "expert_used_count",
-        )
-    },
-    **{f"llama.{k}": LAYERED for k in ("feed_forward_length", "attention.head_count", "attention.head_count_kv")},
-    "llama.rope.freq_base": REAL,
-    "llama.attention.layer_norm_rms_epsilon": REAL,
-    "llama.rope.scaling.type": STR,
-    "llama.rope.scaling.factor": REAL,
-    "llama.rope.scale_linear": REAL,
-    "llama.attention.causal": BOOL,
+        f"{arch}.{k}": kind
+        for arch in ("llama", "qwen2")  # gguf_model.ARCHITECTURES
+        for k, kind in {
+            **dict.fromkeys((
+                "block_count", "context_length", "embedding_length", "vocab_size", "attention.key_length",
+                "attention.value_length", "rope.dimension_count", "expert_count", "expert_used_count",
+            ), INT),
+            **dict.fromkeys(("feed_forward_length", "attention.head_count", "attention.head_count_kv"), LAYERED),
+            "rope.freq_base": REAL,
+            "attention.layer_norm_rms_epsilon": REAL,
+            "rope.scaling.type": STR,
+            "rope.scaling.factor": REAL,
+            "rope.scale_linear": REAL,
+            "attention.causal": BOOL,
+        }.items()
+    },  # fmt: skip
     "tokenizer.ggml.model": STR,
     "tokenizer.ggml.pre": STR,
     "tokenizer.ggml.tokens": STRS,

@@ -1,4 +1,4 @@
-"""A GGUF `llama` model file: reading and checking it, its hyperparameters and tensors, its weights
+"""A GGUF `llama` or `qwen2` model file (`ARCHITECTURES`): reading and checking it, its hyperparameters and tensors, its weights
 (Q/K rows un-permuted); the `fwd` IR of one decode step described below is written by `step_ir`.
 
 `importer.import_gguf(path, requantize="none", context=4096)` (the whole import) reads a GGUF file of architecture `llama` (dense,
@@ -216,6 +216,9 @@ class LlamaParams:
     rope_factors: tuple[float, ...] | None = None
     """Each rope frequency's divisor (`half` of them): the `rope_freqs.weight` tensor (Llama 3.1/3.2)
     times a linear `rope.scaling.factor`; None: plain rope."""
+    arch: str = "llama"
+    """The file's `general.architecture` (`ARCHITECTURES`): the prefix of its keys. `llama` files store
+    each head's Q/K rows permuted for interleaved rope (un-permuted when read); `qwen2` files do not."""
 
     @property
     def half(self) -> int:
@@ -238,25 +241,25 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
     arch = field_value(reader, "general.architecture")
     if arch is None:
         raise ModelError(f"{path}: no `general.architecture` in the GGUF metadata")
-    if arch != "llama":
-        raise ModelError(f"{path}: unsupported architecture `{arch}` (fwdshim imports `llama`, dense or MoE)")
+    if arch not in ARCHITECTURES:
+        raise ModelError(f"{path}: unsupported architecture `{arch}` (fwdshim imports {_archs()})")
 
     # every width the step is built of is a dimension of some tensor: bounded before anything sized by it
     widest = max((int(n) for t in reader.tensors for n in t.shape.tolist()), default=0)
 
     def count(key: str, default: int | None = None, least: int = 1, width: bool = True) -> int:
-        v = field_value(reader, f"llama.{key}", default)
+        v = field_value(reader, f"{arch}.{key}", default)
         if v is None:
-            raise ModelError(f"{path}: no `llama.{key}` in the GGUF metadata")
+            raise ModelError(f"{path}: no `{arch}.{key}` in the GGUF metadata")
         if isinstance(v, (list, tuple, np.ndarray)):  # one a layer (`gguf_layout.LAYERED`): every layer alike
             v = per_layer(key, [int(x) for x in v])
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise ModelError(f"{path}: `llama.{key}` = {v!r} is not a whole number")
+            raise ModelError(f"{path}: `{arch}.{key}` = {v!r} is not a whole number")
         if v < least:
-            raise ModelError(f"{path}: `llama.{key}` = {v}: fwdshim needs at least {least}")
+            raise ModelError(f"{path}: `{arch}.{key}` = {v}: fwdshim needs at least {least}")
         if width and v > widest:
             raise ModelError(
-                f"{path}: `llama.{key}` = {v} is wider than any tensor of the file "
+                f"{path}: `{arch}.{key}` = {v} is wider than any tensor of the file "
                 f"(the widest dimension is {widest})"
             )
         return int(v)
@@ -264,39 +267,39 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
     def per_layer(key: str, values: list[int]) -> int:
         n = count("block_count", width=False)
         if len(values) != n:
-            raise ModelError(f"{path}: `llama.{key}` holds {len(values)} values, one a layer, for {n} layers")
+            raise ModelError(f"{path}: `{arch}.{key}` holds {len(values)} values, one a layer, for {n} layers")
         if len(set(values)) > 1:
             shown = ", ".join(map(str, values[:8])) + (", ..." if len(values) > 8 else "")
             raise ModelError(
-                f"{path}: `llama.{key}` differs between layers ({shown}): fwdshim builds every layer alike"
+                f"{path}: `{arch}.{key}` differs between layers ({shown}): fwdshim builds every layer alike"
             )
         return values[0]
 
     def real(key: str, default: float, positive: bool) -> float:
-        v = field_value(reader, f"llama.{key}", default)
+        v = field_value(reader, f"{arch}.{key}", default)
         if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not np.isfinite(v):
-            raise ModelError(f"{path}: `llama.{key}` = {v!r} is not a finite number")
+            raise ModelError(f"{path}: `{arch}.{key}` = {v!r} is not a finite number")
         if v < 0 or (positive and v == 0):
             must = "positive" if positive else "non-negative"
-            raise ModelError(f"{path}: `llama.{key}` = {v}: must be {must}")
+            raise ModelError(f"{path}: `{arch}.{key}` = {v}: must be {must}")
         return float(v)
 
     d, h = count("embedding_length"), count("attention.head_count")
     kv = count("attention.head_count_kv", h)
     if kv > h:  # the attention groups query heads over the key/value heads (the seed's K17)
         raise ModelError(
-            f"{path}: `llama.attention.head_count_kv` = {kv} > `llama.attention.head_count` = {h}: "
+            f"{path}: `{arch}.attention.head_count_kv` = {kv} > `{arch}.attention.head_count` = {h}: "
             "more key/value heads than query heads"
         )
     if h % kv:
         raise ModelError(
-            f"{path}: `llama.attention.head_count` = {h} is not a multiple of `llama.attention.head_count_kv` "
+            f"{path}: `{arch}.attention.head_count` = {h} is not a multiple of `{arch}.attention.head_count_kv` "
             f"= {kv}: the query heads do not group evenly over the key/value heads"
         )
-    if field_value(reader, "llama.attention.key_length") is None and d % h:
+    if field_value(reader, f"{arch}.attention.key_length") is None and d % h:
         raise ModelError(
-            f"{path}: `llama.embedding_length` = {d} is not a whole number of `llama.attention.head_count` = {h} "
-            "heads, and no `llama.attention.key_length` gives the head size"
+            f"{path}: `{arch}.embedding_length` = {d} is not a whole number of `{arch}.attention.head_count` = {h} "
+            f"heads, and no `{arch}.attention.key_length` gives the head size"
         )
     hd = count("attention.key_length", d // h)
     vd = count("attention.value_length", hd)
@@ -307,10 +310,10 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
     rope_dim = count("rope.dimension_count", hd)
     if rope_dim != hd:  # the rope kernel turns every dimension of a head (the seed's K07)
         why = "partial rotary embeddings are not supported" if rope_dim < hd else "a rope turns no more dimensions than a head has"
-        raise ModelError(f"{path}: `llama.rope.dimension_count` = {rope_dim} but heads are {hd} wide: {why}")
+        raise ModelError(f"{path}: `{arch}.rope.dimension_count` = {rope_dim} but heads are {hd} wide: {why}")
     if rope_dim % 2:
         raise ModelError(
-            f"{path}: `llama.rope.dimension_count` = {rope_dim}: rope turns an even number of a head's "
+            f"{path}: `{arch}.rope.dimension_count` = {rope_dim}: rope turns an even number of a head's "
             f"{hd} dimensions"
         )
     refuse_metadata(reader, path)
@@ -319,12 +322,12 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
     vocab = count("vocab_size", len(tokens.data) if tokens is not None else None)
     if tokens is not None and len(tokens.data) != vocab:  # ids past the list would print as nothing
         raise ModelError(
-            f"{path}: `tokenizer.ggml.tokens` holds {len(tokens.data)} tokens, but `llama.vocab_size` = {vocab}"
+            f"{path}: `tokenizer.ggml.tokens` holds {len(tokens.data)} tokens, but `{arch}.vocab_size` = {vocab}"
         )
     n_expert = count("expert_count", 0, least=0)
     top_k = count("expert_used_count", 0, least=0, width=False)
     if n_expert and not 1 <= top_k <= n_expert:
-        raise ModelError(f"{path}: `llama.expert_used_count` = {top_k} for {n_expert} experts")
+        raise ModelError(f"{path}: `{arch}.expert_used_count` = {top_k} for {n_expert} experts")
     return LlamaParams(
         n_layer=count("block_count", width=False),
         d=d,
@@ -340,14 +343,24 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
         top_k=top_k,
         context_length=count("context_length", 0, least=0, width=False),
         rope_factors=factors,
+        arch=arch,
     )
 
 
 # The `llama.*` keys the import reads, or that change nothing the step computes. Every other
 # `llama.*` key is refused by name (`refuse_metadata`): a key fwdshim ignored could change what the
 # model computes (llama.cpp reads it) while fwdshim silently computed something else.
+ARCHITECTURES = ("llama", "qwen2")
+"""The `general.architecture` values the import takes: Llama (and Mistral, SmolLM: `llama` files) and
+Qwen2 (Qwen2.5: biases on the Q/K/V projections, which the step adds after its matmuls)."""
+
+
+def _archs() -> str:
+    return " and ".join(f"`{a}`" for a in ARCHITECTURES) + ", dense or MoE"
+
+
 _READ_KEYS = frozenset(
-    "llama." + k
+    k
     for k in (
         "context_length", "embedding_length", "block_count", "feed_forward_length", "vocab_size",
         "expert_count", "expert_used_count", "attention.head_count", "attention.head_count_kv",
@@ -406,10 +419,11 @@ def refuse_metadata(reader: gguf.GGUFReader, path: str | Path) -> None:
     `rope.scaling.factor` (`rope_factors`), `attention.causal` true, attention/output biases (the
     step adds them). Raises: ModelError naming the first other key (what it asks for, when known) or
     tensor (qk-norm, feed-forward biases, ...)."""
+    arch = field_value(reader, "general.architecture", "llama")
     for key in reader.fields:
-        if not key.startswith("llama.") or key in _READ_KEYS:
+        if not key.startswith(f"{arch}.") or key.removeprefix(f"{arch}.") in _READ_KEYS:
             continue
-        what = _REFUSED_KEYS.get(key.removeprefix("llama."))
+        what = _REFUSED_KEYS.get(key.removeprefix(f"{arch}."))
         value = _short(field_value(reader, key))
         if what is not None:
             raise ModelError(f"{path}: `{key}` = {value} asks for {what}, which fwdshim does not compute")
@@ -417,12 +431,12 @@ def refuse_metadata(reader: gguf.GGUFReader, path: str | Path) -> None:
             f"{path}: metadata key `{key}` = {value} is not one fwdshim reads (it may change the "
             "computation, so the model is refused rather than run without it)"
         )
-    if field_value(reader, "llama.attention.causal", True) is not True:
-        raise ModelError(f"{path}: `llama.attention.causal` = false: fwdshim computes causal attention only")
-    scaling = field_value(reader, "llama.rope.scaling.type", "none")
+    if field_value(reader, f"{arch}.attention.causal", True) is not True:
+        raise ModelError(f"{path}: `{arch}.attention.causal` = false: fwdshim computes causal attention only")
+    scaling = field_value(reader, f"{arch}.rope.scaling.type", "none")
     if scaling not in ("none", "linear"):
         raise ModelError(
-            f"{path}: `llama.rope.scaling.type` = {scaling!r} is not computed (fwdshim turns plain or "
+            f"{path}: `{arch}.rope.scaling.type` = {scaling!r} is not computed (fwdshim turns plain or "
             "linearly scaled rope angles, and the `rope_freqs.weight` factors)"
         )
     for t in reader.tensors:
@@ -464,7 +478,8 @@ def rope_factors(reader: gguf.GGUFReader, path: str | Path, half: int) -> tuple[
             raise ModelError(f"{path}: tensor `{ROPE_FREQS}` holds a factor that is not finite and positive")
         factors *= values
         scaled = True
-    key = next((k for k in ("llama.rope.scaling.factor", "llama.rope.scale_linear") if k in reader.fields), None)
+    arch = field_value(reader, "general.architecture", "llama")
+    key = next((k for k in (f"{arch}.rope.scaling.factor", f"{arch}.rope.scale_linear") if k in reader.fields), None)
     if key is not None:  # llama.cpp divides the frequencies by it whatever the scaling type (`freq_scale`)
         f = field_value(reader, key)
         if isinstance(f, bool) or not isinstance(f, (int, float, np.number)) or not np.isfinite(f) or f < 0:
@@ -542,7 +557,7 @@ def check_tensors(reader: gguf.GGUFReader, p: LlamaParams, path: str | Path) -> 
     blocks = 1 + max((int(m.group(1)) for n in have if (m := _BLOCK.match(n))), default=-1)
     if blocks != p.n_layer:  # before building a tensor list of `block_count` layers
         held = f"tensors of {blocks} blocks (blk.0 to blk.{blocks - 1})" if blocks else "no `blk.N` tensors"
-        raise ModelError(f"{path}: `llama.block_count` = {p.n_layer}, but the file holds {held}")
+        raise ModelError(f"{path}: `{p.arch}.block_count` = {p.n_layer}, but the file holds {held}")
     uses = expected_tensors(p, tied="output.weight" not in have)
     for name, use in uses.items():
         t = have.get(name)
@@ -673,8 +688,8 @@ class ModelWeights:
             shape = shape[1:]
         raw = t.data
         check_finite(self.source, WeightData(name, ggml_of(t.tensor_type), shape, np.asarray(raw).reshape(*shape[:-1], -1)))
-        m = _QK.fullmatch(name)  # checked first: an error names the file's rows, not these
-        if m:
+        m = _QK.fullmatch(name) if self.params.arch == "llama" else None  # qwen2 files keep HF's rows
+        if m:  # checked first: an error names the file's rows, not these
             heads = self.params.h if m.group(1) == "q" else self.params.kv
             raw = unpermute_rows(np.asarray(raw).reshape(shape[0], -1), heads).reshape(raw.shape)
         wd = WeightData(name, ggml_of(t.tensor_type), shape, np.asarray(raw).reshape(*shape[:-1], -1))

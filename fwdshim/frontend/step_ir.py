@@ -144,13 +144,13 @@ def describe(p: LlamaParams, source: Path, weights: Path, converted: dict[str, Q
     """The comment lines heading an imported step: the model, where its weights are, the context."""
     mix = f", {_count(p.n_expert, 'expert')} top-{p.top_k}" if p.moe else ""
     lines = [
-        f"// fwdshim import of {_comment_text(source.name)}: llama, {_count(p.n_layer, 'layer')}, d {p.d}, ff {p.ff}{mix}, "
+        f"// fwdshim import of {_comment_text(source.name)}: {p.arch}, {_count(p.n_layer, 'layer')}, d {p.d}, ff {p.ff}{mix}, "
         f"{_count(p.h, 'head')} / {_count(p.kv, 'kv head')} of {p.hd}, rope base {p.rope_base:g}"
         + (" (frequencies divided by their rope factors)" if p.rope_factors else "")
         + f", vocab {p.vocab}",
         f"// weights: {_comment_text(str(weights))}"
         + (f" ({_count(len(converted), 'tensor')} converted by fwdshim)" if converted else ""),
-        "// the Q/K rows of each layer are un-permuted from GGUF's interleaved layout when loaded",
+        *(["// the Q/K rows of each layer are un-permuted from GGUF's interleaved layout when loaded"] if p.arch == "llama" else []),
         f"// context capacity l = {context}; per token the runner passes the embedding row, the rope angles",
         "// and the cache rows written so far, and appends the returned k, v rows",
     ]

@@ -13,6 +13,7 @@ written fresh by each test.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -103,6 +104,41 @@ def test_tiny_llama_against_transformers(tmp_path, monkeypatch, torch, source):
     assert err[:LOGIT_STEPS].max() <= TOL, err
     assert gen.tokens == peer_tokens
     assert len(set(gen.tokens)) > 3  # a sequence that moves: rope and the cache matter
+
+
+def qwen2_weights(params: LlamaParams, seed: int) -> dict[str, np.ndarray]:
+    """Random weights of a Qwen2 step: a llama's, with a bias on each Q, K and V projection."""
+    w = random_llama(params, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    for i in range(params.n_layer):
+        for name, n in (("attn_q", params.h * params.hd), ("attn_k", params.kv * params.hd), ("attn_v", params.kv * params.hd)):
+            w[f"blk.{i}.{name}.bias"] = (0.5 * rng.standard_normal(n)).astype(np.float32)
+    return w
+
+
+TINY_QWEN2 = dataclasses.replace(TINY, arch="qwen2", rope_base=1000000.0, eps=1e-6)
+
+
+@pytest.mark.parametrize("source", ["q8_0", "q4_1 requantized"])
+def test_tiny_qwen2_against_transformers(tmp_path, monkeypatch, torch, source):
+    """issue 41: a Qwen2 file (biases on Q/K/V; rows as Hugging Face writes them, never permuted),
+    loaded by transformers' own GGUF loader: the same greedy tokens and logits within TOL. The biases
+    are large (0.5), so a step that dropped one, or rows un-permuted as a llama's, would fail."""
+    monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
+    w = qwen2_weights(TINY_QWEN2, seed=17)
+    types = {n: QT.Q4_1 for n, a in w.items() if a.ndim == 2 and n != "token_embd.weight"} if source != "q8_0" else None
+    path = write_llama(tmp_path / "qwen2.gguf", TINY_QWEN2, w, types=types, vocab=byte_vocab(), pre="qwen2")
+    model = import_gguf(path, context=64, requantize="q8_0")
+    assert model.params.arch == "qwen2" and model.params.rope_base == 1000000.0
+    step = str(model.module)
+    assert step.count("fwd.elementwise add") == 2 * 3 + 2 * 2  # three biases and two residuals a layer
+    hf = hf_model(torch, model)
+    assert type(hf).__name__ == "Qwen2ForCausalLM"
+    prompt = [int(t) for t in np.random.default_rng(2).integers(0, TINY.vocab, 6)]
+    gen, peer_tokens, err = compare(torch, hf, model, prompt)
+    assert err[:LOGIT_STEPS].max() <= TOL, err
+    assert gen.tokens == peer_tokens
+    assert len(set(gen.tokens)) > 3
 
 
 # ---------------------------------------------------------------------------------------------
