@@ -76,7 +76,6 @@ def verifier_rules(op: type) -> list[str]:
     `raise VerifyException(message)` of the `verify_` and `verify_shapes` its class defines), each
     formatted value as its expression in braces, `self.` and `.type` left out."""
     import ast
-    import re
     import textwrap
 
     try:

@@ -235,7 +235,7 @@ def test_an_option_given_twice_is_one_line(tmp_path, pipeline, key, pass_text):
 @pytest.mark.parametrize(
     "pipeline, name, bad, known",
     [
-        ("forward-shim{bogus=1}", "forward-shim", "`bogus`", "numerics, mode"),
+        ("forward-shim{bogus=1}", "forward-shim", "`bogus`", "numerics, mode, explain, disable"),
         ("fwd-fuse,fwd-legalize{mode=mark colour=red}", "fwd-legalize", "`colour`", None),
     ],
 )
@@ -296,7 +296,7 @@ def test_parsing_diagnostics_are_written_as_every_other_diagnostic(tmp_path, spl
         (["-t", "numba{merg=false}"], "-t: `numba` has no option `merg` (its options: plan_only, the launch "
          "tuning's options (`fwdshim-opt --help` lists them); did you mean `merge`?)"),
         # a hyphenated name, as typed (xDSL reads it as `foo_bar` and said so in its own words)
-        (["-p", "fwd-fuse{foo-bar=1}"], "-p: `fwd-fuse` has no option `foo-bar` (its options: numerics, order)"),
+        (["-p", "fwd-fuse{foo-bar=1}"], "-p: `fwd-fuse` has no option `foo-bar` (its options: numerics, order, disable)"),
         # a list of booleans (xDSL says `given (True, False)`): named as written; a target has no pipeline to split
         (["-t", "numba{plan_only=true,false}"], "-t: option `plan_only` of `numba` takes one value, not the list `true,false`"),
         # no pass name after the comma: no hint that the comma meant one
