@@ -6,33 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.ir import context, parse
 from support.lanes import EveryClassLane, SharedLane
-from xdsl.context import Context
-from xdsl.dialects.builtin import Builtin, FileLineColLoc, ModuleOp
-from xdsl.dialects.func import Func
+from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
 
 from fwdshim.classes import Q8MatKind
-from fwdshim.diagnostics import LocatingParser
-from fwdshim.dialects.fwd import FusedOp, Fwd, StageOp, leaves, stages
+from fwdshim.dialects.fwd import FusedOp, StageOp, leaves, stages
 from fwdshim.passes.fuse import REMARK, FusePass, fuse_module
 from fwdshim.passes.pipeline import ForwardShimPass
 from fwdshim.passes.quantize_activations import QuantizeActivationsPass
 from fwdshim.shim.forward import ForwardShim
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def context() -> Context:
-    ctx = Context()
-    for d in (Builtin, Func, Fwd):
-        ctx.load_dialect(d)
-    return ctx
-
-
-def parse(text: str, name: str = "t.mlir") -> ModuleOp:
-    module = LocatingParser(context(), text, name).parse_module()
-    module.verify()
-    return module
 
 
 def fused(module: ModuleOp) -> list[tuple[str, tuple[int, ...]]]:
