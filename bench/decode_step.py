@@ -2,6 +2,7 @@
 host time, kernels per layer, the HBM floor, and the ratios.
 
     python bench/decode_step.py [--shapes smollm2,llama8b] [--numerics dequant,int8-act]
+        [--weights q8_0,q4_k_m] [--llama-bench /tmp/llamacpp/bin/llama-bench]
         [--context 1024] [--fill 512] [--steps 64] [--no-torch] [--check] [--results bench/RESULTS.md]
         [--json FILE] [--label TEXT] [--tuning KEY=VALUE ...] [--leave-out REGEX ...] [--empty REGEX ...]
         [--timeline REGEX]
@@ -22,7 +23,10 @@ is decoded by `runner.Decoder` on the GPU at cache fill F (`--fill`, `Decoder.as
   buffers (static cache of `--context` rows, masked attention, greedy argmax inside the step), run
   eager and through `torch.compile(mode="reduce-overhead")` (CUDA graphs), `--steps` steps each.
 
-`--check` first decodes 3 tokens on the GPU and the CPU executor (SmolLM2 shape) and prints their
+`--weights` picks the files' types (`MIXES`: every matrix Q8_0, Q4_0, Q4_1, Q5_K or Q6_K, or `q4_k_m`,
+llama.cpp's Q4_K_M mix: Q4_K, with Q6_K for output and for attn_v and ffn_down in its `use_more_bits`
+layers); `--llama-bench PATH` also times llama.cpp's `llama-bench` on each same file in the same run
+(`llama.cpp us`, and our wall time over it). `--check` first decodes 3 tokens on the GPU and the CPU executor (SmolLM2 shape) and prints their
 relative difference. `--tuning KEY=VALUE` (repeatable) builds the step under that `Tuning` field
 (`fwdshim.codegen.tuning`: `--tuning pre_wait_loads=0`, `--tuning merge=false`), so one device call can
 time a tree with and without a choice; the table's label names it. `--leave-out REGEX` (repeatable) also times each shape
@@ -126,17 +130,127 @@ def write_random_q8_0(path: Path, shape: dict, context: int, seed: int = 1, gain
     return path
 
 
-def load(name: str, context: int):
+MIXES = ("q8_0", "q4_0", "q4_1", "q5_k", "q6_k", "q4_k_m")
+"""The weight mixes `--weights` writes: every matrix of one type, or `q4_k_m` (`mix_types`)."""
+
+_BLOCK = {  # type: (values a block, bytes a block, byte offsets of its f16 scales, divisor of its scale)
+    "q4_0": (32, 18, (0,), 8), "q4_1": (32, 20, (0, 2), 8), "q5_0": (32, 22, (0,), 16), "q5_1": (32, 24, (0, 2), 16),
+    "q2_k": (256, 84, (80, 82), 64), "q3_k": (256, 110, (108,), 128), "q4_k": (256, 144, (0, 2), 256),
+    "q5_k": (256, 176, (0, 2), 512), "q6_k": (256, 210, (208,), 4096), "q8_0": (32, 34, (0,), 128),
+}  # fmt: skip
+"""The layout facts a random file of each type needs (GGML's block formats); the divisor keeps a
+row's values near `gain / sqrt(K)` (its largest quant times its largest sub-block scale)."""
+
+
+def use_more_bits(i: int, n: int) -> bool:
+    """llama.cpp's `use_more_bits` (llama-quant.cpp): the layers whose attn_v and ffn_down a Q4_K_M
+    file keeps in Q6_K."""
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+_FALLBACK = {"q2_k": "q4_0", "q3_k": "q4_0", "q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0"}
+"""llama.cpp's quantize's type for a K-quant's matrix whose rows are not whole super-blocks of 256."""
+
+
+def mix_types(mix: str, name: str, n_layer: int, k: int = 256) -> str:
+    """The GGML type of matrix `name` (rows of `k` values) in a file of `mix` (`MIXES`): `q4_k_m` as
+    llama.cpp's quantize mixes it (Q4_K; Q6_K for output.weight, and for attn_v and ffn_down in
+    `use_more_bits` layers); a K-quant's rows not of whole super-blocks take its fallback (`_FALLBACK`)."""
+    t = mix
+    if mix == "q4_k_m":
+        t = "q4_k"
+        if name == "output.weight":
+            t = "q6_k"
+        elif name.startswith("blk.") and name.endswith(("attn_v.weight", "ffn_down.weight")):
+            t = "q6_k" if use_more_bits(int(name.split(".")[1]), n_layer) else "q4_k"
+    return _FALLBACK[t] if t in _FALLBACK and k % 256 else t
+
+
+def write_random(path: Path, shape: dict, context: int, mix: str, seed: int = 1, gain: float = 1.0) -> Path:
+    """A `llama` GGUF of `shape` whose matrices are random blocks of `mix`'s types (random bytes, each
+    block's f16 scales set to `gain / sqrt(K) / divisor` times 0.5..1.5), vectors `1 + N(0, 0.1)`
+    F32. Q8_0 is `write_random_q8_0`'s file."""
+    if mix == "q8_0":
+        return write_random_q8_0(path, shape, context, seed, gain)
+    import gguf
+    from gguf import GGMLQuantizationType as QT
+
+    from fwdshim.frontend.gguf_model import LlamaParams, expected_tensors
+
+    p = LlamaParams(**{k: v for k, v in shape.items() if k != "tied"}, context_length=context)
+    rng = np.random.default_rng(seed)
+    pool = rng.integers(0, 256, size=1 << 27, dtype=np.uint8)
+    tmp = path.with_suffix(".tmp")
+    w = gguf.GGUFWriter(tmp, "llama")
+    w.add_name(f"fwdshim-bench-random-{mix}")
+    for add, v in ((w.add_block_count, p.n_layer), (w.add_context_length, context), (w.add_embedding_length, p.d),
+                   (w.add_feed_forward_length, p.ff), (w.add_head_count, p.h), (w.add_head_count_kv, p.kv),
+                   (w.add_rope_dimension_count, p.rope_dim), (w.add_rope_freq_base, p.rope_base),
+                   (w.add_layer_norm_rms_eps, p.eps), (w.add_vocab_size, p.vocab)):  # fmt: skip
+        add(v)
+    w.add_tokenizer_model("none")
+    for name, use in expected_tensors(p, tied=shape["tied"]).items():
+        if use.optional:
+            continue
+        if len(use.shape) == 1:
+            w.add_tensor(name, (1.0 + 0.1 * rng.standard_normal(use.shape)).astype(np.float32), raw_dtype=QT.F32)
+            continue
+        n, k = use.shape
+        t = mix_types(mix, name, p.n_layer, k)
+        per, size, f16s, div = _BLOCK[t]
+        nb = n * k // per
+        start = int(rng.integers(0, pool.size - 1))
+        raw = np.resize(np.roll(pool, -start)[: nb * size] if nb * size <= pool.size else pool, nb * size).reshape(nb, size)
+        for off in f16s:
+            d = (gain / np.sqrt(k) / div * (0.5 + rng.random(nb))).astype(np.float16)
+            raw[:, off : off + 2] = d.view(np.uint8).reshape(nb, 2)
+        w.add_tensor(name, raw.reshape(n, k // per * size), raw_dtype=QT[t.upper()])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp, path)
+    return path
+
+
+def model_path(name: str, context: int, mix: str = "q8_0") -> Path:
+    """The random file of shape `name` and weights `mix` (written once, under the temp directory)."""
+    path = Path(tempfile.gettempdir()) / "fwdshim_bench" / f"{name}_{mix}_c{context}.gguf"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        write_random(path, SHAPES[name], context, mix)
+    return path
+
+
+def load(name: str, context: int, mix: str = "q8_0"):
     try:
         from fwdshim.frontend.importer import import_gguf
     except ImportError:  # an older checkout (FWDSHIM_SRC)
         from fwdshim.importer import import_gguf
 
-    path = Path(tempfile.gettempdir()) / "fwdshim_bench" / f"{name}_q8_0_c{context}.gguf"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists():
-        write_random_q8_0(path, SHAPES[name], context)
-    return import_gguf(path, context=context)
+    return import_gguf(model_path(name, context, mix), context=context)
+
+
+def bench_llamacpp(out: list, binary: str, path: Path, name: str, mix: str, args) -> float | None:
+    """µs a token of llama.cpp's `llama-bench` on the same file (CUDA, all layers on the GPU, flash
+    attention, `--steps` tokens generated after a context of `--fill`, 3 repetitions); None (and an
+    error record) when it fails."""
+    import subprocess
+
+    cmd = [binary, "-m", str(path), "-ngl", "99", "-fa", "1", "-p", "0", "-n", str(args.steps), "-d", str(args.fill),
+           "-r", "3", "-o", "jsonl"]  # fmt: skip
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        recs = [json.loads(ln) for ln in res.stdout.splitlines() if ln.startswith("{")]
+        ts = [r["avg_ts"] for r in recs if r.get("n_gen")]
+        if res.returncode or not ts:
+            raise RuntimeError(f"exit {res.returncode}: {(res.stderr or res.stdout)[-400:]}")
+    except Exception as e:  # noqa: BLE001 - the peer failing must not lose our rows
+        emit(out, what="error", shape=name, weights=mix, numerics="llama.cpp", error=f"{type(e).__name__}: {e}")
+        return None
+    us = 1e6 / ts[0]
+    emit(out, what="llama.cpp", shape=name, weights=mix, us_per_token=round(us, 1), cmd=" ".join(cmd))
+    return us
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,7 +405,7 @@ def timeline_window(marks: list, per_layer: int) -> range | None:
 
 
 def bench_fwdshim(out: list, name: str, m, numerics: str, args, ceiling: float, leave_out: str = "", empty: bool = False,
-                  stamp: str = "") -> dict:  # fmt: skip
+                  stamp: str = "", mix: str = "q8_0") -> dict:  # fmt: skip
     try:
         from fwdshim.tools.runner import Decoder, generate
     except ImportError:  # an older checkout (FWDSHIM_SRC)
@@ -326,7 +440,7 @@ def bench_fwdshim(out: list, name: str, m, numerics: str, args, ceiling: float, 
     floor = nbytes / (ceiling * 1e9) * 1e6
     label = f" with /{leave_out}/ empty" if empty else f" without /{leave_out}/" if leave_out else ""
     rec = dict(
-        what="fwdshim", shape=name, numerics=numerics + label + (f" with /{stamp}/ stamped" if stamp else ""), fill=fill, wall_us=round(wall, 1), graph_us=round(graph, 1),
+        what="fwdshim", shape=name, weights=mix, numerics=numerics + label + (f" with /{stamp}/ stamped" if stamp else ""), fill=fill, wall_us=round(wall, 1), graph_us=round(graph, 1),
         host_us=round(wall - graph, 1), host_share=round((wall - graph) / wall, 3), tokens_per_s=round(1e6 / wall, 1),
         kernels=loop.kernel_count, kernels_per_layer=round(loop.kernel_count / n_layer, 2), step_mb=round(nbytes / 1e6, 1),
         floor_us=round(floor, 1), build_s=round(build_s, 1), tokens=gen.tokens[:8],
@@ -485,6 +599,12 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=64, help="tokens timed per row, after 8 warm-up tokens (default 64)")
     ap.add_argument("--no-torch", action="store_true", help="leave out the PyTorch peer (eager and torch.compile)")
     ap.add_argument("--check", action="store_true", help="first compare 3 tokens' logits, GPU against the CPU executor (SmolLM2 shape)")
+    ap.add_argument("--weights", default="q8_0", help=f"weight mixes, comma-separated, of {', '.join(MIXES)} (default q8_0): "
+                    "every matrix of that type, or q4_k_m as llama.cpp's quantize mixes it (Q4_K; Q6_K for output and "
+                    "for attn_v and ffn_down in its use_more_bits layers)")
+    ap.add_argument("--llama-bench", default="", metavar="PATH",
+                    help="llama.cpp's llama-bench binary (../shared/tools/llamacpp/build.sh builds it): also time it on "
+                         "each same file (-ngl 99 -fa 1 -p 0 -n STEPS -d FILL)")
     ap.add_argument("--results", default="", help="append the table to this markdown file")
     ap.add_argument("--json", default="", help="write the measurements to this file, one JSON object a line")
     ap.add_argument("--label", default="", help="a label for the table's heading")
@@ -521,6 +641,11 @@ def main() -> None:
     for name in args.shapes.split(","):
         if name not in SHAPES:
             ap.error(f"--shapes: unknown shape {name!r} (known: {', '.join(SHAPES)})")
+    for mix in args.weights.split(","):
+        if mix not in MIXES:
+            ap.error(f"--weights: unknown mix {mix!r} (known: {', '.join(MIXES)})")
+    if args.llama_bench and not os.access(args.llama_bench, os.X_OK):
+        ap.error(f"--llama-bench {args.llama_bench}: no executable there (../shared/tools/llamacpp/build.sh builds it)")
     for numerics in args.numerics.split(","):
         if numerics not in ("dequant", "int8-act", "two-pass-int8"):
             ap.error(f"--numerics: unknown numerics {numerics!r} (dequant, int8-act, two-pass-int8)")
@@ -536,8 +661,8 @@ def main() -> None:
     ceiling = read_ceiling_gbs()
     emit(out, what="read_ceiling", gbs=round(ceiling, 1))
     rows = []
-    for name in args.shapes.split(","):
-        m = load(name, args.context)
+    for name, mix in ((n, x) for n in args.shapes.split(",") for x in args.weights.split(",")):
+        m = load(name, args.context, mix)
         if args.check and name == "smollm2":
             try:
                 from fwdshim.tools.runner import Decoder
@@ -557,25 +682,30 @@ def main() -> None:
             rows_of = [("", False, ""), *((r, False, "") for r in args.leave_out), *((r, True, "") for r in args.empty)]
             for regex, empty, stamp in rows_of + ([("", False, args.timeline)] if args.timeline else []):
                 try:
-                    recs.append(bench_fwdshim(out, name, m, numerics, args, ceiling, regex, empty, stamp))
+                    recs.append(bench_fwdshim(out, name, m, numerics, args, ceiling, regex, empty, stamp, mix))
                 except Exception as e:  # noqa: BLE001 - one failing row must not lose the others
-                    emit(out, what="error", shape=name, numerics=numerics, error=f"{type(e).__name__}: {e}")
+                    emit(out, what="error", shape=name, weights=mix, numerics=numerics, error=f"{type(e).__name__}: {e}")
         del m
         peer = {}
-        if not args.no_torch:
+        if args.llama_bench:
+            peer["llama.cpp"] = bench_llamacpp(out, args.llama_bench, model_path(name, args.context, mix), name, mix, args)
+        if not args.no_torch and mix == args.weights.split(",")[0]:
             try:
-                peer = bench_torch(out, name, args)
+                peer.update(bench_torch(out, name, args))
             except Exception as e:  # noqa: BLE001
                 emit(out, what="error", shape=name, numerics="torch", error=f"{type(e).__name__}: {e}")
         rows.extend((rec, peer) for rec in recs)
-    head = "| shape | numerics | wall us/token | tokens/s | graph us | host us (share) | kernels/layer | floor us | torch.compile us | torch eager us | wall ÷ compile |"
+    head = ("| shape | weights | numerics | wall us/token | tokens/s | graph us | host us (share) | kernels/layer | floor us | "
+            "of floor | llama.cpp us | wall ÷ llama.cpp | torch.compile us | torch eager us | wall ÷ compile |")
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
     for rec, peer in rows:
-        c, e = peer.get("compile"), peer.get("eager")
+        c, e, lc = peer.get("compile"), peer.get("eager"), peer.get("llama.cpp")
         ratio = f"{rec['wall_us'] / c:.2f}" if c else "-"
+        lratio = f"{rec['wall_us'] / lc:.2f}" if lc else "-"
         lines.append(
-            f"| {rec['shape']} | {rec['numerics']} | {rec['wall_us']} | {rec['tokens_per_s']} | {rec['graph_us']} | "
-            f"{rec['host_us']} ({100 * rec['host_share']:.1f}%) | {rec['kernels_per_layer']} | {rec['floor_us']} | "
+            f"| {rec['shape']} | {rec.get('weights', 'q8_0')} | {rec['numerics']} | {rec['wall_us']} | {rec['tokens_per_s']} | "
+            f"{rec['graph_us']} | {rec['host_us']} ({100 * rec['host_share']:.1f}%) | {rec['kernels_per_layer']} | "
+            f"{rec['floor_us']} | {rec['floor_us'] / rec['wall_us']:.0%} | {round(lc, 1) if lc else '-'} | {lratio} | "
             f"{round(c, 1) if c else '-'} | {round(e, 1) if e else '-'} | {ratio} |"
         )
     for rec, _ in rows:
@@ -594,7 +724,7 @@ def main() -> None:
         day = datetime.date.today().isoformat()
         text = (
             f"\n### {day} — {gpu} — `bench/decode_step.py`{' — ' + args.label if args.label else ''}\n\n"
-            f"Random Q8_0 models written from random blocks; context {args.context}, cache fill {args.fill}, "
+            f"Random models written from random blocks of each mix's types (`--weights`); context {args.context}, cache fill {args.fill}, "
             f"{args.steps} tokens timed per row (greedy, `generate(logits=False)`: the device loop). Read ceiling "
             f"{ceiling:.0f} GB/s (`torch.sum` over 4 GiB, same run); floor = bytes a step reads (weights as held "
             f"on the device, K/V rows at the fill) over it. Peer: a bf16 `nn.Module` of the same shape, caches, "

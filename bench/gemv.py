@@ -42,6 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fwdshim.tools.timing import L2_BYTES, Timer, empty_launch_us, streaming_read_kernel  # noqa: E402 - the timing library
 
+TYPES = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k")
+"""The weight types `--types` takes (`gemv_decode.BLOCK_TYPES`)."""
+
 BIG = [(4096, 4096), (14336, 4096), (4096, 14336)]
 SMALL = [(576, 576), (192, 576), (1536, 576), (576, 1536)]
 SHAPES = BIG
@@ -79,12 +82,24 @@ def parse_tag(tag: str) -> tuple:
     return (int(v), int(r), int(w), int(u), int(sp), int(b or 0), bool(p), int(a or 0))
 
 
-def sweep_shapes(n: int, k: int, act: str) -> list[tuple]:
+_AFFINE_BASES = ("v16r1w4u2s1 v16r2w4u2s1 v16r2w4u1s1 v16r4w4u1s1 v16r4w4u2s1 v16r2w8u2s2 v16r4w8u1s2 v16r1w4u4s1 "
+                 "v16r2w4u4s1 v16r2w8u1s4 v16r1w8u2s8 v16r2w4u2s4")
+"""The launch shapes `--sweep` times for an affine type (16-byte pieces of 32 values, no pipeline)."""
+
+
+def sweep_shapes(n: int, k: int, act: str, weights: str = "q8_0") -> list[tuple]:
     """The launch shapes (vec, rows, warps, unroll, split, blocks, prefetch) `--sweep` times for N x K
     under `act`: `_BASES`' (`_SMALL_BASES`' below K 2048) in each of `_VARIANTS` (a looping grid of
     so many blocks, an L2 prefetch of the rows), less those unrolling past a lane's steps and grids
     no smaller than one block per row group."""
     out = []
+    if weights != "q8_0":
+        for tag in _AFFINE_BASES.split():
+            v, r, w, u, sp = _parse(tag)
+            if u > 1 and u > k // 32 / (32 * sp):
+                continue
+            out.append((v, r, w, u, sp, 0, False, 0))
+        return out
     small = k < 2048
     tags = (_SMALL_BASES if small else _BASES)[act].split() + (_TALL_BASES.split() if small and n >= 8192 else [])
     for tag in dict.fromkeys(tags):
@@ -100,11 +115,12 @@ def sweep_shapes(n: int, k: int, act: str) -> list[tuple]:
 
 
 def kernel_for(spec: tuple):
-    """The Kernel of a spec (n, k, act, impl, shape): impl `before` or `after`, shape a `gemv.Shape` tuple."""
+    """The Kernel of a spec (weights, n, k, act, impl, shape): impl `before` or `after`, shape a
+    `gemv.Shape` tuple."""
     from fwdshim.codegen import gemv
 
-    n, k, act, impl, shape = spec
-    return gemv.gemv_q8(n, k, 1, act, gemv.Shape(*shape))
+    weights, n, k, act, impl, shape = spec
+    return gemv.gemv_blocks(n, k, 1, act, gemv.Shape(*shape), weights=weights)
 
 
 def before_shape(n: int, k: int, act: str) -> tuple:
@@ -211,22 +227,34 @@ def launches_for(copies: int) -> int:
 
 
 class Weights:
-    """`copies` copies of random Q8_0 weights of N x K (one allocation each for quants and scales)
-    and an activation, on the device."""
+    """`copies` copies of random weights of N x K of type `weights` (Q8_0: one allocation each for
+    quants and scales; an affine GGML type: random blocks of it, `ggml_blocks.random_raw`, in
+    `ggml_blocks.repack`'s layout) and an activation, on the device."""
 
-    def __init__(self, n: int, k: int, rng):
+    def __init__(self, n: int, k: int, rng, weights: str = "q8_0"):
         from numba import cuda
 
         nb = k // 32
         self.n, self.k = n, k
-        self.wbytes = n * k + n * nb * 4
-        self.copies = copies_for(self.wbytes)
-        qstride = -(-n * k // ALIGN) * ALIGN
-        dstride = -(-n * nb * 4 // ALIGN) * ALIGN // 4
-        qs = cuda.to_device(rng.integers(-127, 128, size=qstride * self.copies, dtype=np.int8))
-        dw = cuda.to_device((rng.random(dstride * self.copies) * 0.01).astype(np.float32))
-        self.qs = [qs[c * qstride : c * qstride + n * k] for c in range(self.copies)]
-        self.dw = [dw[c * dstride : c * dstride + n * nb] for c in range(self.copies)]
+        if weights != "q8_0":
+            from fwdshim import ggml_blocks as G
+
+            qt = G.QT[weights.upper()]
+            raw = G.random_raw(qt, n, k, rng)
+            parts = list(G.repack(raw, qt).values())  # in the kernel's parameter order
+            self.wbytes = sum(a.nbytes for a in parts)
+            self.file_bytes = raw.nbytes
+            self.copies = copies_for(self.wbytes)
+            self.parts = [[cuda.to_device(a) for a in parts] for _ in range(self.copies)]
+        else:
+            self.wbytes = self.file_bytes = n * k + n * nb * 4
+            self.copies = copies_for(self.wbytes)
+            qstride = -(-n * k // ALIGN) * ALIGN
+            dstride = -(-n * nb * 4 // ALIGN) * ALIGN // 4
+            qs = cuda.to_device(rng.integers(-127, 128, size=qstride * self.copies, dtype=np.int8))
+            dw = cuda.to_device((rng.random(dstride * self.copies) * 0.01).astype(np.float32))
+            self.parts = [[qs[c * qstride : c * qstride + n * k], dw[c * dstride : c * dstride + n * nb]]
+                          for c in range(self.copies)]  # fmt: skip
         self.x = cuda.to_device(rng.standard_normal(k).astype(np.float32))
         self.xq = cuda.to_device(rng.integers(-127, 128, size=k, dtype=np.int8))
         self.xd = cuda.to_device(rng.random(nb).astype(np.float32))
@@ -239,7 +267,7 @@ class Weights:
 
     def args(self, c: int, act: str) -> tuple:
         xs = (self.x,) if act == "f32" else (self.xq, self.xd)
-        return (self.qs[c], self.dw[c], *xs, self.y)
+        return (*self.parts[c], *xs, self.y)
 
 
 def time_kernel(timer, kern, w: Weights, act: str, reps: int) -> float:
@@ -319,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="processes compiling the kernels first")
     ap.add_argument("--no-torch", action="store_true", help="leave out torch's fp16 GEMV")
     ap.add_argument("--shapes", help="N x K pairs to time instead, e.g. 49152x576,4096x4096")
+    ap.add_argument("--types", default="q8_0", help="weight types, comma-separated, of " + ", ".join(TYPES) + " (default q8_0)")
     ap.add_argument("--try", dest="tries", help="launch-shape tags to time too, e.g. v16r2w4u1s1a4,v16r4w4u1s1a3 "
                     "(each where it builds for the N x K and numerics)")
     args = ap.parse_args(argv)
@@ -334,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError
         except ValueError:
             ap.error(f"--shapes {args.shapes}: expected N x K pairs such as 4096x4096,14336x4096 (K a multiple of 32)")
+    types = [t.strip().lower() for t in args.types.split(",") if t.strip()]
+    if not types or any(t not in TYPES for t in types):
+        ap.error(f"--types {args.types}: weight types of {', '.join(TYPES)}")
     if args.jobs < 1 or args.reps < 1:
         ap.error("--jobs and --reps are at least 1")
     require_gpu(ap)
@@ -343,13 +375,15 @@ def main(argv: list[str] | None = None) -> int:
     if picked:
         shapes = picked
     specs = []
-    for n, k in shapes:
-        for act in ("f32", "int8"):
-            specs.append((n, k, act, "before", before_shape(n, k, act)))
-            specs.append((n, k, act, "after", tuple(astuple(gemv.launch_shape(n, k, act)))))
-            if args.sweep:
-                specs += [(n, k, act, "after", s) for s in sweep_shapes(n, k, act)]
-            specs += [(n, k, act, "after", t) for t in tries]
+    for t in types:
+        for n, k in shapes:
+            for act in ("f32", "int8"):
+                if t == "q8_0":
+                    specs.append((t, n, k, act, "before", before_shape(n, k, act)))
+                specs.append((t, n, k, act, "after", tuple(astuple(gemv.block_shape(t, n, k, act)))))
+                if args.sweep:
+                    specs += [(t, n, k, act, "after", s) for s in sweep_shapes(n, k, act, t)]
+                specs += [(t, n, k, act, "after", tag) for tag in tries]
     specs = list(dict.fromkeys(specs))
     t = time.perf_counter()
     compiled = precompile(specs, args.jobs)
@@ -368,34 +402,36 @@ def main(argv: list[str] | None = None) -> int:
     ceiling = max(numba_ceiling, torch_ceiling)
     print(f"GPU {gpu}; read ceiling {ceiling:.0f} GB/s (Numba streaming read {numba_ceiling:.0f}, torch sum {torch_ceiling:.0f})")
     records, rows = [], []
-    for n, k in shapes:
-        w = Weights(n, k, rng)
-        for act, label in (("f32", "Q8_0 dequant"), ("int8", "Q8_0 int8-act")):
+    for wt, n, k in ((t, n, k) for t in types for n, k in shapes):
+        w = Weights(n, k, rng, wt)
+        for act, label in (("f32", f"{wt.upper()} dequant"), ("int8", f"{wt.upper()} int8-act")):
             res = {}
             for spec in specs:
-                if spec[:3] != (n, k, act) or spec in failed:
+                if spec[:4] != (wt, n, k, act) or spec in failed:
                     continue
                 kern = kernel_for(spec)
                 kern.compile()
                 ms = time_kernel(timer, kern, w, act, args.reps)
                 gbs = w.nbytes(act) / ms / 1e6
                 res[spec] = (ms, gbs, kern)
-                rec = dict(n=n, k=k, act=act, impl=spec[3], shape=list(spec[4]), us=ms * 1e3, gbs=gbs,
+                rec = dict(weights=wt, n=n, k=k, act=act, impl=spec[4], shape=list(spec[5]), us=ms * 1e3, gbs=gbs,
                            share=gbs / ceiling, regs=compiled[spec][1], grid=list(kern.grid), block=list(kern.block))
                 records.append(rec)
-            before = res.get((n, k, act, "before", before_shape(n, k, act)))
-            after_spec = (n, k, act, "after", tuple(astuple(gemv.launch_shape(n, k, act))))
+            before = res.get((wt, n, k, act, "before", before_shape(n, k, act)))
+            after_spec = (wt, n, k, act, "after", tuple(astuple(gemv.block_shape(wt, n, k, act))))
             after = res.get(after_spec)
-            best_spec = min((s for s in res if s[3] == "after"), key=lambda s: res[s][0], default=None)
+            best_spec = min((s for s in res if s[4] == "after"), key=lambda s: res[s][0], default=None)
+            if after is None and before is None:
+                continue
             floor = empty_ms(timer, (after or before)[2].grid, (after or before)[2].block, launches_for(w.copies), args.reps)
-            records.append(dict(n=n, k=k, act=act, impl="empty", us=floor * 1e3))
-            rows.append((label, n, k, before, after, res.get(best_spec) if args.sweep else None, best_spec, floor))
+            records.append(dict(weights=wt, n=n, k=k, act=act, impl="empty", us=floor * 1e3))
+            rows.append((label, wt, n, k, before, after, res.get(best_spec) if args.sweep or tries else None, best_spec, floor))
             if args.sweep or args.tries:
-                top = sorted((s for s in res if s[3] == "after"), key=lambda s: res[s][0])[:8]
-                print(f"{label} {n}x{k}: " + "; ".join(f"{gemv.Shape(*s[4]).tag} {res[s][1] / ceiling:.1%}" for s in top))
-        if not args.no_torch and (n, k) in BIG:
+                top = sorted((s for s in res if s[4] == "after"), key=lambda s: res[s][0])[:8]
+                print(f"{label} {n}x{k}: " + "; ".join(f"{gemv.Shape(*s[5]).tag} {res[s][1] / ceiling:.1%}" for s in top), flush=True)
+        if not args.no_torch and (n, k) in BIG and wt == types[0]:
             ms, nbytes = bench_torch(n, k, args.reps)
-            rows.append(("torch fp16 mv", n, k, (ms, nbytes / ms / 1e6, None), None, None, None, None))
+            rows.append(("torch fp16 mv", "", n, k, (ms, nbytes / ms / 1e6, None), None, None, None, None))
         del w
     if args.json:
         args.json.write_text(json.dumps(dict(gpu=gpu, ceiling=ceiling, numba_ceiling=numba_ceiling,
@@ -413,21 +449,21 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "",
         "| kernel | N x K | before us | before | after us | after GB/s | after | empty us | after / empty |"
-        + (" best (sweep) |" if args.sweep else ""),
-        "|---|---|---|---|---|---|---|---|---|" + ("---|" if args.sweep else ""),
+        + (" best (sweep) |" if args.sweep or tries else ""),
+        "|---|---|---|---|---|---|---|---|---|" + ("---|" if args.sweep or tries else ""),
     ]
-    for label, n, k, before, after, best, best_spec, floor in rows:
+    for label, wt, n, k, before, after, best, best_spec, floor in rows:
         if label.startswith("torch"):
             ms, gbs, _ = before
-            lines.append(f"| {label} | {n} x {k} | | | {ms * 1e3:.1f} | {gbs:.0f} | {gbs / ceiling:.1%} | | |" + (" |" if args.sweep else ""))
+            lines.append(f"| {label} | {n} x {k} | | | {ms * 1e3:.1f} | {gbs:.0f} | {gbs / ceiling:.1%} | | |" + (" |" if args.sweep or tries else ""))
             continue
         act = "f32" if "dequant" in label else "int8"
-        b = f"{before[0] * 1e3:.1f} | {before[1] / ceiling:.1%}" if before else "failed | "
+        b = f"{before[0] * 1e3:.1f} | {before[1] / ceiling:.1%}" if before else " | "
         a = f"{after[0] * 1e3:.1f} | {after[1]:.0f} | {after[1] / ceiling:.1%}" if after else "failed | | "
         ratio = f"{after[0] / floor:.2f}" if after else ""
-        line = f"| {label} {gemv.Shape(*astuple(gemv.launch_shape(n, k, act))).tag} | {n} x {k} | {b} | {a} | {floor * 1e3:.1f} | {ratio} |"
-        if args.sweep:
-            line += f" {gemv.Shape(*best_spec[4]).tag}: {best[1] / ceiling:.1%} |" if best else " |"
+        line = f"| {label} {gemv.Shape(*astuple(gemv.block_shape(wt, n, k, act))).tag} | {n} x {k} | {b} | {a} | {floor * 1e3:.1f} | {ratio} |"
+        if args.sweep or tries:
+            line += f" {gemv.Shape(*best_spec[5]).tag}: {best[1] / ceiling:.1%} |" if best else " |"
         lines.append(line)
     return print_table(lines, args.results)
 

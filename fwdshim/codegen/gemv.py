@@ -50,6 +50,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from fwdshim.codegen.device import simulating
+from fwdshim.codegen.gemv_decode import Decoder, decoder
 from fwdshim.codegen.gemv_lanes import _check_q8, _q8_kernel
 from fwdshim.codegen.gemv_rows import (  # noqa: F401 - GemvSpec, Pair, Shape: the GEMV's own
     GemvSpec,
@@ -57,6 +58,7 @@ from fwdshim.codegen.gemv_rows import (  # noqa: F401 - GemvSpec, Pair, Shape: t
     Shape,
     _dedent1,
     _pair_of_rows,
+    _act_params,
     _pair_rows,
     _q8_params,
     _row_stores,
@@ -72,76 +74,42 @@ from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.limits import STATIC_SHARED_BYTES
 
 
-def _weights(r: int, two: bool) -> tuple[str, str]:
-    """The quants and scales arrays of a group's row `r`: `qs`, `dw`; with `two` (a pair epilogue,
-    `gemv_q8`'s `pair`) the odd rows' are the second matrix's, `qs2`, `dw2`."""
-    return ("qs2", "dw2") if two and r % 2 else ("qs", "dw")
+def dec_block(weights: str) -> int:
+    """The chunks of 32 values in one block of `weights` (8 for a K-quant's super-block of 256, else 1)."""
+    from fwdshim.dialects.attributes import GgmlType, gguf_of
+    from fwdshim.ggml_blocks import BLOCK_VALUES
+
+    return BLOCK_VALUES[gguf_of(GgmlType(weights))] // 32
 
 
-def _step_parts(rows: int, us: list[str], act: str, vec: int, two: bool = False, tag: str = "") -> tuple[list[str], list[str]]:
+def _suffix(r: int, two: bool) -> str:
+    """The suffix of a group's row `r`'s weight arrays: with `two` (a pair epilogue, `gemv_blocks`'
+    `pair`) the odd rows' are the second matrix's, `qs2`, ...; else none."""
+    return "2" if two and r % 2 else ""
+
+
+def _step_parts(dec: Decoder, rows: int, us: list[str], two: bool = False, act: str = "f32", tag: str = "") -> tuple[list[str], list[str]]:
     """One (unrolled) step as (its weight loads, the rest): for each piece index `us[u]`, every row's
-    quant and scale loads (`_weights`); then the activation loads and the dot products into `acc{r}`.
+    weight loads (`Decoder.loads`); then the activation loads and the dot products into `acc{r}`.
     `tag` tells the registers of steps held at once apart (`_coalesced_step`'s with none)."""
-    shift = 1 if vec == 16 else 3  # piece -> its block of 32
     loads: list[str] = []
     for u, c in enumerate(us):
         for r in range(rows):
-            qs, dw = _weights(r, two)
-            q = f"q{r}_{tag}{u}"
-            if vec == 16:
-                loads.append(f"{q}_0, {q}_1, {q}_2, {q}_3 = ld_i32x4({qs}, w{r} + {c} * 16)")
-            else:
-                loads.append(f"{q}_0 = ld_i32({qs}, w{r} + {c} * 4)")
-            loads.append(f"s{r}_{tag}{u} = {dw}[d{r} + ({c} >> {shift})]")
+            loads += dec.loads(r, f"q{r}_{tag}{u}", f"s{r}_{tag}{u}", c, _suffix(r, two))
     rest: list[str] = []
     for u, c in enumerate(us):
-        rest += _act_loads(u, c, act, vec)
+        rest += dec.act_loads(u, c, act)
     for u in range(len(us)):
-        rest += _piece_dots(rows, u, act, vec, tag)
+        for r in range(rows):
+            rest += dec.dot(r, f"q{r}_{tag}{u}", f"s{r}_{tag}{u}", u, act)
     return loads, rest
 
 
-def _coalesced_step(rows: int, us: list[str], act: str, vec: int, two: bool = False) -> str:
-    """The statements of one (unrolled) step: for each piece index `us[u]`, every row's quant and
-    scale loads (`_weights`), then the activation loads, then the dot products into `acc{r}`."""
-    loads, rest = _step_parts(rows, us, act, vec, two)
+def _coalesced_step(dec: Decoder, rows: int, us: list[str], act: str, two: bool = False) -> str:
+    """The statements of one (unrolled) step: for each piece index `us[u]`, every row's weight loads,
+    then the activation loads, then the dot products into `acc{r}`."""
+    loads, rest = _step_parts(dec, rows, us, two, act)
     return "\n".join(loads + rest)
-
-
-def _act_loads(u: int, c: str, act: str, vec: int) -> list[str]:
-    """The loads of piece `c`'s activations (`x{u}_*`, or `xq{u}_*` and scale `xs{u}`)."""
-    shift = 1 if vec == 16 else 3
-    if act == "f32":
-        return [
-            f"{', '.join(f'x{u}_{4 * j + i}' for i in range(4))} = " + ld("f32x4", "x", f"xo + {c} * {vec} + {4 * j}")
-            for j in range(vec // 4)
-        ]
-    if vec == 16:
-        load = f"xq{u}_0, xq{u}_1, xq{u}_2, xq{u}_3 = " + ld("i32x4", "xq", f"xo + {c} * 16")
-    else:
-        load = f"xq{u}_0 = " + ld("i32", "xq", f"xo + {c} * 4")
-    return [load, f"xs{u} = xd[xdo + ({c} >> {shift})]"]
-
-
-def _piece_dots(rows: int, u: int, act: str, vec: int, tag: str = "") -> list[str]:
-    """Every row's dot product of piece `u` (quants `q{r}_{tag}{u}_*`, scale `s{r}_{tag}{u}`) into
-    `acc{r}`."""
-    words = vec // 4
-    lines: list[str] = []
-    for r in range(rows):
-        q, sc = f"q{r}_{tag}{u}", f"s{r}_{tag}{u}"
-        if act == "int8":
-            dot = "int32(0)"
-            for j in reversed(range(words)):
-                dot = f"dp4a({q}_{j}, xq{u}_{j}, {dot})"
-            lines.append(f"acc{r} += ({sc} * xs{u}) * float32({dot})")
-            continue
-        for j in range(words):
-            lines.append(f"f0, f1, f2, f3 = s8x4_f32({q}_{j})")
-            terms = " + ".join(f"f{i} * x{u}_{4 * j + i}" for i in range(4))
-            lines.append(f"p{j % 2} += {terms}" if j >= 2 else f"p{j} = {terms}")
-        lines.append(f"acc{r} += {sc} * (p0 + p1)" if words > 1 else f"acc{r} += {sc} * p0")
-    return lines
 
 
 def pipeline_bytes(shape: Shape) -> int:
@@ -171,9 +139,9 @@ def _pipelined(rows: int, steps: int, stages: int, width: int, threads: int, act
     def issue(t: str, i: int) -> list[str]:
         out = [f"ca = ({t}) * {width} + kl"]
         for r in range(rows):
-            qs, dw = _weights(r, two)
-            out.append(f"cp_async16(sq, {slot(i, r)} * 4, {qs}, w{r} + ca * 16)")
-            out.append(f"cp_async4(sd, {slot(i, r)}, {dw}, d{r} + (ca >> 1))")
+            sfx = _suffix(r, two)
+            out.append(f"cp_async16(sq, {slot(i, r)} * 4, qs{sfx}, w{r} + ca * 16)")
+            out.append(f"cp_async4(sd, {slot(i, r)}, dw{sfx}, d{r} + (ca >> 1))")
         return out
 
     lines: list[str] = []
@@ -194,8 +162,10 @@ def _pipelined(rows: int, steps: int, stages: int, width: int, threads: int, act
             body.append(f"q{r}_0_0, q{r}_0_1, q{r}_0_2, q{r}_0_3 = lda_i32x4(sq, {slot(i, r)} * 4)")
             body.append(f"s{r}_0 = sd[{slot(i, r)}]")
         body.append(f"c0 = (t0 + {i}) * {width} + kl")
-        body += _act_loads(0, "c0", act, 16)
-        body += _piece_dots(rows, 0, act, 16)
+        dec = decoder("q8_0", 16)
+        body += dec.act_loads(0, "c0", act)
+        for r in range(rows):
+            body += dec.dot(r, f"q{r}_0", f"s{r}_0", 0, act)
         if steps % stages and i >= steps % stages:
             lines.append(f"    if t0 + {i} < {steps}:")
             lines += ["        " + ln for ln in body]
@@ -221,11 +191,11 @@ if $tx == 0 and {block} < {-(-n // per_block)}:
         prefetch_l2(dw, pb0 // 4, pb1 - pb0)"""
 
 
-def _plain_q8(s: object) -> GemvSpec | None:
-    """`s` when it is the spec of a Q8_0 GEMV of `gemv_q8` carrying no epilogue, over one row of x,
+def _plain(s: object) -> GemvSpec | None:
+    """`s` when it is the spec of a coalesced GEMV of `gemv_blocks` (any weight type) carrying no epilogue, over one row of x,
     one block a row group, no prefetch and an even number of rows a group (what takes an epilogue);
     else None."""
-    if not isinstance(s, GemvSpec) or s.weights != "q8_0" or s.shape is None or s.rope or s.pair or s.binary:
+    if not isinstance(s, GemvSpec) or s.shape is None or s.rope or s.pair or s.binary:
         return None
     if s.shape.blocks or s.shape.prefetch or s.shape.rows % 2 or s.m != 1:
         return None
@@ -237,10 +207,10 @@ def rope_variant(kern: Kernel, hd: int, half: int, tuning: Tuning) -> Kernel | N
     `rope`), or None where that cannot be: another kernel, a looping grid or prefetch, an odd
     number of rows a group, more than one row of x, or a rope that is not over whole `hd`-wide heads
     of `2 * half` turned dims."""
-    s = _plain_q8(kern.spec)
+    s = _plain(kern.spec)
     if s is None or hd != 2 * half or s.n % hd:
         return None
-    return gemv_q8(s.n, s.k, s.m, s.act, s.shape, rope=(hd, half), tuning=tuning)
+    return gemv_blocks(s.n, s.k, s.m, s.act, s.shape, rope=(hd, half), weights=s.weights, tuning=tuning)
 
 
 def pair_variant(kern: Kernel, pair: Pair, tuning: Tuning) -> Kernel | None:
@@ -249,13 +219,13 @@ def pair_variant(kern: Kernel, pair: Pair, tuning: Tuning) -> Kernel | None:
     that cannot be: another kernel, a looping grid or prefetch, an odd number of rows a group, more
     than one row of x; with `pair.quant`, an epilogue of more than one result or a group's pairs
     not dividing 32."""
-    return _paired(_plain_q8(kern.spec), pair, tuning)
+    return _paired(_plain(kern.spec), pair, tuning)
 
 
 def _paired(s: GemvSpec | None, pair: Pair, tuning: Tuning) -> Kernel | None:
     if s is None or (pair.quant and (len(pair.values) != 1 or 32 % (s.shape.rows // 2))):
         return None
-    return gemv_q8(s.n, s.k, s.m, s.act, s.shape, pair=pair, tuning=tuning)
+    return gemv_blocks(s.n, s.k, s.m, s.act, s.shape, pair=pair, weights=s.weights, tuning=tuning)
 
 
 def takes_binary(s: object) -> bool:
@@ -273,28 +243,34 @@ def binary_variant(kern: Kernel, kind: str, y_first: bool, tuning: Tuning) -> Ke
     if not takes_binary(s):
         return None
     binary = (kind, y_first)
-    if s.weights == "q8_0":
-        return gemv_q8(s.n, s.k, s.m, s.act, s.shape, binary=binary, tuning=tuning)
     if s.weights in _LOAD:
         return dense(s.n, s.k, s.m, dtype=s.weights, warps=s.warps, binary=binary, tuning=tuning)
-    from fwdshim.codegen.gemv_ggml import affine
-
-    return affine(s.n, s.k, s.m, ggml=s.weights, act=s.act, warps=s.warps, binary=binary, tuning=tuning)
+    return gemv_blocks(s.n, s.k, s.m, s.act, s.shape, binary=binary, weights=s.weights, tuning=tuning)
 
 
 def quant_variant(kern: Kernel, fmt: str, tuning: Tuning) -> Kernel | None:
     """Pair variant `kern` (`pair_variant`) whose epilogue's result is also quantized in format `fmt`
     (`Pair.quant`), or None where that cannot be (`pair_variant`; `kern` not a pair variant)."""
     s = kern.spec
-    if not isinstance(s, GemvSpec) or s.pair is None or s.pair.quant or s.binary or s.weights != "q8_0":
+    if not isinstance(s, GemvSpec) or s.pair is None or s.pair.quant or s.binary or s.shape is None:
         return None
-    return _paired(_plain_q8(replace(s, pair=None)), replace(s.pair, quant=fmt), tuning)
+    return _paired(_plain(replace(s, pair=None)), replace(s.pair, quant=fmt), tuning)
 
 
 def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int] | None = None,
             pair: Pair | None = None, binary: tuple[str, bool] | None = None, *, tuning: Tuning = DEFAULT) -> Kernel:  # fmt: skip
-    """The coalesced Q8_0 GEMV (`act` f32: dequantizing; int8: int8 activations) with launch shape
-    `shape` (see the module docstring).
+    """`gemv_blocks` over Q8_0 weights."""
+    return gemv_blocks(n, k, m, act, shape, rope, pair, binary, weights="q8_0", tuning=tuning)
+
+
+def gemv_blocks(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int] | None = None,
+                pair: Pair | None = None, binary: tuple[str, bool] | None = None, *, weights: str = "q8_0",
+                tuning: Tuning = DEFAULT) -> Kernel:  # fmt: skip
+    """The coalesced GEMV over block-quantized `weights` (`gemv_decode.BLOCK_TYPES`: Q8_0 and the
+    affine GGML types, each through its `gemv_decode.Decoder`; `act` f32: dequantizing; int8: int8
+    activations) with launch shape `shape` (see the module docstring). Q8_0 takes every shape; the
+    affine types 16-byte pieces (a 32-value chunk each) with neither a looping grid, a prefetch nor an
+    async-copy pipeline.
 
     `rope=(hd, half)`: a group's rows are pairs `(i, i + half)` of `hd`-wide heads (its `rows / 2`
     consecutive pairs; `y` the same bits, each row's adds in the same order), and after storing them
@@ -313,7 +289,7 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     ep_in` (`gemv_rows.store`; parameters `ep_in`, `ep_out` after `y`), with neither `rope` nor
     `pair` (`binary_variant`)."""
     vec, rows, warps, unroll, split = shape.vec, shape.rows, shape.warps, shape.unroll, shape.split
-    spec = GemvSpec("q8_0", n, k, m, act, shape, rope, pair, binary=binary)
+    spec = GemvSpec(weights, n, k, m, act, shape, rope, pair, binary=binary)
     if binary is not None and (rope is not None or pair is not None):
         raise ValueError(f"an elementwise epilogue and a {'rope' if rope else 'pair'} epilogue on one GEMV")
     if rope is not None:
@@ -322,27 +298,32 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
             raise ValueError(f"a rope epilogue of heads of {hd} ({half} pairs) on the GEMV {m}x{n}x{k} {shape.tag}")
     if pair is not None and (shape.blocks or shape.prefetch or rows % 2 or m != 1):
         raise ValueError(f"a pair epilogue ({pair.what}) on the GEMV {m}x{n}x{k} {shape.tag}")
-    if vec == 32:
+    if vec == 32 and weights == "q8_0":
         if shape.blocks or shape.prefetch:
             raise ValueError("whole-block lanes (vec 32) take neither a looping grid nor a prefetch")
         return _q8_kernel(n, k, m, rows, warps, unroll, split, act, rope, pair, tuning, spec, binary)
-    _check_q8(n, k, m, rows, warps, unroll, split)
-    if vec not in (4, 16):
+    _check_q8(n, k, m, rows, warps, unroll, split, weights)
+    if vec not in (4, 16) and weights == "q8_0":
         raise ValueError(f"{vec}-byte pieces (4, 16, or 32: a whole block)")
+    dec = decoder(weights, vec)
     if act not in ("f32", "int8"):
-        raise ValueError(f"a Q8_0 GEMV over `{act}` activations")
+        raise ValueError(f"a {weights.upper()} GEMV over `{act}` activations")
+    if weights != "q8_0" and (shape.blocks or shape.prefetch or shape.stages):
+        raise ValueError(f"a {weights.upper()} GEMV takes neither a looping grid, a prefetch nor an async-copy pipeline: {shape.tag}")
+    if weights != "q8_0" and k % (32 * dec_block(weights)):
+        raise ValueError(f"{weights.upper()} rows of {k} values are not whole blocks of {32 * dec_block(weights)}")
     nb = k // 32
     groups = warps // split
     per_block = groups * rows
     width = 32 * split
     two = pair is not None
     nv = 2 * n if two else n  # a group's rows: both matrices' under a pair epilogue
-    steps, tail = divmod(k // vec, width)
+    steps, tail = divmod(k // dec.values, width)
     main = steps - steps % unroll
     lines = [f"acc{r} = float32(0.0)" for r in range(rows)]
     early: list[str] = []  # the weight loads before the wait (`Tuning.pre_wait_loads`)
     if _hoists(shape, steps, tuning):
-        early, rest = _written_out(lambda us, tag: _step_parts(rows, us, act, vec, two, tag), steps, tail, width, "kl", "c")
+        early, rest = _written_out(lambda us, tag: _step_parts(dec, rows, us, two, act, tag), steps, tail, width, "kl", "c")
         lines += rest
         early += late_wait(tuning.pdl)
         steps = main = tail = 0
@@ -357,14 +338,14 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     elif main:
         lines.append(f"for st in range(0, {main * width}, {unroll * width}):")
         lines += [f"    c{u} = st + {u * width} + kl" for u in range(unroll)]
-        lines.append(indent(_coalesced_step(rows, [f"c{u}" for u in range(unroll)], act, vec, two), 1))
+        lines.append(indent(_coalesced_step(dec, rows, [f"c{u}" for u in range(unroll)], act, two), 1))
     if steps > main:
         lines += [f"c{u} = {(main + u) * width} + kl" for u in range(steps - main)]
-        lines.append(_coalesced_step(rows, [f"c{u}" for u in range(steps - main)], act, vec, two))
+        lines.append(_coalesced_step(dec, rows, [f"c{u}" for u in range(steps - main)], act, two))
     if tail:
         lines.append(f"if kl < {tail}:")
         lines.append(f"    c0 = {steps * width} + kl")
-        lines.append(indent(_coalesced_step(rows, ["c0"], act, vec, two), 1))
+        lines.append(indent(_coalesced_step(dec, rows, ["c0"], act, two), 1))
     lines += [f"acc{r} = warp_sum(acc{r})" for r in range(rows)]
     whole = nv % per_block == 0 and not (shape.blocks and shape.blocks < -(-nv // per_block))
     block_quant = tuning.pair_quant_block and whole and not shape.blocks and pair is not None and 32 % (per_block // 2) == 0
@@ -372,25 +353,24 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     if whole:
         guard = ""  # no group of the grid starts past the rows: the kernel never returns early
     if rope is not None:  # pair q of the group: rows (i, i + half) of head h, pair index row0 / 2 + q
-        pick = _pair_rows(n, rows, *rope) + "\n" + "\n".join(f"w{r} = rr{r} * {k}\nd{r} = rr{r} * {nb}" for r in range(rows))
+        pick = _pair_rows(n, rows, *rope) + "\n" + "\n".join(dec.row_base(r, f"rr{r}", k) for r in range(rows))
     elif two:  # pair q of the group: row i of both matrices, i = row0 / 2 + q
-        pick = _pair_of_rows(n, rows) + "\n" + "\n".join(f"w{r} = rr{r} * {k}\nd{r} = rr{r} * {nb}" for r in range(rows))
+        pick = _pair_of_rows(n, rows) + "\n" + "\n".join(dec.row_base(r, f"rr{r}", k) for r in range(rows))
     else:
-        pick = "\n".join(
-            f"w{r} = min(row0 + {r}, {n - 1}) * {k}\nd{r} = min(row0 + {r}, {n - 1}) * {nb}" for r in range(rows)
-        )
+        pick = "\n".join(dec.row_base(r, f"min(row0 + {r}, {n - 1})", k) for r in range(rows))
     work = pick + "\n" + "\n".join(early + lines) + "\n" + _dedent1(stores)
     n_blocks = -(-nv // per_block)
     xs = "x" if act == "f32" else "xq, xd"
     if shape.stages:
         slots = shape.stages * rows * 32 * warps
         shared += [SharedArray("sq", 4 * slots, "int32", not simulating()), SharedArray("sd", slots, "float32")]
+    ws = ", ".join(a for a, _, _ in dec.arrays(1, 256))
     if rope is not None:
-        sig = f"qs, dw, {xs}, y, angles, z"
+        sig = f"{ws}, {xs}, y, angles, z"
     elif two:
-        sig = f"qs, dw, qs2, dw2, {xs}, y, y2, {pair.outputs()}"
+        sig = f"{ws}, {', '.join(a + '2' for a, _, _ in dec.arrays(1, 256))}, {xs}, y, y2, {pair.outputs()}"
     else:
-        sig = f"qs, dw, {xs}, y" + (", ep_in, ep_out" if binary else "")
+        sig = f"{ws}, {xs}, y" + (", ep_in, ep_out" if binary else "")
     head = f"""\
 @cuda.jit(cache=True)
 def gemv_k({sig}):
@@ -419,15 +399,15 @@ def gemv_k({sig}):
             + indent(pf_next, 2) + f"\n        row0 = (rb * {groups} + grp) * {rows}\n" + indent(work, 2) + "\n"
         )
         grid = (shape.blocks, m)
-    params = _q8_params(n, k, m, act)
-    tag = "q8_0" if act == "f32" else "q8_0_int8"
+    params = dec.params(n, k) + _act_params(k, m, act) + [Param("y", "float32", m * n, "out", f"[{m}, {n}]")]
+    tag = weights if act == "f32" else f"{weights}_int8"
     what = "dequantizing in-kernel" if act == "f32" else "int8 activations"
     name = f"gemv_{tag}_{m}x{n}x{k}_{shape.tag}"
-    notes = f"Q8_0 GEMV {n}x{k} ({what}) over {m} row{'s' if m != 1 else ''}"
+    notes = f"{weights.upper()} GEMV {n}x{k} ({what}) over {m} row{'s' if m != 1 else ''}"
     if rope is not None:
         params, name, notes = _with_rope_params(params, name, notes, n, *rope)
     elif two:
-        params, name, notes = _with_pair_params(params, name, notes, n, k, pair)
+        params, name, notes = _with_pair_params(params, name, notes, n, k, pair, dec.params(n, k, "2"))
     elif binary:
         params, name, notes = binary_params(params, name, notes, binary)
     return build(name, body, "gemv_k", grid, (32 * warps,), params, notes, pdl=tuning.pdl, spec=spec, shared=shared)
@@ -454,6 +434,23 @@ def launch_shape(n: int, k: int, act: str, tuning: Tuning = DEFAULT) -> Shape:
     if n <= 4096:
         return Shape(32, 2, 4, 2, 2)
     return Shape(16, 2, 4, 1, 1, stages=2)
+
+
+def block_shape(weights: str, n: int, k: int, act: str, tuning: Tuning = DEFAULT) -> Shape:
+    """The default launch shape of the coalesced GEMV of N x K `weights` under `act`: Q8_0's
+    `launch_shape`; an affine type's, the fastest of `bench/gemv.py --types` on an H200 (`bench/RESULTS.md`)."""
+    if weights == "q8_0":
+        return launch_shape(n, k, act, tuning)
+    if k < 2048:  # eight warps: the norms' block, so a norm before it runs as its launch's prologue
+        return Shape(16, 2, 8, 1, 1)
+    return Shape(16, 2, 4, 2, 1)
+
+
+@functools.cache
+def blocks(weights: str, n: int, k: int, m: int = 1, *, act: str = "f32", shape: Shape | None = None,
+           tuning: Tuning = DEFAULT) -> Kernel:  # fmt: skip
+    """The coalesced GEMV over `weights` (`gemv_blocks`), `shape` defaulting to `block_shape`."""
+    return gemv_blocks(n, k, m, act, shape or block_shape(weights, n, k, act, tuning), weights=weights, tuning=tuning)
 
 
 @functools.cache

@@ -142,11 +142,11 @@ def q8_dots(
     return "\n".join(lines)
 
 
-def _check_q8(n: int, k: int, m: int, rows_per_warp: int, warps: int, unroll: int, split: int) -> None:
+def _check_q8(n: int, k: int, m: int, rows_per_warp: int, warps: int, unroll: int, split: int, weights: str = "q8_0") -> None:
     if n <= 0 or k <= 0 or m <= 0:
         raise ValueError(f"a GEMV of {n}x{k} over {m} rows")
     if k % 32:
-        raise ValueError(f"Q8_0 rows of {k} values are not whole blocks of 32")
+        raise ValueError(f"{weights.upper()} rows of {k} values are not whole blocks of 32")
     if rows_per_warp < 1 or unroll < 1:
         raise ValueError("rows_per_warp and unroll are at least 1")
     if split < 1 or warps % split:

@@ -68,18 +68,20 @@ def _pair_of_rows(n: int, rows: int) -> str:
     )
 
 
-def _with_pair_params(params: list[Param], name: str, notes: str, n: int, k: int, pair: Pair) -> tuple[list[Param], str, str]:
-    """A GEMV's parameters, name and notes with a second matrix (`qs2`, `dw2` after `dw`), its
-    product (`y2` after `y`) and a pair epilogue's results (`z0`, ...)."""
+def _with_pair_params(params: list[Param], name: str, notes: str, n: int, k: int, pair: Pair,
+                      second: list[Param] | None = None) -> tuple[list[Param], str, str]:  # fmt: skip
+    """A GEMV's parameters, name and notes with a second matrix (`second`, default Q8_0's `qs2`,
+    `dw2`, after the first's), its product (`y2` after `y`) and a pair epilogue's results (`z0`, ...)."""
     nb = k // 32
-    second = [Param("qs2", "int8", n * k, "in", f"second Q8_0 quants [{n}, {k}]"),
-              Param("dw2", "float32", n * nb, "in", f"second Q8_0 scales [{n}, {nb}]")]  # fmt: skip
+    if second is None:
+        second = [Param("qs2", "int8", n * k, "in", f"second Q8_0 quants [{n}, {k}]"),
+                  Param("dw2", "float32", n * nb, "in", f"second Q8_0 scales [{n}, {nb}]")]  # fmt: skip
     outs = [Param("y2", "float32", n, "out", f"second product [{n}]")]
     outs += [Param(f"z{i}", "float32", n, "out", f"{pair.what} result {i} [{n}]") for i in range(len(pair.values))]
     if pair.quant:
         outs += _quantize.qact_params(n, 1, pair.quant, "z")
         outs.append(Param("qcount", "int32", -(-n // 32), "inout", "pairs stored a block of 32 of z0 (0 between launches)"))
-    params = [*params[:2], *second, *params[2:], *outs]
+    params = [*params[: len(second)], *second, *params[len(second) :], *outs]
     then = f"{pair.what}, quantized ({pair.quant})" if pair.quant else pair.what
     return params, f"{name}_{pair.tag}", f"{notes}, a second matrix's rows paired with its rows, then {then}"
 
@@ -96,13 +98,16 @@ def _q8_params(n: int, k: int, m: int, act: str) -> list[Param]:
         Param("qs", "int8", n * k, "in", f"Q8_0 quants [{n}, {k}]"),
         Param("dw", "float32", n * nb, "in", f"Q8_0 scales [{n}, {nb}]"),
     ]
+    return [*params, *_act_params(k, m, act), Param("y", "float32", m * n, "out", f"[{m}, {n}]")]
+
+
+def _act_params(k: int, m: int, act: str) -> list[Param]:
+    """The activation parameters of a GEMV of rows of K over M rows: `x`, or `xq` and `xd` under int8
+    activations (one scale a block of 32)."""
     if act == "f32":
-        params.append(Param("x", "float32", m * k, "in", f"[{m}, {k}]"))
-    else:
-        params.append(Param("xq", "int8", m * k, "in", f"activation quants [{m}, {k}]"))
-        params.append(Param("xd", "float32", m * nb, "in", f"activation scales [{m}, {nb}]"))
-    params.append(Param("y", "float32", m * n, "out", f"[{m}, {n}]"))
-    return params
+        return [Param("x", "float32", m * k, "in", f"[{m}, {k}]")]
+    return [Param("xq", "int8", m * k, "in", f"activation quants [{m}, {k}]"),
+            Param("xd", "float32", m * (k // 32), "in", f"activation scales [{m}, {k // 32}]")]  # fmt: skip
 
 
 @dataclass(frozen=True)

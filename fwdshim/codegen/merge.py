@@ -144,7 +144,8 @@ def _with_epilogue(part, t, how: tuple, second, tuning: Tuning):
         kern = gemv.pair_variant(part.kernel, how[2], tuning)
         assert kern is not None and second is not None
         outs = tuple(a for a, q in zip(t.args, t.kernel.params, strict=True) if q.role != "in")
-        args = (*part.args[:2], *second.args[:2], *part.args[2:], second.args[-1], *outs)
+        nw = next(i for i, q in enumerate(part.kernel.params) if q.name in ("x", "xq"))  # its weight arrays
+        args = (*part.args[:nw], *second.args[:nw], *part.args[nw:], second.args[-1], *outs)
         return replace(part, kernel=kern, args=args)
     if how[0] == "rope":
         kern = gemv.rope_variant(part.kernel, how[1], how[2], tuning)

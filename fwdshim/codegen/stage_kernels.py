@@ -67,9 +67,9 @@ def _matmul(op: MatmulOp, tuning: Tuning) -> list[Binding]:
         parts = {name: Ref(op.w, name) for name, _, _ in part_specs(gguf_of(wt.type), n, k)}
         parts["y"] = Ref(op.result)
         if isinstance(xt, QActType):
-            kern = gemv_ggml.affine(n, k, m, ggml=ggml, act="int8", tuning=tuning)
+            kern = gemv.blocks(ggml, n, k, m, act="int8", tuning=tuning)
             return [Binding(kern, {**parts, "xq": Ref(op.x, "q"), "xd": Ref(op.x, "d")})]
-        return [Binding(gemv_ggml.affine(n, k, m, ggml=ggml, tuning=tuning), {**parts, "x": Ref(op.x)})]
+        return [Binding(gemv.blocks(ggml, n, k, m, tuning=tuning), {**parts, "x": Ref(op.x)})]
     if isinstance(xt, QActType):
         if ggml != "q8_0":
             raise Unlowerable(f"a quantized activation read by {ggml} weights — only the block-quantized GEMVs read int8 activations")

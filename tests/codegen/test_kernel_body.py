@@ -145,13 +145,15 @@ def test_a_dense_gemvs_elementwise_epilogue_is_the_elementwise_kernel(dtype, kin
 
 
 def test_an_affine_ggml_gemv_takes_the_elementwise_epilogue_after_its_store():
-    from fwdshim.codegen import gemv, gemv_ggml
+    from fwdshim.codegen import gemv
 
-    plain = gemv_ggml.affine(64, 256, ggml="q4_0")
+    plain = gemv.blocks("q4_0", 64, 256, shape=gemv.Shape(16, 2, 4, 2, 1))
     variant = gemv.binary_variant(plain, "sub", True, Tuning())
+    assert variant.spec.shape == plain.spec.shape and variant.spec.weights == "q4_0"
     lines = [ln.strip() for ln in variant.body.splitlines()]
-    store = lines.index("y[m * 64 + row] = acc")
-    assert lines[store + 1] == "ep_out[m * 64 + row] = fsub_rn(acc, ep_in[m * 64 + row])"
+    for r in range(2):
+        store = lines.index(f"y[m * 64 + row0 + {r}] = acc{r}")
+        assert lines[store + 1] == f"ep_out[m * 64 + row0 + {r}] = fsub_rn(acc{r}, ep_in[m * 64 + row0 + {r}])"
     assert variant.param_names[-3:] == ("y", "ep_in", "ep_out") and variant.spec.binary == ("sub", True)
     assert KERNEL.bx == "cuda.blockIdx.x"
 

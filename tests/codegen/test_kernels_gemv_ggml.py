@@ -1,4 +1,5 @@
-"""The GEMVs over the GGUF file's own blocks (codegen.gemv_ggml) and the executor, per weight type:
+"""The GEMVs over the GGUF file's own blocks (`codegen.gemv.gemv_blocks` through each type's
+`codegen.gemv_decode.AffineDecoder`) and the executor, per weight type:
 Q4_0, Q4_1, Q5_0, Q5_1 (gguf's own quantizer), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (random blocks with finite
 f16 scales: gguf only reads those). Each against gguf's dequantizer times the activation in float64:
 
@@ -25,11 +26,17 @@ from support.kernels_common import close, fast_simulator, rng  # noqa: F401
 
 from fwdshim import ggml_blocks as G
 from fwdshim import reference as R
-from fwdshim.codegen import gemv_ggml
+from fwdshim.codegen import gemv
+from fwdshim.codegen.gemv import Shape
 from fwdshim.int8 import quantize_act
 from fwdshim.weights import WeightData
 
 TYPES = list(G.AFFINE)
+SHAPES = {"r2w4u2s1": Shape(16, 2, 4, 2, 1), "r1w2u1s1": Shape(16, 1, 2, 1, 1), "r4w4u1s2": Shape(16, 4, 4, 1, 2),
+          "r2w2u3s1": Shape(16, 2, 2, 3, 1)}  # fmt: skip
+"""Launch shapes each type's kernel is checked at: the rows a warp group, unrolled steps, split rows
+(a row's pieces over two warps summed through shared memory); K = 40 or 37 chunks gives a full
+lane step and a partial one (one step: its loads hoisted before the wait) or a partial one alone."""
 
 
 def _case(t: QT, n: int, m: int, g):
@@ -58,27 +65,30 @@ def test_repack_holds_gguf_values(t):
     np.testing.assert_array_equal(G.layout_quants(parts, t), q.reshape(-1))
 
 
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("t", TYPES, ids=lambda t: t.name)
-def test_dequant_gemv(t):
+def test_dequant_gemv(t, shape):
     g = rng()
     n, m = 5, 2 if t in (QT.Q4_1, QT.Q4_K) else 1
     raw, w, x, k = _case(t, n, m, g)
     want = x.astype(np.float64) @ w.T
-    y = gemv_ggml.affine(n, k, m, ggml=t.name.lower(), warps=2).run(**G.repack(raw, t), x=x)["y"]
+    y = gemv.gemv_blocks(n, k, m, "f32", SHAPES[shape], weights=t.name.lower()).run(**G.repack(raw, t), x=x)["y"]
     close(y.reshape(m, n), want, 2e-5 * (np.abs(x) @ np.abs(w).T) + 1e-30, f"{t.name} GEMV")
     ex = R.matmul(x, WeightData("w", G.ggml_of(t), (n, k), raw))
     close(ex, want, 1e-6 * np.abs(want) + 1e-30, f"{t.name} executor")
 
 
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("t", TYPES, ids=lambda t: t.name)
-def test_int8_act_gemv(t):
+def test_int8_act_gemv(t, shape):
     g = rng()
     n, m = 5, 2 if t in (QT.Q6_K, QT.Q4_0) else 1
     raw, w, x, k = _case(t, n, m, g)
     qx = quantize_act(x, "one_word")
     xq, xd = qx.q.reshape(m, k), qx.d.reshape(m, k // 32)
     want = G.int8_act_dot(raw, t, xq, xd)
-    y = gemv_ggml.affine(n, k, m, ggml=t.name.lower(), act="int8", warps=2).run(**G.repack(raw, t), xq=xq, xd=xd)["y"]
+    kern = gemv.gemv_blocks(n, k, m, "int8", SHAPES[shape], weights=t.name.lower())
+    y = kern.run(**G.repack(raw, t), xq=xq, xd=xd)["y"]
     xv = np.asarray(qx.values(), np.float64).reshape(m, k)
     close(y.reshape(m, n), want, 2e-5 * (np.abs(xv) @ np.abs(w).T) + 1e-30, f"{t.name} int8 GEMV")
     ex = R.matmul(qx, WeightData("w", G.ggml_of(t), (n, k), raw))  # W · (d_x q_x), float64, rounded once
@@ -166,10 +176,11 @@ try:
     from numba.cuda import cgutils  # noqa: F401  (the intrinsics need numba-cuda)
 except ImportError as e:
     print("SKIP", e); sys.exit(0)
-from fwdshim.codegen import gemv_ggml
+from fwdshim.codegen import gemv
+from fwdshim.codegen.gemv import Shape
 for ggml in sys.argv[1:]:
     for act in ("f32", "int8"):
-        k = gemv_ggml.affine(64, 512, 2, ggml=ggml, act=act)
+        k = gemv.gemv_blocks(64, 512, 2, act, Shape(16, 2, 4, 2, 1), weights=ggml)
         args, _ = sigutils.normalize_signature("(" + ", ".join(p.numba_type for p in k.params) + ",)")
         ir = compile_cuda(k.fn.py_func, types.void, args, cc=(9, 0)).library.get_llvm_str()
         doubles = re.findall(r"\\b(fadd|fmul|fsub|fpext)\\b[^\\n]*double", ir)

@@ -72,6 +72,26 @@ def test_merged_launches_are_bit_for_bit_their_stages(numerics):
     assert [(h.stage, h.name) for h in held] == [(h.stage, h.name) for h in p0.stage_launches]
 
 
+BLOCKS = dict(d=256, h=2, kv=1, hd=128, ff=256, l=4)
+"""A layer whose rows are whole K-quant super-blocks (256 values)."""
+
+
+@sim_only
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
+@pytest.mark.parametrize("wtype", ["q4_1", "q4_k", "q6_k"])  # nibbles alone; 32-value sub-blocks; 2 bit planes, 16-value
+def test_every_block_types_merged_launches_are_bit_for_bit_their_stages(wtype, numerics):
+    """A layer of one GGML block type's matrices (random blocks): its merged launches (the norm a
+    prologue, the rope, silu·mul and residual add epilogues of the one GEMV family) store the same
+    bits as one launch a stage."""
+    rng = seeds.rng()
+    m = pipeline(parse(llama_src(**BLOCKS, wtype=wtype)), numerics)
+    out = run_both(m, llama_weights(rng, **BLOCKS, wtype=wtype), llama_inputs(rng, **BLOCKS, rows=BLOCKS["l"] - 2))
+    _, _, p0, p1 = same_bits(out)
+    assert p1.kernel_count < p0.kernel_count
+    names = " ".join(h.name for launch in p1.merged for h in (launch.holds or (launch,)))
+    assert f"gemv_{wtype}_" in names  # the block type's own GEMV, not a requantized copy
+
+
 @sim_only
 @pytest.mark.parametrize("at_wait", [True, False], ids=["prologue-at-wait", "prologue-first"])
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act"])

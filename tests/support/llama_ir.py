@@ -58,13 +58,14 @@ def unfused(m: ModuleOp, numerics: str) -> ModuleOp:
     return legalize_only(m, numerics)
 
 
-def llama_src(d: int, h: int, kv: int, hd: int, ff: int, l: int, experts: tuple[int, int] | None = None) -> str:  # noqa: E741
-    """One decode layer: weighted RMS norm, q/k/v (Q8_0), rope, GQA attention, o, residual; weighted
-    RMS norm, SwiGLU MLP (or, with `experts = (E, top_k)`, a Mixtral MoE), residual. Returns
-    (out, k_r, v)."""
+def llama_src(d: int, h: int, kv: int, hd: int, ff: int, l: int, experts: tuple[int, int] | None = None,  # noqa: E741
+              wtype: str = "q8_0") -> str:  # fmt: skip
+    """One decode layer: weighted RMS norm, q/k/v (`wtype`, default Q8_0), rope, GQA attention, o,
+    residual; weighted RMS norm, SwiGLU MLP (or, with `experts = (E, top_k)`, a Mixtral MoE, Q8_0),
+    residual. Returns (out, k_r, v)."""
     q, kvw, half = h * hd, kv * hd, hd // 2
     t = lambda n: f"tensor<{n}xf32>"  # noqa: E731
-    w = lambda n, k: f"!fwd.weights<{n}x{k}, q8_0>"  # noqa: E731
+    w = lambda n, k: f"!fwd.weights<{n}x{k}, {wtype}>"  # noqa: E731
     cache = f"tensor<{l - 1}x{kvw}xf32>"
     mlp = f"""\
   %wg = fwd.weight "blk.0.ffn_gate.weight" : {w(ff, d)}
@@ -112,8 +113,10 @@ func.func @decode_step(%x: {t(d)}, %angles: tensor<2x{half}xf32>, %k_cache: {cac
 """
 
 
-def llama_weights(rng: np.random.Generator, d: int, h: int, kv: int, hd: int, ff: int, l: int, experts: tuple[int, int] | None = None) -> DictWeights:  # noqa: E741
-    """Random weights of `llama_src`: f32 norm weights near 1, Q8_0 projections (gguf quantizer)."""
+def llama_weights(rng: np.random.Generator, d: int, h: int, kv: int, hd: int, ff: int, l: int, experts: tuple[int, int] | None = None,  # noqa: E741
+                  wtype: str = "q8_0") -> DictWeights:  # fmt: skip
+    """Random weights of `llama_src`: f32 norm weights near 1, Q8_0 projections (gguf quantizer), or
+    random blocks of `wtype` (`ggml_blocks.random_raw`)."""
     q, kvw = h * hd, kv * hd
     shapes = {"attn_q": (q, d), "attn_k": (kvw, d), "attn_v": (kvw, d), "attn_output": (d, q)}
     if experts is None:
@@ -121,10 +124,17 @@ def llama_weights(rng: np.random.Generator, d: int, h: int, kv: int, hd: int, ff
     else:
         e = experts[0]
         shapes.update({"ffn_gate_inp": (e, d), "ffn_gate_exps": (e, ff, d), "ffn_up_exps": (e, ff, d), "ffn_down_exps": (e, d, ff)})
-    mats = {
-        f"blk.0.{n}.weight": quantize_weight((rng.standard_normal(s) / np.sqrt(s[-1])).astype(np.float32), "q8_0")
-        for n, s in shapes.items()
-    }
+    if wtype != "q8_0":
+        from fwdshim import ggml_blocks as G
+
+        qt = G.QT[wtype.upper()]
+        small = 1e-3 if G.BLOCK_VALUES[qt] == 256 else 1.0  # a K-quant's scale times 6-bit sub-block scales
+        mats = {f"blk.0.{n}.weight": (G.random_raw(qt, *s, rng, scale=0.3 * small / np.sqrt(s[-1])), qt) for n, s in shapes.items()}
+    else:
+        mats = {
+            f"blk.0.{n}.weight": quantize_weight((rng.standard_normal(s) / np.sqrt(s[-1])).astype(np.float32), "q8_0")
+            for n, s in shapes.items()
+        }
     norms = {
         f"blk.0.{n}.weight": (1.0 + 0.1 * rng.standard_normal(d)).astype(np.float32)
         for n in ("attn_norm", "ffn_norm")

@@ -1,0 +1,116 @@
+"""Instructions per weight byte of the block-type GEMVs, from their PTX (issue 40, item 3).
+
+    python bench/instructions.py [--types q4_k,q6_k,q4_1] [--shape 4096x4096] [--results bench/RESULTS.md]
+
+Each kernel is compiled for sm_90 (`Kernel.fn.inspect_asm`, Numba's PTX) and its instructions are
+counted as one thread executes them: straight-line code once, a loop's body (the instructions between
+a label and the branch back to it) once per trip, the trip count that thread's share of the row's
+pieces (`K / 32` chunks over 32 lanes for the one-warp-a-row kernel before; the coalesced family
+writes its steps out at 4096 columns, so its count is static). Divided by the weight bytes the
+thread reads (quants, bit planes and scales of its pieces, every row it holds): instructions per
+weight byte, the cost a dequantizing GEMV must keep under what the SMs issue while HBM delivers the
+bytes. PTX, not SASS: `ptxas` may merge or split some, the same way for both kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+_LABEL = re.compile(r"^\s*(\$?[\w$]+):\s*$")
+_BRA = re.compile(r"\bbra(?:\.uni)?\s+(\$?[\w$]+);")
+
+
+def ptx_counts(ptx: str) -> tuple[int, list[int]]:
+    """(instructions outside loops, each loop's body instructions) of a PTX function: an instruction
+    is a line ending in `;` that is not a directive (`.reg`, `.param`, ...); a loop is a branch to a
+    label above it."""
+    body = ptx[ptx.index("{") :]
+    lines = [ln.strip() for ln in body.splitlines()]
+    labels: dict[str, int] = {}
+    index = []  # (line number, is instruction)
+    for i, ln in enumerate(lines):
+        m = _LABEL.match(ln)
+        if m:
+            labels[m.group(1)] = i
+        index.append(ln.endswith(";") and not ln.startswith((".", "//")))
+    loops = []
+    in_loop = [False] * len(lines)
+    for i, ln in enumerate(lines):
+        m = _BRA.search(ln)
+        if m and m.group(1) in labels and labels[m.group(1)] < i:
+            a = labels[m.group(1)]
+            loops.append(sum(index[a : i + 1]))
+            for j in range(a, i + 1):
+                in_loop[j] = True
+    straight = sum(1 for i, f in enumerate(index) if f and not in_loop[i])
+    return straight, loops
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap.add_argument("--types", default="q4_0,q4_1,q5_0,q2_k,q3_k,q4_k,q5_k,q6_k")
+    ap.add_argument("--shape", default="4096x4096")
+    ap.add_argument("--results", type=Path)
+    args = ap.parse_args(argv)
+    n, k = (int(v) for v in args.shape.split("x"))
+    from numba import cuda
+
+    from fwdshim import ggml_blocks as G
+    from fwdshim.codegen import gemv
+
+    try:
+        from fwdshim.codegen import gemv_ggml  # the one-warp-a-row kernel, while it exists
+    except ImportError:
+        gemv_ggml = None
+    gpu = cuda.get_current_device().name
+    gpu = gpu.decode() if isinstance(gpu, bytes) else gpu
+    rows = []
+    for t in args.types.split(","):
+        qt = G.QT[t.upper()]
+        wbytes = sum(G.part_specs(qt, n, k)[i][2] * (1 if d == "int8" else 2 if d == "float16" else 4)
+                     for i, (_, d, _) in enumerate(G.part_specs(qt, n, k)))  # fmt: skip
+        per_row = wbytes / n
+        for act in ("f32", "int8"):
+            out = []
+            if gemv_ggml is not None:
+                kern = gemv_ggml.affine(n, k, ggml=t, act=act)
+                straight, loops = ptx_counts(kern.fn.inspect_asm(kern.signature))
+                trips = -(-(k // 32) // 32)
+                total = straight + trips * sum(loops)
+                out.append(("before (one warp a row)", total, total / (per_row / 32)))
+            kern = gemv.blocks(t, n, k, act=act)
+            shape = kern.spec.shape
+            straight, loops = ptx_counts(kern.fn.inspect_asm(kern.signature))
+            pieces = k // 32
+            trips = -(-pieces // (32 * shape.split)) // max(1, shape.unroll)
+            total = straight + trips * sum(loops)
+            thread_bytes = shape.rows * per_row / (32 * shape.split)
+            out.append((f"after ({shape.tag})", total, total / thread_bytes))
+            for label, total, per in out:
+                rows.append((t.upper(), "dequant" if act == "f32" else "int8-act", label, total, per))
+                print(rows[-1], flush=True)
+    lines = [
+        f"### {datetime.date.today().isoformat()} — {gpu} — `bench/instructions.py` ({n} x {k})",
+        "",
+        "PTX instructions a thread executes (loops counted per trip) over the weight bytes it reads.",
+        "",
+        "| type | numerics | kernel | instructions a thread | per weight byte |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [f"| {t} | {a} | {label} | {total} | {per:.2f} |" for t, a, label, total, per in rows]
+    table = "\n".join(lines) + "\n"
+    print(table)
+    if args.results:
+        with args.results.open("a") as f:
+            f.write("\n" + table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
