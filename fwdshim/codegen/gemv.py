@@ -56,9 +56,9 @@ from fwdshim.codegen.gemv_rows import (  # noqa: F401 - GemvSpec, Pair, Shape: t
     GemvSpec,
     Pair,
     Shape,
+    _act_params,
     _dedent1,
     _pair_of_rows,
-    _act_params,
     _pair_rows,
     _q8_params,
     _row_stores,
@@ -69,7 +69,7 @@ from fwdshim.codegen.gemv_rows import (  # noqa: F401 - GemvSpec, Pair, Shape: t
     store,
 )
 from fwdshim.codegen.kernel import Kernel, Param, build
-from fwdshim.codegen.source import SharedArray, check_block, indent, late_wait, ld
+from fwdshim.codegen.source import SharedArray, check_block, indent, late_wait
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.limits import STATIC_SHARED_BYTES
 
@@ -118,7 +118,7 @@ def pipeline_bytes(shape: Shape) -> int:
     return shape.stages * shape.rows * 32 * shape.warps * 20
 
 
-def _hoists(shape: "Shape", steps: int, tuning: Tuning) -> bool:
+def _hoists(shape: Shape, steps: int, tuning: Tuning) -> bool:
     """Whether a GEMV of 4- or 16-byte pieces of `shape` with `steps` full steps a warp group loads its
     weights before its wait (`Tuning.pre_wait_loads`)."""
     loads = tuning.pre_wait_loads
