@@ -58,8 +58,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shape", default="4096x4096")
     ap.add_argument("--results", type=Path)
     args = ap.parse_args(argv)
-    n, k = (int(v) for v in args.shape.split("x"))
-    from numba import cuda
+    from fwdshim.codegen.gemv_decode import BLOCK_TYPES
+
+    bad = [t for t in args.types.split(",") if t not in BLOCK_TYPES or t == "q8_0"]
+    if bad:
+        ap.error(f"--types: {', '.join(bad)}: affine GGML types of {', '.join(BLOCK_TYPES[1:])}")
+    try:
+        n, k = (int(v) for v in args.shape.split("x"))
+        if n <= 0 or k % 256:
+            raise ValueError
+    except ValueError:
+        ap.error(f"--shape {args.shape}: N x K, K a multiple of 256 (e.g. 4096x4096)")
+    from numba import config, cuda
+
+    if config.ENABLE_CUDASIM:
+        ap.exit(1, f"{ap.prog}: NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which compiles no PTX: unset it, on a GPU\n")
 
     from fwdshim import ggml_blocks as G
     from fwdshim.codegen import gemv

@@ -38,8 +38,11 @@ def _bench(name: str):
         ("decode_step.py", ["--leave-out", "rms_(norm"], "--leave-out 'rms_(norm': not a regular expression"),
         ("decode_step.py", ["--empty", "attention["], "--empty 'attention[': not a regular expression"),
         ("decode_step.py", ["--timeline", "gemv("], "--timeline 'gemv(': not a regular expression"),
-        ("gemv_ggml.py", ["--types", "q4_k,f32"], "--types: unknown GGML type(s) f32 (known: q4_0,"),
-        ("gemv_ggml.py", ["--warps", "4,two"], "--warps '4,two': whole numbers of warps, comma-separated"),
+        ("decode_step.py", ["--weights", "q4_k_s"], "--weights: unknown mix 'q4_k_s' (known: q8_0, q4_0, q4_1, q5_k, q6_k, q4_k_m)"),
+        ("decode_step.py", ["--llama-bench", "/nonexistent/llama-bench"], "--llama-bench /nonexistent/llama-bench: no executable there"),
+        ("instructions.py", ["--types", "q8_0"], "--types: q8_0: affine GGML types of q2_k,"),
+        ("instructions.py", ["--shape", "4096x100"], "--shape 4096x100: N x K, K a multiple of 256"),
+        ("gemv.py", ["--types", "q4_k,f32"], "--types q4_k,f32: weight types of q8_0, q4_0, q4_1,"),
         ("attention.py", ["--shapes", "gpt9"], "--shapes: unknown shape 'gpt9' (known: smollm2, llama8b, llama8b_kv)"),
         ("attention.py", ["--try", "b128u4"], "--try: `b128u4` is not an attention launch tag"),
         ("attention.py", ["--fill", "1024"], "--fill 1024, --context 1024: needs 0 <= fill < context"),
@@ -116,7 +119,7 @@ def test_occupancy_largest_loop_reads_sass():
         ("attention.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"),
         ("decode_step.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"),
         ("gemv.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"),
-        ("gemv_ggml.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"),
+        ("instructions.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which compiles no PTX: unset it, on a GPU"),
         ("read_sizes.py", 1, "NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which times nothing: unset it, on a GPU"),
     ],
 )
@@ -215,3 +218,19 @@ def test_read_sizes_kernel_reads_every_word_once(monkeypatch, unroll, words, gri
         out = cuda.to_device(np.zeros(1, np.int64))
         k[grid](cuda.to_device(a), words, out)
         assert out.copy_to_host()[0] == 0x7FEDCBA9, at
+
+
+def test_the_q4_k_m_mix_is_llama_cpps():
+    """`--weights q4_k_m` types each matrix as llama.cpp's quantize does: Q4_K; Q6_K for the output
+    and for attn_v and ffn_down in `use_more_bits` layers (the first and last eighth, every third
+    between); a K-quant's rows that are not whole super-blocks take its fallback."""
+    d = _bench("decode_step")
+    six = [i for i in range(32) if d.mix_types("q4_k_m", f"blk.{i}.ffn_down.weight", 32, 14336) == "q6_k"]
+    assert six == [0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31]
+    assert d.mix_types("q4_k_m", "blk.6.attn_v.weight", 32, 4096) == "q6_k"
+    assert d.mix_types("q4_k_m", "blk.6.attn_q.weight", 32, 4096) == "q4_k"
+    assert d.mix_types("q4_k_m", "output.weight", 32, 4096) == "q6_k"
+    assert d.mix_types("q4_k_m", "token_embd.weight", 32, 4096) == "q4_k"
+    assert d.mix_types("q4_k_m", "blk.0.attn_q.weight", 30, 576) == "q5_0"  # 576 is not whole blocks of 256
+    assert d.mix_types("q6_k", "blk.0.attn_v.weight", 30, 576) == "q8_0"
+    assert d.mix_types("q4_1", "blk.0.attn_v.weight", 30, 576) == "q4_1"
