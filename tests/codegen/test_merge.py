@@ -268,6 +268,21 @@ def test_merged_graph_is_bit_for_bit_the_stages_graph_on_the_gpu(monkeypatch, nu
     print(f"\n{numerics}: {len(p1.merged)} merged launches for {len(p1.stage_launches)} stage kernels, bit for bit")
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(simulating(), reason="the gpu suite runs on a device (FWDSHIM_GPU=1)")
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
+@pytest.mark.parametrize("wtype", ["q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"])
+def test_every_block_types_merged_graph_is_bit_for_bit_the_stages_graph_on_the_gpu(wtype, numerics):
+    """A layer of each GGML block type's matrices (SmolLM2's sizes; rows of 1024 for the K-quants'
+    super-blocks), each plan captured as a graph and replayed twice at a cache fill of 1000."""
+    sizes = dict(d=576, h=9, kv=3, hd=64, ff=1536, l=4096) if wtype[-1] != "k" else dict(d=1024, h=8, kv=2, hd=128, ff=2048, l=4096)
+    rng = np.random.default_rng(1207)  # fixed: the gpu suite is deterministic
+    m = pipeline(parse(llama_src(**sizes, wtype=wtype)), numerics)
+    out = run_both(m, llama_weights(rng, **sizes, wtype=wtype), llama_inputs(rng, **sizes, rows=1000))
+    *_, p0, p1 = same_bits(out)
+    assert p1.kernel_count < p0.kernel_count
+
+
 @pytest.mark.parametrize("act", ["f32", "int8"])
 def test_pipelined_parts_share_their_shared_memory(act):
     """Two pipelined GEMV parts (`gemv.Shape.stages`) merged into one launch declare their shared
