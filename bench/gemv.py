@@ -1,8 +1,13 @@
-"""Q8_0 GEMV bandwidth on a GPU: the dequantizing and int8-activation kernels of `fwdshim.codegen.gemv`
-against a read-bandwidth ceiling measured in the same run, torch's fp16 GEMV and an empty kernel.
+"""GEMV bandwidth on a GPU, every block type: the dequantizing and int8-activation kernels of
+`fwdshim.codegen.gemv` (Q8_0 and the affine GGML types, `--types`) against a read-bandwidth ceiling
+measured in the same run, torch's fp16 GEMV and an empty kernel.
 
-    python bench/gemv.py [--sweep] [--small] [--shapes NxK,...] [--try TAG,...] [--results bench/RESULTS.md]
-                         [--json FILE] [--reps 20] [--jobs 8]
+    python bench/gemv.py [--types q8_0,q4_k,...] [--sweep] [--small] [--shapes NxK,...] [--try TAG,...]
+                         [--results bench/RESULTS.md] [--json FILE] [--reps 20] [--jobs 8]
+
+`--types` (default q8_0) times each type's GEMV at its default launch shape (`gemv.block_shape`) and
+the `--try`/`--sweep` shapes; an affine type's weights are random blocks (`ggml_blocks.random_raw`)
+in `ggml_blocks.repack`'s layout, its GB/s over the bytes that layout holds.
 
 Shapes (N x K, y = W x): 4096x4096, 14336x4096 (gate/up of a Llama-3-8B layer), 4096x14336 (down);
 with `--small` also SmolLM2's 576x576, 192x576 (k/v), 1536x576 (gate/up), 576x1536 (down).
@@ -48,7 +53,7 @@ TYPES = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k",
 BIG = [(4096, 4096), (14336, 4096), (4096, 14336)]
 SMALL = [(576, 576), (192, 576), (1536, 576), (576, 1536)]
 SHAPES = BIG
-"""The Llama-3-8B shapes (`bench/gemv_ggml.py` times its types at these)."""
+"""The Llama-3-8B shapes."""
 ALIGN = 256
 
 

@@ -5,8 +5,8 @@
 Each kernel is compiled for sm_90 (`Kernel.fn.inspect_asm`, Numba's PTX) and its instructions are
 counted as one thread executes them: straight-line code once, a loop's body (the instructions between
 a label and the branch back to it) once per trip, the trip count that thread's share of the row's
-pieces (`K / 32` chunks over 32 lanes for the one-warp-a-row kernel before; the coalesced family
-writes its steps out at 4096 columns, so its count is static). Divided by the weight bytes the
+pieces (the coalesced family writes its steps out at 4096 columns, so there its count is static).
+Divided by the weight bytes the
 thread reads (quants, bit planes and scales of its pieces, every row it holds): instructions per
 weight byte, the cost a dequantizing GEMV must keep under what the SMs issue while HBM delivers the
 bytes. PTX, not SASS: `ptxas` may merge or split some, the same way for both kernels.
@@ -77,10 +77,6 @@ def main(argv: list[str] | None = None) -> int:
     from fwdshim import ggml_blocks as G
     from fwdshim.codegen import gemv
 
-    try:
-        from fwdshim.codegen import gemv_ggml  # the one-warp-a-row kernel, while it exists
-    except ImportError:
-        gemv_ggml = None
     gpu = cuda.get_current_device().name
     gpu = gpu.decode() if isinstance(gpu, bytes) else gpu
     rows = []
@@ -91,12 +87,6 @@ def main(argv: list[str] | None = None) -> int:
         per_row = wbytes / n
         for act in ("f32", "int8"):
             out = []
-            if gemv_ggml is not None:
-                kern = gemv_ggml.affine(n, k, ggml=t, act=act)
-                straight, loops = ptx_counts(kern.fn.inspect_asm(kern.signature))
-                trips = -(-(k // 32) // 32)
-                total = straight + trips * sum(loops)
-                out.append(("before (one warp a row)", total, total / (per_row / 32)))
             kern = gemv.blocks(t, n, k, act=act)
             shape = kern.spec.shape
             straight, loops = ptx_counts(kern.fn.inspect_asm(kern.signature))
@@ -104,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             trips = -(-pieces // (32 * shape.split)) // max(1, shape.unroll)
             total = straight + trips * sum(loops)
             thread_bytes = shape.rows * per_row / (32 * shape.split)
-            out.append((f"after ({shape.tag})", total, total / thread_bytes))
+            out.append((shape.tag, total, total / thread_bytes))
             for label, total, per in out:
                 rows.append((t.upper(), "dequant" if act == "f32" else "int8-act", label, total, per))
                 print(rows[-1], flush=True)
@@ -113,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "PTX instructions a thread executes (loops counted per trip) over the weight bytes it reads.",
         "",
-        "| type | numerics | kernel | instructions a thread | per weight byte |",
+        "| type | numerics | launch shape | instructions a thread | per weight byte |",
         "|---|---|---|---|---|",
     ]
     lines += [f"| {t} | {a} | {label} | {total} | {per:.2f} |" for t, a, label, total, per in rows]

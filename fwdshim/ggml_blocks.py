@@ -3,7 +3,7 @@
 One place for the limits (legality's B02, the importer's requantization, the lowering read these):
 
 - `GEMV_TYPES`: the types a matmul's weight may have on the GPU: F32, F16, BF16 (the dense GEMV),
-  Q8_0 (`codegen.gemv`) and the `AFFINE` types (`codegen.gemv_ggml`).
+  Q8_0 and the `AFFINE` types (`codegen.gemv`, each through its `codegen.gemv_decode` decoder).
 - `INT8_ACT_TYPES`: the types whose GEMV also reads an int8 activation (Q8_0 and `AFFINE`).
 - `AFFINE`: every block type whose values are `sc · q + mn` over sub-blocks of 16 or 32 values with
   small unsigned integers `q`: Q4_0, Q4_1, Q5_0, Q5_1 (blocks of 32), Q2_K, Q3_K, Q6_K (sub-blocks of

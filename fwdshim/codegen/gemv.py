@@ -1,5 +1,14 @@
-"""Matrix-vector products: the Q8_0 GEMV dequantizing in-kernel, the int8-activation GEMV, and the
-dense f32/f16/bf16 GEMV. `y[m, n] = Σ_k W[n, k] x[m, k]` for `m < M` rows of x (a decode step: M = 1).
+"""Matrix-vector products: one coalesced GEMV family for every block-quantized type (Q8_0 and the
+affine GGML types Q4_0 ... Q6_K), dequantizing in-kernel or over int8 activations, and the dense
+f32/f16/bf16 GEMV. `y[m, n] = Σ_k W[n, k] x[m, k]` for `m < M` rows of x (a decode step: M = 1).
+
+`gemv_blocks(n, k, m, act, shape, ..., weights=)` writes the family's kernel; a weight type enters
+only through its block decoder (`codegen.gemv_decode`: the loads of one 16-byte piece of quants and
+its scales, and their dot with the piece's activations). Everything below (launch shapes, unrolled
+steps, early loads before the wait, split rows, stores, the rope/pair/quantize/elementwise
+epilogues) is the family's, shared by every type; `blocks(weights, n, k, act=)` takes the default
+shape (`block_shape`). The affine types' weights are `ggml_blocks.repack`'s layout, a piece one
+32-value chunk (`gemv_decode.AffineDecoder`); Q8_0's below.
 
 Q8_0 weights are read in the aligned layout of `fwdshim.weights.repack_q8_0`: `qs int8 [N*K]` (row
 n's quants at `n*K`) and `dw float32 [N*K/32]` (one scale per block of 32), K a multiple of 32.
@@ -235,7 +244,7 @@ def takes_binary(s: object) -> bool:
 
 
 def binary_variant(kern: Kernel, kind: str, y_first: bool, tuning: Tuning) -> Kernel | None:
-    """GEMV `kern` (`gemv_q8`, `dense`, `gemv_ggml.affine`) with the elementwise epilogue `ep_out = y
+    """GEMV `kern` (`gemv_blocks`, `dense`) with the elementwise epilogue `ep_out = y
     kind ep_in` (`y_first`; else `ep_in kind y`) after each store of `y` (`gemv_rows.store`:
     parameters `ep_in`, `ep_out` after `y`), or None where that cannot be: another kernel, or one
     carrying an epilogue already."""
@@ -438,12 +447,16 @@ def launch_shape(n: int, k: int, act: str, tuning: Tuning = DEFAULT) -> Shape:
 
 def block_shape(weights: str, n: int, k: int, act: str, tuning: Tuning = DEFAULT) -> Shape:
     """The default launch shape of the coalesced GEMV of N x K `weights` under `act`: Q8_0's
-    `launch_shape`; an affine type's, the fastest of `bench/gemv.py --types` on an H200 (`bench/RESULTS.md`)."""
+    `launch_shape`; an affine type's, the fastest of `bench/gemv.py --types q4_k,q6_k --try ...` at
+    Llama-3-8B's shapes on an H100 (2026-12-07, `bench/RESULTS.md`); below K 2048 eight warps (not yet
+    timed: the block a norm prologue needs)."""
     if weights == "q8_0":
         return launch_shape(n, k, act, tuning)
     if k < 2048:  # eight warps: the norms' block, so a norm before it runs as its launch's prologue
         return Shape(16, 2, 8, 1, 1)
-    return Shape(16, 2, 4, 2, 1)
+    if act == "f32":  # four rows a warp share each chunk's 32 x values and their sum
+        return Shape(16, 2, 4, 2, 1) if k >= 8192 else Shape(16, 4, 4, 1, 1)
+    return Shape(16, 2, 8, 2, 2) if k >= 8192 else Shape(16, 2, 4, 2, 1)
 
 
 @functools.cache

@@ -24,7 +24,7 @@ MAX_PARTS = 8
 """The most launches one merged launch holds (its parameters stay within the 4 KiB limit)."""
 
 ACTIVATIONS = ("x", "xq", "xd")
-"""The GEMV parameters that read an activation (`codegen.gemv`, `codegen.gemv_ggml`): what a
+"""The GEMV parameters that read an activation (`codegen.gemv`): what a
 prologue's shared-memory result may stand for."""
 
 
@@ -219,6 +219,13 @@ def _rope_epilogue_of(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple
     return None
 
 
+def _activation_keys(p) -> list:
+    """The buffers a GEMV launch `p` reads as its activation (its arguments from its first
+    `ACTIVATIONS` parameter to before `y`; its weight arrays before them are one or more per type)."""
+    first = next(i for i, q in enumerate(p.kernel.params) if q.name in ACTIVATIONS)
+    return [_key(x) for x in p.args[first:-1]]
+
+
 def _pair_epilogue_of(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple[int, int, object] | None:
     """(the first part, the second part, the `gemv.Pair`) when elementwise launch `t` (a fused chain
     or region, `fused.ElementwiseSpec`: `a0`, `a1` -> `y0`, ...) reads the whole outputs of two GEMV
@@ -242,7 +249,7 @@ def _pair_epilogue_of(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple
         return None
     i, i2 = sorted(at.values())
     a, b = par[i], par[i2]
-    if a.kernel.spec != b.kernel.spec or [_key(x) for x in a.args[2:-1]] != [_key(x) for x in b.args[2:-1]]:
+    if a.kernel.spec != b.kernel.spec or _activation_keys(a) != _activation_keys(b):
         return None
     if any(o in {_key(v) for v in u.args} for u in busy for o in outs):
         return None

@@ -1,5 +1,5 @@
 """The kernels of one stage: `lower_stage(op) -> [Binding]`, each binding a kernel of the stage's
-family (`norms`, `unary`, `gemv`, `gemv_ggml`, `quantize`, `rope`, `attention`, `moe`; a `fwd.fused`
+family (`norms`, `unary`, `gemv`, `quantize`, `rope`, `attention`, `moe`; a `fwd.fused`
 op through `codegen.fused`) and the buffer parts its parameters read and write.
 
 Every stage is one kernel, a `fwd.moe` three. Legality runs first (`shim.legality.check`, or the
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from xdsl.ir import SSAValue
 
-from fwdshim.codegen import attention, gemv, gemv_ggml, moe, norms, quantize, rope, unary
+from fwdshim.codegen import attention, gemv, moe, norms, quantize, rope, unary
 from fwdshim.codegen.buffers import type_parts
 from fwdshim.codegen.fused import (
     DEFAULT_EPS,

@@ -234,3 +234,24 @@ def test_the_q4_k_m_mix_is_llama_cpps():
     assert d.mix_types("q4_k_m", "blk.0.attn_q.weight", 30, 576) == "q5_0"  # 576 is not whole blocks of 256
     assert d.mix_types("q6_k", "blk.0.attn_v.weight", 30, 576) == "q8_0"
     assert d.mix_types("q4_1", "blk.0.attn_v.weight", 30, 576) == "q4_1"
+
+
+def test_instruction_counts_take_a_loop_once_a_trip():
+    """`bench/instructions.py` counts a PTX function's instructions outside loops and each loop's body
+    (a label with a branch back to it), directives and labels left out."""
+    ptx = """
+.visible .entry k(.param .u64 a)
+{
+    .reg .b32 %r<4>;
+    ld.param.u64 %rd1, [a];
+    mov.u32 %r1, 0;
+$L__BB0_1:
+    add.s32 %r1, %r1, 1;
+    setp.lt.s32 %p1, %r1, 8;
+    @%p1 bra $L__BB0_1;
+    st.global.u32 [%rd1], %r1;
+    ret;
+}
+"""
+    straight, loops = _bench("instructions").ptx_counts(ptx)
+    assert (straight, loops) == (4, [3])
