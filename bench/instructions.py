@@ -2,7 +2,8 @@
 
     python bench/instructions.py [--types q4_k,q6_k,q4_1] [--shape 4096x4096] [--results bench/RESULTS.md]
 
-Each kernel is compiled for sm_90 (`Kernel.fn.inspect_asm`, Numba's PTX) and its instructions are
+Each kernel is compiled to PTX for sm_90 (`numba.cuda.compile_ptx`: NVVM and NVRTC, no GPU needed;
+under the simulator there is no PTX) and its instructions are
 counted as one thread executes them: straight-line code once, a loop's body (the instructions between
 a label and the branch back to it) once per trip, the trip count that thread's share of the row's
 pieces (the coalesced family writes its steps out at 4096 columns, so there its count is static).
@@ -69,16 +70,20 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError
     except ValueError:
         ap.error(f"--shape {args.shape}: N x K, K a multiple of 256 (e.g. 4096x4096)")
-    from numba import config, cuda
+    from numba import config
 
     if config.ENABLE_CUDASIM:
         ap.exit(1, f"{ap.prog}: NUMBA_ENABLE_CUDASIM=1 runs Numba's CUDA simulator, which compiles no PTX: unset it, on a GPU\n")
+    import importlib.util
+
+    if importlib.util.find_spec("_numba_cuda_redirector"):
+        import _numba_cuda_redirector  # noqa: F401  (numba.cuda -> numba_cuda, as its .pth does)
+    from numba import cuda
 
     from fwdshim import ggml_blocks as G
     from fwdshim.codegen import gemv
 
-    gpu = cuda.get_current_device().name
-    gpu = gpu.decode() if isinstance(gpu, bytes) else gpu
+    gpu = "sm_90 PTX"
     rows = []
     for t in args.types.split(","):
         qt = G.QT[t.upper()]
@@ -89,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             out = []
             kern = gemv.blocks(t, n, k, act=act)
             shape = kern.spec.shape
-            straight, loops = ptx_counts(kern.fn.inspect_asm(kern.signature))
+            straight, loops = ptx_counts(cuda.compile_ptx(kern.fn.py_func, kern.signature, cc=(9, 0))[0])
             pieces = k // 32
             trips = -(-pieces // (32 * shape.split)) // max(1, shape.unroll)
             total = straight + trips * sum(loops)
