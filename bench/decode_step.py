@@ -78,58 +78,6 @@ def emit(out: list, **rec) -> None:
 # the model file
 
 
-def write_random_q8_0(path: Path, shape: dict, context: int, seed: int = 1, gain: float = 1.0) -> Path:
-    """A `llama` GGUF of `shape` whose matrices are random Q8_0 blocks (quants uniform in -127..127,
-    scales `gain/sqrt(K)/73` times 0.5..1.5 as f16), vectors `1 + N(0, 0.1)` F32."""
-    import gguf
-    from gguf import GGMLQuantizationType as QT
-
-    try:
-        from fwdshim.frontend.gguf_model import LlamaParams, expected_tensors
-    except ImportError:  # an older checkout (FWDSHIM_SRC)
-        from fwdshim.importer import LlamaParams, expected_tensors
-
-    spec = {k: v for k, v in shape.items() if k != "tied"}
-    p = LlamaParams(**spec, context_length=context)
-    rng = np.random.default_rng(seed)
-    pool = rng.integers(-127, 128, size=1 << 26, dtype=np.int8)
-    pool = np.concatenate([pool, pool])
-    tmp = path.with_suffix(".tmp")
-    w = gguf.GGUFWriter(tmp, "llama")
-    w.add_name("fwdshim-bench-random")
-    w.add_block_count(p.n_layer)
-    w.add_context_length(context)
-    w.add_embedding_length(p.d)
-    w.add_feed_forward_length(p.ff)
-    w.add_head_count(p.h)
-    w.add_head_count_kv(p.kv)
-    w.add_rope_dimension_count(p.rope_dim)
-    w.add_rope_freq_base(p.rope_base)
-    w.add_layer_norm_rms_eps(p.eps)
-    w.add_vocab_size(p.vocab)
-    for name, use in expected_tensors(p, tied=shape["tied"]).items():
-        if use.optional:
-            continue
-        if len(use.shape) == 1:
-            w.add_tensor(name, (1.0 + 0.1 * rng.standard_normal(use.shape)).astype(np.float32), raw_dtype=QT.F32)
-            continue
-        n, k = use.shape
-        nb = n * k // 32
-        start = int(rng.integers(0, 1 << 26))
-        raw = np.empty((nb, 34), np.uint8)
-        scale = (gain / np.sqrt(k) / 73.0 * (0.5 + rng.random(nb))).astype(np.float16)
-        raw[:, :2] = scale.view(np.uint8).reshape(nb, 2)
-        quants = pool[start : start + nb * 32] if nb * 32 <= pool.size // 2 else np.resize(pool, nb * 32)
-        raw[:, 2:] = quants.view(np.uint8).reshape(nb, 32)
-        w.add_tensor(name, raw.reshape(n, k // 32 * 34), raw_dtype=QT.Q8_0)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    os.replace(tmp, path)
-    return path
-
-
 MIXES = ("q8_0", "q4_0", "q4_1", "q5_k", "q6_k", "q4_k_m")
 """The weight mixes `--weights` writes: every matrix of one type, or `q4_k_m` (`mix_types`)."""
 
@@ -166,23 +114,66 @@ def mix_types(mix: str, name: str, n_layer: int, k: int = 256) -> str:
     return _FALLBACK[t] if t in _FALLBACK and k % 256 else t
 
 
-def write_random(path: Path, shape: dict, context: int, mix: str, seed: int = 1, gain: float = 1.0) -> Path:
-    """A `llama` GGUF of `shape` whose matrices are random blocks of `mix`'s types (random bytes, each
-    block's f16 scales set to `gain / sqrt(K) / divisor` times 0.5..1.5), vectors `1 + N(0, 0.1)`
-    F32. Q8_0 is `write_random_q8_0`'s file."""
-    if mix == "q8_0":
-        return write_random_q8_0(path, shape, context, seed, gain)
+def _q8_0_matrices(rng, gain: float):
+    """A function `(name, n, k) -> (raw blocks, type)` of random Q8_0 matrices: quants uniform in
+    -127..127 (slices of one pool), scales `gain/sqrt(K)/73` times 0.5..1.5 as f16."""
+    from gguf import GGMLQuantizationType as QT
+
+    pool = rng.integers(-127, 128, size=1 << 26, dtype=np.int8)
+    pool = np.concatenate([pool, pool])
+
+    def matrix(name: str, n: int, k: int):
+        nb = n * k // 32
+        start = int(rng.integers(0, 1 << 26))
+        raw = np.empty((nb, 34), np.uint8)
+        scale = (gain / np.sqrt(k) / 73.0 * (0.5 + rng.random(nb))).astype(np.float16)
+        raw[:, :2] = scale.view(np.uint8).reshape(nb, 2)
+        quants = pool[start : start + nb * 32] if nb * 32 <= pool.size // 2 else np.resize(pool, nb * 32)
+        raw[:, 2:] = quants.view(np.uint8).reshape(nb, 32)
+        return raw.reshape(n, k // 32 * 34), QT.Q8_0
+
+    return matrix
+
+
+def _mix_matrices(rng, gain: float, mix: str, n_layer: int):
+    """A function `(name, n, k) -> (raw blocks, type)` of random matrices of `mix`'s types
+    (`mix_types`): random bytes, each block's f16 scales `gain / sqrt(K) / divisor` times 0.5..1.5."""
+    from gguf import GGMLQuantizationType as QT
+
+    pool = rng.integers(0, 256, size=1 << 27, dtype=np.uint8)
+
+    def matrix(name: str, n: int, k: int):
+        t = mix_types(mix, name, n_layer, k)
+        per, size, f16s, div = _BLOCK[t]
+        nb = n * k // per
+        start = int(rng.integers(0, pool.size - 1))
+        raw = np.resize(np.roll(pool, -start)[: nb * size] if nb * size <= pool.size else pool, nb * size).reshape(nb, size)
+        for off in f16s:
+            d = (gain / np.sqrt(k) / div * (0.5 + rng.random(nb))).astype(np.float16)
+            raw[:, off : off + 2] = d.view(np.uint8).reshape(nb, 2)
+        return raw.reshape(n, k // per * size), QT[t.upper()]
+
+    return matrix
+
+
+def write_random(path: Path, shape: dict, context: int, mix: str = "q8_0", seed: int = 1, gain: float = 1.0) -> Path:
+    """A `llama` GGUF of `shape` whose matrices are random blocks of `mix`'s types (`_q8_0_matrices`,
+    `_mix_matrices`), vectors `1 + N(0, 0.1)` F32, `tokenizer.ggml.model = none` (so llama.cpp reads
+    it too)."""
     import gguf
     from gguf import GGMLQuantizationType as QT
 
-    from fwdshim.frontend.gguf_model import LlamaParams, expected_tensors
+    try:
+        from fwdshim.frontend.gguf_model import LlamaParams, expected_tensors
+    except ImportError:  # an older checkout (FWDSHIM_SRC)
+        from fwdshim.importer import LlamaParams, expected_tensors
 
     p = LlamaParams(**{k: v for k, v in shape.items() if k != "tied"}, context_length=context)
     rng = np.random.default_rng(seed)
-    pool = rng.integers(0, 256, size=1 << 27, dtype=np.uint8)
+    matrix = _q8_0_matrices(rng, gain) if mix == "q8_0" else _mix_matrices(rng, gain, mix, p.n_layer)
     tmp = path.with_suffix(".tmp")
     w = gguf.GGUFWriter(tmp, "llama")
-    w.add_name(f"fwdshim-bench-random-{mix}")
+    w.add_name("fwdshim-bench-random" + ("" if mix == "q8_0" else f"-{mix}"))
     for add, v in ((w.add_block_count, p.n_layer), (w.add_context_length, context), (w.add_embedding_length, p.d),
                    (w.add_feed_forward_length, p.ff), (w.add_head_count, p.h), (w.add_head_count_kv, p.kv),
                    (w.add_rope_dimension_count, p.rope_dim), (w.add_rope_freq_base, p.rope_base),
@@ -195,22 +186,19 @@ def write_random(path: Path, shape: dict, context: int, mix: str, seed: int = 1,
         if len(use.shape) == 1:
             w.add_tensor(name, (1.0 + 0.1 * rng.standard_normal(use.shape)).astype(np.float32), raw_dtype=QT.F32)
             continue
-        n, k = use.shape
-        t = mix_types(mix, name, p.n_layer, k)
-        per, size, f16s, div = _BLOCK[t]
-        nb = n * k // per
-        start = int(rng.integers(0, pool.size - 1))
-        raw = np.resize(np.roll(pool, -start)[: nb * size] if nb * size <= pool.size else pool, nb * size).reshape(nb, size)
-        for off in f16s:
-            d = (gain / np.sqrt(k) / div * (0.5 + rng.random(nb))).astype(np.float16)
-            raw[:, off : off + 2] = d.view(np.uint8).reshape(nb, 2)
-        w.add_tensor(name, raw.reshape(n, k // per * size), raw_dtype=QT[t.upper()])
+        raw, qt = matrix(name, *use.shape)
+        w.add_tensor(name, raw, raw_dtype=qt)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
     os.replace(tmp, path)
     return path
+
+
+def write_random_q8_0(path: Path, shape: dict, context: int, seed: int = 1, gain: float = 1.0) -> Path:
+    """`write_random` of Q8_0 matrices."""
+    return write_random(path, shape, context, "q8_0", seed, gain)
 
 
 def model_path(name: str, context: int, mix: str = "q8_0") -> Path:

@@ -83,14 +83,6 @@ from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.limits import STATIC_SHARED_BYTES
 
 
-def dec_block(weights: str) -> int:
-    """The chunks of 32 values in one block of `weights` (8 for a K-quant's super-block of 256, else 1)."""
-    from fwdshim.dialects.attributes import GgmlType, gguf_of
-    from fwdshim.ggml_blocks import BLOCK_VALUES
-
-    return BLOCK_VALUES[gguf_of(GgmlType(weights))] // 32
-
-
 def _suffix(r: int, two: bool) -> str:
     """The suffix of a group's row `r`'s weight arrays: with `two` (a pair epilogue, `gemv_blocks`'
     `pair`) the odd rows' are the second matrix's, `qs2`, ...; else none."""
@@ -319,8 +311,8 @@ def gemv_blocks(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int,
         raise ValueError(f"a {weights.upper()} GEMV over `{act}` activations")
     if weights != "q8_0" and (shape.blocks or shape.prefetch or shape.stages):
         raise ValueError(f"a {weights.upper()} GEMV takes neither a looping grid, a prefetch nor an async-copy pipeline: {shape.tag}")
-    if weights != "q8_0" and k % (32 * dec_block(weights)):
-        raise ValueError(f"{weights.upper()} rows of {k} values are not whole blocks of {32 * dec_block(weights)}")
+    if k % dec.block:
+        raise ValueError(f"{weights.upper()} rows of {k} values are not whole blocks of {dec.block}")
     nb = k // 32
     groups = warps // split
     per_block = groups * rows

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from fwdshim.codegen.kernel import Param
 from fwdshim.codegen.source import ld
 from fwdshim.dialects.attributes import GgmlType, gguf_of
-from fwdshim.ggml_blocks import AFFINE_GGML, part_specs
+from fwdshim.ggml_blocks import AFFINE_GGML, BLOCK_VALUES, part_specs
 
 _MASK = "0x0F0F0F0F"
 ONES = "int32(0x01010101)"
@@ -50,6 +50,11 @@ class Decoder:
     def values(self) -> int:
         """The values one piece (one lane's 16- or 4-byte load of quants) covers."""
         raise NotImplementedError
+
+    @property
+    def block(self) -> int:
+        """The values of one of the type's blocks (a row is whole blocks): 32, or a K-quant's 256."""
+        return 32
 
     def arrays(self, n: int, k: int) -> list[tuple[str, str, int]]:
         """(name, dtype, elements) of each weight array of an N x K matrix, in parameter order."""
@@ -140,27 +145,46 @@ class Q8Decoder(Decoder):
         return lines
 
 
-_SCALES: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {
-    # type: (the scale loads, as expressions of chunk index {i}: registers a, b, c, ...;
-    #        each sub-block's (sc, mn) of those registers, `{s}` the sub-block's sc)
-    "q4_0": (("{d}[{i}]",), (("{a}", "{s} * float32(-8.0)"),)),
-    "q5_0": (("{d}[{i}]",), (("{a}", "{s} * float32(-16.0)"),)),
-    "q4_1": (("{dm}[2 * {i}]", "{dm}[2 * {i} + 1]"), (("{a}", "{b}"),)),
-    "q4_k": (("{dd}[2 * ({i} >> 3)]", "{dd}[2 * ({i} >> 3) + 1]", "{sm}[2 * {i}]", "{sm}[2 * {i} + 1]"),
-             (("{a} * {c}", "-({b} * {d})"),)),
-    "q6_k": (("{dd}[{i} >> 3]", "{sc8}[2 * {i}]", "{sc8}[2 * {i} + 1]"),
-             (("{a} * {b}", "{s} * float32(-32.0)"), ("{a} * {c}", "{s} * float32(-32.0)"))),
-    "q3_k": (("{dd}[{i} >> 3]", "{sc8}[2 * {i}]", "{sc8}[2 * {i} + 1]"),
-             (("{a} * {b}", "{s} * float32(-4.0)"), ("{a} * {c}", "{s} * float32(-4.0)"))),
-    "q2_k": (("{dd}[2 * ({i} >> 3)]", "{dd}[2 * ({i} >> 3) + 1]", "{sm}[4 * {i}]", "{sm}[4 * {i} + 1]",
-              "{sm}[4 * {i} + 2]", "{sm}[4 * {i} + 3]"),
-             (("{a} * {c}", "-({b} * {d})"), ("{a} * {e}", "-({b} * {f})"))),
+_SCALES: dict[str, tuple[tuple[tuple[str, int, int, bool], ...], tuple[tuple[tuple[str, ...], tuple], ...]]] = {
+    # type: (its scale loads: (array, multiplier, offset, by super-block) of chunk index i, read into
+    #        registers a, b, c, ...; each sub-block's (sc: the product of those registers, mn: one
+    #        register, `-(x * y)` of two, or sc times a constant))
+    "q4_0": ((("d", 1, 0, False),), ((("a",), ("times", -8.0)),)),
+    "q5_0": ((("d", 1, 0, False),), ((("a",), ("times", -16.0)),)),
+    "q4_1": ((("dm", 2, 0, False), ("dm", 2, 1, False)), ((("a",), ("reg", "b")),)),
+    "q4_k": ((("dd", 2, 0, True), ("dd", 2, 1, True), ("sm", 2, 0, False), ("sm", 2, 1, False)),
+             ((("a", "c"), ("neg", "b", "d")),)),
+    "q6_k": ((("dd", 1, 0, True), ("sc8", 2, 0, False), ("sc8", 2, 1, False)),
+             ((("a", "b"), ("times", -32.0)), (("a", "c"), ("times", -32.0)))),
+    "q3_k": ((("dd", 1, 0, True), ("sc8", 2, 0, False), ("sc8", 2, 1, False)),
+             ((("a", "b"), ("times", -4.0)), (("a", "c"), ("times", -4.0)))),
+    "q2_k": ((("dd", 2, 0, True), ("dd", 2, 1, True), ("sm", 4, 0, False), ("sm", 4, 1, False), ("sm", 4, 2, False),
+              ("sm", 4, 3, False)),
+             ((("a", "c"), ("neg", "b", "d")), (("a", "e"), ("neg", "b", "f")))),
 }  # fmt: skip
 """Each affine type's scales (`ggml_blocks.SCALES`' products, written per chunk): Q4_K's super-block
 `d`, `dmin` are `dd[2 sb]`, `dd[2 sb + 1]` of super-block `sb = i >> 3` (8 chunks of 32), its
 sub-block's 6-bit scale and min `sm[2 i]`, `sm[2 i + 1]`; `sc = d · scale`, `mn = -(dmin · min)`."""
 _SCALES["q5_1"] = _SCALES["q4_1"]
 _SCALES["q5_k"] = _SCALES["q4_k"]
+
+
+def _element(array: str, i: str, mult: int, off: int, by_super: bool) -> str:
+    """`array[mult * i + off]`, `i` the chunk index or (`by_super`) its super-block `i >> 3`."""
+    at = f"({i} >> 3)" if by_super else i
+    at = at if mult == 1 else f"{mult} * {at}"
+    return f"{array}[{at}{f' + {off}' if off else ''}]"
+
+
+def _min(mn: tuple, sc: str, reg) -> str:
+    """A sub-block's `mn` (`_SCALES`) of its registers `reg(x)` and its scale `sc`."""
+    if mn[0] == "times":
+        return f"{sc} * float32({mn[1]})"
+    if mn[0] == "reg":
+        return reg(mn[1])
+    return f"-({reg(mn[1])} * {reg(mn[2])})"
+
+
 _REG = "abcdef"
 
 
@@ -177,9 +201,8 @@ class AffineDecoder(Decoder):
         return AFFINE_GGML[GgmlType(self.weights)][0]
 
     @property
-    def sub(self) -> int:
-        """The sub-block size `S`: 32 (one scale a chunk) or 16 (two)."""
-        return AFFINE_GGML[GgmlType(self.weights)][1]
+    def block(self) -> int:
+        return BLOCK_VALUES[gguf_of(GgmlType(self.weights))]
 
     def arrays(self, n, k):
         return part_specs(gguf_of(GgmlType(self.weights)), n, k)
@@ -200,9 +223,8 @@ class AffineDecoder(Decoder):
         i = f"(d{r} + {c})"
         out = [f"{q}_0, {q}_1, {q}_2, {q}_3 = ld_i32x4(qs{suffix}, w{r} + {c} * 16)"]
         out += [f"{q}_h{p} = qh{suffix}[{i} * {self.planes} + {p}]" for p in range(self.planes)]
-        names = {name: name + suffix for name, _, _ in self.arrays(1, 256)}
-        for reg, expr in zip(_REG, _SCALES[self.weights][0]):
-            out.append(f"{s}{reg} = float32({expr.format(i=i, **names)})")
+        for reg, (array, mult, off, by_super) in zip(_REG, _SCALES[self.weights][0]):
+            out.append(f"{s}{reg} = float32({_element(array + suffix, i, mult, off, by_super)})")
         return out
 
     def _words(self, q: str) -> list[str]:
@@ -232,12 +254,12 @@ class AffineDecoder(Decoder):
         return out
 
     def dot(self, r, q, s, u, act):
-        regs = {reg: f"{s}{reg}" for reg in _REG}
+        reg = lambda x: f"{s}{x}"  # noqa: E731
         lines = []
         subs = _SCALES[self.weights][1]
         for b, (sc, mn) in enumerate(subs):
-            lines.append(f"sc{b} = {sc.format(**regs)}")
-            lines.append(f"mn{b} = {mn.format(s=f'sc{b}', **regs)}")
+            lines.append(f"sc{b} = {' * '.join(map(reg, sc))}")
+            lines.append(f"mn{b} = {_min(mn, f'sc{b}', reg)}")
         words = self._words(q)
         if act == "f32":
             for h in range(2):  # the two halves of 16 values

@@ -65,7 +65,7 @@ import numpy as np
 from fwdshim.codegen.device import occupancy, simulating, sm_count
 from fwdshim.codegen.kernel import Kernel, Param, build
 from fwdshim.codegen.launch import Arg, Buffer, Launch, LaunchPlan, Part, with_buffers
-from fwdshim.codegen.merge_groups import _epilogue, _grid1, _key, groups, prologue_modes
+from fwdshim.codegen.merge_groups import _epilogue, _grid1, _key, groups, prologue_modes, weight_arrays
 from fwdshim.codegen.source import (
     AFTER_WAIT,
     LATE_WAIT,
@@ -144,7 +144,7 @@ def _with_epilogue(part, t, how: tuple, second, tuning: Tuning):
         kern = gemv.pair_variant(part.kernel, how[2], tuning)
         assert kern is not None and second is not None
         outs = tuple(a for a, q in zip(t.args, t.kernel.params, strict=True) if q.role != "in")
-        nw = next(i for i, q in enumerate(part.kernel.params) if q.name in ("x", "xq"))  # its weight arrays
+        nw = weight_arrays(part.kernel)
         args = (*part.args[:nw], *second.args[:nw], *part.args[nw:], second.args[-1], *outs)
         return replace(part, kernel=kern, args=args)
     if how[0] == "rope":

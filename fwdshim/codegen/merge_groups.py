@@ -219,11 +219,16 @@ def _rope_epilogue_of(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple
     return None
 
 
+def weight_arrays(k: Kernel) -> int:
+    """How many weight arrays GEMV kernel `k` takes before its activation (its first `ACTIVATIONS`
+    parameter): two for Q8_0 (`qs`, `dw`), one to four for the other block types."""
+    return next(i for i, q in enumerate(k.params) if q.name in ACTIVATIONS)
+
+
 def _activation_keys(p) -> list:
-    """The buffers a GEMV launch `p` reads as its activation (its arguments from its first
-    `ACTIVATIONS` parameter to before `y`; its weight arrays before them are one or more per type)."""
-    first = next(i for i, q in enumerate(p.kernel.params) if q.name in ACTIVATIONS)
-    return [_key(x) for x in p.args[first:-1]]
+    """The buffers a GEMV launch `p` reads as its activation (its arguments after its weight arrays,
+    before `y`)."""
+    return [_key(x) for x in p.args[weight_arrays(p.kernel) : -1]]
 
 
 def _pair_epilogue_of(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple[int, int, object] | None:

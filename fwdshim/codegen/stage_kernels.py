@@ -20,9 +20,10 @@ from fwdshim.codegen.fused import (
     lower_fused,
     qact_refs,
 )
+from fwdshim.codegen.gemv_decode import BLOCK_TYPES, decoder
 from fwdshim.codegen.launch import Binding, Ref, Unlowerable
 from fwdshim.codegen.tuning import DEFAULT, Tuning
-from fwdshim.dialects.attributes import QActType, WeightsType, gguf_of
+from fwdshim.dialects.attributes import QActType, WeightsType
 from fwdshim.dialects.fwd import (
     AttentionOp,
     ElementwiseOp,
@@ -40,7 +41,7 @@ from fwdshim.dialects.fwd import (
     dims_of,
     numel,
 )
-from fwdshim.ggml_blocks import AFFINE_GGML, GEMV_TYPES, names, part_specs
+from fwdshim.ggml_blocks import GEMV_TYPES, names
 
 
 def _rows_n(v: SSAValue) -> tuple[int, int]:
@@ -63,21 +64,14 @@ def _matmul(op: MatmulOp, tuning: Tuning) -> list[Binding]:
     n, k = wd
     m = (numel(xt) or 0) // k
     ggml = wt.type.value if isinstance(wt, WeightsType) else type_parts(wt)[0]
-    if isinstance(wt, WeightsType) and wt.type in AFFINE_GGML:
-        parts = {name: Ref(op.w, name) for name, _, _ in part_specs(gguf_of(wt.type), n, k)}
-        parts["y"] = Ref(op.result)
+    if isinstance(wt, WeightsType) and ggml in BLOCK_TYPES:  # Q8_0 and the affine types: one family
+        refs = {name: Ref(op.w, name) for name, _, _ in decoder(ggml).arrays(n, k)} | {"y": Ref(op.result)}
         if isinstance(xt, QActType):
             kern = gemv.blocks(ggml, n, k, m, act="int8", tuning=tuning)
-            return [Binding(kern, {**parts, "xq": Ref(op.x, "q"), "xd": Ref(op.x, "d")})]
-        return [Binding(gemv.blocks(ggml, n, k, m, tuning=tuning), {**parts, "x": Ref(op.x)})]
+            return [Binding(kern, {**refs, "xq": Ref(op.x, "q"), "xd": Ref(op.x, "d")})]
+        return [Binding(gemv.blocks(ggml, n, k, m, tuning=tuning), {**refs, "x": Ref(op.x)})]
     if isinstance(xt, QActType):
-        if ggml != "q8_0":
-            raise Unlowerable(f"a quantized activation read by {ggml} weights — only the block-quantized GEMVs read int8 activations")
-        kern = gemv.q8_0_int8(n, k, m, tuning=tuning)
-        return [Binding(kern, {"qs": Ref(op.w, "qs"), "dw": Ref(op.w, "dw"), "xq": Ref(op.x, "q"), "xd": Ref(op.x, "d"), "y": Ref(op.result)})]
-    if ggml == "q8_0":
-        kern = gemv.q8_0(n, k, m, tuning=tuning)
-        return [Binding(kern, {"qs": Ref(op.w, "qs"), "dw": Ref(op.w, "dw"), "x": Ref(op.x), "y": Ref(op.result)})]
+        raise Unlowerable(f"a quantized activation read by {ggml} weights — only the block-quantized GEMVs read int8 activations")
     dtype = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}.get(ggml)
     if dtype is None:
         raise Unlowerable(f"a matmul over {ggml.upper()} weights — its kernels dequantize {names(GEMV_TYPES)} rows only")

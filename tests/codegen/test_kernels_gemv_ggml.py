@@ -203,3 +203,15 @@ def test_kernels_type_for_the_gpu(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 4 and all(line.endswith("float64 ops 0") for line in lines), out.stdout
+
+
+def test_a_block_gemv_it_cannot_write_is_a_value_error():
+    """Rows not of whole blocks, and the Q8_0-only launch options (an async-copy pipeline, a looping
+    grid, a prefetch), name themselves rather than build a wrong kernel."""
+    with pytest.raises(ValueError, match="Q4_K rows of 288 values are not whole blocks of 256"):
+        gemv.blocks("q4_k", 64, 288)
+    for shape in (Shape(16, 2, 4, 1, 1, stages=2), Shape(16, 2, 4, 1, 1, blocks=8), Shape(16, 2, 4, 1, 1, prefetch=True)):
+        with pytest.raises(ValueError, match="takes neither a looping grid, a prefetch nor an async-copy pipeline"):
+            gemv.gemv_blocks(64, 512, 1, "f32", shape, weights="q4_1")
+    with pytest.raises(ValueError, match="4-byte pieces of Q6_K quants"):
+        gemv.gemv_blocks(64, 512, 1, "f32", Shape(4, 2, 4, 1, 1), weights="q6_k")
