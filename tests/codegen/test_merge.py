@@ -4,6 +4,7 @@ layer and a two-layer step, under each numerics — and the plan shows each laun
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import numpy as np
@@ -48,6 +49,27 @@ def same_bits(out):
     for name in set(b0) & set(b1):
         assert b0[name].tobytes() == b1[name].tobytes(), name
     return b0, b1, p0, p1
+
+
+@contextlib.contextmanager
+def gemv_shapes(shape_of):
+    """Every block type's GEMV built at `shape_of(n, k, act, tuning)` inside the block: `gemv.launch_shape`
+    patched, and every cached GEMV (`q8_0`, `q8_0_int8`, `blocks`) dropped before and after, so no
+    kernel of another shape is reused in or leaks out of it (the plan builds through `gemv.blocks`: a
+    test that dropped only the Q8_0 caches once got its kernels at the default shape)."""
+    from fwdshim.codegen import gemv
+
+    def fresh():
+        for cached in (gemv.q8_0, gemv.q8_0_int8, gemv.blocks):
+            cached.cache_clear()
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gemv, "launch_shape", shape_of)
+        fresh()
+        try:
+            yield
+        finally:
+            fresh()
 
 
 @sim_only
@@ -99,7 +121,7 @@ def test_every_block_types_merged_launches_are_bit_for_bit_their_stages(wtype, n
 @sim_only
 @pytest.mark.parametrize("at_wait", [True, False], ids=["prologue-at-wait", "prologue-first"])
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
-def test_prologues_are_bit_for_bit_their_stages(monkeypatch, numerics, at_wait):
+def test_prologues_are_bit_for_bit_their_stages(numerics, at_wait):
     """With one-warp GEMVs (the block of the tiny layer's 32-value RMS norms) every norm before a set of
     GEMVs, and the silu·mul (or quantize) before the down projection, runs as the set's prologue:
     each block computes it into shared memory first, block 0 also stores it. Every output and
@@ -111,18 +133,10 @@ def test_prologues_are_bit_for_bit_their_stages(monkeypatch, numerics, at_wait):
 
     tuning = Tuning(pre_wait_prologue=at_wait, pre_wait_loads=4)  # the parts load their weights before their wait
 
-    def fresh():
-        gemv.q8_0.cache_clear()
-        gemv.q8_0_int8.cache_clear()
-
-    monkeypatch.setattr(gemv, "launch_shape", lambda n, k, act, tuning=None: gemv.Shape(16, 1, 1, 1, 1))
-    fresh()
-    try:
+    with gemv_shapes(lambda n, k, act, tuning=None: gemv.Shape(16, 1, 1, 1, 1)):
         rng = seeds.rng()
         m = pipeline(parse(llama_src(**TINY)), numerics)
         out = run_both(m, llama_weights(rng, **TINY), llama_inputs(rng, **TINY, rows=TINY["l"] - 2), tuning=tuning)
-    finally:
-        fresh()
     *_, p1 = same_bits(out)
     pros = [launch.holds[0].name for launch in p1.merged if launch.prologue]
     assert pros[0].startswith("rms_norm_w") and any(p.startswith("rms_norm_res_w_sum") for p in pros), pros
@@ -140,7 +154,7 @@ def test_prologues_are_bit_for_bit_their_stages(monkeypatch, numerics, at_wait):
 @pytest.mark.parametrize("shape", [(16, 4, 1, False), (16, 2, 4, False), (32, 2, 2, False), (16, 2, 1, True), (16, 2, 4, True)],
                          ids=["v16r4s1", "v16r2s4", "v32r2s2", "v16r2s1-block", "v16r2s4-block"])  # fmt: skip
 @pytest.mark.parametrize("numerics", ["int8-act", "two-pass-int8"])
-def test_pair_quantize_is_bit_for_bit_its_stages(monkeypatch, numerics, shape):
+def test_pair_quantize_is_bit_for_bit_its_stages(numerics, shape):
     """With `Tuning.quant_epilogue_values` the quantize of silu·mul's result runs in the gate/up launch after its
     pair epilogue (the warp or block completing 32 values quantizes them), not as the down projection's
     prologue: every output and buffer bit for bit the stage launches' (both formats; groups of one
@@ -151,18 +165,12 @@ def test_pair_quantize_is_bit_for_bit_its_stages(monkeypatch, numerics, shape):
     from fwdshim.codegen import gemv
 
     vec, rows, split, block = shape  # vec 32: the whole-block-lane GEMV (`gemv._q8_kernel`); block: `pair_quant_block`
-    monkeypatch.setattr(gemv, "launch_shape", lambda n, k, act, tuning=None: gemv.Shape(vec, rows, 8, 1, split))
-    gemv.q8_0_int8.cache_clear()
-    gemv.q8_0.cache_clear()
-    try:
+    with gemv_shapes(lambda n, k, act, tuning=None: gemv.Shape(vec, rows, 8, 1, split)):
         rng = seeds.rng()
         m = pipeline(parse(llama_src(**TINY)), numerics)
         inputs = llama_inputs(rng, **TINY, rows=TINY["l"] - 2)
         out = run_both(m, llama_weights(rng, **TINY), inputs, tuning=Tuning(pair_quant_block=block))
         off = build_plan(functions(m)[0], m, Tuning(quant_epilogue_values=0))
-    finally:
-        gemv.q8_0_int8.cache_clear()
-        gemv.q8_0.cache_clear()
     (r0, b0, _), (r1, b1, p1) = out[False], out[True]
     for a, b in zip(r0, r1, strict=True):
         np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
@@ -584,7 +592,7 @@ def test_one_wave_launch_bounds(monkeypatch):
 
 
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
-def test_generated_calls_stay_within_cpythons_argument_limit(monkeypatch, numerics):
+def test_generated_calls_stay_within_cpythons_argument_limit(numerics):
     """Every call in SmolLM2's merged launches passes at most `merge.MAX_CALL_ARGS` arguments: CPython
     compiles a longer call as `f(*args)`, which Numba's inlining refuses on a GPU (the simulator runs
     it as Python, so only this test sees it). With the weight loads before the wait
@@ -595,14 +603,9 @@ def test_generated_calls_stay_within_cpythons_argument_limit(monkeypatch, numeri
 
     from fwdshim.codegen import gemv
 
-    gemv.q8_0.cache_clear()
-    gemv.q8_0_int8.cache_clear()
-    try:
+    with gemv_shapes(gemv.launch_shape):  # the defaults, built afresh
         m = pipeline(parse(llama_src(d=576, h=9, kv=3, hd=64, ff=1536, l=1024)), numerics)
         plan = build_plan(functions(m)[0], m, Tuning(pre_wait_loads=4, pre_wait_prologue=True))
-    finally:
-        gemv.q8_0.cache_clear()
-        gemv.q8_0_int8.cache_clear()
     at_wait = [launch.name for launch in plan.merged if "    _pro(" in launch.kernel.source]
     assert len(at_wait) == sum(1 for launch in plan.merged if launch.prologue) >= 2, at_wait
     assert merge.PRO_INLINE == ", forceinline=True"  # NVVM inlines `_pro`: Numba types it once, not once a part
@@ -633,3 +636,4 @@ def test_release_counts_are_bit_for_bit_the_stages(numerics):
     for name, buf in b1.items():
         if re.search(r"\.(count|qcount\d+)$", name):
             assert not buf.any(), name
+
