@@ -103,6 +103,15 @@ func.func @matmul_n(%x: tensor<576xf32>) -> tensor<576xf32> {
 
 // -----
 
+func.func @matmul_heads(%x: tensor<576xf32>) -> tensor<4x64xf32> {
+  %w = fwd.weight "blk.0.attn_k.weight" : !fwd.weights<192x576, q8_0>
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: matmul result heads 4x64 hold 256 values, w has 192 rows
+  %y = fwd.matmul %x, %w : tensor<576xf32>, !fwd.weights<192x576, q8_0> -> tensor<4x64xf32>
+  func.return %y : tensor<4x64xf32>
+}
+
+// -----
+
 func.func @matmul_rows(%x: tensor<3x576xf32>) -> tensor<2x192xf32> {
   %w = fwd.weight "blk.0.attn_k.weight" : !fwd.weights<192x576, q8_0>
   // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: matmul result is 2x192, not 3x192 (one row of 192 for each row of x, 3x576)
@@ -112,11 +121,20 @@ func.func @matmul_rows(%x: tensor<3x576xf32>) -> tensor<2x192xf32> {
 
 // -----
 
-func.func @matmul_rank_of_rows(%x: tensor<576xf32>) -> tensor<1x192xf32> {
+func.func @matmul_rank_of_rows(%x: tensor<2x576xf32>) -> tensor<192xf32> {
   %w = fwd.weight "blk.0.attn_k.weight" : !fwd.weights<192x576, q8_0>
-  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: matmul result is 1x192, not 192 (one row of 192 for each row of x, 576)
-  %y = fwd.matmul %x, %w : tensor<576xf32>, !fwd.weights<192x576, q8_0> -> tensor<1x192xf32>
-  func.return %y : tensor<1x192xf32>
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: matmul result is 192, not 2x192 (one row of 192 for each row of x, 2x576)
+  %y = fwd.matmul %x, %w : tensor<2x576xf32>, !fwd.weights<192x576, q8_0> -> tensor<192xf32>
+  func.return %y : tensor<192xf32>
+}
+
+// -----
+
+func.func @matmul_rank_3_of_a_vector(%x: tensor<576xf32>) -> tensor<1x1x192xf32> {
+  %w = fwd.weight "blk.0.attn_k.weight" : !fwd.weights<192x576, q8_0>
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: matmul result is 1x1x192, not 192 (one row of 192 for each row of x, 576)
+  %y = fwd.matmul %x, %w : tensor<576xf32>, !fwd.weights<192x576, q8_0> -> tensor<1x1x192xf32>
+  func.return %y : tensor<1x1x192xf32>
 }
 
 // -----

@@ -389,7 +389,8 @@ class WeightOp(IRDLOperation):
 @irdl_op_definition
 class MatmulOp(StageOp):
     """`y = x · wᵀ`: x `[K]` (or `[R, K]`), w `[N, K]` rows, y `[N]` (or `[R, N]`): y has x's
-    leading dims."""
+    leading dims. Each row's N values may be typed as heads, `[H, N/H]` (`[R, H, N/H]`): the same
+    values in the same order (a projection whose heads a per-head norm reads, `fwd.rms_norm` rows)."""
 
     name = "fwd.matmul"
     WEIGHT_OPERANDS: ClassVar[frozenset[int]] = frozenset({1})
@@ -405,8 +406,14 @@ class MatmulOp(StageOp):
         _want(bool(xd) and bool(yd), f"matmul x and result must be tensors of rank >= 1, not {self.x.type} -> {self.result.type}")
         n, k = wd  # type: ignore[misc]
         _want(xd[-1] == k, f"matmul x rows have {xd[-1]} values, w rows have {k}")  # type: ignore[index]
-        _want(yd[-1] == n, f"matmul result rows have {yd[-1]} values, w has {n} rows")  # type: ignore[index]
-        if xd[:-1] != yd[:-1]:  # type: ignore[index]
+        lead = len(xd) - 1  # type: ignore[arg-type]
+        heads = len(yd) == lead + 2  # type: ignore[arg-type]
+        if heads:
+            h, width = yd[lead], yd[lead + 1]  # type: ignore[index]
+            _want(h * width == n, f"matmul result heads {h}x{width} hold {h * width} values, w has {n} rows")
+        else:
+            _want(yd[-1] == n, f"matmul result rows have {yd[-1]} values, w has {n} rows")  # type: ignore[index]
+        if tuple(xd[:-1]) != tuple(yd[:lead]) or (not heads and len(yd) != lead + 1):  # type: ignore[index,arg-type]
             want = "x".join(map(str, (*xd[:-1], n)))  # type: ignore[index]
             raise VerifyException(
                 f"matmul result is {_dims(self.result.type)}, not {want} (one row of {n} for each row of x, {_dims(self.x.type)})"

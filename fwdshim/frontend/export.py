@@ -32,7 +32,7 @@ from gguf import GGUFValueType as VT
 
 from fwdshim.dialects.attributes import ggml_of
 from fwdshim.frontend.gguf_model import (
-    CONVERTED_KEY, MANIFEST, MATMUL, ROPE_FREQS, SOURCE_KEY, LlamaParams, expected_tensors, tensor_shape,
+    CONVERTED_KEY, EXPERT_WIDTH_ARCHITECTURES, MANIFEST, MATMUL, ROPE_FREQS, SOURCE_KEY, LlamaParams, expected_tensors, tensor_shape,
 )  # fmt: skip
 from fwdshim.files import WriteFailed, written
 from fwdshim.weights import Q8_0_BLOCK_BYTES, WeightData, nonfinite_why
@@ -179,7 +179,7 @@ def write_llama(
     pre: str = "default",
     alignment: int | None = None,
 ) -> Path:
-    """A GGUF file of `params` (architecture `params.arch`: `llama` or `qwen2`) holding `weights` (float
+    """A GGUF file of `params` (architecture `params.arch`, one of `ARCHITECTURES`) holding `weights` (float
     arrays by GGUF tensor name, logical shape `[N, K]`, Q/K rows in the halves layout, permuted here
     for a `llama` file unless `permute=False`; optional tensors, the biases, written when given).
 
@@ -201,7 +201,7 @@ def write_llama(
         w.add_feed_forward_length(params.ff)
         w.add_head_count(params.h)
         w.add_head_count_kv(params.kv)
-        if params.hd * params.h != params.d:
+        if params.hd * params.h != params.d or params.qk_norm:  # Qwen3's converter writes the head size
             w.add_key_length(params.hd)
             w.add_value_length(params.hd)
         w.add_rope_dimension_count(params.rope_dim)
@@ -211,6 +211,8 @@ def write_llama(
         if params.moe:
             w.add_expert_count(params.n_expert)
             w.add_expert_used_count(params.top_k)
+            if params.arch in EXPERT_WIDTH_ARCHITECTURES:
+                w.add_expert_feed_forward_length(params.ff)
         if vocab is not None:
             tokens, merges, token_types = vocab
             w.add_tokenizer_model("gpt2")

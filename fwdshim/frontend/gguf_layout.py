@@ -52,16 +52,21 @@ INT, REAL, BOOL, STR, STRS, INTS, LAYERED = "int", "real", "bool", "str", "strs"
 and of whole numbers, and a whole number or an array of them, one a layer (llama.cpp's per-layer
 head counts and feed-forward widths)."""
 
+ARCHITECTURES = ("llama", "qwen2", "qwen3", "qwen3moe")
+"""The `general.architecture` values fwdshim imports (`gguf_model.read_params`): the prefixes of the keys
+checked here."""
+
 KEY_KINDS: dict[str, str] = {
     "general.architecture": STR,
     "general.alignment": INT,
     **{
         f"{arch}.{k}": kind
-        for arch in ("llama", "qwen2")  # gguf_model.ARCHITECTURES
+        for arch in ARCHITECTURES
         for k, kind in {
             **dict.fromkeys((
                 "block_count", "context_length", "embedding_length", "vocab_size", "attention.key_length",
                 "attention.value_length", "rope.dimension_count", "expert_count", "expert_used_count",
+                "expert_feed_forward_length",
             ), INT),
             **dict.fromkeys(("feed_forward_length", "attention.head_count", "attention.head_count_kv"), LAYERED),
             "rope.freq_base": REAL,

@@ -54,7 +54,7 @@ from gguf import GGMLQuantizationType as QT
 
 from fwdshim.dialects.attributes import ggml_of
 from fwdshim.frontend.gguf_layout import (
-    Layout, LayoutError, LayoutReader, Truncated, check_metadata, scan,
+    ARCHITECTURES, Layout, LayoutError, LayoutReader, Truncated, check_metadata, scan,
 )  # fmt: skip
 from fwdshim.ggml_blocks import GEMV_TYPES
 from fwdshim.weights import WeightData, missing, nonfinite_why
@@ -225,6 +225,11 @@ class LlamaParams:
         return self.rope_dim // 2
 
     @property
+    def qk_norm(self) -> bool:
+        """Each head's q and k rows are RMS-normed (weighted by `attn_q_norm`/`attn_k_norm`) before the rope."""
+        return self.arch in QK_NORM_ARCHITECTURES
+
+    @property
     def moe(self) -> bool:
         return self.n_expert > 0
 
@@ -328,10 +333,15 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
     top_k = count("expert_used_count", 0, least=0, width=False)
     if n_expert and not 1 <= top_k <= n_expert:
         raise ModelError(f"{path}: `{arch}.expert_used_count` = {top_k} for {n_expert} experts")
+    if arch in EXPERT_WIDTH_ARCHITECTURES and not n_expert:
+        raise ModelError(f"{path}: `{arch}.expert_count` = 0: every layer of a `{arch}` model is a mixture of experts")
+    # a Qwen3-MoE file's `feed_forward_length` is the dense width its layers do not have; its experts
+    # are `expert_feed_forward_length` wide (llama.cpp's `n_ff_exp`)
+    ff = count("expert_feed_forward_length") if arch in EXPERT_WIDTH_ARCHITECTURES else count("feed_forward_length")
     return LlamaParams(
         n_layer=count("block_count", width=False),
         d=d,
-        ff=count("feed_forward_length"),
+        ff=ff,
         h=h,
         kv=kv,
         hd=hd,
@@ -350,13 +360,19 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
 # The `llama.*` keys the import reads, or that change nothing the step computes. Every other
 # `llama.*` key is refused by name (`refuse_metadata`): a key fwdshim ignored could change what the
 # model computes (llama.cpp reads it) while fwdshim silently computed something else.
-ARCHITECTURES = ("llama", "qwen2")
-"""The `general.architecture` values the import takes: Llama (and Mistral, SmolLM: `llama` files) and
-Qwen2 (Qwen2.5: biases on the Q/K/V projections, which the step adds after its matmuls)."""
+# `ARCHITECTURES` (from `gguf_layout`, which checks their keys' value types): Llama (and Mistral,
+# SmolLM: `llama` files); Qwen2 (Qwen2.5: biases on the Q/K/V projections, which the step adds after
+# its matmuls); Qwen3 and Qwen3-MoE (qk-norm: each head's q and k rows RMS-normed, weighted, before
+# the rope; the mixture's experts `expert_feed_forward_length` wide).
+EXPERT_WIDTH_ARCHITECTURES = frozenset({"qwen3moe"})
+"""The architectures whose layers are all mixtures, of experts `expert_feed_forward_length` wide."""
+QK_NORM_ARCHITECTURES = frozenset({"qwen3", "qwen3moe"})
+"""The architectures whose layers norm each head's q and k rows (`attn_q_norm`, `attn_k_norm`)."""
 
 
 def _archs() -> str:
-    return " and ".join(f"`{a}`" for a in ARCHITECTURES) + ", dense or MoE"
+    names = [f"`{a}`" for a in ARCHITECTURES]
+    return ", ".join(names[:-1]) + " and " + names[-1]
 
 
 _READ_KEYS = frozenset(
@@ -367,7 +383,7 @@ _READ_KEYS = frozenset(
         "attention.key_length", "attention.value_length", "attention.layer_norm_rms_epsilon",
         "rope.dimension_count", "rope.freq_base", "rope.scaling.type", "rope.scaling.factor",
         "rope.scale_linear", "rope.scaling.original_context_length", "rope.scaling.finetuned",
-        "attention.causal",
+        "attention.causal", "expert_feed_forward_length",
     )
 )  # fmt: skip
 
@@ -441,6 +457,8 @@ def refuse_metadata(reader: gguf.GGUFReader, path: str | Path) -> None:
         )
     for t in reader.tensors:
         m = re.fullmatch(r"blk\.\d+\.(.+)", t.name)
+        if m and arch in QK_NORM_ARCHITECTURES and m.group(1) in QK_NORM_TENSORS:
+            continue  # the step norms each head's q and k rows
         what = _REFUSED_TENSORS.get(m.group(1)) if m else None
         if what is not None:
             raise ModelError(f"{path}: tensor `{t.name}` asks for {what}, which fwdshim does not compute")
@@ -518,6 +536,9 @@ def expected_tensors(p: LlamaParams, tied: bool) -> dict[str, TensorUse]:
         out[b + "attn_q.weight"] = TensorUse((qd, d), MATMUL, "h*hd x d")
         out[b + "attn_k.weight"] = TensorUse((kvd, d), MATMUL, "kv*hd x d")
         out[b + "attn_v.weight"] = TensorUse((kvd, d), MATMUL, "kv*hd x d")
+        if p.qk_norm:
+            out[b + "attn_q_norm.weight"] = TensorUse((p.hd,), NORM, "hd")
+            out[b + "attn_k_norm.weight"] = TensorUse((p.hd,), NORM, "hd")
         for name, n in (("attn_q", qd), ("attn_k", kvd), ("attn_v", kvd)):
             out[b + name + ".bias"] = TensorUse((n,), BIAS, str(n), optional=True)
         out[b + "attn_output.weight"] = TensorUse((d, qd), MATMUL, "d x h*hd")

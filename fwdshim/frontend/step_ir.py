@@ -42,12 +42,14 @@ def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], 
     args = [f"%x: {_vec(d)}", f"%angles: tensor<2x{p.half}xf32>"]
     for i in range(p.n_layer):
         args += [f"%l{i}_k_cache: {cache}", f"%l{i}_v_cache: {cache}"]
-    results = [_vec(p.vocab)] + [_vec(kvd)] * (2 * p.n_layer)
+    # with qk-norm, q and k are typed as heads (`[h, hd]`, `[kv, hd]`): the norm's rows
+    qt, kt = (f"tensor<{p.h}x{p.hd}xf32>", f"tensor<{p.kv}x{p.hd}xf32>") if p.qk_norm else (_vec(qd), _vec(kvd))
+    results = [_vec(p.vocab)] + [kt, _vec(kvd)] * p.n_layer
     lines = [f"func.func @decode_step({', '.join(args)}) -> ({', '.join(results)}) {{"]
     emit = lines.append
 
-    def weight(ssa: str, name: str) -> str:
-        emit(f'  %{ssa} = fwd.weight "{name}" : {_wtype(uses[name], types[name])}')
+    def weight(ssa: str, name: str, typed: str | None = None) -> str:
+        emit(f'  %{ssa} = fwd.weight "{name}" : {typed or _wtype(uses[name], types[name])}')
         return f"%{ssa}"
 
     def wt(name: str) -> str:
@@ -59,17 +61,23 @@ def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], 
         emit(f"  %{out} = fwd.elementwise mul %{out}_n, {w} : {_vec(d)}, {_vec(d)} -> {_vec(d)}")
         return f"%{out}"
 
-    def matmul(out: str, x: str, n_in: int, name: str, n_out: int) -> str:
+    def matmul(out: str, x: str, n_in: int, name: str, n_out: int, typed: str | None = None) -> str:
+        """`x · wᵀ` (plus the bias the file holds), its result of type `typed` (default `[n_out]`)."""
+        yt = typed or _vec(n_out)
         w = weight(out + "_w", name)
-        emit(f"  %{out} = fwd.matmul {x}, {w} : {_vec(n_in)}, {wt(name)} -> {_vec(n_out)}")
+        emit(f"  %{out} = fwd.matmul {x}, {w} : {_vec(n_in)}, {wt(name)} -> {yt}")
         bias = name.removesuffix(".weight") + ".bias"
         if bias not in uses:
             return f"%{out}"
-        b = weight(out + "_b", bias)
-        emit(
-            f"  %{out}_biased = fwd.elementwise add %{out}, {b} : {_vec(n_out)}, {_vec(n_out)} -> {_vec(n_out)}"
-        )
+        b = weight(out + "_b", bias, yt)
+        emit(f"  %{out}_biased = fwd.elementwise add %{out}, {b} : {yt}, {yt} -> {yt}")
         return f"%{out}_biased"
+
+    def head_norm(out: str, x: str, w_name: str, typed: str) -> str:
+        """Each head's row of `x` RMS-normed and weighted by `w_name` (one head wide): qk-norm."""
+        w = weight(out + "_w", w_name)
+        emit(f"  %{out} = fwd.rms_norm {x} weight({w} : {_vec(p.hd)}) eps {p.eps:.9e} : {typed} -> {typed}")
+        return f"%{out}"
 
     x = "%x"
     rets = []
@@ -77,17 +85,20 @@ def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], 
         b, s = f"blk.{i}.", f"l{i}_"
         emit(f"  // layer {i}: attention")
         h0 = norm(s + "attn_in", x, b + "attn_norm.weight")
-        q = matmul(s + "q", h0, d, b + "attn_q.weight", qd)
-        k = matmul(s + "k", h0, d, b + "attn_k.weight", kvd)
+        q = matmul(s + "q", h0, d, b + "attn_q.weight", qd, qt)
+        k = matmul(s + "k", h0, d, b + "attn_k.weight", kvd, kt)
         v = matmul(s + "v", h0, d, b + "attn_v.weight", kvd)
+        if p.qk_norm:
+            q = head_norm(s + "q_normed", q, b + "attn_q_norm.weight", qt)
+            k = head_norm(s + "k_normed", k, b + "attn_k_norm.weight", kt)
         rope = f"hd {p.hd} half {p.half} rows 1"
         angles = f"tensor<2x{p.half}xf32>"
-        emit(f"  %{s}q_rot = fwd.rope {q}, %angles {rope} : {_vec(qd)}, {angles} -> {_vec(qd)}")
-        emit(f"  %{s}k_rot = fwd.rope {k}, %angles {rope} : {_vec(kvd)}, {angles} -> {_vec(kvd)}")
+        emit(f"  %{s}q_rot = fwd.rope {q}, %angles {rope} : {qt}, {angles} -> {qt}")
+        emit(f"  %{s}k_rot = fwd.rope {k}, %angles {rope} : {kt}, {angles} -> {kt}")
         emit(
             f"  %{s}att = fwd.attention %{s}q_rot, %{s}k_rot, {v}, %{s}k_cache, %{s}v_cache "
             f"h {p.h} kv {p.kv} hd {p.hd} vd {p.hd} l {l} rows 1 : "
-            f"{_vec(qd)}, {_vec(kvd)}, {_vec(kvd)}, {cache}, {cache} -> {_vec(qd)}"
+            f"{qt}, {kt}, {_vec(kvd)}, {cache}, {cache} -> {_vec(qd)}"
         )
         o = matmul(s + "o", f"%{s}att", qd, b + "attn_output.weight", d)
         emit(f"  %{s}x_mid = fwd.elementwise add {x}, {o} : {_vec(d)}, {_vec(d)} -> {_vec(d)}")

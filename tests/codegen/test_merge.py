@@ -637,3 +637,17 @@ def test_release_counts_are_bit_for_bit_the_stages(numerics):
         if re.search(r"\.(count|qcount\d+)$", name):
             assert not buf.any(), name
 
+
+@sim_only
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
+def test_qk_norm_merged_launches_are_bit_for_bit_their_stages(numerics):
+    """issue 41: a Qwen3 layer (each head's q and k rows RMS-normed before the rope) merged is bit for
+    bit its stage launches, and the heads' norms are launches of `h` and `kv` rows in its plan."""
+    rng = seeds.rng()
+    sizes = dict(TINY, h=2, kv=1, hd=32)
+    m = pipeline(parse(llama_src(**sizes, qk_norm=True)), numerics)
+    out = run_both(m, llama_weights(rng, **sizes, qk_norm=True), llama_inputs(rng, **sizes, rows=2))
+    *_, p0, p1 = same_bits(out)
+    names = " ".join(h.name for launch in p1.merged for h in (launch.holds or (launch,)))
+    assert "rms_norm_w_2x32" in names and "rms_norm_w_1x32" in names, names
+    assert p1.kernel_count < p0.kernel_count

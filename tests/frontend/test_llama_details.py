@@ -42,7 +42,7 @@ TOKENS = [5, 77, 130, 9, 200, 41, 3, 250]
 def _with_kv(src: Path, dst: Path, kv: dict, tensors: dict | None = None) -> Path:
     """A copy of `src` with metadata `kv` (key -> (value, GGUFValueType)) and extra float32 `tensors`."""
     r = gguf.GGUFReader(src)
-    w = gguf.GGUFWriter(dst, "llama")
+    w = gguf.GGUFWriter(dst, r.fields["general.architecture"].contents())
     copy_metadata(r, w, skip=tuple(kv))
     for k, (v, vt) in kv.items():
         w.add_key_value(k, v, vt)
@@ -130,6 +130,42 @@ def test_computation_tensors_refused_by_name(tmp_path, tensor, words):
     path = _with_kv(plain, tmp_path / "t.gguf", {}, {tensor: np.ones(16)})
     with pytest.raises(ModelError, match=rf"t\.gguf: tensor `{tensor}` asks for {words}"):
         import_gguf(path)
+
+
+QWEN3_MOE = replace(TINY, arch="qwen3moe", ff=32, n_expert=4, top_k=2)
+
+
+@pytest.mark.parametrize("kv, tensors, words", [
+    ({"qwen3moe.expert_count": (0, gguf.GGUFValueType.UINT32)}, {},
+     "`qwen3moe.expert_count` = 0: every layer of a `qwen3moe` model is a mixture of experts"),
+    ({"qwen3moe.expert_feed_forward_length": (48, gguf.GGUFValueType.UINT32)}, {},
+     "tensor `blk.0.ffn_gate_exps.weight` has shape 4x32x64, expected n_expert x ff x d = 4x48x64"),
+    ({}, {"blk.0.attn_q_norm.weight": None}, "missing tensor `blk.0.attn_q_norm.weight` (hd = 16)"),
+    ({}, {"blk.1.attn_k_norm.weight": np.ones(32)}, "tensor `blk.1.attn_k_norm.weight` has shape 32, expected hd = 16"),
+])  # fmt: skip
+def test_qwen3moe_faults_are_named(tmp_path, kv, tensors, words):
+    """issue 41: a Qwen3-MoE file whose layers are not mixtures, whose experts are not the width its
+    `expert_feed_forward_length` says, or whose heads' norms are missing or not one head wide."""
+    path = write_llama(tmp_path / "m.gguf", QWEN3_MOE, random_llama(QWEN3_MOE, seed=3), vocab=byte_vocab(MERGES))
+    if kv:
+        path = _with_kv(path, tmp_path / "k.gguf", kv)
+    if tensors:
+        r = gguf.GGUFReader(path)
+        w = gguf.GGUFWriter(tmp_path / "t.gguf", "qwen3moe")
+        copy_metadata(r, w)
+        for t in r.tensors:
+            if t.name not in tensors:
+                w.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+            elif tensors[t.name] is not None:
+                w.add_tensor(t.name, np.asarray(tensors[t.name], np.float32))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        path = tmp_path / "t.gguf"
+    with pytest.raises(ModelError) as e:
+        import_gguf(path)
+    assert str(e.value) == f"{path}: {words}"
 
 
 def test_attention_biases_are_honoured(tmp_path):

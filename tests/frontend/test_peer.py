@@ -40,12 +40,13 @@ def torch():
     return torch
 
 
-def hf_model(torch, model: ImportedModel):
-    """transformers' own model, loaded from the GGUF fwdshim runs (`model.gguf_path`)."""
+def hf_model(torch, model: ImportedModel, **config):
+    """transformers' own model, loaded from the GGUF fwdshim runs (`model.gguf_path`); `config`: the
+    values its GGUF loader does not read from the file (passed on to its config)."""
     from transformers import AutoModelForCausalLM
 
     path = model.gguf_path
-    hf = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    hf = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32, **config)
     return hf.eval()
 
 
@@ -139,6 +140,41 @@ def test_tiny_qwen2_against_transformers(tmp_path, monkeypatch, torch, source):
     assert err[:LOGIT_STEPS].max() <= TOL, err
     assert gen.tokens == peer_tokens
     assert len(set(gen.tokens)) > 3
+
+
+TINY_QWEN3 = dataclasses.replace(TINY, arch="qwen3", rope_base=1000000.0, eps=1e-6)
+TINY_QWEN3_MOE = dataclasses.replace(TINY_QWEN3, arch="qwen3moe", ff=32, n_expert=4, top_k=2)
+
+
+@pytest.mark.parametrize("params", [TINY_QWEN3, TINY_QWEN3_MOE], ids=["qwen3", "qwen3moe"])
+def test_tiny_qwen3_against_transformers(tmp_path, monkeypatch, torch, params):
+    """issue 41: Qwen3 and Qwen3-MoE files (qk-norm: each head's q and k rows RMS-normed by their own
+    weights, `1 + N(0, 0.1)`, before the rope; the mixture's experts `expert_feed_forward_length` wide,
+    a softmax router over all experts renormalizing the kept two), loaded by transformers' own GGUF
+    loader: the same greedy tokens, logits within TOL, and under int8-act the same tokens. transformers'
+    GGUF loader reads neither `key_length` (its Qwen3 heads default to 128 wide) nor the experts'
+    width, and its Qwen3-MoE config does not renormalize by default (llama.cpp's `qwen3moe` does):
+    those three are passed to its config."""
+    monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
+    path = write_llama(tmp_path / f"{params.arch}.gguf", params, random_llama(params, seed=5), vocab=byte_vocab(), pre="qwen2")
+    model = import_gguf(path, context=64)
+    assert model.params.qk_norm and model.params.ff == params.ff
+    step = str(model.module)
+    assert step.count(f"weight(%") == 2 * 2 and f"-> tensor<{params.h}x{params.hd}xf32>" in step
+    config = {"head_dim": params.hd} | ({"moe_intermediate_size": params.ff, "norm_topk_prob": True} if params.moe else {})
+    hf = hf_model(torch, model, **config)
+    assert type(hf).__name__ == ("Qwen3MoeForCausalLM" if params.moe else "Qwen3ForCausalLM")
+    prompt = [int(t) for t in np.random.default_rng(2).integers(0, TINY.vocab, 6)]
+    gen, peer_tokens, err = compare(torch, hf, model, prompt)
+    assert err[:LOGIT_STEPS].max() <= TOL, err
+    assert gen.tokens == peer_tokens
+    assert len(set(gen.tokens)) > 3
+    # without the heads' norms the step computes another model: the check can fail
+    hf_plain = hf_model(torch, model, **config)
+    for layer in hf_plain.model.layers:
+        layer.self_attn.q_norm.weight.data.fill_(1.0)
+    *_, err_plain = compare(torch, hf_plain, model, prompt, steps=2)
+    assert err_plain.min() > 10 * TOL, err_plain
 
 
 # ---------------------------------------------------------------------------------------------

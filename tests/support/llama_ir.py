@@ -59,12 +59,20 @@ def unfused(m: ModuleOp, numerics: str) -> ModuleOp:
 
 
 def llama_src(d: int, h: int, kv: int, hd: int, ff: int, l: int, experts: tuple[int, int] | None = None,  # noqa: E741
-              wtype: str = "q8_0") -> str:  # fmt: skip
+              wtype: str = "q8_0", qk_norm: bool = False) -> str:  # fmt: skip
     """One decode layer: weighted RMS norm, q/k/v (`wtype`, default Q8_0), rope, GQA attention, o,
     residual; weighted RMS norm, SwiGLU MLP (or, with `experts = (E, top_k)`, a Mixtral MoE, Q8_0),
-    residual. Returns (out, k_r, v)."""
+    residual. Returns (out, k_r, v). `qk_norm` (Qwen3's): q and k typed as heads, each head's row
+    RMS-normed and weighted before the rope."""
     q, kvw, half = h * hd, kv * hd, hd // 2
     t = lambda n: f"tensor<{n}xf32>"  # noqa: E731
+    qt, kt = (f"tensor<{h}x{hd}xf32>", f"tensor<{kv}x{hd}xf32>") if qk_norm else (t(q), t(kvw))
+    heads = f"""  %qnw = fwd.weight "blk.0.attn_q_norm.weight" : {t(hd)}
+  %knw = fwd.weight "blk.0.attn_k_norm.weight" : {t(hd)}
+  %qn = fwd.rms_norm %q weight(%qnw : {t(hd)}) eps 1.0e-06 : {qt} -> {qt}
+  %kn = fwd.rms_norm %k weight(%knw : {t(hd)}) eps 1.0e-06 : {kt} -> {kt}
+""" if qk_norm else ""
+    qn, kn = ("%qn", "%kn") if qk_norm else ("%q", "%k")
     w = lambda n, k: f"!fwd.weights<{n}x{k}, {wtype}>"  # noqa: E731
     cache = f"tensor<{l - 1}x{kvw}xf32>"
     mlp = f"""\
@@ -88,7 +96,7 @@ def llama_src(d: int, h: int, kv: int, hd: int, ff: int, l: int, experts: tuple[
   %dn = fwd.moe %h1, %router, %gexps, %uexps, %dexps n_expert {e} top_k {k} renormalize act swiglu scoring softmax : {t(d)}, {ws} -> {t(d)}
 """
     return f"""\
-func.func @decode_step(%x: {t(d)}, %angles: tensor<2x{half}xf32>, %k_cache: {cache}, %v_cache: {cache}) -> ({t(d)}, {t(kvw)}, {t(kvw)}) {{
+func.func @decode_step(%x: {t(d)}, %angles: tensor<2x{half}xf32>, %k_cache: {cache}, %v_cache: {cache}) -> ({t(d)}, {kt}, {t(kvw)}) {{
   %anw = fwd.weight "blk.0.attn_norm.weight" : {t(d)}
   %wq = fwd.weight "blk.0.attn_q.weight" : {w(q, d)}
   %wk = fwd.weight "blk.0.attn_k.weight" : {w(kvw, d)}
@@ -97,26 +105,26 @@ func.func @decode_step(%x: {t(d)}, %angles: tensor<2x{half}xf32>, %k_cache: {cac
   %fnw = fwd.weight "blk.0.ffn_norm.weight" : {t(d)}
   %n0 = fwd.rms_norm %x eps 1.0e-05 : {t(d)} -> {t(d)}
   %h0 = fwd.elementwise mul %n0, %anw : {t(d)}, {t(d)} -> {t(d)}
-  %q = fwd.matmul %h0, %wq : {t(d)}, {w(q, d)} -> {t(q)}
-  %k = fwd.matmul %h0, %wk : {t(d)}, {w(kvw, d)} -> {t(kvw)}
+  %q = fwd.matmul %h0, %wq : {t(d)}, {w(q, d)} -> {qt}
+  %k = fwd.matmul %h0, %wk : {t(d)}, {w(kvw, d)} -> {kt}
   %v = fwd.matmul %h0, %wv : {t(d)}, {w(kvw, d)} -> {t(kvw)}
-  %q_r = fwd.rope %q, %angles hd {hd} half {half} rows 1 : {t(q)}, tensor<2x{half}xf32> -> {t(q)}
-  %k_r = fwd.rope %k, %angles hd {hd} half {half} rows 1 : {t(kvw)}, tensor<2x{half}xf32> -> {t(kvw)}
-  %att = fwd.attention %q_r, %k_r, %v, %k_cache, %v_cache h {h} kv {kv} hd {hd} vd {hd} l {l} rows 1 : {t(q)}, {t(kvw)}, {t(kvw)}, {cache}, {cache} -> {t(q)}
+{heads}  %q_r = fwd.rope {qn}, %angles hd {hd} half {half} rows 1 : {qt}, tensor<2x{half}xf32> -> {qt}
+  %k_r = fwd.rope {kn}, %angles hd {hd} half {half} rows 1 : {kt}, tensor<2x{half}xf32> -> {kt}
+  %att = fwd.attention %q_r, %k_r, %v, %k_cache, %v_cache h {h} kv {kv} hd {hd} vd {hd} l {l} rows 1 : {qt}, {kt}, {t(kvw)}, {cache}, {cache} -> {t(q)}
   %o = fwd.matmul %att, %wo : {t(q)}, {w(d, q)} -> {t(d)}
   %x1 = fwd.elementwise add %x, %o : {t(d)}, {t(d)} -> {t(d)}
   %n1 = fwd.rms_norm %x1 eps 1.0e-05 : {t(d)} -> {t(d)}
   %h1 = fwd.elementwise mul %n1, %fnw : {t(d)}, {t(d)} -> {t(d)}
 {mlp}  %out = fwd.elementwise add %x1, %dn : {t(d)}, {t(d)} -> {t(d)}
-  func.return %out, %k_r, %v : {t(d)}, {t(kvw)}, {t(kvw)}
+  func.return %out, %k_r, %v : {t(d)}, {kt}, {t(kvw)}
 }}
 """
 
 
 def llama_weights(rng: np.random.Generator, d: int, h: int, kv: int, hd: int, ff: int, l: int, experts: tuple[int, int] | None = None,  # noqa: E741
-                  wtype: str = "q8_0") -> DictWeights:  # fmt: skip
+                  wtype: str = "q8_0", qk_norm: bool = False) -> DictWeights:  # fmt: skip
     """Random weights of `llama_src`: f32 norm weights near 1, Q8_0 projections (gguf quantizer), or
-    random blocks of `wtype` (`ggml_blocks.random_raw`)."""
+    random blocks of `wtype` (`ggml_blocks.random_raw`); with `qk_norm`, the heads' norm weights."""
     q, kvw = h * hd, kv * hd
     shapes = {"attn_q": (q, d), "attn_k": (kvw, d), "attn_v": (kvw, d), "attn_output": (d, q)}
     if experts is None:
@@ -139,6 +147,8 @@ def llama_weights(rng: np.random.Generator, d: int, h: int, kv: int, hd: int, ff
         f"blk.0.{n}.weight": (1.0 + 0.1 * rng.standard_normal(d)).astype(np.float32)
         for n in ("attn_norm", "ffn_norm")
     }
+    if qk_norm:  # drawn after the rest: a layer without qk-norm keeps its weights
+        norms.update({f"blk.0.{n}.weight": (1.0 + 0.3 * rng.standard_normal(hd)).astype(np.float32) for n in ("attn_q_norm", "attn_k_norm")})
     return DictWeights({**mats, **norms})
 
 
