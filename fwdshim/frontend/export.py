@@ -206,6 +206,8 @@ def write_llama(
             w.add_value_length(params.hd)
         w.add_rope_dimension_count(params.rope_dim)
         w.add_rope_freq_base(params.rope_base)
+        if params.window:
+            w.add_sliding_window(params.window)
         w.add_layer_norm_rms_eps(params.eps)
         w.add_vocab_size(params.vocab)
         if params.moe:

@@ -52,7 +52,7 @@ INT, REAL, BOOL, STR, STRS, INTS, LAYERED = "int", "real", "bool", "str", "strs"
 and of whole numbers, and a whole number or an array of them, one a layer (llama.cpp's per-layer
 head counts and feed-forward widths)."""
 
-ARCHITECTURES = ("llama", "qwen2", "qwen3", "qwen3moe")
+ARCHITECTURES = ("llama", "qwen2", "qwen3", "qwen3moe", "phi3")
 """The `general.architecture` values fwdshim imports (`gguf_model.read_params`): the prefixes of the keys
 checked here."""
 
@@ -66,7 +66,7 @@ KEY_KINDS: dict[str, str] = {
             **dict.fromkeys((
                 "block_count", "context_length", "embedding_length", "vocab_size", "attention.key_length",
                 "attention.value_length", "rope.dimension_count", "expert_count", "expert_used_count",
-                "expert_feed_forward_length",
+                "expert_feed_forward_length", "attention.sliding_window",
             ), INT),
             **dict.fromkeys(("feed_forward_length", "attention.head_count", "attention.head_count_kv"), LAYERED),
             "rope.freq_base": REAL,

@@ -1,5 +1,6 @@
-"""A GGUF `llama` or `qwen2` model file (`ARCHITECTURES`): reading and checking it, its hyperparameters and tensors, its weights
-(Q/K rows un-permuted); the `fwd` IR of one decode step described below is written by `step_ir`.
+"""A GGUF model file of one of `ARCHITECTURES` (`llama`, `qwen2`, `qwen3`, `qwen3moe`, `phi3`): reading and
+checking it, its hyperparameters and tensors, its weights (a `llama` file's Q/K rows un-permuted, a
+fused tensor's parts as row slices); the `fwd` IR of one decode step described below is written by `step_ir`.
 
 `importer.import_gguf(path, requantize="none", context=4096)` (the whole import) reads a GGUF file of architecture `llama` (dense,
 or a sparse mixture when `llama.expert_count > 0`) with the `gguf` package and returns an
@@ -218,11 +219,19 @@ class LlamaParams:
     times a linear `rope.scaling.factor`; None: plain rope."""
     arch: str = "llama"
     """The file's `general.architecture` (`ARCHITECTURES`): the prefix of its keys. `llama` files store
-    each head's Q/K rows permuted for interleaved rope (un-permuted when read); `qwen2` files do not."""
+    each head's Q/K rows permuted for interleaved rope (un-permuted when read); the others do not."""
+    window: int = 0
+    """The attention's sliding window (`attention.sliding_window`: a position attends the last `window`
+    positions, itself included); 0: none."""
 
     @property
     def half(self) -> int:
         return self.rope_dim // 2
+
+    @property
+    def fused(self) -> bool:
+        """q, k, v in one `attn_qkv` tensor and gate, up in one `ffn_up` (Phi-3): read as row slices."""
+        return self.arch in FUSED_ARCHITECTURES
 
     @property
     def qk_norm(self) -> bool:
@@ -354,6 +363,7 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
         context_length=count("context_length", 0, least=0, width=False),
         rope_factors=factors,
         arch=arch,
+        window=count("attention.sliding_window", 0, least=0, width=False) if arch in WINDOW_ARCHITECTURES else 0,
     )
 
 
@@ -364,6 +374,11 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
 # SmolLM: `llama` files); Qwen2 (Qwen2.5: biases on the Q/K/V projections, which the step adds after
 # its matmuls); Qwen3 and Qwen3-MoE (qk-norm: each head's q and k rows RMS-normed, weighted, before
 # the rope; the mixture's experts `expert_feed_forward_length` wide).
+FUSED_ARCHITECTURES = frozenset({"phi3"})
+"""The architectures whose files hold q, k and v as one `attn_qkv` tensor and gate and up as one
+`ffn_up` (gate rows first): the step reads each part as a slice of the tensor's rows (`row_slice`)."""
+WINDOW_ARCHITECTURES = frozenset({"phi3"})
+"""The architectures whose `attention.sliding_window` the step reads (a window of W positions)."""
 EXPERT_WIDTH_ARCHITECTURES = frozenset({"qwen3moe"})
 """The architectures whose layers are all mixtures, of experts `expert_feed_forward_length` wide."""
 QK_NORM_ARCHITECTURES = frozenset({"qwen3", "qwen3moe"})
@@ -410,6 +425,8 @@ _REFUSED_KEYS = {
 }
 """`llama.*` keys that change the computation in a way the step does not compute: what each asks for."""
 
+LONGROPE_TENSORS = ("rope_factors_long.weight", "rope_factors_short.weight")
+"""Tensors of longrope scaling (Phi-3 128k): the rope's factors switch past the original context."""
 QK_NORM_TENSORS = ("attn_q_norm.weight", "attn_k_norm.weight")
 """Per-layer tensors of a model with qk-norm (a norm of each head's q and k rows before rope)."""
 _REFUSED_TENSORS = {
@@ -436,8 +453,17 @@ def refuse_metadata(reader: gguf.GGUFReader, path: str | Path) -> None:
     step adds them). Raises: ModelError naming the first other key (what it asks for, when known) or
     tensor (qk-norm, feed-forward biases, ...)."""
     arch = field_value(reader, "general.architecture", "llama")
+    longrope = next((t.name for t in reader.tensors if t.name in LONGROPE_TENSORS), None)
+    if longrope is not None:  # before its keys (`rope.scaling.attn_factor`, ...): the scaling is named
+        raise ModelError(
+            f"{path}: tensor `{longrope}` asks for longrope scaling (rope factors that change past the "
+            "original context), which fwdshim does not compute"
+        )
     for key in reader.fields:
-        if not key.startswith(f"{arch}.") or key.removeprefix(f"{arch}.") in _READ_KEYS:
+        short = key.removeprefix(f"{arch}.")
+        if not key.startswith(f"{arch}.") or short in _READ_KEYS:
+            continue
+        if short == "attention.sliding_window" and arch in WINDOW_ARCHITECTURES:
             continue
         what = _REFUSED_KEYS.get(key.removeprefix(f"{arch}."))
         value = _short(field_value(reader, key))
@@ -459,6 +485,8 @@ def refuse_metadata(reader: gguf.GGUFReader, path: str | Path) -> None:
         m = re.fullmatch(r"blk\.\d+\.(.+)", t.name)
         if m and arch in QK_NORM_ARCHITECTURES and m.group(1) in QK_NORM_TENSORS:
             continue  # the step norms each head's q and k rows
+        if m and arch in FUSED_ARCHITECTURES and m.group(1) == "attn_qkv.weight":
+            continue  # the step reads q, k and v as slices of its rows
         what = _REFUSED_TENSORS.get(m.group(1)) if m else None
         if what is not None:
             raise ModelError(f"{path}: tensor `{t.name}` asks for {what}, which fwdshim does not compute")
@@ -533,9 +561,12 @@ def expected_tensors(p: LlamaParams, tied: bool) -> dict[str, TensorUse]:
     for i in range(p.n_layer):
         b = f"blk.{i}."
         out[b + "attn_norm.weight"] = TensorUse((d,), NORM, "d")
-        out[b + "attn_q.weight"] = TensorUse((qd, d), MATMUL, "h*hd x d")
-        out[b + "attn_k.weight"] = TensorUse((kvd, d), MATMUL, "kv*hd x d")
-        out[b + "attn_v.weight"] = TensorUse((kvd, d), MATMUL, "kv*hd x d")
+        if p.fused:
+            out[b + "attn_qkv.weight"] = TensorUse((qd + 2 * kvd, d), MATMUL, "(h + 2*kv)*hd x d")
+        else:
+            out[b + "attn_q.weight"] = TensorUse((qd, d), MATMUL, "h*hd x d")
+            out[b + "attn_k.weight"] = TensorUse((kvd, d), MATMUL, "kv*hd x d")
+            out[b + "attn_v.weight"] = TensorUse((kvd, d), MATMUL, "kv*hd x d")
         if p.qk_norm:
             out[b + "attn_q_norm.weight"] = TensorUse((p.hd,), NORM, "hd")
             out[b + "attn_k_norm.weight"] = TensorUse((p.hd,), NORM, "hd")
@@ -550,6 +581,9 @@ def expected_tensors(p: LlamaParams, tied: bool) -> dict[str, TensorUse]:
             out[b + "ffn_gate_exps.weight"] = TensorUse((e, ff, d), MANIFEST, "n_expert x ff x d")
             out[b + "ffn_up_exps.weight"] = TensorUse((e, ff, d), MANIFEST, "n_expert x ff x d")
             out[b + "ffn_down_exps.weight"] = TensorUse((e, d, ff), MANIFEST, "n_expert x d x ff")
+        elif p.fused:
+            out[b + "ffn_up.weight"] = TensorUse((2 * p.ff, d), MATMUL, "2*ff x d (gate rows, then up rows)")
+            out[b + "ffn_down.weight"] = TensorUse((d, p.ff), MATMUL, "d x ff")
         else:
             out[b + "ffn_gate.weight"] = TensorUse((p.ff, d), MATMUL, "ff x d")
             out[b + "ffn_up.weight"] = TensorUse((p.ff, d), MATMUL, "ff x d")
@@ -684,10 +718,27 @@ def check_finite(path, wd: WeightData) -> WeightData:
     return wd
 
 
+_ROW_SLICE = re.compile(r"(.+)\[(\d+):(\d+)\]")
+
+
+def row_slice(name: str) -> tuple[str, int, int] | None:
+    """`(tensor, start, stop)` of a weight name `tensor[start:stop]` (rows `start` to `stop - 1` of the
+    file's `tensor`: a part of a fused projection, as Phi-3's q of `attn_qkv`); None for a plain name."""
+    m = _ROW_SLICE.fullmatch(name)
+    return (m.group(1), int(m.group(2)), int(m.group(3))) if m else None
+
+
+def sliced_name(tensor: str, start: int, stop: int) -> str:
+    """The weight name of rows `start` to `stop - 1` of `tensor` (`row_slice` reads it back)."""
+    return f"{tensor}[{start}:{stop}]"
+
+
 class ModelWeights:
     """The `WeightStore` of an imported model: the GGUF file's tensors by name, with the Q/K rows of
-    every layer un-permuted (`unpermute_rows`); each `WeightData` is built once and kept. `get` raises
-    ModelError for a tensor holding an inf or NaN scale or value (`check_finite`)."""
+    every layer un-permuted (`unpermute_rows`); each `WeightData` is built once and kept. A name
+    `tensor[start:stop]` (`row_slice`) is those rows of `tensor`, a view of its blocks (rows are
+    whole blocks: nothing is converted). `get` raises ModelError for a tensor holding an inf or NaN
+    scale or value (`check_finite`), or a slice of rows the tensor does not have."""
 
     def __init__(self, reader: gguf.GGUFReader, params: LlamaParams, source: str | PathLike | None = None):
         self.reader = reader
@@ -701,6 +752,15 @@ class ModelWeights:
         wd = self._cache.get(name)
         if wd is not None:
             return wd
+        part = row_slice(name)
+        if part is not None and part[0] in self._tensors:
+            whole = self.get(part[0])
+            start, stop = part[1:]
+            if not start < stop <= whole.shape[0]:
+                raise ModelError(f"{self.source}: weight `{name}`: rows {start} to {stop - 1} of a tensor of {whole.shape[0]} rows")
+            wd = WeightData(name, whole.ggml, (stop - start, *whole.shape[1:]), whole.raw[start:stop])
+            self._cache[name] = wd
+            return wd
         t = self._tensors.get(name)
         if t is None:
             raise missing(name, self._tensors, str(self.reader.data.filename))
@@ -709,7 +769,7 @@ class ModelWeights:
             shape = shape[1:]
         raw = t.data
         check_finite(self.source, WeightData(name, ggml_of(t.tensor_type), shape, np.asarray(raw).reshape(*shape[:-1], -1)))
-        m = _QK.fullmatch(name) if self.params.arch == "llama" else None  # qwen2 files keep HF's rows
+        m = _QK.fullmatch(name) if self.params.arch == "llama" else None  # the others keep HF's rows
         if m:  # checked first: an error names the file's rows, not these
             heads = self.params.h if m.group(1) == "q" else self.params.kv
             raw = unpermute_rows(np.asarray(raw).reshape(shape[0], -1), heads).reshape(raw.shape)
@@ -718,7 +778,8 @@ class ModelWeights:
         return wd
 
     def __contains__(self, name: object) -> bool:
-        return name in self._tensors
+        part = row_slice(name) if isinstance(name, str) else None
+        return name in self._tensors or (part is not None and part[0] in self._tensors)
 
     def names(self) -> list[str]:
         return list(self._tensors)

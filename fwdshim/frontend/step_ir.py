@@ -20,7 +20,9 @@ from xdsl.utils.exceptions import ParseError, VerifyException
 from fwdshim.diagnostics import LocatingParser, verify_located
 from fwdshim.dialects.attributes import ggml_of
 from fwdshim.dialects.fwd import Fwd
-from fwdshim.frontend.gguf_model import BIAS, NORM, LlamaParams, ModelError, TensorUse, _dims, _one_line
+from fwdshim.frontend.gguf_model import (
+    BIAS, NORM, LlamaParams, ModelError, TensorUse, _dims, _one_line, row_slice, sliced_name,
+)  # fmt: skip
 
 
 def _vec(n: int) -> str:
@@ -48,12 +50,16 @@ def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], 
     lines = [f"func.func @decode_step({', '.join(args)}) -> ({', '.join(results)}) {{"]
     emit = lines.append
 
-    def weight(ssa: str, name: str, typed: str | None = None) -> str:
-        emit(f'  %{ssa} = fwd.weight "{name}" : {typed or _wtype(uses[name], types[name])}')
-        return f"%{ssa}"
-
     def wt(name: str) -> str:
-        return _wtype(uses[name], types[name])
+        part = row_slice(name)
+        if part is None:
+            return _wtype(uses[name], types[name])
+        tensor, start, stop = part  # rows of a fused tensor (Phi-3's attn_qkv, ffn_up)
+        return _wtype(TensorUse((stop - start, *uses[tensor].shape[1:]), uses[tensor].role, ""), types[tensor])
+
+    def weight(ssa: str, name: str, typed: str | None = None) -> str:
+        emit(f'  %{ssa} = fwd.weight "{name}" : {typed or wt(name)}')
+        return f"%{ssa}"
 
     def norm(out: str, x: str, w_name: str) -> str:
         w = weight(out + "_w", w_name)
@@ -79,15 +85,22 @@ def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], 
         emit(f"  %{out} = fwd.rms_norm {x} weight({w} : {_vec(p.hd)}) eps {p.eps:.9e} : {typed} -> {typed}")
         return f"%{out}"
 
+    # a window as long as the context attends every position it holds: exactly the plain attention
+    window = f" window {p.window}" if 0 < p.window < l else ""
     x = "%x"
     rets = []
     for i in range(p.n_layer):
         b, s = f"blk.{i}.", f"l{i}_"
         emit(f"  // layer {i}: attention")
         h0 = norm(s + "attn_in", x, b + "attn_norm.weight")
-        q = matmul(s + "q", h0, d, b + "attn_q.weight", qd, qt)
-        k = matmul(s + "k", h0, d, b + "attn_k.weight", kvd, kt)
-        v = matmul(s + "v", h0, d, b + "attn_v.weight", kvd)
+        if p.fused:  # q, k and v: rows of the one attn_qkv tensor
+            qkv = b + "attn_qkv.weight"
+            names = [sliced_name(qkv, 0, qd), sliced_name(qkv, qd, qd + kvd), sliced_name(qkv, qd + kvd, qd + 2 * kvd)]
+        else:
+            names = [b + "attn_q.weight", b + "attn_k.weight", b + "attn_v.weight"]
+        q = matmul(s + "q", h0, d, names[0], qd, qt)
+        k = matmul(s + "k", h0, d, names[1], kvd, kt)
+        v = matmul(s + "v", h0, d, names[2], kvd)
         if p.qk_norm:
             q = head_norm(s + "q_normed", q, b + "attn_q_norm.weight", qt)
             k = head_norm(s + "k_normed", k, b + "attn_k_norm.weight", kt)
@@ -97,7 +110,7 @@ def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], 
         emit(f"  %{s}k_rot = fwd.rope {k}, %angles {rope} : {kt}, {angles} -> {kt}")
         emit(
             f"  %{s}att = fwd.attention %{s}q_rot, %{s}k_rot, {v}, %{s}k_cache, %{s}v_cache "
-            f"h {p.h} kv {p.kv} hd {p.hd} vd {p.hd} l {l} rows 1 : "
+            f"h {p.h} kv {p.kv} hd {p.hd} vd {p.hd} l {l} rows 1{window} : "
             f"{qt}, {kt}, {_vec(kvd)}, {cache}, {cache} -> {_vec(qd)}"
         )
         o = matmul(s + "o", f"%{s}att", qd, b + "attn_output.weight", d)
@@ -120,8 +133,10 @@ def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], 
 
 def _mlp(emit, matmul, p: LlamaParams, s: str, b: str, h1: str) -> str:
     ff, d = p.ff, p.d
-    g = matmul(s + "gate", h1, d, b + "ffn_gate.weight", ff)
-    u = matmul(s + "up", h1, d, b + "ffn_up.weight", ff)
+    up = b + "ffn_up.weight"
+    gate_w, up_w = (sliced_name(up, 0, ff), sliced_name(up, ff, 2 * ff)) if p.fused else (b + "ffn_gate.weight", up)
+    g = matmul(s + "gate", h1, d, gate_w, ff)
+    u = matmul(s + "up", h1, d, up_w, ff)
     emit(f"  %{s}gate_act = fwd.silu {g} : {_vec(ff)} -> {_vec(ff)}")
     emit(f"  %{s}glu = fwd.elementwise mul %{s}gate_act, {u} : {_vec(ff)}, {_vec(ff)} -> {_vec(ff)}")
     return matmul(s + "down", f"%{s}glu", ff, b + "ffn_down.weight", d)
@@ -162,6 +177,8 @@ def describe(p: LlamaParams, source: Path, weights: Path, converted: dict[str, Q
         f"// weights: {_comment_text(str(weights))}"
         + (f" ({_count(len(converted), 'tensor')} converted by fwdshim)" if converted else ""),
         *(["// the Q/K rows of each layer are un-permuted from GGUF's interleaved layout when loaded"] if p.arch == "llama" else []),
+        *(["// q, k, v are rows of each layer's attn_qkv, gate and up of its ffn_up: `tensor[start:stop]` names rows"] if p.fused else []),
+        *([f"// attention window {p.window}: " + ("as long as the context, so every position is attended" if p.window >= context else f"each position attends the last {p.window}, itself included")] if p.window else []),
         f"// context capacity l = {context}; per token the runner passes the embedding row, the rope angles",
         "// and the cache rows written so far, and appends the returned k, v rows",
     ]

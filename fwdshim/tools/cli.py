@@ -90,7 +90,7 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="fwdshim",
-        description="The forward shim's main job: import, fetch and run GGUF llama (dense or MoE), qwen2, qwen3 and qwen3moe models.",
+        description="The forward shim's main job: import, fetch and run GGUF llama (dense or MoE), qwen2, qwen3, qwen3moe and phi3 models.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -99,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
 
     imp = sub.add_parser(
         "import", help="write the decode-step IR of a GGUF model",
-        description="Write one decode step of a GGUF llama, qwen2, qwen3 or qwen3moe model as `fwd` IR (for fwdshim-opt). "
+        description="Write one decode step of a GGUF llama, qwen2, qwen3, qwen3moe or phi3 model as `fwd` IR (for fwdshim-opt). "
         "Weights keep their types unless --requantize q8_0; converted weights (requantized ones, "
         "norms widened to F32) go into STEP.weights.gguf beside the output (-o step.mlir writes "
         "step.weights.gguf; --weights chooses another file; into the cache when writing to stdout). "
@@ -108,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
         "when `run` or a conversion reads it).",
     )  # fmt: skip
     imp.add_argument("model", metavar="MODEL",
-                     help="a GGUF file of architecture llama, qwen2, qwen3 or qwen3moe, or a known model name (smollm2)")  # fmt: skip
+                     help="a GGUF file of architecture llama, qwen2, qwen3, qwen3moe or phi3, or a known model name (smollm2)")  # fmt: skip
     imp.add_argument("-o", "--output", metavar="STEP.mlir", help="where to write the IR (default, and `-`: stdout)")
     imp.add_argument("--weights", metavar="PATH.gguf",
                      help="where to write the converted weights (default: STEP.weights.gguf beside -o, "
@@ -130,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
         "generated text as it comes; a summary line (tokens/s, why it stopped) goes to stderr.",
     )  # fmt: skip
     run.add_argument("--model", required=True, metavar="NAME|PATH.gguf",
-                     help="smollm2 (fetched on first use), or a GGUF llama, qwen2, qwen3 or qwen3moe file")  # fmt: skip
+                     help="smollm2 (fetched on first use), or a GGUF llama, qwen2, qwen3, qwen3moe or phi3 file")  # fmt: skip
     run.add_argument("--prompt", required=True, metavar="TEXT",
                      help="the text to continue (UTF-8; with --chat, the user's message)")  # fmt: skip
     run.add_argument("--max-tokens", type=int, default=32, metavar="N",
@@ -167,7 +167,7 @@ def _parser() -> argparse.ArgumentParser:
         "chart (needs matplotlib: pip install fwdshim[profile]).",
     )  # fmt: skip
     prof.add_argument("--model", required=True, metavar="NAME|PATH.gguf",
-                      help="smollm2 (fetched on first use), or a GGUF llama, qwen2, qwen3 or qwen3moe file")  # fmt: skip
+                      help="smollm2 (fetched on first use), or a GGUF llama, qwen2, qwen3, qwen3moe or phi3 file")  # fmt: skip
     prof.add_argument("--numerics", choices=NUMERICS, default="dequant", help="as for run (default dequant)")
     prof.add_argument("--context", type=int, metavar="N", help=_CONTEXT_HELP)
     prof.add_argument("--fill", type=int, default=0, metavar="F",

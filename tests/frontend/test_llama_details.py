@@ -168,6 +168,49 @@ def test_qwen3moe_faults_are_named(tmp_path, kv, tensors, words):
     assert str(e.value) == f"{path}: {words}"
 
 
+PHI3 = replace(TINY, arch="phi3", window=8)
+
+
+def test_phi3_window_shorter_than_the_context_is_refused_by_legality(tmp_path, monkeypatch, capsys):
+    """issue 41: Phi-3's sliding window of 8 under a context of 64 is `fwd.attention ... window 8` in
+    the step (the importer lifts it), and `fwdshim run` refuses it with the seed's reason at each
+    attention's line; a context no longer than the window drops it (every position is attended) and
+    runs."""
+    from fwdshim.tools import cli
+
+    monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
+    path = write_llama(tmp_path / "phi3.gguf", PHI3, random_llama(PHI3, seed=2), vocab=byte_vocab(MERGES))
+    assert " window 8 : " in str(import_gguf(path, context=64).module)
+    assert " window " not in str(import_gguf(path, context=8).module)
+    argv = ["run", "--model", str(path), "--prompt", "hi", "--max-tokens", "1", "--device", "cpu"]
+    assert cli.main([*argv, "--context", "64"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("fwdshim: error: ") and "Traceback" not in err
+    assert err.count("a windowed attention (`window W`) — its kernel attends every cached position") == 2, err
+    assert cli.main([*argv, "--context", "8"]) == 0
+
+
+def test_phi3_faults_are_named(tmp_path):
+    """A Phi-3 file with longrope factors (Phi-3 128k) is refused by name; a fused tensor of the wrong
+    rows, and a row slice past a tensor's rows, are named."""
+    from fwdshim.frontend.gguf_model import ModelWeights
+
+    w = random_llama(PHI3, seed=2)
+    path = write_llama(tmp_path / "phi3.gguf", PHI3, w, vocab=byte_vocab(MERGES))
+    long = _with_kv(path, tmp_path / "long.gguf", {}, {"rope_factors_long.weight": np.ones(8)})
+    with pytest.raises(ModelError, match=r"long\.gguf: tensor `rope_factors_long.weight` asks for longrope scaling"):
+        import_gguf(long)
+    bad = write_llama(tmp_path / "bad.gguf", replace(PHI3, kv=4), {**random_llama(replace(PHI3, kv=4), seed=2)}, vocab=byte_vocab(MERGES))
+    with pytest.raises(ModelError) as e:
+        ModelWeights(gguf.GGUFReader(bad), PHI3, bad).get("blk.0.attn_qkv.weight[96:200]")
+    assert str(e.value) == f"{bad}: weight `blk.0.attn_qkv.weight[96:200]`: rows 96 to 199 of a tensor of 192 rows"
+    model = import_gguf(path, context=8)
+    q = model.weights.get("blk.0.attn_qkv.weight[0:64]")
+    assert q.shape == (64, 64) and "blk.0.attn_qkv.weight[96:128]" in model.weights
+    whole = model.weights.get("blk.0.attn_qkv.weight")
+    np.testing.assert_array_equal(q.f32, whole.f32[:64])
+
+
 def test_attention_biases_are_honoured(tmp_path):
     w = random_llama(TINY, seed=8)
     rng = np.random.default_rng(8)

@@ -177,6 +177,33 @@ def test_tiny_qwen3_against_transformers(tmp_path, monkeypatch, torch, params):
     assert err_plain.min() > 10 * TOL, err_plain
 
 
+TINY_PHI3 = dataclasses.replace(TINY, arch="phi3", window=64)
+
+
+@pytest.mark.parametrize("source", ["q8_0", "q4_1 requantized"])
+def test_tiny_phi3_against_transformers(tmp_path, monkeypatch, torch, source):
+    """issue 41: a Phi-3 file (q, k, v in one `attn_qkv` tensor, gate and up in one `ffn_up`, gate rows
+    first; a sliding window as long as the context) loaded by transformers' own GGUF loader: the same
+    greedy tokens, logits within TOL. The step reads each part as rows of the fused tensor
+    (`attn_qkv.weight[0:64]`), a view of its blocks. The byte vocabulary has no Phi-3 pad token
+    (transformers' default 32000): `pad_token_id=0` is passed to its config."""
+    monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
+    w = random_llama(TINY_PHI3, seed=9)
+    types = {n: QT.Q4_1 for n, a in w.items() if a.ndim == 2 and n != "token_embd.weight"} if source != "q8_0" else None
+    path = write_llama(tmp_path / "phi3.gguf", TINY_PHI3, w, types=types, vocab=byte_vocab())
+    model = import_gguf(path, context=64, requantize="q8_0")
+    step = str(model.module)
+    assert '"blk.1.attn_qkv.weight[64:96]"' in step and '"blk.0.ffn_up.weight[96:192]"' in step
+    assert " window " not in step  # 64 positions attended: the window holds them all
+    hf = hf_model(torch, model, pad_token_id=0)
+    assert type(hf).__name__ == "Phi3ForCausalLM"
+    prompt = [int(t) for t in np.random.default_rng(4).integers(0, TINY.vocab, 6)]
+    gen, peer_tokens, err = compare(torch, hf, model, prompt)
+    assert err[:LOGIT_STEPS].max() <= TOL, err
+    assert gen.tokens == peer_tokens
+    assert len(set(gen.tokens)) > 3
+
+
 # ---------------------------------------------------------------------------------------------
 # SmolLM2-135M-Instruct
 
