@@ -208,6 +208,12 @@ def write_llama(
         w.add_rope_freq_base(params.rope_base)
         if params.window:
             w.add_sliding_window(params.window)
+        if params.attn_softcap:
+            w.add_attn_logit_softcapping(params.attn_softcap)
+        if params.final_softcap:
+            w.add_final_logit_softcapping(params.final_softcap)
+        if params.rope_base_swa is not None:
+            w.add_rope_freq_base_swa(params.rope_base_swa)
         w.add_layer_norm_rms_eps(params.eps)
         w.add_vocab_size(params.vocab)
         if params.moe:

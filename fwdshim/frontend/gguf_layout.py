@@ -52,7 +52,7 @@ INT, REAL, BOOL, STR, STRS, INTS, LAYERED = "int", "real", "bool", "str", "strs"
 and of whole numbers, and a whole number or an array of them, one a layer (llama.cpp's per-layer
 head counts and feed-forward widths)."""
 
-ARCHITECTURES = ("llama", "qwen2", "qwen3", "qwen3moe", "phi3")
+ARCHITECTURES = ("llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma", "gemma2", "gemma3")
 """The `general.architecture` values fwdshim imports (`gguf_model.read_params`): the prefixes of the keys
 checked here."""
 
@@ -70,6 +70,9 @@ KEY_KINDS: dict[str, str] = {
             ), INT),
             **dict.fromkeys(("feed_forward_length", "attention.head_count", "attention.head_count_kv"), LAYERED),
             "rope.freq_base": REAL,
+            "rope.freq_base_swa": REAL,
+            "attn_logit_softcapping": REAL,
+            "final_logit_softcapping": REAL,
             "attention.layer_norm_rms_epsilon": REAL,
             "rope.scaling.type": STR,
             "rope.scaling.factor": REAL,

@@ -1,4 +1,4 @@
-"""A GGUF model file of one of `ARCHITECTURES` (`llama`, `qwen2`, `qwen3`, `qwen3moe`, `phi3`): reading and
+"""A GGUF model file of one of `ARCHITECTURES` (`llama`, `qwen2`, `qwen3`, `qwen3moe`, `phi3`, `gemma`, `gemma2`, `gemma3`): reading and
 checking it, its hyperparameters and tensors, its weights (a `llama` file's Q/K rows un-permuted, a
 fused tensor's parts as row slices); the `fwd` IR of one decode step described below is written by `step_ir`.
 
@@ -223,10 +223,34 @@ class LlamaParams:
     window: int = 0
     """The attention's sliding window (`attention.sliding_window`: a position attends the last `window`
     positions, itself included); 0: none."""
+    windowed: tuple[bool, ...] | None = None
+    """Which layers the window applies to (`sliding_window_pattern`); None: every layer."""
+    attn_softcap: float = 0.0
+    """`attn_logit_softcapping` (Gemma 2: scores capped `c·tanh(s/c)`); 0: none."""
+    final_softcap: float = 0.0
+    """`final_logit_softcapping` (Gemma 2: the logits capped); 0: none."""
+    attn_scale: float | None = None
+    """The scores' scale where not 1/√hd (Gemma 3 27B: 1/√(d/h), as llama.cpp); None: 1/√hd."""
+    rope_base_swa: float | None = None
+    """The rope base of the windowed layers (Gemma 3: `rope.freq_base_swa`, default 10000); None: `rope_base`."""
 
     @property
     def half(self) -> int:
         return self.rope_dim // 2
+
+    @property
+    def gemma(self) -> bool:
+        """The embedding scaled by √d and a GELU-gated feed-forward (`GEMMA_ARCHITECTURES`)."""
+        return self.arch in GEMMA_ARCHITECTURES
+
+    @property
+    def post_norms(self) -> bool:
+        """Each block's output RMS-normed before its residual add (Gemma 2 and 3)."""
+        return self.arch in ("gemma2", "gemma3")
+
+    def is_windowed(self, layer: int) -> bool:
+        """Whether layer `layer`'s attention is windowed (`window`, `windowed`)."""
+        return bool(self.window) and (self.windowed is None or self.windowed[layer])
 
     @property
     def fused(self) -> bool:
@@ -347,8 +371,21 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
     # a Qwen3-MoE file's `feed_forward_length` is the dense width its layers do not have; its experts
     # are `expert_feed_forward_length` wide (llama.cpp's `n_ff_exp`)
     ff = count("expert_feed_forward_length") if arch in EXPERT_WIDTH_ARCHITECTURES else count("feed_forward_length")
+    n_layer = count("block_count", width=False)
+    window = count("attention.sliding_window", 0, least=0, width=False) if arch in WINDOW_ARCHITECTURES else 0
+    windowed = None
+    if window and arch in SWA_PATTERN:  # llama.cpp's `load_swa_pattern`: an array a layer, or a period
+        pattern = field_value(reader, f"{arch}.attention.sliding_window_pattern", SWA_PATTERN[arch])
+        if isinstance(pattern, (list, tuple, np.ndarray)):
+            if len(pattern) != n_layer:
+                raise ModelError(f"{path}: `{arch}.attention.sliding_window_pattern` holds {len(pattern)} values, one a layer, for {n_layer} layers")
+            windowed = tuple(bool(x) for x in pattern)
+        elif isinstance(pattern, bool) or not isinstance(pattern, (int, np.integer)) or pattern < 0:
+            raise ModelError(f"{path}: `{arch}.attention.sliding_window_pattern` = {pattern!r} is not a whole number of layers")
+        else:
+            windowed = tuple(pattern == 0 or i % pattern < pattern - 1 for i in range(n_layer))
     return LlamaParams(
-        n_layer=count("block_count", width=False),
+        n_layer=n_layer,
         d=d,
         ff=ff,
         h=h,
@@ -363,7 +400,12 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
         context_length=count("context_length", 0, least=0, width=False),
         rope_factors=factors,
         arch=arch,
-        window=count("attention.sliding_window", 0, least=0, width=False) if arch in WINDOW_ARCHITECTURES else 0,
+        window=window,
+        windowed=windowed,
+        attn_softcap=real("attn_logit_softcapping", 0.0, positive=False) if arch == "gemma2" else 0.0,
+        final_softcap=real("final_logit_softcapping", 0.0, positive=False) if arch in ("gemma2", "gemma3") else 0.0,
+        attn_scale=1.0 / float(np.sqrt(d / h)) if arch == "gemma3" and n_layer == 62 else None,
+        rope_base_swa=real("rope.freq_base_swa", 10000.0, positive=True) if arch == "gemma3" and window else None,
     )
 
 
@@ -377,11 +419,19 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
 FUSED_ARCHITECTURES = frozenset({"phi3"})
 """The architectures whose files hold q, k and v as one `attn_qkv` tensor and gate and up as one
 `ffn_up` (gate rows first): the step reads each part as a slice of the tensor's rows (`row_slice`)."""
-WINDOW_ARCHITECTURES = frozenset({"phi3"})
+WINDOW_ARCHITECTURES = frozenset({"phi3", "gemma2", "gemma3"})
 """The architectures whose `attention.sliding_window` the step reads (a window of W positions)."""
+GEMMA_ARCHITECTURES = frozenset({"gemma", "gemma2", "gemma3"})
+"""Gemma's: the embedding row scaled by √d, a GELU-gated feed-forward; Gemma 2 and 3 also norm each
+block's output (`post_attention_norm`, `post_ffw_norm`) and window the attention of some layers (a
+`sliding_window_pattern`, llama.cpp's default every second layer of Gemma 2, five of six of Gemma 3);
+Gemma 2 soft-caps the scores and logits. Imported as such: the legality pass refuses what the kernels
+do not compute (`fwd.scale`, `fwd.gelu`, `fwd.softcap`, a window), with the seed's reasons."""
+SWA_PATTERN = {"gemma2": 2, "gemma3": 6}
+"""llama.cpp's default `sliding_window_pattern`: layer `i` is windowed when `i % n < n - 1`."""
 EXPERT_WIDTH_ARCHITECTURES = frozenset({"qwen3moe"})
 """The architectures whose layers are all mixtures, of experts `expert_feed_forward_length` wide."""
-QK_NORM_ARCHITECTURES = frozenset({"qwen3", "qwen3moe"})
+QK_NORM_ARCHITECTURES = frozenset({"qwen3", "qwen3moe", "gemma3"})
 """The architectures whose layers norm each head's q and k rows (`attn_q_norm`, `attn_k_norm`)."""
 
 
@@ -425,6 +475,11 @@ _REFUSED_KEYS = {
 }
 """`llama.*` keys that change the computation in a way the step does not compute: what each asks for."""
 
+_GEMMA_KEYS = frozenset({
+    ("gemma2", "attn_logit_softcapping"), ("gemma2", "final_logit_softcapping"),
+    ("gemma3", "final_logit_softcapping"), ("gemma3", "rope.freq_base_swa"),
+})  # fmt: skip
+"""The keys `read_params` reads for one Gemma architecture only (elsewhere refused by name)."""
 LONGROPE_TENSORS = ("rope_factors_long.weight", "rope_factors_short.weight")
 """Tensors of longrope scaling (Phi-3 128k): the rope's factors switch past the original context."""
 QK_NORM_TENSORS = ("attn_q_norm.weight", "attn_k_norm.weight")
@@ -464,6 +519,10 @@ def refuse_metadata(reader: gguf.GGUFReader, path: str | Path) -> None:
         if not key.startswith(f"{arch}.") or short in _READ_KEYS:
             continue
         if short == "attention.sliding_window" and arch in WINDOW_ARCHITECTURES:
+            continue
+        if arch in SWA_PATTERN and short == "attention.sliding_window_pattern":
+            continue
+        if (arch, short) in _GEMMA_KEYS:
             continue
         what = _REFUSED_KEYS.get(key.removeprefix(f"{arch}."))
         value = _short(field_value(reader, key))
@@ -574,6 +633,8 @@ def expected_tensors(p: LlamaParams, tied: bool) -> dict[str, TensorUse]:
             out[b + name + ".bias"] = TensorUse((n,), BIAS, str(n), optional=True)
         out[b + "attn_output.weight"] = TensorUse((d, qd), MATMUL, "d x h*hd")
         out[b + "attn_output.bias"] = TensorUse((d,), BIAS, "d", optional=True)
+        if p.post_norms:
+            out[b + "post_attention_norm.weight"] = TensorUse((d,), NORM, "d")
         out[b + "ffn_norm.weight"] = TensorUse((d,), NORM, "d")
         if p.moe:
             e, ff = p.n_expert, p.ff
@@ -588,6 +649,8 @@ def expected_tensors(p: LlamaParams, tied: bool) -> dict[str, TensorUse]:
             out[b + "ffn_gate.weight"] = TensorUse((p.ff, d), MATMUL, "ff x d")
             out[b + "ffn_up.weight"] = TensorUse((p.ff, d), MATMUL, "ff x d")
             out[b + "ffn_down.weight"] = TensorUse((d, p.ff), MATMUL, "d x ff")
+        if p.post_norms:
+            out[b + "post_ffw_norm.weight"] = TensorUse((d,), NORM, "d")
     out["output_norm.weight"] = TensorUse((d,), NORM, "d")
     if not tied:
         out["output.weight"] = TensorUse((p.vocab, d), MATMUL, "vocab x d")

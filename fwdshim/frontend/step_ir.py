@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from gguf import GGMLQuantizationType as QT
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -42,6 +43,10 @@ def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], 
     l, kvd, qd, d = context, p.kv * p.hd, p.h * p.hd, p.d  # noqa: E741 - the seed's name
     cache = f"tensor<{l - 1}x{kvd}xf32>"
     args = [f"%x: {_vec(d)}", f"%angles: tensor<2x{p.half}xf32>"]
+    # Gemma 3's windowed layers turn by angles of another base (`rope_base_swa`): a second table
+    swa_angles = p.rope_base_swa is not None and p.rope_base_swa != p.rope_base
+    if swa_angles:
+        args.append(f"%angles_swa: tensor<2x{p.half}xf32>")
     for i in range(p.n_layer):
         args += [f"%l{i}_k_cache: {cache}", f"%l{i}_v_cache: {cache}"]
     # with qk-norm, q and k are typed as heads (`[h, hd]`, `[kv, hd]`): the norm's rows
@@ -85,12 +90,18 @@ def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], 
         emit(f"  %{out} = fwd.rms_norm {x} weight({w} : {_vec(p.hd)}) eps {p.eps:.9e} : {typed} -> {typed}")
         return f"%{out}"
 
-    # a window as long as the context attends every position it holds: exactly the plain attention
-    window = f" window {p.window}" if 0 < p.window < l else ""
     x = "%x"
+    if p.gemma:  # the embedding row scaled by √d (llama.cpp's `inp_scaled`)
+        emit(f"  %x_scaled = fwd.scale %x {{factor = {float(np.sqrt(d)):.9e} : f32}} : ({_vec(d)}) -> {_vec(d)}")
+        x = "%x_scaled"
     rets = []
     for i in range(p.n_layer):
         b, s = f"blk.{i}.", f"l{i}_"
+        # a window as long as the context attends every position it holds: exactly the plain attention
+        window = f" window {p.window}" if p.is_windowed(i) and p.window < l else ""
+        # in the op's syntax order: scale, softcap, window
+        extra = (f" scale {p.attn_scale:.9e}" if p.attn_scale else "") + (f" softcap {p.attn_softcap:.9e}" if p.attn_softcap else "") + window
+        angles_in = "%angles_swa" if swa_angles and p.is_windowed(i) else "%angles"
         emit(f"  // layer {i}: attention")
         h0 = norm(s + "attn_in", x, b + "attn_norm.weight")
         if p.fused:  # q, k and v: rows of the one attn_qkv tensor
@@ -106,18 +117,22 @@ def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], 
             k = head_norm(s + "k_normed", k, b + "attn_k_norm.weight", kt)
         rope = f"hd {p.hd} half {p.half} rows 1"
         angles = f"tensor<2x{p.half}xf32>"
-        emit(f"  %{s}q_rot = fwd.rope {q}, %angles {rope} : {qt}, {angles} -> {qt}")
-        emit(f"  %{s}k_rot = fwd.rope {k}, %angles {rope} : {kt}, {angles} -> {kt}")
+        emit(f"  %{s}q_rot = fwd.rope {q}, {angles_in} {rope} : {qt}, {angles} -> {qt}")
+        emit(f"  %{s}k_rot = fwd.rope {k}, {angles_in} {rope} : {kt}, {angles} -> {kt}")
         emit(
             f"  %{s}att = fwd.attention %{s}q_rot, %{s}k_rot, {v}, %{s}k_cache, %{s}v_cache "
-            f"h {p.h} kv {p.kv} hd {p.hd} vd {p.hd} l {l} rows 1{window} : "
+            f"h {p.h} kv {p.kv} hd {p.hd} vd {p.hd} l {l} rows 1{extra} : "
             f"{qt}, {kt}, {_vec(kvd)}, {cache}, {cache} -> {_vec(qd)}"
         )
         o = matmul(s + "o", f"%{s}att", qd, b + "attn_output.weight", d)
+        if p.post_norms:
+            o = norm(s + "attn_post", o, b + "post_attention_norm.weight")
         emit(f"  %{s}x_mid = fwd.elementwise add {x}, {o} : {_vec(d)}, {_vec(d)} -> {_vec(d)}")
-        emit(f"  // layer {i}: {'mixture of experts' if p.moe else 'SwiGLU MLP'}")
+        emit(f"  // layer {i}: {'mixture of experts' if p.moe else 'GELU-gated MLP' if p.gemma else 'SwiGLU MLP'}")
         h1 = norm(s + "ffn_in", f"%{s}x_mid", b + "ffn_norm.weight")
         ffn = _moe(emit, weight, wt, p, s, b, h1) if p.moe else _mlp(emit, matmul, p, s, b, h1)
+        if p.post_norms:
+            ffn = norm(s + "ffn_post", ffn, b + "post_ffw_norm.weight")
         emit(f"  %{s}x_out = fwd.elementwise add %{s}x_mid, {ffn} : {_vec(d)}, {_vec(d)} -> {_vec(d)}")
         x = f"%{s}x_out"
         rets += [f"%{s}k_rot", v]
@@ -126,7 +141,11 @@ def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], 
     out_name = "output.weight" if "output.weight" in uses else "token_embd.weight"
     w = weight("logits_w", out_name)
     emit(f"  %logits = fwd.matmul {hf}, {w} : {_vec(d)}, {wt(out_name)} -> {_vec(p.vocab)}")
-    emit(f"  func.return %logits, {', '.join(rets)} : {', '.join(results)}")
+    logits = "%logits"
+    if p.final_softcap:
+        emit(f"  %logits_capped = fwd.softcap %logits cap {p.final_softcap:.9e} : {_vec(p.vocab)} -> {_vec(p.vocab)}")
+        logits = "%logits_capped"
+    emit(f"  func.return {logits}, {', '.join(rets)} : {', '.join(results)}")
     emit("}")
     return "\n".join(lines) + "\n"
 
@@ -137,7 +156,10 @@ def _mlp(emit, matmul, p: LlamaParams, s: str, b: str, h1: str) -> str:
     gate_w, up_w = (sliced_name(up, 0, ff), sliced_name(up, ff, 2 * ff)) if p.fused else (b + "ffn_gate.weight", up)
     g = matmul(s + "gate", h1, d, gate_w, ff)
     u = matmul(s + "up", h1, d, up_w, ff)
-    emit(f"  %{s}gate_act = fwd.silu {g} : {_vec(ff)} -> {_vec(ff)}")
+    if p.gemma:  # GELU (tanh approximation) gates the up projection
+        emit(f"  %{s}gate_act = fwd.gelu {g} : ({_vec(ff)}) -> {_vec(ff)}")
+    else:
+        emit(f"  %{s}gate_act = fwd.silu {g} : {_vec(ff)} -> {_vec(ff)}")
     emit(f"  %{s}glu = fwd.elementwise mul %{s}gate_act, {u} : {_vec(ff)}, {_vec(ff)} -> {_vec(ff)}")
     return matmul(s + "down", f"%{s}glu", ff, b + "ffn_down.weight", d)
 
@@ -178,7 +200,9 @@ def describe(p: LlamaParams, source: Path, weights: Path, converted: dict[str, Q
         + (f" ({_count(len(converted), 'tensor')} converted by fwdshim)" if converted else ""),
         *(["// the Q/K rows of each layer are un-permuted from GGUF's interleaved layout when loaded"] if p.arch == "llama" else []),
         *(["// q, k, v are rows of each layer's attn_qkv, gate and up of its ffn_up: `tensor[start:stop]` names rows"] if p.fused else []),
-        *([f"// attention window {p.window}: " + ("as long as the context, so every position is attended" if p.window >= context else f"each position attends the last {p.window}, itself included")] if p.window else []),
+        *([f"// attention window {p.window}" + (f" in {sum(p.windowed)} of {p.n_layer} layers" if p.windowed is not None else "") + ": "
+           + ("as long as the context, so every position is attended" if p.window >= context else f"each position attends the last {p.window}, itself included")] if p.window else []),
+        *([f"// windowed layers turn by rope base {p.rope_base_swa:g}: the runner passes their angles as %angles_swa"] if p.rope_base_swa is not None and p.rope_base_swa != p.rope_base else []),
         f"// context capacity l = {context}; per token the runner passes the embedding row, the rope angles",
         "// and the cache rows written so far, and appends the returned k, v rows",
     ]

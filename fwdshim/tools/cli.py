@@ -90,7 +90,7 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="fwdshim",
-        description="The forward shim's main job: import, fetch and run GGUF llama (dense or MoE), qwen2, qwen3, qwen3moe and phi3 models.",
+        description="The forward shim's main job: import, fetch and run GGUF llama (dense or MoE), qwen2, qwen3, qwen3moe and phi3 models (gemma, gemma2 and gemma3 import; the legality pass refuses their steps).",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -99,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
 
     imp = sub.add_parser(
         "import", help="write the decode-step IR of a GGUF model",
-        description="Write one decode step of a GGUF llama, qwen2, qwen3, qwen3moe or phi3 model as `fwd` IR (for fwdshim-opt). "
+        description="Write one decode step of a GGUF llama, qwen2, qwen3, qwen3moe, phi3, gemma, gemma2 or gemma3 model as `fwd` IR (for fwdshim-opt). "
         "Weights keep their types unless --requantize q8_0; converted weights (requantized ones, "
         "norms widened to F32) go into STEP.weights.gguf beside the output (-o step.mlir writes "
         "step.weights.gguf; --weights chooses another file; into the cache when writing to stdout). "
@@ -108,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
         "when `run` or a conversion reads it).",
     )  # fmt: skip
     imp.add_argument("model", metavar="MODEL",
-                     help="a GGUF file of architecture llama, qwen2, qwen3, qwen3moe or phi3, or a known model name (smollm2)")  # fmt: skip
+                     help="a GGUF file of architecture llama, qwen2, qwen3, qwen3moe, phi3, gemma, gemma2 or gemma3, or a known model name (smollm2)")  # fmt: skip
     imp.add_argument("-o", "--output", metavar="STEP.mlir", help="where to write the IR (default, and `-`: stdout)")
     imp.add_argument("--weights", metavar="PATH.gguf",
                      help="where to write the converted weights (default: STEP.weights.gguf beside -o, "

@@ -286,7 +286,7 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
         "truncated": (cut, "truncated or corrupt GGUF file of"),
         "truncated header": (header, "truncated or corrupt GGUF file"),
         "not gguf": (text, "not a GGUF file"),
-        "architecture": (_rewrite(good, tmp_path / "falcon.gguf", arch="falcon"), "unsupported architecture `falcon` (fwdshim imports `llama`, `qwen2`, `qwen3`, `qwen3moe` and `phi3`)"),
+        "architecture": (_rewrite(good, tmp_path / "falcon.gguf", arch="falcon"), "unsupported architecture `falcon` (fwdshim imports `llama`, `qwen2`, `qwen3`, `qwen3moe`, `phi3`, `gemma`, `gemma2` and `gemma3`)"),
         "missing tensor": (_rewrite(good, tmp_path / "hole.gguf", drop={"blk.1.ffn_up.weight"}),
                            "missing tensor `blk.1.ffn_up.weight`"),
         "shape": (_rewrite(good, tmp_path / "shape.gguf", replace={"blk.0.attn_k.weight": np.zeros((64, 64), np.float32)}),

@@ -211,6 +211,42 @@ def test_phi3_faults_are_named(tmp_path):
     np.testing.assert_array_equal(q.f32, whole.f32[:64])
 
 
+GEMMAS = {
+    "gemma": replace(TINY, arch="gemma"),
+    "gemma2": replace(TINY, arch="gemma2", window=8, attn_softcap=50.0, final_softcap=30.0),
+    "gemma3": replace(TINY, arch="gemma3", window=8, rope_base_swa=10000.0, rope_base=1000000.0),
+}
+
+
+@pytest.mark.parametrize("arch", sorted(GEMMAS))
+def test_gemma_imports_and_legality_refuses_it(tmp_path, monkeypatch, capsys, arch):
+    """issue 41: Gemma files import as their computation (the embedding row scaled by √d, a GELU-gated
+    feed-forward; Gemma 2 and 3: each block's output normed before its residual, windowed layers by
+    llama.cpp's pattern; Gemma 2: scores and logits soft-capped; Gemma 3: qk-norm, its windowed layers'
+    own rope base as a second angle table), and `fwdshim run` refuses the step at its first refused
+    ops with the seed's reasons, each at its line — not the importer."""
+    from fwdshim.tools import cli
+
+    monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
+    p = GEMMAS[arch]
+    path = write_llama(tmp_path / f"{arch}.gguf", p, random_llama(p, seed=4), vocab=byte_vocab(MERGES))
+    step = str(import_gguf(path, context=64).module)
+    assert step.count("fwd.scale %x {factor = 8.000000e+00 : f32}") == 1 and step.count("fwd.gelu") == 2
+    assert step.count("post_attention_norm") == step.count("post_ffw_norm") == (0 if arch == "gemma" else 2)
+    windowed = {"gemma": 0, "gemma2": 1, "gemma3": 2}[arch]  # layers 0 (of every 2), 0 and 1 (five of every 6)
+    assert step.count(" window 8 ") == windowed
+    assert step.count("softcap 5.000000e+01") == (2 if arch == "gemma2" else 0)
+    assert ("fwd.softcap %logits cap 3.000000e+01" in step) == (arch == "gemma2")
+    assert step.count("%angles_swa hd") == (4 if arch == "gemma3" else 0) and step.count("attn_q_norm") == (2 if arch == "gemma3" else 0)
+    rc = cli.main(["run", "--model", str(path), "--prompt", "hi", "--max-tokens", "1", "--device", "cpu", "--context", "64"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err and err.startswith("fwdshim: error: ")
+    assert ":3: error: this lane has no kernel for the op (fwd.scale)" in err
+    assert ":3: error: this lane has no kernel for the op (fwd.gelu)" in err or "more (`fwdshim-opt" in err
+    if arch == "gemma2":
+        assert "a soft-capped attention (`softcap C`) — its kernel caps no score" in err
+
+
 def test_attention_biases_are_honoured(tmp_path):
     w = random_llama(TINY, seed=8)
     rng = np.random.default_rng(8)
