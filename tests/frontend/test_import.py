@@ -241,8 +241,12 @@ def test_tokenizer_from_gguf_metadata(tmp_path):
 
 def test_tokenizer_refuses_other_models(tmp_path):
     path, _ = tiny(tmp_path)
+    out = _rewrite(path, tmp_path / "ugm.gguf", kv={"tokenizer.ggml.model": "t5"})
+    with pytest.raises(ModelError, match=r"ugm\.gguf: tokenizer `t5` is not supported \(fwdshim reads byte-level BPE `gpt2` and SentencePiece `llama` vocabularies\)"):
+        GGUFTokenizer(gguf.GGUFReader(out), out)
+    # a SentencePiece vocabulary without its scores is named as such
     out = _rewrite(path, tmp_path / "spm.gguf", kv={"tokenizer.ggml.model": "llama"})
-    with pytest.raises(ModelError, match=r"spm\.gguf: tokenizer `llama` is not supported"):
+    with pytest.raises(ModelError, match=r"spm\.gguf: `tokenizer.ggml.scores` has 0 entries for \d+ tokens"):
         GGUFTokenizer(gguf.GGUFReader(out), out)
 
 

@@ -182,7 +182,7 @@ def test_import_gguf_takes_a_known_model_name(tmp_path, monkeypatch):
     assert asked == ["smollm2"] and m.source_path == path and m.params.d == TINY.d
     with pytest.raises(ModelError) as e:  # as the CLI's `--model smolm2` says it (it said "no such file" alone)
         import_gguf("smolm2", context=8)
-    assert str(e.value) == "smolm2: no such file, and not a known model name (smollm2)"
+    assert str(e.value) == "smolm2: no such file, and not a known model name (gemma3-270m, smollm2)"
     with pytest.raises(ModelError) as e:
         import_gguf(tmp_path / "smollm3", context=8)  # a Path is a file, never a name
     assert str(e.value) == f"{tmp_path / 'smollm3'}: no such file"
@@ -275,7 +275,7 @@ def test_wrong_argument_types_name_the_parameter(tmp_path):
     os.PathLike object, not int"), `Decoder("m.gguf")` an AttributeError on `.params`, `generate(d, 5, 1)`
     "'int' object is not iterable", `tok.encode(3)` tokenizers' "TextInputSequence must be str"."""
     path = write_llama(tmp_path / "m.gguf", TINY, random_llama(TINY, seed=5), vocab=byte_vocab())
-    accepts = "a GGUF file's path (a str or os.PathLike) or a known model's name (\"smollm2\")"
+    accepts = "a GGUF file's path (a str or os.PathLike) or a known model's name (\"smollm2\", \"gemma3-270m\")"
     model_cases = [
         (lambda: import_gguf(123), f"path=123 (int): {accepts}"),
         (lambda: import_gguf(None), f"path=None (NoneType): {accepts}"),

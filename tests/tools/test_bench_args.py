@@ -144,7 +144,7 @@ def test_occupancy_under_the_simulator_is_one_line(monkeypatch, capsys):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--model", "/no/such.gguf"], "/no/such.gguf: no such file, and not a known model name (smollm2)"),
+        (["--model", "/no/such.gguf"], "/no/such.gguf: no such file, and not a known model name (gemma3-270m, smollm2)"),
         (["--model", str(Path(__file__).resolve()), "--context", "64"], "not a GGUF file"),
     ],
 )

@@ -161,7 +161,7 @@ def test_fetch_model_unknown_name(capsys):
     assert cli.main(["fetch-model", "gpt5"]) == 1
     assert (
         capsys.readouterr().err
-        == "fwdshim: error: gpt5: unknown model (known: smollm2)\n"
+        == "fwdshim: error: gpt5: unknown model (known: gemma3-270m, smollm2)\n"
     )
 
 

@@ -198,7 +198,7 @@ def test_bad_model_paths(tmp_path, capsys):
         fails(capsys, [*cmd, str(tmp_path / "empty.gguf")], "empty.gguf: an empty file, not a GGUF model")
         fails(capsys, [*cmd, str(tmp_path / "gg.gguf")], "gg.gguf: truncated or corrupt GGUF file of 3 bytes (less than its header)")
         fails(capsys, [*cmd, str(cut)], f"{cut}: truncated or corrupt GGUF file of 1000 bytes")
-        fails(capsys, [*cmd, "gpt5"], "gpt5: no such file, and not a known model name (smollm2)")
+        fails(capsys, [*cmd, "gpt5"], "gpt5: no such file, and not a known model name (gemma3-270m, smollm2)")
 
 
 def _bad_models(tmp_path: Path) -> dict[str, tuple[Path, str]]:
@@ -442,7 +442,7 @@ def test_a_chat_prompt_too_long_says_the_template_counts(tmp_path, capsys):
 
 def test_fetch_model_of_no_name(capsys):
     for name in ("", " "):  # said ": fetch-model downloads ... a .gguf file needs no fetching" ("" is the cwd)
-        fails(capsys, ["fetch-model", name], f"fetch-model {name!r}: give a known model's name (smollm2)")
+        fails(capsys, ["fetch-model", name], f"fetch-model {name!r}: give a known model's name (gemma3-270m, smollm2)")
 
 
 def test_prompt_of_exactly_the_context_yields_one_token(tmp_path, capsys):
@@ -1101,7 +1101,7 @@ def test_fetch_model_given_a_file_and_profile_without_a_gpu_say_what_to_do(tmp_p
 
     path = tiny(tmp_path)
     fails(capsys, ["fetch-model", str(path)],
-          f"{path}: fetch-model downloads a known model (smollm2); a .gguf file needs no fetching: give it to run or import as it is")  # fmt: skip
+          f"{path}: fetch-model downloads a known model (gemma3-270m, smollm2); a .gguf file needs no fetching: give it to run or import as it is")  # fmt: skip
     real_import = builtins.__import__
 
     def no_matplotlib(name, *a, **kw):
