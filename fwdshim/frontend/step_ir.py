@@ -72,16 +72,21 @@ def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], 
         emit(f"  %{out} = fwd.elementwise mul %{out}_n, {w} : {_vec(d)}, {_vec(d)} -> {_vec(d)}")
         return f"%{out}"
 
-    def matmul(out: str, x: str, n_in: int, name: str, n_out: int, typed: str | None = None) -> str:
-        """`x · wᵀ` (plus the bias the file holds), its result of type `typed` (default `[n_out]`)."""
+    def matmul(out: str, x: str, n_in: int, name: str, n_out: int, typed: str | None = None, later: list | None = None) -> str:
+        """`x · wᵀ` (plus the bias the file holds), its result of type `typed` (default `[n_out]`).
+        With `later`, the bias's lines are appended there instead (emitted after the projections that
+        read the same x: the plan merges consecutive GEMVs into one launch, each bias its epilogue)."""
         yt = typed or _vec(n_out)
         w = weight(out + "_w", name)
         emit(f"  %{out} = fwd.matmul {x}, {w} : {_vec(n_in)}, {wt(name)} -> {yt}")
         bias = name.removesuffix(".weight") + ".bias"
         if bias not in uses:
             return f"%{out}"
-        b = weight(out + "_b", bias, yt)
-        emit(f"  %{out}_biased = fwd.elementwise add %{out}, {b} : {yt}, {yt} -> {yt}")
+        lines = [f'  %{out}_b = fwd.weight "{bias}" : {yt}', f"  %{out}_biased = fwd.elementwise add %{out}, %{out}_b : {yt}, {yt} -> {yt}"]
+        for line in lines if later is None else ():
+            emit(line)
+        if later is not None:
+            later.extend(lines)
         return f"%{out}_biased"
 
     def head_norm(out: str, x: str, w_name: str, typed: str) -> str:
@@ -109,9 +114,12 @@ def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], 
             names = [sliced_name(qkv, 0, qd), sliced_name(qkv, qd, qd + kvd), sliced_name(qkv, qd + kvd, qd + 2 * kvd)]
         else:
             names = [b + "attn_q.weight", b + "attn_k.weight", b + "attn_v.weight"]
-        q = matmul(s + "q", h0, d, names[0], qd, qt)
-        k = matmul(s + "k", h0, d, names[1], kvd, kt)
-        v = matmul(s + "v", h0, d, names[2], kvd)
+        biases: list[str] = []
+        q = matmul(s + "q", h0, d, names[0], qd, qt, biases)
+        k = matmul(s + "k", h0, d, names[1], kvd, kt, biases)
+        v = matmul(s + "v", h0, d, names[2], kvd, None, biases)
+        for line in biases:
+            emit(line)
         if p.qk_norm:
             q = head_norm(s + "q_normed", q, b + "attn_q_norm.weight", qt)
             k = head_norm(s + "k_normed", k, b + "attn_k_norm.weight", kt)

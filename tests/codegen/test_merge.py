@@ -651,3 +651,17 @@ def test_qk_norm_merged_launches_are_bit_for_bit_their_stages(numerics):
     names = " ".join(h.name for launch in p1.merged for h in (launch.holds or (launch,)))
     assert "rms_norm_w_2x32" in names and "rms_norm_w_1x32" in names, names
     assert p1.kernel_count < p0.kernel_count
+
+
+@sim_only
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
+def test_bias_epilogues_are_bit_for_bit_their_stages(numerics):
+    """issue 41: a Qwen2 layer (a bias added to q, k and v after the three projections) merged is bit
+    for bit its stage launches: the three GEMVs one launch, each bias its epilogue, the ropes its tails."""
+    rng = seeds.rng()
+    m = pipeline(parse(llama_src(**TINY, bias=True)), numerics)
+    out = run_both(m, llama_weights(rng, **TINY, bias=True), llama_inputs(rng, **TINY, rows=2))
+    *_, p0, p1 = same_bits(out)
+    qkv = next(x for x in p1.merged if sum(h.name.startswith("gemv") for h in x.holds) == 3)
+    assert sum(h.name.startswith("elementwise_add") for h in qkv.holds) == 3 and qkv.epilogues == 3
+    assert p1.kernel_count < p0.kernel_count

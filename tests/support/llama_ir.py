@@ -59,11 +59,12 @@ def unfused(m: ModuleOp, numerics: str) -> ModuleOp:
 
 
 def llama_src(d: int, h: int, kv: int, hd: int, ff: int, l: int, experts: tuple[int, int] | None = None,  # noqa: E741
-              wtype: str = "q8_0", qk_norm: bool = False) -> str:  # fmt: skip
+              wtype: str = "q8_0", qk_norm: bool = False, bias: bool = False) -> str:  # fmt: skip
     """One decode layer: weighted RMS norm, q/k/v (`wtype`, default Q8_0), rope, GQA attention, o,
     residual; weighted RMS norm, SwiGLU MLP (or, with `experts = (E, top_k)`, a Mixtral MoE, Q8_0),
     residual. Returns (out, k_r, v). `qk_norm` (Qwen3's): q and k typed as heads, each head's row
-    RMS-normed and weighted before the rope."""
+    RMS-normed and weighted before the rope. `bias` (Qwen2's): a bias added to q, k and v after the
+    three projections."""
     q, kvw, half = h * hd, kv * hd, hd // 2
     t = lambda n: f"tensor<{n}xf32>"  # noqa: E731
     qt, kt = (f"tensor<{h}x{hd}xf32>", f"tensor<{kv}x{hd}xf32>") if qk_norm else (t(q), t(kvw))
@@ -73,6 +74,18 @@ def llama_src(d: int, h: int, kv: int, hd: int, ff: int, l: int, experts: tuple[
   %kn = fwd.rms_norm %k weight(%knw : {t(hd)}) eps 1.0e-06 : {kt} -> {kt}
 """ if qk_norm else ""
     qn, kn = ("%qn", "%kn") if qk_norm else ("%q", "%k")
+    biases = f"""\
+  %qb = fwd.weight "blk.0.attn_q.bias" : {qt}
+  %kb = fwd.weight "blk.0.attn_k.bias" : {kt}
+  %vb = fwd.weight "blk.0.attn_v.bias" : {t(kvw)}
+  %qbi = fwd.elementwise add %q, %qb : {qt}, {qt} -> {qt}
+  %kbi = fwd.elementwise add %k, %kb : {kt}, {kt} -> {kt}
+  %vbi = fwd.elementwise add %v, %vb : {t(kvw)}, {t(kvw)} -> {t(kvw)}
+""" if bias else ""
+    if bias:
+        assert not qk_norm, "one of qk_norm and bias"
+        qn, kn = "%qbi", "%kbi"
+    v = "%vbi" if bias else "%v"
     w = lambda n, k: f"!fwd.weights<{n}x{k}, {wtype}>"  # noqa: E731
     cache = f"tensor<{l - 1}x{kvw}xf32>"
     mlp = f"""\
@@ -108,23 +121,24 @@ func.func @decode_step(%x: {t(d)}, %angles: tensor<2x{half}xf32>, %k_cache: {cac
   %q = fwd.matmul %h0, %wq : {t(d)}, {w(q, d)} -> {qt}
   %k = fwd.matmul %h0, %wk : {t(d)}, {w(kvw, d)} -> {kt}
   %v = fwd.matmul %h0, %wv : {t(d)}, {w(kvw, d)} -> {t(kvw)}
-{heads}  %q_r = fwd.rope {qn}, %angles hd {hd} half {half} rows 1 : {qt}, tensor<2x{half}xf32> -> {qt}
+{heads}{biases}  %q_r = fwd.rope {qn}, %angles hd {hd} half {half} rows 1 : {qt}, tensor<2x{half}xf32> -> {qt}
   %k_r = fwd.rope {kn}, %angles hd {hd} half {half} rows 1 : {kt}, tensor<2x{half}xf32> -> {kt}
-  %att = fwd.attention %q_r, %k_r, %v, %k_cache, %v_cache h {h} kv {kv} hd {hd} vd {hd} l {l} rows 1 : {qt}, {kt}, {t(kvw)}, {cache}, {cache} -> {t(q)}
+  %att = fwd.attention %q_r, %k_r, {v}, %k_cache, %v_cache h {h} kv {kv} hd {hd} vd {hd} l {l} rows 1 : {qt}, {kt}, {t(kvw)}, {cache}, {cache} -> {t(q)}
   %o = fwd.matmul %att, %wo : {t(q)}, {w(d, q)} -> {t(d)}
   %x1 = fwd.elementwise add %x, %o : {t(d)}, {t(d)} -> {t(d)}
   %n1 = fwd.rms_norm %x1 eps 1.0e-05 : {t(d)} -> {t(d)}
   %h1 = fwd.elementwise mul %n1, %fnw : {t(d)}, {t(d)} -> {t(d)}
 {mlp}  %out = fwd.elementwise add %x1, %dn : {t(d)}, {t(d)} -> {t(d)}
-  func.return %out, %k_r, %v : {t(d)}, {kt}, {t(kvw)}
+  func.return %out, %k_r, {v} : {t(d)}, {kt}, {t(kvw)}
 }}
 """
 
 
 def llama_weights(rng: np.random.Generator, d: int, h: int, kv: int, hd: int, ff: int, l: int, experts: tuple[int, int] | None = None,  # noqa: E741
-                  wtype: str = "q8_0", qk_norm: bool = False) -> DictWeights:  # fmt: skip
+                  wtype: str = "q8_0", qk_norm: bool = False, bias: bool = False) -> DictWeights:  # fmt: skip
     """Random weights of `llama_src`: f32 norm weights near 1, Q8_0 projections (gguf quantizer), or
-    random blocks of `wtype` (`ggml_blocks.random_raw`); with `qk_norm`, the heads' norm weights."""
+    random blocks of `wtype` (`ggml_blocks.random_raw`); with `qk_norm`, the heads' norm weights; with
+    `bias`, the q, k, v biases."""
     q, kvw = h * hd, kv * hd
     shapes = {"attn_q": (q, d), "attn_k": (kvw, d), "attn_v": (kvw, d), "attn_output": (d, q)}
     if experts is None:
@@ -149,6 +163,8 @@ def llama_weights(rng: np.random.Generator, d: int, h: int, kv: int, hd: int, ff
     }
     if qk_norm:  # drawn after the rest: a layer without qk-norm keeps its weights
         norms.update({f"blk.0.{n}.weight": (1.0 + 0.3 * rng.standard_normal(hd)).astype(np.float32) for n in ("attn_q_norm", "attn_k_norm")})
+    if bias:
+        norms.update({f"blk.0.{n}.bias": (0.5 * rng.standard_normal(w)).astype(np.float32) for n, w in (("attn_q", q), ("attn_k", kvw), ("attn_v", kvw))})
     return DictWeights({**mats, **norms})
 
 
