@@ -10,7 +10,10 @@ host time, kernels per layer, the HBM floor, and the ratios.
 Models are random, written as Q8_0 GGUF files straight from random blocks (int8 quants and f16 scales,
 never float32 weights): `smollm2` is SmolLM2-135M's shape (30 layers, d 576, 9 heads over 3 kv heads
 of 64, ff 1536, vocab 49152, tied embedding), `llama8b` Llama-3-8B's (32 layers, d 4096, 32 heads
-over 8 of 128, ff 14336, vocab 128256, its own output matrix). For each shape and numerics the model
+over 8 of 128, ff 14336, vocab 128256, its own output matrix); the families of issue 41 at their
+files' shapes: `qwen25_7b` (Qwen2.5-7B: Q/K/V biases), `qwen3_8b` (qk-norm), `qwen3_30b_a3b` (Qwen3-30B-A3B:
+128 experts of 768, top 8; the experts Q8_0 whatever `--weights` says: the mixture's kernels read Q8_0),
+for which the torch peer (Llama steps) is left out. For each shape and numerics the model
 is decoded by `runner.Decoder` on the GPU at cache fill F (`--fill`, `Decoder.assume_filled(F)`: the caches taken as F rows, never decoded):
 
 - `wall us`: per generated token, `runner.generate(..., logits=False)` (the device loop: step t+1
@@ -66,6 +69,13 @@ SHAPES = {
                     vocab=49152, tied=True),
     "llama8b": dict(n_layer=32, d=4096, ff=14336, h=32, kv=8, hd=128, rope_dim=128, rope_base=500000.0,
                     eps=1e-5, vocab=128256, tied=False),
+    # the families of issue 41 (their files' shapes; the torch peer computes Llama steps only)
+    "qwen25_7b": dict(n_layer=28, d=3584, ff=18944, h=28, kv=4, hd=128, rope_dim=128, rope_base=1000000.0,
+                      eps=1e-6, vocab=152064, tied=False, arch="qwen2"),
+    "qwen3_8b": dict(n_layer=36, d=4096, ff=12288, h=32, kv=8, hd=128, rope_dim=128, rope_base=1000000.0,
+                     eps=1e-6, vocab=151936, tied=False, arch="qwen3"),
+    "qwen3_30b_a3b": dict(n_layer=48, d=2048, ff=768, h=32, kv=4, hd=128, rope_dim=128, rope_base=1000000.0,
+                          eps=1e-6, vocab=151936, tied=False, arch="qwen3moe", n_expert=128, top_k=8),
 }  # fmt: skip
 
 
@@ -157,9 +167,10 @@ def _mix_matrices(rng, gain: float, mix: str, n_layer: int):
 
 
 def write_random(path: Path, shape: dict, context: int, mix: str = "q8_0", seed: int = 1, gain: float = 1.0) -> Path:
-    """A `llama` GGUF of `shape` whose matrices are random blocks of `mix`'s types (`_q8_0_matrices`,
-    `_mix_matrices`), vectors `1 + N(0, 0.1)` F32, `tokenizer.ggml.model = none` (so llama.cpp reads
-    it too)."""
+    """A GGUF of `shape` (of its `arch`, default `llama`) whose matrices are random blocks of `mix`'s
+    types (`_q8_0_matrices`, `_mix_matrices`; a mixture's experts and router Q8_0, the type its kernels
+    read), vectors `1 + N(0, 0.1)` F32 (a Qwen2 file's Q/K/V biases too), `tokenizer.ggml.model = none`
+    (so llama.cpp reads it too)."""
     import gguf
     from gguf import GGMLQuantizationType as QT
 
@@ -171,20 +182,34 @@ def write_random(path: Path, shape: dict, context: int, mix: str = "q8_0", seed:
     p = LlamaParams(**{k: v for k, v in shape.items() if k != "tied"}, context_length=context)
     rng = np.random.default_rng(seed)
     matrix = _q8_0_matrices(rng, gain) if mix == "q8_0" else _mix_matrices(rng, gain, mix, p.n_layer)
+    manifest = _q8_0_matrices(rng, gain) if p.moe else None
     tmp = path.with_suffix(".tmp")
-    w = gguf.GGUFWriter(tmp, "llama")
+    w = gguf.GGUFWriter(tmp, p.arch)
     w.add_name("fwdshim-bench-random" + ("" if mix == "q8_0" else f"-{mix}"))
     for add, v in ((w.add_block_count, p.n_layer), (w.add_context_length, context), (w.add_embedding_length, p.d),
                    (w.add_feed_forward_length, p.ff), (w.add_head_count, p.h), (w.add_head_count_kv, p.kv),
                    (w.add_rope_dimension_count, p.rope_dim), (w.add_rope_freq_base, p.rope_base),
                    (w.add_layer_norm_rms_eps, p.eps), (w.add_vocab_size, p.vocab)):  # fmt: skip
         add(v)
+    if p.h * p.hd != p.d or p.arch != "llama":  # the converters of Qwen files write the head size
+        w.add_key_length(p.hd)
+        w.add_value_length(p.hd)
+    if p.moe:
+        w.add_expert_count(p.n_expert)
+        w.add_expert_used_count(p.top_k)
+        if p.arch == "qwen3moe":
+            w.add_expert_feed_forward_length(p.ff)
     w.add_tokenizer_model("none")
     for name, use in expected_tensors(p, tied=shape["tied"]).items():
-        if use.optional:
+        if use.optional and not (p.arch == "qwen2" and name.endswith(("attn_q.bias", "attn_k.bias", "attn_v.bias"))):
             continue
         if len(use.shape) == 1:
             w.add_tensor(name, (1.0 + 0.1 * rng.standard_normal(use.shape)).astype(np.float32), raw_dtype=QT.F32)
+            continue
+        if use.role == "manifest":  # a router [E, d] or an expert stack [E, n, k]: rows of Q8_0
+            *lead, k = use.shape
+            raw, qt = manifest(name, int(np.prod(lead)), k)
+            w.add_tensor(name, raw.reshape(*lead, -1), raw_dtype=qt)
             continue
         raw, qt = matrix(name, *use.shape)
         w.add_tensor(name, raw, raw_dtype=qt)
@@ -677,7 +702,7 @@ def main() -> None:
         peer = {}
         if args.llama_bench:
             peer["llama.cpp"] = bench_llamacpp(out, args.llama_bench, model_path(name, args.context, mix), name, mix, args)
-        if not args.no_torch and mix == args.weights.split(",")[0]:
+        if not args.no_torch and mix == args.weights.split(",")[0] and SHAPES[name].get("arch", "llama") == "llama":
             try:
                 peer.update(bench_torch(out, name, args))
             except Exception as e:  # noqa: BLE001

@@ -26,7 +26,7 @@ def _bench(name: str):
 @pytest.mark.parametrize(
     "script, args, message",
     [
-        ("decode_step.py", ["--shapes", "smollm2,gpt9"], "--shapes: unknown shape 'gpt9' (known: smollm2, llama8b)"),
+        ("decode_step.py", ["--shapes", "smollm2,gpt9"], "--shapes: unknown shape 'gpt9' (known: smollm2, llama8b, qwen25_7b, qwen3_8b, qwen3_30b_a3b)"),
         ("decode_step.py", ["--numerics", "int4"], "--numerics: unknown numerics 'int4'"),
         ("decode_step.py", ["--fill", "1000"], "--fill 1000, --steps 64, --context 1024: needs fill >= 0"),
         ("decode_step.py", ["--steps", "0"], "--fill 512, --steps 0, --context 1024: needs fill >= 0"),
@@ -234,6 +234,26 @@ def test_the_q4_k_m_mix_is_llama_cpps():
     assert d.mix_types("q4_k_m", "blk.0.attn_q.weight", 30, 576) == "q5_0"  # 576 is not whole blocks of 256
     assert d.mix_types("q6_k", "blk.0.attn_v.weight", 30, 576) == "q8_0"
     assert d.mix_types("q4_1", "blk.0.attn_v.weight", 30, 576) == "q4_1"
+
+
+@pytest.mark.parametrize("shape", ["qwen25_7b", "qwen3_8b", "qwen3_30b_a3b"])
+def test_the_family_shapes_write_files_fwdshim_imports(tmp_path, monkeypatch, shape):
+    """`bench/decode_step.py --shapes` of issue 41's families writes, at a tiny size of the same kind,
+    a file of that architecture fwdshim imports: Qwen2.5's Q/K/V biases, Qwen3's heads' norms and head
+    size, Qwen3-MoE's experts (Q8_0 whatever the mix) of their own width."""
+    from fwdshim.frontend.importer import import_gguf
+
+    monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
+    d = _bench("decode_step")
+    tiny = dict(d.SHAPES[shape], n_layer=2, d=256, h=4, kv=2, hd=32, rope_dim=32, vocab=300)
+    tiny["ff"] = 512
+    if tiny.get("n_expert"):
+        tiny.update(ff=64, n_expert=4, top_k=2)
+    m = import_gguf(d.write_random(tmp_path / "m.gguf", tiny, 64, "q4_k_m"), context=64)
+    assert m.params.arch == tiny["arch"] and m.params.hd == 32 and not m.converted
+    text = m.text
+    assert ("attn_q.bias" in text) == (shape == "qwen25_7b") and ("attn_q_norm" in text) == (shape != "qwen25_7b")
+    assert ("fwd.moe" in text) == (shape == "qwen3_30b_a3b")
 
 
 def test_instruction_counts_take_a_loop_once_a_trip():
