@@ -72,3 +72,17 @@ def test_a_leading_space_is_kept_as_llama_cpp_keeps_it(tmp_path):
     ours = GGUFTokenizer(open_gguf(path), path).encode("  the")
     assert ours == [1, tokens.index("▁▁"), tokens.index("▁the")]
     assert AutoTokenizer.from_pretrained(path.parent, gguf_file="m.gguf").encode("  the") == [1, tokens.index("▁"), tokens.index("▁the")]
+
+
+def test_a_mistral_file_runs(tmp_path, monkeypatch, capsys):
+    """A Mistral file (architecture `llama`, a SentencePiece vocabulary, no sliding window: v0.2 on)
+    runs from its prompt text to tokens, as `fwdshim run` does it on the CPU."""
+    from fwdshim.tools import cli
+
+    monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
+    tokens, paths = _files(tmp_path)
+    rc = cli.main(["run", "--model", str(paths["llama"]), "--prompt", "the capital of France is", "--max-tokens", "4",
+                   "--device", "cpu", "--context", "32"])  # fmt: skip
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert out.out.startswith("the capital of France is") and "fwdshim: 4 tokens" in out.err
