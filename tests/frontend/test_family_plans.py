@@ -47,3 +47,31 @@ def test_each_family_merges_as_llama(tmp_path, monkeypatch, numerics):
     assert qwen3.kernel_count == llama + P.n_layer
     norms = [x for x in qwen3.merged if x.holds and x.holds[0].name.startswith("rms_norm_w_4x64")]
     assert len(norms) == P.n_layer and all(x.tails == 2 for x in norms)
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "qwen3", "qwen3moe", "phi3"])
+def test_each_family_on_the_gpu_path_is_the_executor(tmp_path, monkeypatch, arch):
+    """Each family's imported step on the GPU runtime (the simulator here; the `gpu` suite's twin on
+    the device) against the CPU executor, two positions, 1e-5: Qwen2's bias epilogues, Qwen3's heads'
+    norms with the ropes as tails, Qwen3-MoE's mixture, Phi-3's row slices of the fused tensors."""
+    from fwdshim.codegen.device import simulating
+    from fwdshim.tools.runner import Decoder, GpuForward
+
+    if not simulating():
+        pytest.skip("the simulator suite")
+    monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
+    p = dataclasses.replace(P, arch=arch, n_layer=1, d=64, h=2, kv=1, hd=32, rope_dim=32, ff=64, vocab=64)
+    if arch == "qwen3moe":
+        p = dataclasses.replace(p, ff=32, n_expert=4, top_k=2)
+    w = random_llama(p, seed=3)
+    rng = np.random.default_rng(4)
+    for name, n in (("attn_q", 64), ("attn_k", 32), ("attn_v", 32)) if arch == "qwen2" else ():
+        w[f"blk.0.{name}.bias"] = (0.5 * rng.standard_normal(n)).astype(np.float32)
+    m = import_gguf(write_llama(tmp_path / f"{arch}.gguf", p, w), context=8)
+    cpu = Decoder(m, "dequant", "cpu")
+    gpu = GpuForward(compile_step(m, "dequant"), m)
+    embd = m.weights.get("token_embd.weight")
+    for pos, tok in enumerate((3, 9)):
+        want = cpu.step(tok)
+        got = gpu.step(embd.rows(tok).reshape(-1), cpu.angles(pos), pos)
+        assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-5, arch
