@@ -49,16 +49,27 @@ def test_each_family_merges_as_llama(tmp_path, monkeypatch, numerics):
     assert len(norms) == P.n_layer and all(x.tails == 2 for x in norms)
 
 
-@pytest.mark.parametrize("arch", ["qwen2", "qwen3", "qwen3moe", "phi3"])
+FAMILIES = ["qwen2", "qwen3", "qwen3moe", "phi3"]
+
+
+@pytest.mark.parametrize("arch", FAMILIES)
 def test_each_family_on_the_gpu_path_is_the_executor(tmp_path, monkeypatch, arch):
-    """Each family's imported step on the GPU runtime (the simulator here; the `gpu` suite's twin on
-    the device) against the CPU executor, two positions, 1e-5: Qwen2's bias epilogues, Qwen3's heads'
-    norms with the ropes as tails, Qwen3-MoE's mixture, Phi-3's row slices of the fused tensors."""
-    from fwdshim.codegen.device import simulating
+    """Each family's imported step on the GPU runtime (the simulator; on the device,
+    `test_each_family_on_the_gpu_is_the_executor`) against the CPU executor, two positions, 1e-5:
+    Qwen2's bias epilogues, Qwen3's heads' norms with the ropes as tails, Qwen3-MoE's mixture, Phi-3's
+    row slices of the fused tensors."""
+    _gpu_vs_executor(tmp_path, monkeypatch, arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("arch", FAMILIES)
+def test_each_family_on_the_gpu_is_the_executor(tmp_path, monkeypatch, arch):
+    _gpu_vs_executor(tmp_path, monkeypatch, arch)
+
+
+def _gpu_vs_executor(tmp_path, monkeypatch, arch: str) -> None:
     from fwdshim.tools.runner import Decoder, GpuForward
 
-    if not simulating():
-        pytest.skip("the simulator suite")
     monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
     p = dataclasses.replace(P, arch=arch, n_layer=1, d=64, h=2, kv=1, hd=32, rope_dim=32, ff=64, vocab=64)
     if arch == "qwen3moe":
