@@ -133,10 +133,11 @@ _K = {"blk.0.attn_q.weight": QT.Q4_K, "blk.0.attn_k.weight": QT.Q6_K, "blk.0.att
 def test_step_of_mixed_types_gpu_vs_executor(tmp_path, monkeypatch, numerics, mix):
     """A one-layer llama whose every matmul reads its own type (Q4_0..Q5_1, Q8_0, F16, BF16; or the
     K-quants, random blocks), `requantize="none"`: GPU runtime (simulator) vs CPU executor, 1e-5."""
+    from support.runtime_checks import gpu_steps_match_the_executor
+
     from fwdshim.frontend.export import random_llama, write_llama
     from fwdshim.frontend.gguf_model import LlamaParams
     from fwdshim.frontend.importer import import_gguf
-    from fwdshim.tools.runner import Decoder, GpuForward, compile_step
 
     monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
     if mix == "legacy":
@@ -156,13 +157,7 @@ def test_step_of_mixed_types_gpu_vs_executor(tmp_path, monkeypatch, numerics, mi
     m = import_gguf(path, requantize="none", context=8)
     assert not m.converted
     assert {n: QT(t.tensor_type) for t in m.reader.tensors if (n := t.name) in want} == want
-    cpu = Decoder(m, numerics, "cpu")
-    gpu = GpuForward(compile_step(m, numerics), m)
-    embd = m.weights.get("token_embd.weight")
-    for pos, tok in enumerate((3, 9)):
-        want = cpu.step(tok)
-        got = gpu.step(embd.rows(tok).reshape(-1), cpu.angles(pos), pos)
-        assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-5
+    gpu_steps_match_the_executor(m, numerics)
 
 
 _GPU_TYPING = """

@@ -8,6 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 from support.llama_numpy import TINY
+from support.runtime_checks import gpu_steps_match_the_executor
 
 from fwdshim.codegen.plan import build_plan, functions
 from fwdshim.codegen.tuning import Tuning
@@ -68,8 +69,6 @@ def test_each_family_on_the_gpu_is_the_executor(tmp_path, monkeypatch, arch):
 
 
 def _gpu_vs_executor(tmp_path, monkeypatch, arch: str) -> None:
-    from fwdshim.tools.runner import Decoder, GpuForward
-
     monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
     p = dataclasses.replace(P, arch=arch, n_layer=1, d=64, h=2, kv=1, hd=32, rope_dim=32, ff=64, vocab=64)
     if arch == "qwen3moe":
@@ -78,11 +77,4 @@ def _gpu_vs_executor(tmp_path, monkeypatch, arch: str) -> None:
     rng = np.random.default_rng(4)
     for name, n in (("attn_q", 64), ("attn_k", 32), ("attn_v", 32)) if arch == "qwen2" else ():
         w[f"blk.0.{name}.bias"] = (0.5 * rng.standard_normal(n)).astype(np.float32)
-    m = import_gguf(write_llama(tmp_path / f"{arch}.gguf", p, w), context=8)
-    cpu = Decoder(m, "dequant", "cpu")
-    gpu = GpuForward(compile_step(m, "dequant"), m)
-    embd = m.weights.get("token_embd.weight")
-    for pos, tok in enumerate((3, 9)):
-        want = cpu.step(tok)
-        got = gpu.step(embd.rows(tok).reshape(-1), cpu.angles(pos), pos)
-        assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-5, arch
+    gpu_steps_match_the_executor(import_gguf(write_llama(tmp_path / f"{arch}.gguf", p, w), context=8), "dequant", what=arch)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+
+from fwdshim.codegen.runtime import CompiledForward
+from fwdshim.weights import DictWeights
+from support import seeds
 from support.llama_ir import (
     legalize_only,
     llama_inputs,
@@ -13,11 +17,22 @@ from support.llama_ir import (
     unfused,
 )
 
-from fwdshim.codegen.runtime import CompiledForward
-from fwdshim.weights import DictWeights
-from support import seeds
-
 TOL = {"dequant": 2e-5, "int8-act": 2e-2, "two-pass-int8": 2e-2}
+
+
+def gpu_steps_match_the_executor(model, numerics: str, tokens=(3, 9), tol: float = 1e-5, what: str = "") -> None:
+    """An imported `model`'s step on the runner's GPU backend (`GpuForward`: the simulator, or the
+    device) against the CPU executor (`Decoder`), one token a position: the logits within `tol`
+    relative (the 2-norm)."""
+    from fwdshim.tools.runner import Decoder, GpuForward, compile_step
+
+    cpu = Decoder(model, numerics, "cpu")
+    gpu = GpuForward(compile_step(model, numerics), model)
+    embd = model.weights.get("token_embd.weight")
+    for pos, tok in enumerate(tokens):
+        want = cpu.step(tok)
+        got = gpu.step(embd.rows(tok).reshape(-1), cpu.angles(pos), pos)
+        assert np.linalg.norm(got - want) / np.linalg.norm(want) < tol, (what, pos)
 
 
 def to_host(arrays) -> list[np.ndarray]:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as QT
 from support.cli_models import TINY, tiny
+from support.runtime_checks import gpu_steps_match_the_executor
 
 from fwdshim.frontend import cache
 from fwdshim.frontend.export import random_llama, write_llama
@@ -22,7 +23,7 @@ from fwdshim.frontend.importer import import_gguf
 from fwdshim.frontend.tokenizer import GGUFTokenizer
 from fwdshim.tools import cli
 from fwdshim.tools.driver import main as opt_main
-from fwdshim.tools.runner import Decoder, GpuForward, RunError, compile_step, generate
+from fwdshim.tools.runner import Decoder, GpuForward, RunError, generate
 
 
 @pytest.fixture(autouse=True)
@@ -171,14 +172,7 @@ def test_gpu_path_matches_the_executor_under_the_simulator(tmp_path):
     p = LlamaParams(
         n_layer=1, d=32, ff=32, h=1, kv=1, hd=32, rope_dim=32, rope_base=10000.0, eps=1e-5, vocab=64
     )
-    m = import_gguf(write_llama(tmp_path / "sim.gguf", p, random_llama(p, seed=5)), context=8)
-    cpu = Decoder(m, "int8-act", "cpu")
-    gpu = GpuForward(compile_step(m, "int8-act"), m)
-    embd = m.weights.get("token_embd.weight")
-    for pos, tok in enumerate((3, 9)):
-        want = cpu.step(tok)
-        got = gpu.step(embd.rows(tok).reshape(-1), cpu.angles(pos), pos)
-        assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-5
+    gpu_steps_match_the_executor(import_gguf(write_llama(tmp_path / "sim.gguf", p, random_llama(p, seed=5)), context=8), "int8-act")
 
 
 def test_device_loop_generates_the_executors_tokens_under_the_simulator(tmp_path, numerics="dequant"):
