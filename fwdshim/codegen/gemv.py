@@ -207,11 +207,14 @@ def rope_variant(kern: Kernel, hd: int, half: int, tuning: Tuning) -> Kernel | N
     """GEMV `kern` (built by `gemv_q8`) with the rope of its output as its epilogue (`gemv_q8`'s
     `rope`), or None where that cannot be: another kernel, a looping grid or prefetch, an odd
     number of rows a group, more than one row of x, or a rope that is not over whole `hd`-wide heads
-    of `2 * half` turned dims."""
-    s = _plain(kern.spec)
+    of `2 * half` turned dims. A GEMV carrying an elementwise epilogue (`binary_variant`: a bias
+    added to q or k) keeps it, and the rope turns that epilogue's result."""
+    spec = kern.spec
+    binary = spec.binary if isinstance(spec, GemvSpec) else None
+    s = _plain(replace(spec, binary=None) if binary else spec)
     if s is None or hd != 2 * half or s.n % hd:
         return None
-    return gemv_blocks(s.n, s.k, s.m, s.act, s.shape, rope=(hd, half), weights=s.weights, tuning=tuning)
+    return gemv_blocks(s.n, s.k, s.m, s.act, s.shape, rope=(hd, half), binary=binary, weights=s.weights, tuning=tuning)
 
 
 def pair_variant(kern: Kernel, pair: Pair, tuning: Tuning) -> Kernel | None:
@@ -287,12 +290,13 @@ def gemv_blocks(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int,
     tail). Needs an even `rows`, M 1, one block a row group (`pair_variant`).
 
     `binary` (`(kind, y_first)`): after each store of `y`, the elementwise epilogue `ep_out = y kind
-    ep_in` (`gemv_rows.store`; parameters `ep_in`, `ep_out` after `y`), with neither `rope` nor
-    `pair` (`binary_variant`)."""
+    ep_in` (`gemv_rows.store`; parameters `ep_in`, `ep_out` after `y`), without `pair`
+    (`binary_variant`); with `rope` too, the rope turns `ep_out` (a bias added to q or k, then its
+    rope: Qwen2's), its parameters after the epilogue's."""
     vec, rows, warps, unroll, split = shape.vec, shape.rows, shape.warps, shape.unroll, shape.split
     spec = GemvSpec(weights, n, k, m, act, shape, rope, pair, binary=binary)
-    if binary is not None and (rope is not None or pair is not None):
-        raise ValueError(f"an elementwise epilogue and a {'rope' if rope else 'pair'} epilogue on one GEMV")
+    if binary is not None and pair is not None:
+        raise ValueError("an elementwise epilogue and a pair epilogue on one GEMV")
     if rope is not None:
         hd, half = rope
         if shape.blocks or shape.prefetch or rows % 2 or m != 1 or hd != 2 * half or n % hd or pair is not None:
@@ -367,7 +371,7 @@ def gemv_blocks(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int,
         shared += [SharedArray("sq", 4 * slots, "int32", not simulating()), SharedArray("sd", slots, "float32")]
     ws = ", ".join(a for a, _, _ in dec.arrays(1, 256))
     if rope is not None:
-        sig = f"{ws}, {xs}, y, angles, z"
+        sig = f"{ws}, {xs}, y" + (", ep_in, ep_out" if binary else "") + ", angles, z"
     elif two:
         sig = f"{ws}, {', '.join(a + '2' for a, _, _ in dec.arrays(1, 256))}, {xs}, y, y2, {pair.outputs()}"
     else:
@@ -405,12 +409,12 @@ def gemv_k({sig}):
     what = "dequantizing in-kernel" if act == "f32" else "int8 activations"
     name = f"gemv_{tag}_{m}x{n}x{k}_{shape.tag}"
     notes = f"{weights.upper()} GEMV {n}x{k} ({what}) over {m} row{'s' if m != 1 else ''}"
+    if binary:  # before a rope's: the rope turns the epilogue's result (a bias added to q or k)
+        params, name, notes = binary_params(params, name, notes, binary)
     if rope is not None:
         params, name, notes = _with_rope_params(params, name, notes, n, *rope)
     elif two:
         params, name, notes = _with_pair_params(params, name, notes, n, k, pair, dec.params(n, k, "2"))
-    elif binary:
-        params, name, notes = binary_params(params, name, notes, binary)
     return build(name, body, "gemv_k", grid, (32 * warps,), params, notes, pdl=tuning.pdl, spec=spec, shared=shared)
 
 

@@ -179,12 +179,11 @@ def _q8_kernel(n, k, m, rows_per_warp, warps, unroll, split, act, rope: tuple[in
     shared, guard, stores = _row_stores(nv, rows_per_warp, warps, split, rope, pair, binary=binary)
     if early is not None and nv % per_block == 0:
         guard = ""  # no group of the grid starts past the rows: the kernel never returns early
-    ropes = ", angles, z" if rope else ""
+    # after `y`: an elementwise epilogue's operands, then a rope's (which turns the epilogue's result)
+    ropes = (", ep_in, ep_out" if binary else "") + (", angles, z" if rope else "")
     two = ", qs2, dw2" if pair else ""
     if pair:
         ropes = ", y2, " + pair.outputs()
-    if binary:
-        ropes = ", ep_in, ep_out"
     body = f"""\
 @cuda.jit(cache=True)
 def gemv_k(qs, dw{two}, {xs}, y{ropes}):
@@ -205,12 +204,12 @@ def gemv_k(qs, dw{two}, {xs}, y{ropes}):
     name = f"gemv_{tag}_{m}x{n}x{k}_r{rows_per_warp}w{warps}u{unroll}s{split}"
     what = "dequantizing in-kernel" if act == "f32" else "int8 activations"
     notes = f"Q8_0 GEMV {n}x{k} ({what}) over {m} row{'s' if m != 1 else ''}"
+    if binary is not None:
+        params, name, notes = binary_params(params, name, notes, binary)
     if rope is not None:
         params, name, notes = _with_rope_params(params, name, notes, n, *rope)
     if pair is not None:
         params, name, notes = _with_pair_params(params, name, notes, n, k, pair)
-    if binary is not None:
-        params, name, notes = binary_params(params, name, notes, binary)
     return build(name, body, "gemv_k", grid, (32 * warps,), params, notes, pdl=tuning.pdl, spec=spec, shared=shared)
 
 

@@ -273,7 +273,7 @@ def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int]
     """(top-level shared arrays, early-exit guard, stores) of a row-group kernel: with `split` 1 each
     warp's lane 0 stores its rows; else the group's warps' parts are summed in warp order through
     shared memory. With `rope` (`(hd, half)`, `gemv_q8`) row r of the group is `rr{r}` and each
-    pair's rope goes to `z` after the stores. With `pair` (`n` the rows of both matrices) the even
+    pair's rope goes to `z` after the stores (with `binary`, the rope of the epilogue's result). With `pair` (`n` the rows of both matrices) the even
     rows go to `y`, the odd to `y2`, row `rr{r}` of each, and each pair's epilogue after them, then
     its quantize (`Pair.quant`: a block's pairs counted at once with `block_quant`, whose kernel
     must not return early). With `binary` each store is followed by its elementwise epilogue (`store`)."""
@@ -287,8 +287,9 @@ def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int]
         stores = "\n".join(
             f"    if lane == 0 and row0 + {r} < {n}:\n" + indent(store(out(r), at(r), f"acc{r}", binary), 2) for r in range(rows)
         )
-        if rope:
-            stores += "\n    if lane == 0:\n" + indent("\n".join(_rope_lines(n, rows, rope[1], lambda r: f"acc{r}")), 2)
+        if rope:  # with `binary`, the rope turns the epilogue's result, read back as stored
+            value = (lambda r: f"ep_out[{at(r)}]") if binary else (lambda r: f"acc{r}")
+            stores += "\n    if lane == 0:\n" + indent("\n".join(_rope_lines(n, rows, rope[1], value)), 2)
         if pair:
             stores += "\n    if lane == 0:\n" + indent("\n".join(_pair_lines(n, rows, pair, lambda r: f"acc{r}")), 2)
             if pair.quant:
@@ -303,7 +304,7 @@ def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int]
         for r in range(rows)
     )
     if rope:
-        sums += "\n" + indent("\n".join(_rope_lines(n, rows, rope[1], t)), 2)
+        sums += "\n" + indent("\n".join(_rope_lines(n, rows, rope[1], (lambda r: f"ep_out[{at(r)}]") if binary else t)), 2)
     if pair:
         sums += "\n" + indent("\n".join(_pair_lines(n, rows, pair, t)), 2)
     stores = f"    if lane == 0:\n{keep}\n    cuda.syncthreads()\n    if lane == 0 and j == 0:\n{sums}"

@@ -208,8 +208,14 @@ def _rope_epilogue_of(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple
         return None
     hd, half = k.spec.hd, k.spec.half
     x, ang, out = (_key(a) for a in t.args)
+    # the rope may turn a part's output, or the result of the part's elementwise epilogue (a bias
+    # added to q or k): the epilogue launch in `busy`, or (its epilogue taken) the part's `ep_out`
+    added = {_key(u.args[2]): {_key(u.args[0]), _key(u.args[1])} for u in busy if _binary_launch(u)}
     for i, p in enumerate(par):
-        if _key(p.args[-1]) != x or p.kernel.params[-1].name != "y" or p.kernel.params[-1].size != k.params[0].size:
+        last = p.kernel.params[-1]
+        if last.size != k.params[0].size or last.name not in ("y", "ep_out"):
+            continue
+        if _key(p.args[-1]) != x and _key(p.args[-1]) not in added.get(x, ()):
             continue
         if gemv.rope_variant(p.kernel, hd, half, tuning) is None:
             return None
@@ -217,6 +223,13 @@ def _rope_epilogue_of(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple
             return None
         return i, hd, half
     return None
+
+
+def _binary_launch(u) -> bool:
+    """Whether launch `u` is an elementwise kernel of two operands (`unary.BinarySpec`: `a`, `b` -> `y`)."""
+    from fwdshim.codegen.unary import BinarySpec
+
+    return isinstance(u.kernel.spec, BinarySpec) and [q.name for q in u.kernel.params] == ["a", "b", "y"]
 
 
 def weight_arrays(k: Kernel) -> int:
@@ -331,6 +344,7 @@ def groups(launches: Sequence, tuning: Tuning) -> list[tuple[list, list, list, l
         block = par[0].kernel.block[0]
         epi: list = []
         taken: set[int] = set()
+        taken_kinds: dict[int, list[str]] = {}
         quantized: set[int] = set()
         while j < n and len(pro) + len(par) + len(epi) < MAX_PARTS:
             quant = _quant_epilogue_of(launches[j], par, epi, pro + par + epi, tuning)
@@ -340,8 +354,13 @@ def groups(launches: Sequence, tuning: Tuning) -> list[tuple[list, list, list, l
                 j += 1
                 continue
             found_epi = _epilogue(launches[j], par, pro + par + epi, tuning)
-            if found_epi is None or found_epi[0] in taken or (found_epi[1][0] == "pair" and found_epi[1][1] in taken):
+            if found_epi is None or (found_epi[1][1] in taken if found_epi[1][0] == "pair" else False):
                 break
+            # a part takes one epilogue, or an elementwise one (a bias) and then a rope of its result
+            kinds = taken_kinds.setdefault(found_epi[0], [])
+            if kinds and not (kinds == ["binary"] and found_epi[1][0] == "rope"):
+                break
+            kinds.append(found_epi[1][0] if found_epi[1][0] in ("rope", "pair") else "binary")
             taken.add(found_epi[0])
             if found_epi[1][0] == "pair":
                 taken.add(found_epi[1][1])

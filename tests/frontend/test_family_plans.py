@@ -33,7 +33,8 @@ def _plan(tmp_path, arch: str, numerics: str, biases: bool = False):
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
 def test_each_family_merges_as_llama(tmp_path, monkeypatch, numerics):
     """Qwen2's Q/K/V biases are emitted after the three projections, so the three GEMVs are one launch
-    with each bias its epilogue and the ropes its tails (before: three launches, 2 more a layer);
+    with each bias its epilogue and the ropes of the sums after them (before: three launches, 2 more
+    a layer);
     Phi-3's row slices merge as separate tensors do; Qwen3's qk-norm adds one launch a layer (both
     heads' norms in one launch, each rope its tail)."""
     monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
@@ -42,7 +43,7 @@ def test_each_family_merges_as_llama(tmp_path, monkeypatch, numerics):
     assert qwen2.kernel_count == llama
     qkv = next(x for x in qwen2.merged if len(x.holds) == 8)
     assert [h.name.split("_")[0] for h in qkv.holds] == ["gemv"] * 3 + ["elementwise"] * 3 + ["rope"] * 2
-    assert (qkv.epilogues, qkv.tails) == (3, 2)
+    assert (qkv.epilogues, qkv.tails) == (5, 0)  # each bias, then the rope of q's and k's sums
     assert _plan(tmp_path, "phi3", numerics).kernel_count == llama
     qwen3 = _plan(tmp_path, "qwen3", numerics)
     assert qwen3.kernel_count == llama + P.n_layer
