@@ -282,6 +282,24 @@ def test_merged_graph_is_bit_for_bit_the_stages_graph_on_the_gpu(monkeypatch, nu
 
 @pytest.mark.gpu
 @pytest.mark.skipif(simulating(), reason="the gpu suite runs on a device (FWDSHIM_GPU=1)")
+@pytest.mark.parametrize("family", ["bias", "qk_norm"])
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
+def test_each_familys_merged_graph_is_bit_for_bit_the_stages_graph_on_the_gpu(numerics, family):
+    """issue 41: a SmolLM2-sized layer with Qwen2's Q/K/V biases (each an epilogue, the ropes of the
+    sums after them) or Qwen3's qk-norm, each plan captured as a graph and replayed twice at a cache
+    fill of 1000."""
+    from support.llama_ir import SMOL
+
+    rng = np.random.default_rng(1207)
+    kw = {family: True}
+    m = pipeline(parse(llama_src(**SMOL, **kw)), numerics)
+    out = run_both(m, llama_weights(rng, **SMOL, **kw), llama_inputs(rng, **SMOL, rows=1000))
+    *_, p1 = same_bits(out)
+    print(f"\n{numerics} {family}: {len(p1.merged)} merged launches for {len(p1.stage_launches)} stage kernels, bit for bit")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(simulating(), reason="the gpu suite runs on a device (FWDSHIM_GPU=1)")
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
 @pytest.mark.parametrize("wtype", ["q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"])
 def test_every_block_types_merged_graph_is_bit_for_bit_the_stages_graph_on_the_gpu(wtype, numerics):
