@@ -146,7 +146,8 @@ def import_gguf(
     `requantize`: `"none"` (the default, as `fwdshim import`, `run` and `profile`'s: weights as the file
     stores them) or `"q8_0"` (every weight but F32, F16, BF16 and Q8_0 requantized to Q8_0).
     `context`: the attention's capacity `l` (None: `DEFAULT_CONTEXT`, or the model's own
-    `llama.context_length` when that is shorter). `sidecar`: where to write the converted GGUF when
+    `llama.context_length` when that is shorter, or its sliding window when every layer has one and
+    it is shorter still). `sidecar`: where to write the converted GGUF when
     tensors need converting (default: the model cache, keyed on the file; reused when present).
     `source_name`: the file name the step's ops are located in (default `<file>.decode_step.mlir`).
     Raises: ModelError (a `path` or `sidecar` that is no path or an empty one, an unknown
@@ -194,6 +195,8 @@ def import_gguf(
     if context is None:
         own = params.context_length
         context = min(DEFAULT_CONTEXT, own) if own >= 2 else DEFAULT_CONTEXT
+        if params.window >= 2 and params.windowed is None:  # every layer windowed (Phi-3): a context
+            context = min(context, params.window)  # within the window is the plain attention the kernels run
     types = {t.name: QT(t.tensor_type) for t in reader.tensors}
     converted = {n: types[n] for n in field_value(reader, CONVERTED_KEY, []) if n in types}
     text = describe(params, path, weights_path, converted, context) + step_text(params, uses, types, context)

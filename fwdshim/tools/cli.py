@@ -60,7 +60,8 @@ cached under $FWDSHIM_CACHE (default ~/.cache/fwdshim); deleting that directory 
 
 _CONTEXT_HELP = (
     f"the attention's context capacity: prompt plus generated tokens (default: {DEFAULT_CONTEXT}, "
-    f"or the model's own context length when shorter; 2 to {MAX_CONTEXT}, the most whose score "
+    f"or the model's own context length, or the sliding window of a model windowed in every layer, when "
+    f"shorter; 2 to {MAX_CONTEXT}, the most whose score "
     "row fits the kernel's 48 KiB of shared memory)"
 )
 def _requantize_help(default: str) -> str:

@@ -175,13 +175,14 @@ def test_phi3_window_shorter_than_the_context_is_refused_by_legality(tmp_path, m
     """issue 41: Phi-3's sliding window of 8 under a context of 64 is `fwd.attention ... window 8` in
     the step (the importer lifts it), and `fwdshim run` refuses it with the seed's reason at each
     attention's line; a context no longer than the window drops it (every position is attended) and
-    runs."""
+    runs, and is the default context of such a model."""
     from fwdshim.tools import cli
 
     monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
     path = write_llama(tmp_path / "phi3.gguf", PHI3, random_llama(PHI3, seed=2), vocab=byte_vocab(MERGES))
     assert " window 8 : " in str(import_gguf(path, context=64).module)
     assert " window " not in str(import_gguf(path, context=8).module)
+    assert import_gguf(path, context=None).context == 8  # by default, a context within the window: it runs
     argv = ["run", "--model", str(path), "--prompt", "hi", "--max-tokens", "1", "--device", "cpu"]
     assert cli.main([*argv, "--context", "64"]) == 1
     err = capsys.readouterr().err
