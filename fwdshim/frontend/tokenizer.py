@@ -292,15 +292,23 @@ TOKENIZER_MODELS = ("gpt2", "llama")
 
 def _implied_merges(tokens: list[str], scores: list[float], vocab: dict[str, int]) -> list[tuple[str, str]]:
     """The merges a SentencePiece vocabulary implies: every split of a piece into two pieces of the
-    vocabulary, ranked by the joined piece's score, best first (ties: shorter left piece, then shorter
-    right, as transformers' `generate_merges`; one piece's splits by the two pieces' ids)."""
+    vocabulary, ranked by the joined piece's score, best first (ties: the longer left piece, then the
+    longer right, as transformers' `generate_merges` sorts them; one piece's splits by the two pieces'
+    ids)."""
     merges = []
     for token, score in zip(tokens, scores):
-        splits = [(token[:i], token[i:]) for i in range(1, len(token)) if token[:i] in vocab and token[i:] in vocab]
-        splits.sort(key=lambda lr: (vocab[lr[0]], vocab[lr[1]]))
-        merges.extend((score, left, right) for left, right in splits)
-    merges.sort(key=lambda m: (m[0], len(m[1]), len(m[2])), reverse=True)
-    return [(left, right) for _, left, right in merges]
+        if len(token) < 2:
+            continue
+        splits = []
+        for i in range(1, len(token)):
+            left = vocab.get(token[:i])
+            if left is not None and (right := vocab.get(token[i:])) is not None:
+                splits.append((left, right, i))
+        if len(splits) > 1:
+            splits.sort()
+        merges.extend((score, i, len(token) - i, token[:i], token[i:]) for _, _, i in splits)
+    merges.sort(key=lambda m: m[:3], reverse=True)
+    return [(left, right) for *_, left, right in merges]
 
 
 TEMPLATE_SECONDS = 10
