@@ -354,13 +354,13 @@ def groups(launches: Sequence, tuning: Tuning) -> list[tuple[list, list, list, l
                 j += 1
                 continue
             found_epi = _epilogue(launches[j], par, pro + par + epi, tuning)
-            if found_epi is None or (found_epi[1][1] in taken if found_epi[1][0] == "pair" else False):
+            if found_epi is None or (found_epi[1][0] == "pair" and found_epi[1][1] in taken):
                 break
             # a part takes one epilogue, or an elementwise one (a bias) and then a rope of its result
-            kinds = taken_kinds.setdefault(found_epi[0], [])
-            if kinds and not (kinds == ["binary"] and found_epi[1][0] == "rope"):
+            after_binary = taken_kinds.get(found_epi[0]) == ["binary"] and found_epi[1][0] == "rope"
+            if found_epi[0] in taken and not after_binary:
                 break
-            kinds.append(found_epi[1][0] if found_epi[1][0] in ("rope", "pair") else "binary")
+            taken_kinds.setdefault(found_epi[0], []).append(found_epi[1][0] if found_epi[1][0] in ("rope", "pair") else "binary")
             taken.add(found_epi[0])
             if found_epi[1][0] == "pair":
                 taken.add(found_epi[1][1])
