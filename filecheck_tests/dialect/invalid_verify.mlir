@@ -686,3 +686,21 @@ func.func @rope_from_negative(%x: tensor<64xf32>, %ang: tensor<4096x32xf32>) -> 
   %y = "fwd.silu"(%x) <{access = #fwd.access<whole>}> : (tensor<64xf32>) -> tensor<64xf32>
   "func.return"(%y) : (tensor<64xf32>) -> ()
 }) : () -> ()
+
+// -----
+
+func.func @weight_slice_empty(%x: tensor<64xf32>) -> tensor<64xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fwd.weight "blk.0.attn_qkv.weight[5:3]" names no rows: a row slice [start:stop] needs start < stop
+  %w = fwd.weight "blk.0.attn_qkv.weight[5:3]" : !fwd.weights<64x64, q8_0>
+  %y = fwd.matmul %x, %w : tensor<64xf32>, !fwd.weights<64x64, q8_0> -> tensor<64xf32>
+  func.return %y : tensor<64xf32>
+}
+
+// -----
+
+func.func @weight_slice_rows(%x: tensor<64xf32>) -> tensor<64xf32> {
+  // CHECK: invalid_verify.mlir:[[# @LINE + 1]]:3: error: fwd.weight "blk.0.attn_qkv.weight[0:32]" names 32 rows, its type 64x64 holds 64
+  %w = fwd.weight "blk.0.attn_qkv.weight[0:32]" : !fwd.weights<64x64, q8_0>
+  %y = fwd.matmul %x, %w : tensor<64xf32>, !fwd.weights<64x64, q8_0> -> tensor<64xf32>
+  func.return %y : tensor<64xf32>
+}

@@ -15,6 +15,7 @@ such IR parses and verifies and the legality pass refuses it with the seed's rea
 from __future__ import annotations
 
 import math
+import re
 import struct
 from collections.abc import Iterator, Sequence
 from typing import ClassVar
@@ -355,11 +356,23 @@ class GenericStageOp(StageOp):
 # declarations
 
 
+_ROW_SLICE = re.compile(r"(.+)\[(\d+):(\d+)\]")
+
+
+def row_slice(name: str) -> tuple[str, int, int] | None:
+    """`(tensor, start, stop)` of a weight name `tensor[start:stop]` (rows `start` to `stop - 1` of
+    the tensor: a part of a fused projection, as Phi-3's q of `attn_qkv`); None for a plain name."""
+    m = _ROW_SLICE.fullmatch(name)
+    return (m.group(1), int(m.group(2)), int(m.group(3))) if m else None
+
+
 @irdl_op_definition
 class WeightOp(IRDLOperation):
     """`%w = fwd.weight "blk.0.attn_q.weight" : !fwd.weights<576x576, q8_0>` — a GGUF tensor by name.
 
-    Not a stage. The result type gives the shape and GGML type (or a builtin tensor for f32 data)."""
+    Not a stage. The result type gives the shape and GGML type (or a builtin tensor for f32 data). A
+    name `tensor[start:stop]` is rows `start` to `stop - 1` of the tensor (`row_slice`): as many rows
+    as the result type's first dimension."""
 
     name = "fwd.weight"
     tensor_name = prop_def(StringAttr, prop_name="name")
@@ -380,6 +393,15 @@ class WeightOp(IRDLOperation):
             f"fwd.weight names a GGUF tensor: its name {StringAttr(name)} holds the control character "
             f"{bad!r} (byte 0x{ord(bad or ' '):02x})",
         )
+        part = row_slice(name)
+        if part is not None:
+            _, start, stop = part
+            _want(start < stop, f"fwd.weight {StringAttr(name)} names no rows: a row slice [start:stop] needs start < stop")
+            dims = dims_of(self.result.type)
+            _want(
+                not dims or dims[0] == stop - start,
+                f"fwd.weight {StringAttr(name)} names {stop - start} rows, its type {_dims(self.result.type)} holds {dims[0] if dims else 0}",
+            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -408,6 +430,11 @@ class MatmulOp(StageOp):
         _want(xd[-1] == k, f"matmul x rows have {xd[-1]} values, w rows have {k}")  # type: ignore[index]
         lead = len(xd) - 1  # type: ignore[arg-type]
         heads = len(yd) == lead + 2  # type: ignore[arg-type]
+        if len(yd) > lead + 2:  # type: ignore[arg-type]
+            want = "x".join(map(str, (*xd[:-1], n)))  # type: ignore[index]
+            raise VerifyException(
+                f"matmul result is {_dims(self.result.type)}, not {want} (one row of {n} for each row of x, {_dims(self.x.type)}), nor its rows as heads"
+            )
         if heads:
             h, width = yd[lead], yd[lead + 1]  # type: ignore[index]
             _want(h * width == n, f"matmul result heads {h}x{width} hold {h * width} values, w has {n} rows")

@@ -54,6 +54,7 @@ import numpy as np
 from gguf import GGMLQuantizationType as QT
 
 from fwdshim.dialects.attributes import ggml_of
+from fwdshim.dialects.fwd import row_slice
 from fwdshim.frontend.gguf_layout import (
     ARCHITECTURES, Layout, LayoutError, LayoutReader, Truncated, check_metadata, scan,
 )  # fmt: skip
@@ -376,12 +377,18 @@ def read_params(reader: gguf.GGUFReader, path: str | Path) -> LlamaParams:
     windowed = None
     if window and arch in SWA_PATTERN:  # llama.cpp's `load_swa_pattern`: an array a layer, or a period
         pattern = field_value(reader, f"{arch}.attention.sliding_window_pattern", SWA_PATTERN[arch])
+        key = f"`{arch}.attention.sliding_window_pattern`"
         if isinstance(pattern, (list, tuple, np.ndarray)):
             if len(pattern) != n_layer:
-                raise ModelError(f"{path}: `{arch}.attention.sliding_window_pattern` holds {len(pattern)} values, one a layer, for {n_layer} layers")
+                raise ModelError(f"{path}: {key} holds {len(pattern)} values, one a layer, for {n_layer} layers")
+            bad = next((x for x in pattern if not isinstance(x, (bool, np.bool_))), None)
+            if bad is not None:  # llama.cpp reads an array of booleans: a layer windowed or not
+                raise ModelError(f"{path}: {key} holds {_short(bad)}, not true or false (whether each layer is windowed)")
             windowed = tuple(bool(x) for x in pattern)
-        elif isinstance(pattern, bool) or not isinstance(pattern, (int, np.integer)) or pattern < 0:
-            raise ModelError(f"{path}: `{arch}.attention.sliding_window_pattern` = {pattern!r} is not a whole number of layers")
+        elif isinstance(pattern, bool) or not isinstance(pattern, (int, np.integer)):
+            raise ModelError(f"{path}: {key} = {pattern!r} is not a whole number of layers")
+        elif pattern < 0:
+            raise ModelError(f"{path}: {key} = {pattern} is negative (a period of layers, the last of each not windowed)")
         else:
             windowed = tuple(pattern == 0 or i % pattern < pattern - 1 for i in range(n_layer))
     return LlamaParams(
@@ -629,8 +636,9 @@ def expected_tensors(p: LlamaParams, tied: bool) -> dict[str, TensorUse]:
         if p.qk_norm:
             out[b + "attn_q_norm.weight"] = TensorUse((p.hd,), NORM, "hd")
             out[b + "attn_k_norm.weight"] = TensorUse((p.hd,), NORM, "hd")
-        for name, n in (("attn_q", qd), ("attn_k", kvd), ("attn_v", kvd)):
-            out[b + name + ".bias"] = TensorUse((n,), BIAS, str(n), optional=True)
+        for name, n, what in (("attn_q", qd, "h*hd"), ("attn_k", kvd, "kv*hd"), ("attn_v", kvd, "kv*hd")):
+            # Qwen2's are part of its computation (llama.cpp requires them); a llama file may hold them
+            out[b + name + ".bias"] = TensorUse((n,), BIAS, what, optional=p.arch != "qwen2")
         out[b + "attn_output.weight"] = TensorUse((d, qd), MATMUL, "d x h*hd")
         out[b + "attn_output.bias"] = TensorUse((d,), BIAS, "d", optional=True)
         if p.post_norms:
@@ -781,16 +789,6 @@ def check_finite(path, wd: WeightData) -> WeightData:
     return wd
 
 
-_ROW_SLICE = re.compile(r"(.+)\[(\d+):(\d+)\]")
-
-
-def row_slice(name: str) -> tuple[str, int, int] | None:
-    """`(tensor, start, stop)` of a weight name `tensor[start:stop]` (rows `start` to `stop - 1` of the
-    file's `tensor`: a part of a fused projection, as Phi-3's q of `attn_qkv`); None for a plain name."""
-    m = _ROW_SLICE.fullmatch(name)
-    return (m.group(1), int(m.group(2)), int(m.group(3))) if m else None
-
-
 def sliced_name(tensor: str, start: int, stop: int) -> str:
     """The weight name of rows `start` to `stop - 1` of `tensor` (`row_slice` reads it back)."""
     return f"{tensor}[{start}:{stop}]"
@@ -820,7 +818,8 @@ class ModelWeights:
             whole = self.get(part[0])
             start, stop = part[1:]
             if not start < stop <= whole.shape[0]:
-                raise ModelError(f"{self.source}: weight `{name}`: rows {start} to {stop - 1} of a tensor of {whole.shape[0]} rows")
+                why = "names no rows (start < stop)" if start >= stop else f"reaches past the tensor's {whole.shape[0]} rows"
+                raise ModelError(f"{self.source}: weight `{name}` {why}")
             wd = WeightData(name, whole.ggml, (stop - start, *whole.shape[1:]), whole.raw[start:stop])
             self._cache[name] = wd
             return wd

@@ -573,6 +573,17 @@ def _import_model(import_gguf, hint, args, path: Path, dest: Path | None, sideca
         raise ModelError(f"{e}{hint(args.model) if about_model else ''}") from None
 
 
+def _window_hint(model) -> str:
+    """For a model windowed in every layer run at a context longer than its window (refused: the
+    kernels attend every cached position), the context that runs it."""
+    p = model.params
+    if not p.window or p.windowed is not None or model.context <= p.window:
+        return ""
+    if p.window < 2:
+        return f"\n(the model attends a sliding window of {p.window} position: no context of 2 or more runs it)"
+    return f"\n(the model attends a sliding window of {p.window} positions: --context {p.window} or less runs it)"
+
+
 def _keep_refused_step(message: str, step_file: Path, text: str) -> str:
     """A refusal's `message`, its `file:line:col` in `step_file`: the step's IR is written there (only
     for a refused run: a run that compiles writes no step file), and a last line says why it is kept."""
@@ -656,7 +667,7 @@ def _run(args, out: _Output) -> int:
     try:
         decoder = Decoder(model, args.numerics, args.device)
     except RunError as e:
-        raise RunError(_keep_refused_step(str(e), step_file, model.text)) from None
+        raise RunError(_keep_refused_step(str(e), step_file, model.text) + _window_hint(model)) from None
     hits, written = (CACHE_STATS[k] - before[k] for k in ("hits", "written"))
     kernels = f"; kernel cache: {hits} hits, {written} written" if hits + written else ""
     status.line("compile", f"{decoder.stages} stages, forward-shim{{numerics={args.numerics}}}, "

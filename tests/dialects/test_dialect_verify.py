@@ -209,7 +209,7 @@ BAD = [
     ("matmul n", lambda: matmul(A576, WeightsType((192, 576), GgmlType.Q8_0), t(576)), "matmul result rows have 576 values, w has 192 rows"),
     ("matmul heads", lambda: matmul(A576, WeightsType((192, 576), GgmlType.Q8_0), t(4, 64)), "matmul result heads 4x64 hold 256 values, w has 192 rows"),
     ("matmul heads of rows", lambda: matmul(t(2, 576), WeightsType((192, 576), GgmlType.Q8_0), t(3, 3, 64)), "matmul result is 3x3x64, not 2x192 (one row of 192 for each row of x, 2x576)"),
-    ("matmul rank 3 of a vector", lambda: matmul(A576, WeightsType((192, 576), GgmlType.Q8_0), t(1, 1, 192)), "matmul result is 1x1x192, not 192 (one row of 192 for each row of x, 576)"),
+    ("matmul rank 3 of a vector", lambda: matmul(A576, WeightsType((192, 576), GgmlType.Q8_0), t(1, 1, 192)), "matmul result is 1x1x192, not 192 (one row of 192 for each row of x, 576), nor its rows as heads"),
     ("elementwise", lambda: ew(A576, t(192), A576), "elementwise operands and result agree in shape unless `row`"),
     ("elementwise row width", lambda: ew(t(9, 64), t(32), t(9, 64), row=True), "elementwise row b has 32 values for rows of 64 (a is 9x64)"),
     ("elementwise row first", lambda: ew(t(64), A576, A576, row=True), "elementwise row a has 64 values for rows of 576 (b is 576)"),

@@ -188,6 +188,7 @@ def test_phi3_window_shorter_than_the_context_is_refused_by_legality(tmp_path, m
     err = capsys.readouterr().err
     assert err.startswith("fwdshim: error: ") and "Traceback" not in err
     assert err.count("a windowed attention (`window W`) — its kernel attends every cached position") == 2, err
+    assert err.rstrip().endswith("(the model attends a sliding window of 8 positions: --context 8 or less runs it)")
     assert cli.main([*argv, "--context", "8"]) == 0
 
 
@@ -204,7 +205,7 @@ def test_phi3_faults_are_named(tmp_path):
     bad = write_llama(tmp_path / "bad.gguf", replace(PHI3, kv=4), {**random_llama(replace(PHI3, kv=4), seed=2)}, vocab=byte_vocab(MERGES))
     with pytest.raises(ModelError) as e:
         ModelWeights(gguf.GGUFReader(bad), PHI3, bad).get("blk.0.attn_qkv.weight[96:200]")
-    assert str(e.value) == f"{bad}: weight `blk.0.attn_qkv.weight[96:200]`: rows 96 to 199 of a tensor of 192 rows"
+    assert str(e.value) == f"{bad}: weight `blk.0.attn_qkv.weight[96:200]` reaches past the tensor's 192 rows"
     model = import_gguf(path, context=8)
     q = model.weights.get("blk.0.attn_qkv.weight[0:64]")
     assert q.shape == (64, 64) and "blk.0.attn_qkv.weight[96:128]" in model.weights
@@ -217,6 +218,35 @@ GEMMAS = {
     "gemma2": replace(TINY, arch="gemma2", window=8, attn_softcap=50.0, final_softcap=30.0),
     "gemma3": replace(TINY, arch="gemma3", window=8, rope_base_swa=10000.0, rope_base=1000000.0),
 }
+
+
+def test_qwen2_biases_and_gemma_patterns_are_checked(tmp_path):
+    """A Qwen2 file without a Q/K/V bias is refused (llama.cpp requires them: running without one
+    computes another model); a Gemma 3 `sliding_window_pattern` array of anything but booleans, or a
+    negative period, is named."""
+    from gguf import GGUFValueType as VT
+
+    q = replace(TINY, arch="qwen2")
+    full = write_llama(tmp_path / "q.gguf", q, random_llama(q, seed=1), vocab=byte_vocab(MERGES))
+    r = gguf.GGUFReader(full)
+    w = gguf.GGUFWriter(tmp_path / "nob.gguf", "qwen2")
+    copy_metadata(r, w)
+    for t in r.tensors:
+        if t.name != "blk.1.attn_v.bias":
+            w.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(ModelError, match=r"nob\.gguf: missing tensor `blk\.1\.attn_v\.bias` \(kv\*hd = 32\)"):
+        import_gguf(tmp_path / "nob.gguf")
+    g = GEMMAS["gemma3"]
+    path = write_llama(tmp_path / "g.gguf", g, random_llama(g, seed=1), vocab=byte_vocab(MERGES))
+    for kv, words in (({"gemma3.attention.sliding_window_pattern": ([1, 2], VT.ARRAY)}, "holds 1, not true or false"),
+                      ({"gemma3.attention.sliding_window_pattern": (-6, VT.INT32)}, "= -6 is negative")):  # fmt: skip
+        bad = _with_kv(path, tmp_path / "p.gguf", kv)
+        with pytest.raises(ModelError, match=r"p\.gguf: `gemma3\.attention\.sliding_window_pattern` " + words):
+            import_gguf(bad)
 
 
 @pytest.mark.parametrize("arch", sorted(GEMMAS))
