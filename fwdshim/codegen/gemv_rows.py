@@ -273,8 +273,8 @@ def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int]
     """(top-level shared arrays, early-exit guard, stores) of a row-group kernel: with `split` 1 each
     warp's lane 0 stores its rows; else the group's warps' parts are summed in warp order through
     shared memory. With `rope` (`(hd, half)`, `gemv_q8`) row r of the group is `rr{r}` and each
-    pair's rope goes to `z` after the stores (with `binary`, the rope of the epilogue's result). With `pair` (`n` the rows of both matrices) the even
-    rows go to `y`, the odd to `y2`, row `rr{r}` of each, and each pair's epilogue after them, then
+    pair's rope goes to `z` after the stores (with `binary`, the rope of the epilogue's result, read
+    back as stored). With `pair` (`n` the rows of both matrices) the even rows go to `y`, the odd to `y2`, row `rr{r}` of each, and each pair's epilogue after them, then
     its quantize (`Pair.quant`: a block's pairs counted at once with `block_quant`, whose kernel
     must not return early). With `binary` each store is followed by its elementwise epilogue (`store`)."""
     groups = warps // split if block_quant and pair and pair.quant else 0
@@ -282,13 +282,14 @@ def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int]
     row = (lambda r: f"rr{r}") if rope or pair else (lambda r: f"row0 + {r}")
     out = (lambda r: "y2" if r % 2 else "y") if pair else (lambda r: "y")
     at = (lambda r: f"m * {n // 2} + {row(r)}") if pair else (lambda r: f"m * {n} + {row(r)}")
+    stored = lambda r: f"ep_out[{at(r)}]"  # noqa: E731 - the epilogue's result a rope turns
     if split == 1:
         guard = f"    if row0 >= {n}:\n        return\n"
         stores = "\n".join(
             f"    if lane == 0 and row0 + {r} < {n}:\n" + indent(store(out(r), at(r), f"acc{r}", binary), 2) for r in range(rows)
         )
-        if rope:  # with `binary`, the rope turns the epilogue's result, read back as stored
-            value = (lambda r: f"ep_out[{at(r)}]") if binary else (lambda r: f"acc{r}")
+        if rope:
+            value = stored if binary else (lambda r: f"acc{r}")
             stores += "\n    if lane == 0:\n" + indent("\n".join(_rope_lines(n, rows, rope[1], value)), 2)
         if pair:
             stores += "\n    if lane == 0:\n" + indent("\n".join(_pair_lines(n, rows, pair, lambda r: f"acc{r}")), 2)
@@ -304,7 +305,7 @@ def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int]
         for r in range(rows)
     )
     if rope:
-        sums += "\n" + indent("\n".join(_rope_lines(n, rows, rope[1], (lambda r: f"ep_out[{at(r)}]") if binary else t)), 2)
+        sums += "\n" + indent("\n".join(_rope_lines(n, rows, rope[1], stored if binary else t)), 2)
     if pair:
         sums += "\n" + indent("\n".join(_pair_lines(n, rows, pair, t)), 2)
     stores = f"    if lane == 0:\n{keep}\n    cuda.syncthreads()\n    if lane == 0 and j == 0:\n{sums}"

@@ -170,12 +170,9 @@ def _epilogue_of(t, par: Sequence, busy: Sequence) -> tuple[int, bool] | None:
     that takes an elementwise epilogue (`gemv.takes_binary`), the other operand written by none of
     `busy` (the group's launches so far), its result read and written by none of them."""
     from fwdshim.codegen.gemv import takes_binary
-    from fwdshim.codegen.unary import BinarySpec
 
     k = t.kernel
-    if not isinstance(k.spec, BinarySpec) or _grid1(k) is None:
-        return None
-    if [q.name for q in k.params] != ["a", "b", "y"] or any(q.dtype != "float32" for q in k.params):
+    if not _binary_launch(t) or _grid1(k) is None or any(q.dtype != "float32" for q in k.params):
         return None
     a, b, out = (_key(x) for x in t.args)
     for i, p in enumerate(par):
@@ -343,8 +340,7 @@ def groups(launches: Sequence, tuning: Tuning) -> list[tuple[list, list, list, l
                 continue
         block = par[0].kernel.block[0]
         epi: list = []
-        taken: set[int] = set()
-        taken_kinds: dict[int, list[str]] = {}
+        taken: dict[int, str] = {}  # a part's epilogue so far: "binary", "rope" or "pair"
         quantized: set[int] = set()
         while j < n and len(pro) + len(par) + len(epi) < MAX_PARTS:
             quant = _quant_epilogue_of(launches[j], par, epi, pro + par + epi, tuning)
@@ -357,13 +353,12 @@ def groups(launches: Sequence, tuning: Tuning) -> list[tuple[list, list, list, l
             if found_epi is None or (found_epi[1][0] == "pair" and found_epi[1][1] in taken):
                 break
             # a part takes one epilogue, or an elementwise one (a bias) and then a rope of its result
-            after_binary = taken_kinds.get(found_epi[0]) == ["binary"] and found_epi[1][0] == "rope"
-            if found_epi[0] in taken and not after_binary:
+            kind = found_epi[1][0] if found_epi[1][0] in ("rope", "pair") else "binary"
+            if found_epi[0] in taken and not (taken[found_epi[0]] == "binary" and kind == "rope"):
                 break
-            taken_kinds.setdefault(found_epi[0], []).append(found_epi[1][0] if found_epi[1][0] in ("rope", "pair") else "binary")
-            taken.add(found_epi[0])
-            if found_epi[1][0] == "pair":
-                taken.add(found_epi[1][1])
+            taken[found_epi[0]] = kind
+            if kind == "pair":
+                taken[found_epi[1][1]] = kind
             epi.append(launches[j])
             j += 1
         tails: list = []

