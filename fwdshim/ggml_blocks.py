@@ -12,9 +12,12 @@ One place for the limits (legality's B02, the importer's requantization, the low
 The layout (`repack`, at load time; the values are the file's, bit for bit): per row of K values,
 - `qs`: the low 4 bits of the quants `q`, 16 bytes per 32 values, byte `b` of a 32-value chunk
   holding value `b` in its low nibble and value `b + 16` in its high one (GGML Q4_0's own order);
-- `qh`: for the 5- and 6-bit types, their bit 4 (and bit 5) as one int32 bit plane per 32-value chunk
-  each (`pack_planes`: value `4j + t`'s bit at `8t + j`, so `(h >> j) & 0x01010101` puts the bits of
-  values `4j..4j+3` at their bytes' bit 0);
+- `qh`: for the 5- and 6-bit types, the bits above the nibble, two int32 words per 32-value chunk
+  (`pack_planes`): a 5-bit type's bit 4 as one bit plane a word (value `4j + t`'s bit at `8t + j`, so
+  one shift and a mask `0x10101010` put the bits of values `4j..4j+3` at their bytes' bit 4); Q6_K's
+  bits 4 and 5 as pairs, a word for each half of the chunk (value `4j + t`'s pair at `8t + 2(j mod 4)`
+  of word `j // 4`, so one shift and a mask `0x30303030` put the pairs of values `4j..4j+3` at their
+  bytes' bits 4 and 5);
 - the scales as the file stores them (`SCALES`): its f16 block scales (`d`, `dm`: Q4_0..Q5_1) or
   super-block scales (`dd`) with the sub-blocks' small integer scales and mins (`sm`, `sc8`: int8),
   from which the kernel forms each sub-block's `sc` and `mn` (`d · scale`, `-dmin · min`, `-8 d`, ...).
@@ -260,17 +263,24 @@ def repack(raw: np.ndarray, qtype: QT) -> dict[str, np.ndarray]:
 
 
 def pack_planes(q: np.ndarray, planes: int) -> np.ndarray:
-    """Bits 4.. of `q` `[..., K]` as `int32 [..., K/32 * planes]`: per 32-value chunk, plane `p` holds
-    bit `4 + p` of value `4j + t` at bit `8t + j`."""
+    """Bits 4.. of `q` `[..., K]` as `int32 [..., K/32 * planes]` (module docstring): per 32-value
+    chunk, one plane (`planes` 1) holding bit 4 of value `4j + t` at bit `8t + j`; or (`planes` 2)
+    two words, word `h` holding bits 4 and 5 of value `4j + t` (`j` in `4h..4h+3`) at bits
+    `8t + 2(j - 4h)` and one above."""
     c = q.reshape(-1, 8, 4).astype(np.uint32)  # [chunk, j, t]
-    shift = (8 * np.arange(4, dtype=np.uint32)[None, :] + np.arange(8, dtype=np.uint32)[:, None])[None]
-    h = [(((c >> np.uint32(4 + p)) & np.uint32(1)) << shift).sum(axis=(1, 2), dtype=np.uint32) for p in range(planes)]
+    j = np.arange(8, dtype=np.uint32)[:, None]
+    t = np.arange(4, dtype=np.uint32)[None, :]
+    if planes == 1:
+        h = [(((c >> np.uint32(4)) & np.uint32(1)) << (8 * t + j)[None]).sum(axis=(1, 2), dtype=np.uint32)]
+    else:
+        pairs = ((c >> np.uint32(4)) & np.uint32(3)) << (8 * t + 2 * (j % 4))[None]  # [chunk, j, t]
+        h = [pairs[:, 4 * w : 4 * w + 4].sum(axis=(1, 2), dtype=np.uint32) for w in range(2)]
     return np.stack(h, axis=-1).reshape(*q.shape[:-1], -1).view(np.int32)
 
 
 def layout_quants(parts: dict[str, np.ndarray], qtype: QT) -> np.ndarray:
     """The quants `uint8 [K total]` read back from `qs` and `qh` as the kernels read them (each word's
-    nibbles, then the planes' bits shifted in)."""
+    nibbles, then the bits above them shifted in)."""
     planes = AFFINE[QT(qtype)][0]
     b = parts["qs"].view(np.uint8).reshape(-1, 16)
     q = np.concatenate([b & 15, b >> 4], axis=-1).astype(np.uint8)  # [chunk, 32]
@@ -278,8 +288,11 @@ def layout_quants(parts: dict[str, np.ndarray], qtype: QT) -> np.ndarray:
         h = parts["qh"].view(np.uint32).reshape(-1, planes)
         v = np.arange(32)
         j, t = v // 4, v % 4
-        for p in range(planes):
-            q |= (((h[:, p : p + 1] >> (8 * t + j).astype(np.uint32)) & 1) << (4 + p)).astype(np.uint8)
+        if planes == 1:
+            q |= (((h[:, :1] >> (8 * t + j).astype(np.uint32)) & 1) << 4).astype(np.uint8)
+        else:
+            word = np.take_along_axis(h, np.broadcast_to(j // 4, (len(h), 32)), axis=1)
+            q |= (((word >> (8 * t + 2 * (j % 4)).astype(np.uint32)) & 3) << 4).astype(np.uint8)
     return q.reshape(-1)
 
 

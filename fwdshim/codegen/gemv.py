@@ -14,7 +14,7 @@ Q8_0 weights are read in the aligned layout of `fwdshim.weights.repack_q8_0`: `q
 n's quants at `n*K`) and `dw float32 [N*K/32]` (one scale per block of 32), K a multiple of 32.
 
 - `q8_0(n, k, m=1, shape=)`: y = W · x with x float32. Params `qs`, `dw`, `x f32 [M*K]`, `y f32 [M*N]`.
-  The quants are unpacked to exact floats by `s8x4_f32`, dotted with x in float32, times the scale.
+  The quants are unpacked to exact floats by `s8x4_f32` (`u8x4_f32` for the affine types), dotted with x in float32, times the scale.
 - `q8_0_int8(n, k, m=1, shape=)`: the int8-activation GEMV: `y[n] = Σ dw[n,b] · xd[b] · (Σ qs xq)`
   over pieces of a block, the piece sums in int32 (`dp4a`), float32 accumulation. Params `qs`, `dw`,
   `xq int8 [M*K]`, `xd f32 [M*K/32]` (the `q`, `d` of a quantized activation, either format), `y`.

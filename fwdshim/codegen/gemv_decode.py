@@ -36,6 +36,7 @@ from fwdshim.dialects.attributes import GgmlType, gguf_of
 from fwdshim.ggml_blocks import AFFINE_GGML, BLOCK_VALUES, part_specs
 
 _MASK = "0x0F0F0F0F"
+_MASK_HI = "(~0x0F0F0F0F)"  # 0xF0F0F0F0 as an int32
 ONES = "int32(0x01010101)"
 
 
@@ -227,12 +228,19 @@ class AffineDecoder(Decoder):
             out.append(f"{s}{reg} = float32({_element(array + suffix, i, mult, off, by_super)})")
         return out
 
-    def _words(self, q: str) -> list[str]:
+    def _words(self, q: str, scaled: bool = False) -> list[str]:
         """The int32 expressions of the chunk's 8 words of quants (values 4j..4j+3, one a byte): the
-        nibbles, then the bit planes' bits shifted to bits 4 and 5."""
-        out = [f"({q}_{j} & {_MASK})" for j in range(4)] + [f"(({q}_{j} >> 4) & {_MASK})" for j in range(4)]
-        for p in range(self.planes):
-            out = [f"({w} | ((({q}_h{p} >> {j}) & 0x01010101) << {4 + p}))" for j, w in enumerate(out)]
+        nibbles, then the bits above them (`ggml_blocks.pack_planes`) moved to bit 4 (and 5) by one
+        shift and one mask-or a word. `scaled` (a type of no planes): the high nibbles left in place,
+        each byte 16 q (one mask a word, no shift) for a float32 conversion the dot scales by 1/16."""
+        hi = f"({{}} & {_MASK_HI})" if scaled else f"(({{}} >> 4) & {_MASK})"
+        out = [f"({q}_{j} & {_MASK})" for j in range(4)] + [hi.format(f"{q}_{j}") for j in range(4)]
+        if not self.planes:
+            return out
+        for j, w in enumerate(out):
+            h, by, bits = (f"{q}_h0", 4 - j, "0x10101010") if self.planes == 1 else (f"{q}_h{j // 4}", 4 - 2 * (j % 4), "0x30303030")
+            moved = h if by == 0 else f"({h} << {by})" if by > 0 else f"({h} >> {-by})"
+            out[j] = f"({w} | ({moved} & {bits}))"
         return out
 
     def act_loads(self, u, c, act):
@@ -260,17 +268,19 @@ class AffineDecoder(Decoder):
         for b, (sc, mn) in enumerate(subs):
             lines.append(f"sc{b} = {' * '.join(map(reg, sc))}")
             lines.append(f"mn{b} = {_min(mn, f'sc{b}', reg)}")
-        words = self._words(q)
+        scaled = act == "f32" and not self.planes  # the high half's words 16 q (`_words`)
+        words = self._words(q, scaled)
         if act == "f32":
-            for h in range(2):  # the two halves of 16 values
+            for h in range(2):  # the two halves of 16 values, each one chain of fused multiply-adds
                 for j in range(4 * h, 4 * h + 4):
-                    lines.append(f"f0, f1, f2, f3 = s8x4_f32({words[j]})")
+                    lines.append(f"f0, f1, f2, f3 = u8x4_f32({words[j]})")
                     terms = " + ".join(f"f{i} * x{u}_{4 * j + i}" for i in range(4))
-                    lines.append(f"p{h} = {terms}" if j % 4 == 0 else f"p{h} += {terms}")
+                    lines.append(f"p{h} = {terms}" if j % 4 == 0 else f"p{h} = p{h} + {terms}")
+            p1 = "p1 * float32(0.0625)" if scaled else "p1"  # exact: a power of two
             if len(subs) == 1:
-                lines.append(f"acc{r} += sc0 * (p0 + p1) + mn0 * (t{u}_0 + t{u}_1)")
+                lines.append(f"acc{r} += sc0 * (p0 + {p1}) + mn0 * (t{u}_0 + t{u}_1)")
             else:
-                lines.append(f"acc{r} += sc0 * p0 + mn0 * t{u}_0 + sc1 * p1 + mn1 * t{u}_1")
+                lines.append(f"acc{r} += sc0 * p0 + mn0 * t{u}_0 + sc1 * ({p1}) + mn1 * t{u}_1")
             return lines
         for h in range(2):
             dot = "int32(0)"

@@ -39,6 +39,9 @@ equivalents with the same names and results are in `fwdshim.codegen.simulator`.
 - `s8x4_f32(w) -> (float32 x 4)`: the four signed bytes of an int32 word (low byte first) as exact
   float32 values, without an integer-to-float conversion unit: each byte `b` is biased to `b ^ 0x80`,
   placed under the exponent of 2^23 by one `prmt` and the bias subtracted (`sub.f32`, exact).
+- `u8x4_f32(w) -> (float32 x 4)`: the four unsigned bytes of an int32 word (low byte first) as exact
+  float32 values: `s8x4_f32` without the bias (one `prmt` and one `sub.f32` a byte): the block types'
+  unpacked quants, 0..63.
 - `dp4a(a, b, c) -> int32`: `c + Σ_j a_j b_j` over the four signed bytes of `a` and `b`
   (`dp4a.s32.s32`), with int32 wrap-around (never reached for int8 blocks of 32).
 - `f16x2_f32(w)`, `bf16x2_f32(w) -> (float32, float32)`: the two halves of an int32 word (low first)
@@ -265,20 +268,42 @@ _S8X4 = """{
 }"""
 
 
-@intrinsic
-def s8x4_f32(typingctx, w):
-    if not isinstance(w, types.Integer):
-        return None
-    rtype = types.UniTuple(types.float32, 4)
+_U8X4 = """{
+ .reg .b32 u0, u1, u2, u3;
+ prmt.b32 u0, $4, 0x4B000000, 0x7440;
+ prmt.b32 u1, $4, 0x4B000000, 0x7441;
+ prmt.b32 u2, $4, 0x4B000000, 0x7442;
+ prmt.b32 u3, $4, 0x4B000000, 0x7443;
+ sub.f32 $0, u0, 0f4B000000;
+ sub.f32 $1, u1, 0f4B000000;
+ sub.f32 $2, u2, 0f4B000000;
+ sub.f32 $3, u3, 0f4B000000;
+}"""
 
-    def codegen(context, builder, sig, args):
-        v = context.cast(builder, args[0], sig.args[0], types.int32)
-        out = ir.LiteralStructType([_F32] * 4)
-        asm = ir.InlineAsm(ir.FunctionType(out, [_I32]), _S8X4, "=f,=f,=f,=f,r")
-        res = builder.call(asm, [v])
-        return _tuple(context, builder, rtype, [builder.extract_value(res, j) for j in range(4)])
 
-    return signature(rtype, w), codegen
+def _bytes_f32(template: str, name: str):
+    """The typer of an intrinsic giving an int32 word's four bytes as float32 by `template`."""
+
+    def typer(typingctx, w):
+        if not isinstance(w, types.Integer):
+            return None
+        rtype = types.UniTuple(types.float32, 4)
+
+        def codegen(context, builder, sig, args):
+            v = context.cast(builder, args[0], sig.args[0], types.int32)
+            out = ir.LiteralStructType([_F32] * 4)
+            asm = ir.InlineAsm(ir.FunctionType(out, [_I32]), template, "=f,=f,=f,=f,r")
+            res = builder.call(asm, [v])
+            return _tuple(context, builder, rtype, [builder.extract_value(res, j) for j in range(4)])
+
+        return signature(rtype, w), codegen
+
+    typer.__name__ = name
+    return typer
+
+
+s8x4_f32 = intrinsic(_bytes_f32(_S8X4, "s8x4_f32"))
+u8x4_f32 = intrinsic(_bytes_f32(_U8X4, "u8x4_f32"))
 
 
 @intrinsic

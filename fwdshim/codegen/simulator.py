@@ -15,7 +15,7 @@ shuffles. `fwdshim.codegen.source.prelude()` imports these instead of libdevice 
   shuffles give), meeting at one barrier instead of the five of five shuffles.
 - `atomic_add_acq_rel`: the add under a lock (the simulator's threads see every write at once).
 - `globaltimer`, `clock64`: the host's nanosecond clock (`time.perf_counter_ns`) for both.
-- `prefetch_l2` (checks its arguments, does nothing), `ld_i32`, `ld_i32x4`, `ld_f32x4`, `s8x4_f32`, `dp4a`, `f16x2_f32`, `bf16x2_f32`: as in `intrinsics`.
+- `prefetch_l2` (checks its arguments, does nothing), `ld_i32`, `ld_i32x4`, `ld_f32x4`, `s8x4_f32`, `u8x4_f32`, `dp4a`, `f16x2_f32`, `bf16x2_f32`: as in `intrinsics`.
 """
 
 from __future__ import annotations
@@ -286,6 +286,11 @@ def _s8(w) -> np.ndarray:
 
 def s8x4_f32(w):
     b = _s8(w).astype(np.float32)
+    return (b[0], b[1], b[2], b[3])
+
+
+def u8x4_f32(w):
+    b = _s8(w).view(np.uint8).astype(np.float32)
     return (b[0], b[1], b[2], b[3])
 
 

@@ -1,7 +1,7 @@
 """What every generated kernel module is made of, shared by the kernel families.
 
 - `prelude()`: the import lines that start every generated module. On a GPU they bind the primitives
-  (`fadd_rn`, `fmul_rn`, ..., `shfl_xor`, `prefetch_l2`, `ld_i32`, `ld_i32x4`, `s8x4_f32`, `dp4a`) to
+  (`fadd_rn`, `fmul_rn`, ..., `shfl_xor`, `prefetch_l2`, `ld_i32`, `ld_i32x4`, `s8x4_f32`, `u8x4_f32`, `dp4a`) to
   libdevice, warp shuffles and `fwdshim.codegen.intrinsics`; under Numba's CUDA simulator
   (`NUMBA_ENABLE_CUDASIM=1`), which has neither libdevice nor warp shuffles, to the Python equivalents
   in `fwdshim.codegen.simulator` (there the warp reductions `warp_sum`, `warp_max`, `warp_isum` too:
@@ -39,7 +39,7 @@ _GPU_PRELUDE = '''\
 import math
 from numba import cuda, float32, float64, int8, int32, int64, uint32
 from numba.cuda.libdevice import fadd_rn, fsub_rn, fmul_rn, fdiv_rn, fsqrt_rn, frcp_rn, roundf, int_as_float
-from fwdshim.codegen.intrinsics import prefetch_l2, ld_i32, ld_i32x4, ld_f32x4, lda_i32, lda_i32x4, lda_f32x4, s8x4_f32, dp4a, f16x2_f32, bf16x2_f32, bf16_f32
+from fwdshim.codegen.intrinsics import prefetch_l2, ld_i32, ld_i32x4, ld_f32x4, lda_i32, lda_i32x4, lda_f32x4, s8x4_f32, u8x4_f32, dp4a, f16x2_f32, bf16x2_f32, bf16_f32
 from fwdshim.codegen.intrinsics import cp_async16, cp_async4, cp_async_commit, cp_async_wait, pdl_launch, pdl_wait
 
 FULL_MASK = uint32(0xFFFFFFFF)
@@ -54,7 +54,7 @@ _SIM_PRELUDE = '''\
 import math
 from numba import cuda, float32, float64, int8, int32, int64, uint32
 from fwdshim.codegen.simulator import fadd_rn, fsub_rn, fmul_rn, fdiv_rn, fsqrt_rn, frcp_rn, roundf, int_as_float
-from fwdshim.codegen.simulator import prefetch_l2, ld_i32, ld_i32x4, ld_f32x4, lda_i32, lda_i32x4, lda_f32x4, s8x4_f32, dp4a, f16x2_f32, bf16x2_f32, bf16_f32, shfl_xor
+from fwdshim.codegen.simulator import prefetch_l2, ld_i32, ld_i32x4, ld_f32x4, lda_i32, lda_i32x4, lda_f32x4, s8x4_f32, u8x4_f32, dp4a, f16x2_f32, bf16x2_f32, bf16_f32, shfl_xor
 from fwdshim.codegen.simulator import cp_async16, cp_async4, cp_async_commit, cp_async_wait, pdl_launch, pdl_wait
 from fwdshim.codegen.simulator import warp_sum, warp_max, warp_isum
 '''
