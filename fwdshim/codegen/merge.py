@@ -20,8 +20,9 @@ group of
   taken as a tail;
 - then **epilogues** (`Tuning.binary_epilogues`, `rope_epilogues`, `pair_epilogues`): an elementwise op of one GEMV
   part's whole output and a buffer written before the group (`_epilogue_of`: a residual add), or the
-  rope of a Q or K projection's output (`_rope_epilogue_of`), runs in that part, each block on the
-  rows it has just stored (`gemv.binary_variant`, `gemv.rope_variant`), with no barrier and no last
+  rope of a Q or K projection's output (`_rope_epilogue_of`), or of a qk-norm's heads (an RMS norm
+  of one head a row), runs in that part, each block on the rows it has just stored
+  (`gemv.binary_variant`, `gemv.rope_variant`, `norms.rope_variant`), with no barrier and no last
   block; an elementwise kernel over two parts' outputs (silu·mul after gate and up,
   `_pair_epilogue_of`) joins the two into one part whose groups take row i of both matrices and run
   it on the pair (`gemv.pair_variant`), and the quantize of that epilogue's result after it
@@ -65,7 +66,7 @@ import numpy as np
 from fwdshim.codegen.device import occupancy, simulating, sm_count
 from fwdshim.codegen.kernel import Kernel, Param, build
 from fwdshim.codegen.launch import Arg, Buffer, Launch, LaunchPlan, Part, with_buffers
-from fwdshim.codegen.merge_groups import _epilogue, _grid1, _key, groups, prologue_modes, weight_arrays
+from fwdshim.codegen.merge_groups import _epilogue, _grid1, _key, groups, prologue_modes, rope_variant, weight_arrays
 from fwdshim.codegen.source import (
     AFTER_WAIT,
     LATE_WAIT,
@@ -135,8 +136,8 @@ def _device_fn(k: Kernel, fn: str, thread: bool, generic: Sequence[str] = (), ho
 
 
 def _with_epilogue(part, t, how: tuple, second, tuning: Tuning):
-    """Launch `part` (a GEMV) carrying launch `t` as its epilogue (`_epilogue`): its kernel stores
-    both results, `t`'s other operand and result its last arguments. A pair epilogue takes launch
+    """Launch `part` (a GEMV; for a rope, or an RMS norm of one head a row) carrying launch `t` as its
+    epilogue (`_epilogue`): its kernel stores both results, `t`'s other operand and result its last arguments. A pair epilogue takes launch
     `second` in too (its weights after `part`'s, its output after `part`'s, then `t`'s results)."""
     from fwdshim.codegen import gemv
 
@@ -148,7 +149,7 @@ def _with_epilogue(part, t, how: tuple, second, tuning: Tuning):
         args = (*part.args[:nw], *second.args[:nw], *part.args[nw:], second.args[-1], *outs)
         return replace(part, kernel=kern, args=args)
     if how[0] == "rope":
-        kern = gemv.rope_variant(part.kernel, how[1], how[2], tuning)
+        kern = rope_variant(part.kernel, how[1], how[2], tuning)
         assert kern is not None
         extra = (t.args[1], t.args[2])
     else:

@@ -193,11 +193,21 @@ def _written(launch) -> set[tuple[str, str]]:
     return {_key(a) for a, q in zip(launch.args, launch.kernel.params, strict=True) if q.role != "in"}
 
 
+def rope_variant(k: Kernel, hd: int, half: int, tuning: Tuning) -> Kernel | None:
+    """Part `k` with a rope of its output as its epilogue: a GEMV's (`gemv.rope_variant`) or an RMS
+    norm's whose rows are heads (`norms.rope_variant`: a qk-norm); None where its family has none."""
+    from fwdshim.codegen import gemv, norms
+
+    if isinstance(k.spec, NormSpec):
+        return norms.rope_variant(k, hd, half, tuning)
+    return gemv.rope_variant(k, hd, half, tuning)
+
+
 def _rope_epilogue_of(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple[int, int, int] | None:
     """(the part of `par`, hd, half) when rope launch `t` (`rope.RopeSpec`: `x`, `angles` -> `y`)
-    turns that part's whole output and can run as its epilogue (`gemv.rope_variant`); its angles
-    written by none of `busy`, its result read and written by none of them. None otherwise."""
-    from fwdshim.codegen import gemv
+    turns that part's whole output and can run as its epilogue (`rope_variant`: a GEMV's, or an RMS
+    norm's of one head a row); its angles written by none of `busy`, its result read and written by
+    none of them. None otherwise."""
     from fwdshim.codegen.rope import RopeSpec
 
     k = t.kernel
@@ -214,7 +224,7 @@ def _rope_epilogue_of(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple
             continue
         if _key(p.args[-1]) != x and _key(p.args[-1]) not in added.get(x, ()):
             continue
-        if gemv.rope_variant(p.kernel, hd, half, tuning) is None:
+        if rope_variant(p.kernel, hd, half, tuning) is None:
             return None
         if any(ang in _written(u) for u in busy) or any(out in {_key(v) for v in u.args} for u in busy):
             return None

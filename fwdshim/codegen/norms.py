@@ -12,6 +12,10 @@ Every factory returns a `Kernel` (`fwdshim.codegen.kernel`); all arrays are 1-D,
   `write_sum`: the add+norm kernel of class `add_norm`, where the residual stream reads the sum).
   Grid `rows * cols`: block `b` is row `b // cols`, column block `b % cols` (`cols` default
   `default_cols`; each column block sums the whole row and writes its own values).
+  `rope=(hd, half)` (`rope_variant`: a row is one head of `hd = 2 * half` values, as a qk-norm's
+  rows are): after `y`, the rope of the row (`codegen.rope`'s operations on the stored `y`) to `z`,
+  params `angles f32 [2*half]`, `z f32 [rows*n]` after `y` — what `codegen.merge` runs in place of a
+  rope launch after the norm (Qwen3's per-head norms, then their ropes).
 - `layer_norm(n, rows, eps, weight=, bias=, residual=, block=)`: `h` as above,
   `y = (h - mean) / sqrt(var + eps) * weight + bias` (population variance). Params `x`,
   `residual`?, `weight`?, `bias`?, `y`.
@@ -94,16 +98,18 @@ class NormSpec(KernelSpec):
     store_y: bool
     block: int
     cols: int
+    rope: tuple[int, int] | None = None
 
 
 @functools.cache
 def rms_norm(
     n: int, rows: int = 1, eps: float = 1e-5, *, weight: bool = False, residual: bool = False,
     write_sum: bool = False, quant: str | None = None, store_y: bool | None = None, block: int | None = None,
-    cols: int | None = None, tuning: Tuning = DEFAULT,
+    cols: int | None = None, rope: tuple[int, int] | None = None, tuning: Tuning = DEFAULT,
 ) -> Kernel:  # fmt: skip
     """The RMS norm row kernel and its fused variants (see the module docstring); `cols` blocks a row
-    (default `default_cols`)."""
+    (default `default_cols`). ValueError for a `rope` a thread cannot turn from its own values (see
+    `rope_variant`)."""
     block = _check(n, rows, block)
     if quant is not None:
         check_format(quant)
@@ -127,23 +133,60 @@ def rms_norm(
         params.extend(qact_params(n, rows, quant))
     if write_sum:
         params.append(Param("sum", "float32", rows * n, "out", f"x + residual [{rows}, {n}]"))
-    names = ", ".join(p.name for p in params)
-
     items = -(-n // block)
     unroll = tuning.norm_unroll_items
     cols = default_cols(n, block, tuning) if cols is None else cols
     if cols < 1 or (cols > 1 and (items > unroll or cols > items)):
         raise ValueError(f"{cols} blocks a row of {n} values at {block} threads (at most {min(items, unroll)})")
+    if rope is not None:
+        why = _rope_refusal(n, block, items, rope, residual, weight, write_sum, quant, store_y, cols, tuning)
+        if why:
+            raise ValueError(f"an RMS norm of rows of {n} at {block} threads with a rope of heads of {rope[0]}: {why}")
+        params += [Param("angles", "float32", 2 * rope[1], "in", f"[2, {rope[1]}] cos row, sin row"),
+                   Param("z", "float32", rows * n, "out", f"rope of y [{rows}, {n}]")]  # fmt: skip
+    names = ", ".join(p.name for p in params)
     if items <= unroll:
-        body = _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, quant, names, warps, nb, cols, tuning.norm_held_floats)
+        body = _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, quant, names, warps, nb, cols,
+                             tuning.norm_held_floats, rope)  # fmt: skip
     else:
         body = _rms_looped(n, block, eps, h, yv, write_sum, store_y, quant, names, warps, nb)
     tags = [t for t, on in (("res", residual), ("w", weight), ("sum", write_sum)) if on]
     tags += [quant] if quant else []
+    tags += [f"rope{rope[0]}h{rope[1]}"] if rope else []
     name = "_".join(["rms_norm", *tags, f"{rows}x{n}", *_eps_tag(eps), *([f"c{cols}"] if cols > 1 else []), f"b{block}"])
     what = f"RMS norm of {rows} rows of {n}, eps {eps}" + (f", {cols} blocks a row" if cols > 1 else "")
-    spec = NormSpec(n, rows, eps, weight, residual, write_sum, quant, store_y, block, cols)
+    what += ", then the rope of each row" if rope else ""
+    spec = NormSpec(n, rows, eps, weight, residual, write_sum, quant, store_y, block, cols, rope)
     return build(name, body, "rms_norm_k", (rows * cols,), (block,), params, what, pdl=tuning.pdl, spec=spec, shared=_reds(1))
+
+
+def _rope_refusal(n, block, items, rope, residual, weight, write_sum, quant, store_y, cols, tuning) -> str:
+    """Why an RMS norm of these arguments cannot turn its rows by a rope of `(hd, half)` (`rms_norm`'s
+    `rope`), or "": a row must be one whole head (`n == hd == 2 * half`), each thread must hold both
+    values of its pairs (`half` a multiple of `block`, `n` of `block`, all of a thread's values in
+    registers at once), and the norm a plain one storing `y` in one block a row."""
+    hd, half = rope
+    if hd != n or 2 * half != hd:
+        return f"a row of {n} is not one head of {2 * half} turned values"
+    if half % block or n % block:
+        return f"pairs (i, i + {half}) are not in one thread of {block}"
+    if residual or write_sum or quant or not store_y or cols != 1:
+        return "only a norm storing y, one block a row, takes a rope"
+    if items > tuning.norm_unroll_items or items * (1 + weight) > tuning.norm_held_floats:
+        return f"{items} values a thread are not all held at once"
+    return ""
+
+
+def rope_variant(kern: Kernel, hd: int, half: int, tuning: Tuning) -> Kernel | None:
+    """RMS norm `kern` (`rms_norm`) with the rope of each of its rows as its epilogue (`rms_norm`'s
+    `rope`), or None where that cannot be (`_rope_refusal`; another kernel, or one carrying a rope)."""
+    s = kern.spec
+    if not isinstance(s, NormSpec) or s.rope is not None:
+        return None
+    items = -(-s.n // s.block)
+    if _rope_refusal(s.n, s.block, items, (hd, half), s.residual, s.weight, s.write_sum, s.quant, s.store_y, s.cols, tuning):
+        return None
+    return rms_norm(s.n, s.rows, s.eps, weight=s.weight, block=s.block, cols=s.cols, rope=(hd, half), tuning=tuning)
 
 
 def default_cols(n: int, block: int, tuning: Tuning = DEFAULT) -> int:
@@ -161,13 +204,14 @@ def _idx(j: int, block: int) -> str:
     return f"tid + {j * block}" if j else "tid"
 
 
-def _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, quant, names, warps, nb, cols, held) -> str:
+def _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, quant, names, warps, nb, cols, held, rope=None) -> str:
     """The RMS norm with each thread's values `i = tid + j*block` (`items` of them) loaded before
     their first use: all at once when they fit `held` registers (`Tuning.norm_held_floats`) (the second pass reuses
     them), else in chunks that do (the second pass loads its chunk again). The same float operations
     in the same order as the looped kernel, so the same bits. With `cols` blocks a row, block `c` of
     the row (`col`) writes the sum and outputs of values `j` with `j * cols // items == c` only (it
-    still loads and sums them all)."""
+    still loads and sums them all). With `rope` (`rms_norm`), the stores of `y` are followed by each
+    thread's pairs `(j, j + half / block)` turned into `z`."""
     mine = {j: j * cols // items for j in range(items)}
     guard = {j: (f"tid + {j * block} < {n}" if (j + 1) * block > n else None) for j in range(items)}
 
@@ -234,6 +278,8 @@ def _rms_unrolled(n, block, eps, items, residual, weight, write_sum, store_y, qu
     elif fits:
         first = loads(range(items), True) + sums(range(items))
         second = outputs(range(items))
+        if rope is not None:
+            second = _roped(items, block, rope[1], weight)
     else:
         first = [t for js in chunks(per1) for t in loads(js, False) + sums(js)]
         second = [t for js in chunks(per1 + weight) for t in loads(js, True) + outputs(js)]
@@ -248,6 +294,22 @@ def rms_norm_k({names}):
     r = fsqrt_rn(fadd_rn(fdiv_rn(ss, float32({n}.0)), {f32(eps)}))
 {indent(chr(10).join(second), 1)}
 """
+
+
+def _roped(items: int, block: int, half: int, weight: bool) -> list[str]:
+    """The stores of a norm whose thread holds every value `j` of its row (`i = tid + j*block`), then
+    the rope of its pairs `(j, j + half/block)` into `z`, in `codegen.rope`'s operations."""
+    out = []
+    for j in range(items):
+        yv = f"fmul_rn(fdiv_rn(h{j}, r), w{j})" if weight else f"fdiv_rn(h{j}, r)"
+        out += [f"y{j} = {yv}", f"y[o + {_idx(j, block)}] = y{j}"]
+    step = half // block
+    for j in range(step):
+        i, a, b = _idx(j, block), f"y{j}", f"y{j + step}"
+        out += [f"c{j} = angles[{i}]", f"s{j} = angles[{half} + {i}]",
+                f"z[o + {i}] = fsub_rn(fmul_rn({a}, c{j}), fmul_rn({b}, s{j}))",
+                f"z[o + {i} + {half}] = fadd_rn(fmul_rn({a}, s{j}), fmul_rn({b}, c{j}))"]  # fmt: skip
+    return out
 
 
 def _rms_looped(n, block, eps, h, yv, write_sum, store_y, quant, names, warps, nb) -> str:

@@ -85,3 +85,47 @@ def test_a_norms_name_holds_its_eps():
     assert a.name == "rms_norm_w_1x576_b256" and b.name == "rms_norm_w_1x576_eps1em06_b256" and a.source != b.source
     assert norms.rms_norm(576, eps=float(np.float32(1e-5)), weight=True).name == a.name
     assert norms.layer_norm(576, eps=2.5e-3).name == "layer_norm_1x576_eps0p0025_b256"
+
+
+@pytest.mark.parametrize("hd,block", [(64, 32), (128, 32)])
+def test_a_heads_norm_with_its_rope_is_the_norm_then_the_rope(hd, block):
+    """issue 41: an RMS norm of one head a row (a qk-norm) carrying the rope of its rows
+    (`norms.rope_variant`, what `codegen.merge` runs in place of the rope launch after it) stores the
+    norm's `y` and the rope's `z` bit for bit as the norm kernel then the rope kernel do, and `z` is
+    the float64 rope of the float64 norm within float32 rounding."""
+    from fwdshim.codegen import rope
+
+    rows, half = 3, hd // 2
+    g = rng()
+    x = (2.0 * g.standard_normal((rows, hd))).astype(F32)
+    w = (1.0 + 0.1 * g.standard_normal(hd)).astype(F32)
+    theta = g.uniform(-np.pi, np.pi, half)
+    angles = np.concatenate([np.cos(theta), np.sin(theta)]).astype(F32)
+    plain = norms.rms_norm(hd, rows, 1e-6, weight=True, block=block)
+    fused = norms.rope_variant(plain, hd, half, Tuning())
+    assert fused is not None and fused.param_names == ("x", "weight", "y", "angles", "z") and fused.grid == (rows,)
+    y = plain.run(x=x, weight=w)["y"]
+    z = rope.rope(rows * hd, hd, half).run(x=y, angles=angles)["y"]
+    out = fused.run(x=x, weight=w, angles=angles)
+    bits_equal(out["y"], y, "y")
+    bits_equal(out["z"], z, "z")
+    x64 = x.astype(np.float64)
+    n64 = x64 / np.sqrt((x64**2).mean(axis=1, keepdims=True) + 1e-6) * w
+    a, b = n64[:, :half], n64[:, half:]
+    want = np.concatenate([a * angles[:half] - b * angles[half:], a * angles[half:] + b * angles[:half]], axis=1)
+    close(out["z"].reshape(rows, hd), want, 1e-5 * (1 + np.abs(want)), "z against float64")
+
+
+def test_a_norm_takes_a_rope_only_over_its_own_heads():
+    """`norms.rope_variant` is None, and `rms_norm(rope=...)` says why, where a thread would need
+    values it does not hold or the row is not one head."""
+    t = Tuning()
+    plain = norms.rms_norm(64, 2, weight=True, block=32)
+    assert norms.rope_variant(plain, 128, 64, t) is None  # a row of 64 is not a head of 128
+    assert norms.rope_variant(norms.rms_norm(32, 2, weight=True, block=32), 32, 16, t) is None  # pair (i, i+16): two threads
+    assert norms.rope_variant(norms.rms_norm(64, 2, residual=True, write_sum=True, block=32), 64, 32, t) is None
+    assert norms.rope_variant(norms.rope_variant(plain, 64, 32, t), 64, 32, t) is None  # a rope already
+    with pytest.raises(ValueError, match=r"pairs \(i, i \+ 16\) are not in one thread of 32"):
+        norms.rms_norm(32, 2, weight=True, block=32, rope=(32, 16))
+    with pytest.raises(ValueError, match="is not one head"):
+        norms.rms_norm(64, 2, weight=True, block=32, rope=(64, 16))

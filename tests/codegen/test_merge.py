@@ -660,15 +660,20 @@ def test_release_counts_are_bit_for_bit_the_stages(numerics):
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
 def test_qk_norm_merged_launches_are_bit_for_bit_their_stages(numerics):
     """issue 41: a Qwen3 layer (each head's q and k rows RMS-normed before the rope) merged is bit for
-    bit its stage launches, and the heads' norms are launches of `h` and `kv` rows in its plan."""
+    bit its stage launches: the heads' norms (`h` and `kv` rows) are one launch, each carrying the
+    rope of its rows (`norms.rope_variant`; at heads of 32, pairs (i, i + 16) across a norm's
+    threads, the ropes run as its tails instead)."""
     rng = seeds.rng()
-    sizes = dict(TINY, h=2, kv=1, hd=32)
-    m = pipeline(parse(llama_src(**sizes, qk_norm=True)), numerics)
-    out = run_both(m, llama_weights(rng, **sizes, qk_norm=True), llama_inputs(rng, **sizes, rows=2))
-    *_, p0, p1 = same_bits(out)
-    names = " ".join(h.name for launch in p1.merged for h in (launch.holds or (launch,)))
-    assert "rms_norm_w_2x32" in names and "rms_norm_w_1x32" in names, names
-    assert p1.kernel_count < p0.kernel_count
+    for hd, how in ((64, "epilogues"), (32, "tails")):
+        sizes = dict(TINY, d=128, h=2, kv=1, hd=hd)
+        m = pipeline(parse(llama_src(**sizes, qk_norm=True)), numerics)
+        out = run_both(m, llama_weights(rng, **sizes, qk_norm=True), llama_inputs(rng, **sizes, rows=2))
+        *_, p0, p1 = same_bits(out)
+        norm = next(x for x in p1.merged if x.holds and x.holds[0].name.startswith("rms_norm_w_2x"))
+        assert [h.name.split("_")[0] for h in norm.holds] == ["rms", "rms", "rope", "rope"], norm.holds
+        assert (norm.epilogues, norm.tails) == ((2, 0) if how == "epilogues" else (0, 2)), hd
+        assert (f"rope{hd}h{hd // 2}" in norm.kernel.source) == (how == "epilogues")
+        assert p1.kernel_count < p0.kernel_count
 
 
 @sim_only

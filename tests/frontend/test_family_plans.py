@@ -36,7 +36,7 @@ def test_each_family_merges_as_llama(tmp_path, monkeypatch, numerics):
     with each bias its epilogue and the ropes of the sums after them (before: three launches, 2 more
     a layer);
     Phi-3's row slices merge as separate tensors do; Qwen3's qk-norm adds one launch a layer (both
-    heads' norms in one launch, each rope its tail)."""
+    heads' norms in one launch, each carrying its rope: `norms.rope_variant`)."""
     monkeypatch.setenv("FWDSHIM_CACHE", str(tmp_path / "cache"))
     llama = _plan(tmp_path, "llama", numerics).kernel_count
     qwen2 = _plan(tmp_path, "qwen2", numerics, biases=True)
@@ -48,7 +48,7 @@ def test_each_family_merges_as_llama(tmp_path, monkeypatch, numerics):
     qwen3 = _plan(tmp_path, "qwen3", numerics)
     assert qwen3.kernel_count == llama + P.n_layer
     norms = [x for x in qwen3.merged if x.holds and x.holds[0].name.startswith("rms_norm_w_4x64")]
-    assert len(norms) == P.n_layer and all(x.tails == 2 for x in norms)
+    assert len(norms) == P.n_layer and all((x.epilogues, x.tails) == (2, 0) for x in norms)
 
 
 FAMILIES = ["qwen2", "qwen3", "qwen3moe", "phi3"]
