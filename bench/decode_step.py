@@ -20,8 +20,8 @@ is decoded by `runner.Decoder` on the GPU at cache fill F (`--fill`, `Decoder.as
   enqueued before t's pick is read), `--steps` tokens after 8 warm-up tokens;
 - `graph us`: the device loop's graph alone, replayed back to back (the position advancing);
 - `host us`: wall − graph; `kernels/layer`: the graph's kernels over the layers;
-- `floor us`: the bytes a step must read (the weights as the device holds them, and the K/V rows
-  at fill F) over the read ceiling measured in the same run (`torch.sum` over 4 GiB);
+- `floor us`: the bytes a step must read (the weights as the device holds them — of a mixture's
+  expert stacks the top-k its router picks — and the K/V rows at fill F) over the read ceiling measured in the same run (`torch.sum` over 4 GiB);
 - the peer: a bf16 `nn.Module` of the same shapes holding its KV caches, token and position as
   buffers (static cache of `--context` rows, masked attention, greedy argmax inside the step), run
   eager and through `torch.compile(mode="reduce-overhead")` (CUDA graphs), `--steps` steps each.
@@ -287,12 +287,17 @@ def read_ceiling_gbs() -> float:
     return gbs
 
 
-def step_bytes(rt, fill: int) -> int:
-    """Bytes a step must read: every weight part once, the K and V cache rows up to `fill`."""
+def step_bytes(rt, fill: int, experts: tuple[int, int] | None = None) -> int:
+    """Bytes a step must read: every weight part once (of a mixture's expert stacks `[E, n, k]`, the
+    `top_k` of `E` experts its router picks: `experts = (E, top_k)`), the K and V cache rows up to
+    `fill`."""
     total = 0
     for b in rt.plan.buffers:
         if b.role == "weight":
-            total += sum(p.size * np.dtype(p.dtype).itemsize for p in b.parts)
+            size = sum(p.size * np.dtype(p.dtype).itemsize for p in b.parts)
+            if experts and len(b.shape) == 3 and b.shape[0] == experts[0]:
+                size = size * experts[1] // experts[0]
+            total += size
         elif b.role == "cache":
             width = int(np.prod(b.shape[1:]))
             total += fill * width * 4
@@ -449,7 +454,8 @@ def bench_fwdshim(out: list, name: str, m, numerics: str, args, ceiling: float, 
         loop.graph.launch(rt.stream)
     rt.sync()
     graph = 1e6 * (time.perf_counter() - t0) / reps
-    nbytes = step_bytes(rt, fill)
+    moe = SHAPES[name].get("n_expert")
+    nbytes = step_bytes(rt, fill, (moe, SHAPES[name]["top_k"]) if moe else None)
     floor = nbytes / (ceiling * 1e9) * 1e6
     label = f" with /{leave_out}/ empty" if empty else f" without /{leave_out}/" if leave_out else ""
     rec = dict(

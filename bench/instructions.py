@@ -1,6 +1,12 @@
 """Instructions per weight byte of the block-type GEMVs, from their PTX (issue 40, item 3).
 
     python bench/instructions.py [--types q4_k,q6_k,q4_1] [--shape 4096x4096] [--results bench/RESULTS.md]
+    python bench/instructions.py --sass [--ptxas PATH] [--cuobjdump PATH]
+
+`--sass` counts the machine code instead: the PTX assembled by `ptxas -arch=sm_90 -O3` and listed
+by `cuobjdump -sass` (both from a CUDA toolkit, or PyPI's `nvidia-cuda-nvcc-cu12` and
+`nvidia-cuda-cuobjdump`; no GPU needed), every instruction but `NOP` — for kernels without loops
+(the coalesced family's steps written out, as at 4096 columns); a kernel with a loop is an error.
 
 Each kernel is compiled to PTX for sm_90 (`numba.cuda.compile_ptx`: NVVM and NVRTC, no GPU needed;
 under the simulator there is no PTX) and its instructions are
@@ -18,7 +24,10 @@ from __future__ import annotations
 import argparse
 import datetime
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -53,12 +62,38 @@ def ptx_counts(ptx: str) -> tuple[int, list[int]]:
     return straight, loops
 
 
+_SASS = re.compile(r"^\s+/\*[0-9a-f]{4}\*/\s+([^;]*);", re.M)
+
+
+def sass_count(ptx: str, ptxas: str, cuobjdump: str) -> int:
+    """The SASS instructions (but `NOP`) of a loop-free PTX module for sm_90; ValueError for a kernel
+    with a backward branch (a loop: its count would not be per thread), other than the final
+    self-branch after `EXIT`."""
+    with tempfile.TemporaryDirectory() as d:
+        src, obj = Path(d) / "k.ptx", Path(d) / "k.cubin"
+        src.write_text(ptx)
+        subprocess.run([ptxas, "-arch=sm_90", "-O3", str(src), "-o", str(obj)], check=True)
+        sass = subprocess.run([cuobjdump, "-sass", str(obj)], check=True, capture_output=True, text=True).stdout
+    ins = [i.strip() for i in _SASS.findall(sass)]
+    branches = [i for i in ins if re.search(r"\bBRA\b", i)]
+    if len(branches) > 1:
+        raise ValueError(f"a kernel with {len(branches)} branches (a loop?): SASS counts only loop-free kernels")
+    return sum(1 for i in ins if not i.startswith("NOP"))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--types", default="q4_0,q4_1,q5_0,q2_k,q3_k,q4_k,q5_k,q6_k")
     ap.add_argument("--shape", default="4096x4096")
     ap.add_argument("--results", type=Path)
+    ap.add_argument("--sass", action="store_true", help="count SASS (ptxas, cuobjdump) instead of PTX")
+    ap.add_argument("--ptxas", default="ptxas", help="the ptxas binary (--sass; default: on PATH)")
+    ap.add_argument("--cuobjdump", default="cuobjdump", help="the cuobjdump binary (--sass; default: on PATH)")
     args = ap.parse_args(argv)
+    if args.sass:
+        for tool in (args.ptxas, args.cuobjdump):
+            if shutil.which(tool) is None:
+                ap.error(f"--sass: no {tool} (a CUDA toolkit's, or PyPI's nvidia-cuda-nvcc-cu12 / nvidia-cuda-cuobjdump)")
     from fwdshim.codegen.gemv_decode import BLOCK_TYPES
 
     bad = [t for t in args.types.split(",") if t not in BLOCK_TYPES or t == "q8_0"]
@@ -83,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     from fwdshim import ggml_blocks as G
     from fwdshim.codegen import gemv
 
-    gpu = "sm_90 PTX"
+    gpu = "sm_90 SASS (ptxas -O3)" if args.sass else "sm_90 PTX"
     rows = []
     for t in args.types.split(","):
         qt = G.QT[t.upper()]
@@ -94,10 +129,14 @@ def main(argv: list[str] | None = None) -> int:
             out = []
             kern = gemv.blocks(t, n, k, act=act)
             shape = kern.spec.shape
-            straight, loops = ptx_counts(cuda.compile_ptx(kern.fn.py_func, kern.signature, cc=(9, 0))[0])
-            pieces = k // 32
-            trips = -(-pieces // (32 * shape.split)) // max(1, shape.unroll)
-            total = straight + trips * sum(loops)
+            ptx = cuda.compile_ptx(kern.fn.py_func, kern.signature, cc=(9, 0))[0]
+            if args.sass:
+                total = sass_count(ptx, args.ptxas, args.cuobjdump)
+            else:
+                straight, loops = ptx_counts(ptx)
+                pieces = k // 32
+                trips = -(-pieces // (32 * shape.split)) // max(1, shape.unroll)
+                total = straight + trips * sum(loops)
             thread_bytes = shape.rows * per_row / (32 * shape.split)
             out.append((shape.tag, total, total / thread_bytes))
             for label, total, per in out:
@@ -106,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"### {datetime.date.today().isoformat()} — {gpu} — `bench/instructions.py` ({n} x {k})",
         "",
-        "PTX instructions a thread executes (loops counted per trip) over the weight bytes it reads.",
+        ("SASS instructions a thread executes (no `NOP`)" if args.sass else
+         "PTX instructions a thread executes (loops counted per trip)") + " over the weight bytes it reads.",
         "",
         "| type | numerics | launch shape | instructions a thread | per weight byte |",
         "|---|---|---|---|---|",
