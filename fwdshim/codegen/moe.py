@@ -8,7 +8,8 @@ up `gq`/`uq int8 [E*ff*d]`, `gd`/`ud f32 [E*ff*d/32]`; down `dq int8 [E*d*ff]`, 
 (d and ff multiples of 32). `act`: `f32` reads `x f32 [d]`; `int8` reads a quantized activation
 `xq int8 [d]`, `xd f32 [d/32]` (int8-act numerics: the router and gate/up dots are int8 GEMVs).
 
-- `router(e, d, top_k, act=, warps=)`: one block. Logits `rq · x` into shared memory, top-k over
+- `router(e, d, top_k, act=, warps=)`: one block (`warps` default `min(32, e)`), each warp the logits of
+  experts `warp + warps*i`, the loads of all of them (two blocks a lane a step) issued at once. Logits `rq · x` into shared memory, top-k over
   the logits by one warp (`top_k` rounds of a warp argmax; ties: the lower expert index; a NaN logit
   ranks below every number, so the kept experts are `top_k` distinct ones even from a row of NaNs),
   then the renormalized softmax of the kept logits, `w_i = exp(l_i - l_max) / Σ_kept exp(l_j - l_max)`
@@ -16,10 +17,11 @@ up `gq`/`uq int8 [E*ff*d]`, `gd`/`ud f32 [E*ff*d/32]`; down `dq int8 [E*d*ff]`, 
   kept logit is NaN. `reference.moe_route` follows the same rule. Params `rq, rd, x|xq,xd`, outputs
   `idx int32 [top_k]` (best first), `wts f32 [top_k]`.
 - `gate_up(e, d, ff, top_k, act=, rows_per_warp=, warps=)`: `h[k, f] = silu(gate_e·x) * (up_e·x)` for
-  `e = idx[k]`; grid `(ceil(ff / (warps*rows_per_warp)), top_k)`. Params `gq, gd, uq, ud, x|xq,xd,
+  `e = idx[k]` (two blocks a lane a step); grid `(ceil(ff / (warps*rows_per_warp)), top_k)`. Params `gq, gd, uq, ud, x|xq,xd,
   idx`, output `h f32 [top_k*ff]`.
 - `down(e, d, ff, top_k, rows_per_warp=, warps=)`: `y[j] = Σ_k wts[k] · (down_{idx[k]} · h[k])[j]`,
-  the experts summed in the order of `idx` (no atomics); each warp computes `rows_per_warp` rows;
+  the experts summed in the order of `idx` (no atomics); each warp computes `rows_per_warp` rows of
+  every chosen expert, their loads issued at once;
   grid `(ceil(d / (warps*rows_per_warp)),)`. Params `dq, dd, h, idx, wts`, output
   `y f32 [d]`.
 """
@@ -59,24 +61,27 @@ def _x_params(d: int, act: str) -> tuple[list[Param], str]:
 
 
 @functools.cache
-def router(e: int, d: int, top_k: int, *, act: str = "f32", warps: int = 4, tuning: Tuning = DEFAULT) -> Kernel:
+def router(e: int, d: int, top_k: int, *, act: str = "f32", warps: int | None = None, tuning: Tuning = DEFAULT) -> Kernel:
     """The top-k router (see the module docstring)."""
     _check(e, d, top_k)
+    warps = min(32, e) if warps is None else warps
     check_block(32 * warps)
     xparams, xs = _x_params(d, act)
     names = {"qs": "rq", "dw": "rd", "x": "x" if act == "f32" else "xq"}
     per_lane = -(-e // 32)
-    dots = q8_dots([DotRow(w=f"ex * {d // 32}", x="0")], d // 32, act, unroll=1, names=names)
+    per_warp = -(-e // warps)  # a warp's experts, every load of theirs issued before the first sum
+    pick = "\n".join(f"ex{i} = min(warp + {warps * i}, {e - 1})" for i in range(per_warp))
+    dots = q8_dots([DotRow(w=f"ex{i} * {d // 32}", x="0") for i in range(per_warp)], d // 32, act, unroll=2, names=names)
+    stores = "\n".join(f"if lane == 0 and warp + {warps * i} < {e}:\n    lg[ex{i}] = acc{i}" for i in range(per_warp))
     body = f"""\
 @cuda.jit(cache=True)
 def router_k(rq, rd, {xs}, idx, wts):
 ${{shared_lg}}    tid = $tx
     lane = tid % 32
     warp = tid // 32
-    for ex in range(warp, {e}, {warps}):
-{indent(dots, 2)}
-        if lane == 0:
-            lg[ex] = acc0
+{indent(pick, 1)}
+{indent(dots, 1)}
+{indent(stores, 1)}
     cuda.syncthreads()
     if warp == 0:
         taken = int64(0)
@@ -154,7 +159,7 @@ def gate_up_k(gq, gd, uq, ud, {xs}, idx, h):
         return
     ex = int64(idx[k])
 {pick}
-{indent(q8_dots(rows, nb, act, unroll=1, names=names), 1)}
+{indent(q8_dots(rows, nb, act, unroll=2, names=names), 1)}
 {stores}
 """
     params = [
@@ -178,27 +183,27 @@ def down(e: int, d: int, ff: int, top_k: int, *, rows_per_warp: int = 1, warps: 
     _check(e, d, top_k, ff)
     check_block(32 * warps)
     nb = ff // 32
-    rows = [DotRow(w=f"(ex * {d} + j{r}) * {nb}", x=f"k * {ff}") for r in range(rows_per_warp)]
+    rpw = rows_per_warp
+    # row r of expert k is dot `k * rpw + r`: every expert's loads issued at once, summed in idx's order
+    rows = [DotRow(w=f"(ex{k} * {d} + j{r}) * {nb}", x=f"{k * ff}") for k in range(top_k) for r in range(rpw)]
     dots = q8_dots(rows, nb, "f32", unroll=1, names={"qs": "dq", "dw": "dd", "x": "h"})
-    pick = "\n".join(f"    j{r} = min(j0 + {r}, {d - 1})" for r in range(rows_per_warp))
-    init = "\n".join(f"    out{r} = float32(0.0)" for r in range(rows_per_warp))
-    comb = "\n".join(f"        out{r} = fadd_rn(out{r}, fmul_rn(wk, acc{r}))" for r in range(rows_per_warp))
+    pick = "\n".join(f"    j{r} = min(j0 + {r}, {d - 1})" for r in range(rpw))
+    pick += "\n" + "\n".join(f"    ex{k} = int64(idx[{k}])" for k in range(top_k))
+    init = "\n".join(f"    out{r} = float32(0.0)" for r in range(rpw))
+    comb = "\n".join(f"    out{r} = fadd_rn(out{r}, fmul_rn(wts[{k}], acc{k * rpw + r}))" for k in range(top_k) for r in range(rpw))
     stores = "\n".join(
-        f"    if lane == 0 and j0 + {r} < {d}:\n        y[j0 + {r}] = out{r}" for r in range(rows_per_warp)
+        f"    if lane == 0 and j0 + {r} < {d}:\n        y[j0 + {r}] = out{r}" for r in range(rpw)
     )
     body = f"""\
 @cuda.jit(cache=True)
 def down_k(dq, dd, h, idx, wts, y):
     lane = $tx % 32
-    j0 = ($bx * {warps} + $tx // 32) * {rows_per_warp}
+    j0 = ($bx * {warps} + $tx // 32) * {rpw}
     if j0 >= {d}:
         return
 {pick}
 {init}
-    for k in range({top_k}):
-        ex = int64(idx[k])
-        wk = wts[k]
-{indent(dots, 2)}
+{indent(dots, 1)}
 {comb}
 {stores}
 """

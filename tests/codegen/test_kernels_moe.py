@@ -32,12 +32,13 @@ def test_moe_matches_reference(act):
 
 def test_moe_kernel_interfaces():
     r = moe.router(8, 4096, 2, act="int8")
-    assert r.param_names == ("rq", "rd", "xq", "xd", "idx", "wts") and r.grid == (1,)
+    assert r.param_names == ("rq", "rd", "xq", "xd", "idx", "wts") and r.grid == (1,) and r.block == (256,)  # a warp an expert
+    assert moe.router(128, 2048, 8).block == (1024,) and "ex3 = min(warp + 96, 127)" in moe.router(128, 2048, 8).source
     gu = moe.gate_up(8, 4096, 14336, 2)
     assert gu.param_names == ("gq", "gd", "uq", "ud", "x", "idx", "h") and gu.grid == (3584, 2)
     dn = moe.down(8, 4096, 14336, 2)
     assert dn.param_names == ("dq", "dd", "h", "idx", "wts", "y")
-    assert "int64(idx[k])" in dn.source  # the chosen experts are read on the device
+    assert "int64(idx[1])" in dn.source and "for k in" not in dn.source  # every chosen expert's loads at once
 
 
 def test_router_nan_logits_stay_inside_the_expert_stacks():
