@@ -7,7 +7,8 @@ measured in the same run, torch's fp16 GEMV and an empty kernel.
 
 `--types` (default q8_0) times each type's GEMV at its default launch shape (`gemv.block_shape`) and
 the `--try`/`--sweep` shapes; an affine type's weights are random blocks (`ggml_blocks.random_raw`)
-in `ggml_blocks.repack`'s layout, its GB/s over the bytes that layout holds.
+in `ggml_blocks.repack`'s layout, its GB/s over the bytes that layout holds; F32, F16 and BF16
+weights are random values as stored (dequant only).
 
 Shapes (N x K, y = W x): 4096x4096, 14336x4096 (gate/up of a Llama-3-8B layer), 4096x14336 (down);
 with `--small` also SmolLM2's 576x576, 192x576 (k/v), 1536x576 (gate/up), 576x1536 (down).
@@ -47,8 +48,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fwdshim.tools.timing import L2_BYTES, Timer, empty_launch_us, streaming_read_kernel  # noqa: E402 - the timing library
 
-TYPES = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k")
-"""The weight types `--types` takes (`gemv_decode.BLOCK_TYPES`)."""
+TYPES = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "f32", "f16", "bf16")
+"""The weight types `--types` takes (`gemv_decode.BLOCK_TYPES`, `DENSE_TYPES`: these dequant only)."""
+DENSE = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}
+
+
+def acts(weights: str) -> tuple[str, ...]:
+    """The numerics a type's GEMV computes: f32 (dequant), and int8 for the block types."""
+    return ("f32",) if weights in DENSE else ("f32", "int8")
 
 BIG = [(4096, 4096), (14336, 4096), (4096, 14336)]
 SMALL = [(576, 576), (192, 576), (1536, 576), (576, 1536)]
@@ -241,7 +248,13 @@ class Weights:
 
         nb = k // 32
         self.n, self.k = n, k
-        if weights != "q8_0":
+        if weights in DENSE:  # random values as stored (bfloat16 as the top half of float32 bits)
+            vals = rng.standard_normal(n * k).astype(np.float32)
+            arr = (vals.view(np.uint32) >> 16).astype(np.uint16) if weights == "bf16" else vals.astype(DENSE[weights])
+            self.wbytes = self.file_bytes = arr.nbytes
+            self.copies = copies_for(self.wbytes)
+            self.parts = [[cuda.to_device(arr)] for _ in range(self.copies)]
+        elif weights != "q8_0":
             from fwdshim import ggml_blocks as G
 
             qt = G.QT[weights.upper()]
@@ -382,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     specs = []
     for t in types:
         for n, k in shapes:
-            for act in ("f32", "int8"):
+            for act in acts(t):
                 if t == "q8_0":
                     specs.append((t, n, k, act, "before", before_shape(n, k, act)))
                 specs.append((t, n, k, act, "after", tuple(astuple(gemv.block_shape(t, n, k, act)))))
@@ -409,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     records, rows = [], []
     for wt, n, k in ((t, n, k) for t in types for n, k in shapes):
         w = Weights(n, k, rng, wt)
-        for act, label in (("f32", f"{wt.upper()} dequant"), ("int8", f"{wt.upper()} int8-act")):
+        for act, label in (("f32", f"{wt.upper()} dequant"), ("int8", f"{wt.upper()} int8-act"))[: len(acts(wt))]:
             res = {}
             for spec in specs:
                 if spec[:4] != (wt, n, k, act) or spec in failed:

@@ -1,6 +1,7 @@
-"""Matrix-vector products: one coalesced GEMV family for every block-quantized type (Q8_0 and the
-affine GGML types Q4_0 ... Q6_K), dequantizing in-kernel or over int8 activations, and the dense
-f32/f16/bf16 GEMV. `y[m, n] = Σ_k W[n, k] x[m, k]` for `m < M` rows of x (a decode step: M = 1).
+"""Matrix-vector products: one coalesced GEMV family for every weight type the step reads (Q8_0, the
+affine GGML types Q4_0 ... Q6_K, and F32/F16/BF16 rows of whole blocks of 32), dequantizing in-kernel
+or (the block types) over int8 activations, and a one-warp dense GEMV for F32/F16/BF16 rows of other
+lengths. `y[m, n] = Σ_k W[n, k] x[m, k]` for `m < M` rows of x (a decode step: M = 1).
 
 `gemv_blocks(n, k, m, act, shape, ..., weights=)` writes the family's kernel; a weight type enters
 only through its block decoder (`codegen.gemv_decode`: the loads of one 16-byte piece of quants and
@@ -8,7 +9,8 @@ its scales, and their dot with the piece's activations). Everything below (launc
 steps, early loads before the wait, split rows, stores, the rope/pair/quantize/elementwise
 epilogues) is the family's, shared by every type; `blocks(weights, n, k, act=)` takes the default
 shape (`block_shape`). The affine types' weights are `ggml_blocks.repack`'s layout, a piece one
-32-value chunk (`gemv_decode.AffineDecoder`); Q8_0's below.
+32-value chunk (`gemv_decode.AffineDecoder`); F32/F16/BF16 rows are read as stored, a piece 16
+bytes of values (`gemv_decode.DenseDecoder`, param `wv`); Q8_0's below.
 
 Q8_0 weights are read in the aligned layout of `fwdshim.weights.repack_q8_0`: `qs int8 [N*K]` (row
 n's quants at `n*K`) and `dw float32 [N*K/32]` (one scale per block of 32), K a multiple of 32.
@@ -19,7 +21,8 @@ n's quants at `n*K`) and `dw float32 [N*K/32]` (one scale per block of 32), K a 
   over pieces of a block, the piece sums in int32 (`dp4a`), float32 accumulation. Params `qs`, `dw`,
   `xq int8 [M*K]`, `xd f32 [M*K/32]` (the `q`, `d` of a quantized activation, either format), `y`.
 - `dense(n, k, m=1, dtype=)`: W `float32`, `float16` or `bfloat16` (given as `uint16` bits) `[N*K]`,
-  any K. Params `w`, `x f32 [M*K]`, `y f32 [M*N]`.
+  any K, one warp a row (the lowering's choice only where K is not a multiple of 32). Params `w`,
+  `x f32 [M*K]`, `y f32 [M*N]`.
 
 Launch shape (`Shape(vec, rows, warps, unroll, split, blocks, prefetch)`, default `launch_shape`,
 the fastest measured on an H200 by `bench/gemv.py --sweep`): `warps` warps per block in groups of
@@ -59,7 +62,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from fwdshim.codegen.device import simulating
-from fwdshim.codegen.gemv_decode import Decoder, decoder
+from fwdshim.codegen.gemv_decode import DENSE_TYPES, Decoder, decoder
 from fwdshim.codegen.gemv_lanes import _check_q8, _q8_kernel
 from fwdshim.codegen.gemv_rows import (  # noqa: F401 - GemvSpec, Pair, Shape: the GEMV's own
     GemvSpec,
@@ -448,6 +451,8 @@ def block_shape(weights: str, n: int, k: int, act: str, tuning: Tuning = DEFAULT
     timed: the block a norm prologue needs)."""
     if weights == "q8_0":
         return launch_shape(n, k, act, tuning)
+    if weights in DENSE_TYPES:  # untimed: the affine types' int8-act shapes (few instructions a byte)
+        return Shape(16, 2, 8, 1, 1) if k < 2048 else Shape(16, 2, 4, 2, 1)
     if k < 2048:  # eight warps: the norms' block, so a norm before it runs as its launch's prologue
         return Shape(16, 2, 8, 1, 1)
     if act == "f32":  # four rows a warp share each chunk's 32 x values and their sum

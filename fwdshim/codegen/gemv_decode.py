@@ -9,6 +9,7 @@ activation (int8-act).
 
 - `Q8Decoder(vec)`: Q8_0 in `weights.repack_q8_0`'s layout (`qs int8 [N*K]`, `dw float32 [N*K/32]`);
   a piece is `vec` (4 or 16) quants.
+- `DenseDecoder(type)`: F32, F16, BF16 rows as stored (`wv`); a piece is 16 bytes (4 or 8 values).
 - `AffineDecoder(type)`: Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K in
   `ggml_blocks.repack`'s layout (`qs` nibbles, `K/2` bytes a row, byte `b` of each 32-value chunk
   holding values `b` and `b + 16`; `qh int32`, a bit plane a word for the 5- and 6-bit types; the
@@ -295,20 +296,76 @@ class AffineDecoder(Decoder):
         return lines
 
 
+_DENSE = {"f32": ("float32", 4), "f16": ("float16", 8), "bf16": ("uint16", 8)}
+"""A dense type's stored dtype (bfloat16 as its 16 bits) and values a 16-byte piece."""
+
+
+@dataclass(frozen=True)
+class DenseDecoder(Decoder):
+    """F32, F16 or BF16 rows (`wv`, the values as the file stores them, bfloat16 as `uint16` bits):
+    a piece is 16 bytes, 4 or 8 values, converted exactly to float32 (`f16x2_f32`, `bf16x2_f32`) and
+    added to the row's sum one product at a time in the piece's order (dequant only: no int8 dot)."""
+
+    @property
+    def values(self) -> int:
+        return _DENSE[self.weights][1]
+
+    @property
+    def block(self) -> int:
+        return 32  # the family's rows are whole blocks of 32 (16-byte aligned rows of every type)
+
+    def arrays(self, n, k):
+        return [("wv", _DENSE[self.weights][0], n * k)]
+
+    def params(self, n, k, suffix=""):
+        what = f"second {self.weights.upper()}" if suffix else self.weights.upper()
+        return [Param(f"wv{suffix}", _DENSE[self.weights][0], n * k, "in", f"{what} weights [{n}, {k}]")]
+
+    def row_base(self, r, row, k):
+        return f"w{r} = {row} * {k}\nd{r} = 0"
+
+    def loads(self, r, q, s, c, suffix=""):
+        if self.weights == "f32":
+            return [f"{s}_0, {s}_1, {s}_2, {s}_3 = ld_f32x4(wv{suffix}, w{r} + {c} * 4)"]
+        return [f"{q}_0, {q}_1, {q}_2, {q}_3 = ld_i32x4(wv{suffix}, w{r} + {c} * 8)"]
+
+    def act_loads(self, u, c, act):
+        if act != "f32":
+            raise ValueError(f"{self.weights.upper()} rows read float32 activations only")
+        v = self.values
+        return [
+            f"{', '.join(f'x{u}_{4 * j + i}' for i in range(4))} = " + ld("f32x4", "x", f"xo + {c} * {v} + {4 * j}")
+            for j in range(v // 4)
+        ]
+
+    def dot(self, r, q, s, u, act):
+        if self.weights == "f32":
+            return [f"acc{r} = acc{r} + " + " + ".join(f"{s}_{i} * x{u}_{i}" for i in range(4))]
+        pair = "f16x2_f32" if self.weights == "f16" else "bf16x2_f32"
+        lines = [f"f{2 * j}, f{2 * j + 1} = {pair}({q}_{j})" for j in range(4)]
+        return lines + [f"acc{r} = acc{r} + " + " + ".join(f"f{i} * x{u}_{i}" for i in range(8))]
+
+
 BLOCK_TYPES = ("q8_0", *sorted(t.value for t in AFFINE_GGML))
-"""The weight types the coalesced GEMV reads (`decoder`)."""
+"""The block-quantized weight types the coalesced GEMV reads (`decoder`)."""
+DENSE_TYPES = tuple(_DENSE)
+"""The dense weight types it reads too (`DenseDecoder`: F32, F16, BF16 rows of whole blocks of 32)."""
 
 
 @functools.cache
 def decoder(weights: str, vec: int = 16) -> Decoder:
-    """The decoder of weight type `weights` (`BLOCK_TYPES`) for pieces of `vec` bytes (Q8_0: 4 or
-    16; the affine types: 16). ValueError for another type or piece."""
+    """The decoder of weight type `weights` (`BLOCK_TYPES`, `DENSE_TYPES`) for pieces of `vec` bytes
+    (Q8_0: 4 or 16; the others: 16). ValueError for another type or piece."""
     if weights == "q8_0":
         if vec not in (4, 16):
             raise ValueError(f"{vec}-byte pieces of Q8_0 quants (4 or 16)")
         return Q8Decoder(vec=vec)
+    if weights in _DENSE:
+        if vec != 16:
+            raise ValueError(f"{vec}-byte pieces of {weights.upper()} values (16)")
+        return DenseDecoder(weights)
     if weights not in BLOCK_TYPES:
-        raise ValueError(f"no block decoder reads {weights} weights (it reads {', '.join(BLOCK_TYPES)})")
+        raise ValueError(f"no block decoder reads {weights} weights (it reads {', '.join(BLOCK_TYPES + DENSE_TYPES)})")
     if vec != 16:
         raise ValueError(f"{vec}-byte pieces of {weights.upper()} quants (16: a chunk of 32 values)")
     return AffineDecoder(weights)

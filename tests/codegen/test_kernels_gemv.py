@@ -66,6 +66,17 @@ def test_dense_gemv(dtype):
     check_dense(5, 70, dtype)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("n,k,shape", [(5, 96, gemv.Shape(16, 2, 8, 1, 1)), (9, 576, gemv.Shape(16, 2, 4, 2, 1)),
+                                       (6, 1024, gemv.Shape(16, 4, 4, 1, 2))])  # fmt: skip
+def test_dense_rows_through_the_coalesced_family(dtype, n, k, shape):
+    """issue 40: F32, F16 and BF16 rows of whole blocks of 32 through the one GEMV family
+    (`gemv_decode.DenseDecoder`: 16-byte pieces of 4 or 8 values, full steps, a tail of lanes, split
+    rows) against the executor; the stage lowering takes it for them (`gemv.dense` stays for rows of
+    other lengths)."""
+    check_dense(n, k, dtype, shape=shape)
+
+
 def test_gemv_launch_shape_and_params():
     k = gemv.q8_0(4096, 14336, shape=gemv.Shape(16, 2, 4, 2, 1))
     assert k.param_names == ("qs", "dw", "x", "y") and k.grid == (512, 1) and k.block == (128,)

@@ -119,6 +119,26 @@ def test_every_block_types_merged_launches_are_bit_for_bit_their_stages(wtype, n
 
 
 @sim_only
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
+@pytest.mark.parametrize("wtype", ["f16", "bf16"])
+def test_dense_types_merged_launches_are_bit_for_bit_their_stages(wtype, numerics):
+    """issue 40: a layer of F16 (BF16) matrices goes through the one GEMV family (`DenseDecoder`):
+    its merged launches store the same bits as one launch a stage, and under dequant they merge as
+    the Q8_0 layer's do (the norm a prologue, the rope, silu·mul and residual epilogues); under
+    int8-act its GEMVs read float32 (no quantize launches)."""
+    rng = seeds.rng()
+    m = pipeline(parse(llama_src(**BLOCKS, wtype=wtype)), numerics)
+    out = run_both(m, llama_weights(rng, **BLOCKS, wtype=wtype), llama_inputs(rng, **BLOCKS, rows=BLOCKS["l"] - 2))
+    _, _, p0, p1 = same_bits(out)
+    names = " ".join(h.name for launch in p1.merged for h in (launch.holds or (launch,)))
+    assert f"gemv_{wtype}_" in names and "gemv_dense" not in names and p1.kernel_count < p0.kernel_count
+    if numerics == "dequant":
+        q8 = pipeline(parse(llama_src(**BLOCKS)), numerics)
+        form = lambda plan: [(len(x.holds), x.prologue, x.epilogues, x.tails) for x in plan.merged]  # noqa: E731
+        assert form(p1) == form(build_plan(functions(q8)[0], q8, Tuning()))
+
+
+@sim_only
 @pytest.mark.parametrize("at_wait", [True, False], ids=["prologue-at-wait", "prologue-first"])
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
 def test_prologues_are_bit_for_bit_their_stages(numerics, at_wait):
@@ -301,10 +321,11 @@ def test_each_familys_merged_graph_is_bit_for_bit_the_stages_graph_on_the_gpu(nu
 @pytest.mark.gpu
 @pytest.mark.skipif(simulating(), reason="the gpu suite runs on a device (FWDSHIM_GPU=1)")
 @pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
-@pytest.mark.parametrize("wtype", ["q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"])
+@pytest.mark.parametrize("wtype", ["q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "f16", "bf16"])
 def test_every_block_types_merged_graph_is_bit_for_bit_the_stages_graph_on_the_gpu(wtype, numerics):
-    """A layer of each GGML block type's matrices (SmolLM2's sizes; rows of 1024 for the K-quants'
-    super-blocks), each plan captured as a graph and replayed twice at a cache fill of 1000."""
+    """A layer of each GGML block type's matrices, and of F16 and BF16 ones (SmolLM2's sizes; rows of
+    1024 for the K-quants' super-blocks), each plan captured as a graph and replayed twice at a cache
+    fill of 1000."""
     sizes = dict(d=576, h=9, kv=3, hd=64, ff=1536, l=4096) if wtype[-1] != "k" else dict(d=1024, h=8, kv=2, hd=128, ff=2048, l=4096)
     rng = np.random.default_rng(1207)  # fixed: the gpu suite is deterministic
     m = pipeline(parse(llama_src(**sizes, wtype=wtype)), numerics)

@@ -57,7 +57,9 @@ def check_q8_0_int8(n: int, k: int, m: int = 1, fmt: str = "one_word", shape: ge
     close(y, R.matmul(qx, (qs.reshape(n, -1, 32) * d[..., None]).reshape(n, k)), _budget(np.abs(wq), np.abs(qx.values())), "vs executor")
 
 
-def check_dense(n: int, k: int, dtype: str, warps: int = 2) -> None:
+def check_dense(n: int, k: int, dtype: str, warps: int = 2, shape=None) -> None:
+    """The dense GEMV of `dtype` rows (bfloat16 as its bits) against the executor: the one-warp
+    kernel (`gemv.dense`), or with `shape` the coalesced family's (`gemv.blocks`, `DenseDecoder`)."""
     g = rng()
     w = g.standard_normal((n, k)).astype(F32)
     if dtype == "bfloat16":
@@ -68,5 +70,9 @@ def check_dense(n: int, k: int, dtype: str, warps: int = 2) -> None:
         arg = w.astype(dtype)
         w_eff = arg.astype(F32)
     x = g.standard_normal(k).astype(F32)
-    y = gemv.dense(n, k, dtype=dtype, warps=warps).run(w=arg, x=x)["y"]
+    if shape is None:
+        y = gemv.dense(n, k, dtype=dtype, warps=warps).run(w=arg, x=x)["y"]
+    else:
+        ggml = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}[dtype]
+        y = gemv.blocks(ggml, n, k, shape=shape).run(wv=arg.reshape(-1), x=x)["y"]
     close(y, R.matmul_dense(x, w_eff), _budget(np.abs(w_eff), np.abs(x)[None]), f"dense {dtype}")

@@ -136,8 +136,8 @@ func.func @decode_step(%x: {t(d)}, %angles: tensor<2x{half}xf32>, %k_cache: {cac
 
 def llama_weights(rng: np.random.Generator, d: int, h: int, kv: int, hd: int, ff: int, l: int, experts: tuple[int, int] | None = None,  # noqa: E741
                   wtype: str = "q8_0", qk_norm: bool = False, bias: bool = False) -> DictWeights:  # fmt: skip
-    """Random weights of `llama_src`: f32 norm weights near 1, Q8_0 projections (gguf quantizer), or
-    random blocks of `wtype` (`ggml_blocks.random_raw`); with `qk_norm`, the heads' norm weights; with
+    """Random weights of `llama_src`: f32 norm weights near 1, Q8_0 (or F32, F16, BF16) projections
+    (gguf quantizer), or random blocks of `wtype` (`ggml_blocks.random_raw`); with `qk_norm`, the heads' norm weights; with
     `bias`, the q, k, v biases."""
     q, kvw = h * hd, kv * hd
     shapes = {"attn_q": (q, d), "attn_k": (kvw, d), "attn_v": (kvw, d), "attn_output": (d, q)}
@@ -146,7 +146,7 @@ def llama_weights(rng: np.random.Generator, d: int, h: int, kv: int, hd: int, ff
     else:
         e = experts[0]
         shapes.update({"ffn_gate_inp": (e, d), "ffn_gate_exps": (e, ff, d), "ffn_up_exps": (e, ff, d), "ffn_down_exps": (e, d, ff)})
-    if wtype != "q8_0":
+    if wtype not in ("q8_0", "f32", "f16", "bf16"):
         from fwdshim import ggml_blocks as G
 
         qt = G.QT[wtype.upper()]
@@ -154,7 +154,7 @@ def llama_weights(rng: np.random.Generator, d: int, h: int, kv: int, hd: int, ff
         mats = {f"blk.0.{n}.weight": (G.random_raw(qt, *s, rng, scale=0.3 * small / np.sqrt(s[-1])), qt) for n, s in shapes.items()}
     else:
         mats = {
-            f"blk.0.{n}.weight": quantize_weight((rng.standard_normal(s) / np.sqrt(s[-1])).astype(np.float32), "q8_0")
+            f"blk.0.{n}.weight": quantize_weight((rng.standard_normal(s) / np.sqrt(s[-1])).astype(np.float32), wtype)
             for n, s in shapes.items()
         }
     norms = {

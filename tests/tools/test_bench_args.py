@@ -43,7 +43,7 @@ def _bench(name: str):
         ("instructions.py", ["--types", "q8_0"], "--types: q8_0: affine GGML types of q2_k,"),
         ("instructions.py", ["--shape", "4096x100"], "--shape 4096x100: N x K, K a multiple of 256"),
         ("instructions.py", ["--sass", "--ptxas", "/nonexistent/ptxas"], "--sass: no /nonexistent/ptxas (a CUDA toolkit's"),
-        ("gemv.py", ["--types", "q4_k,f32"], "--types q4_k,f32: weight types of q8_0, q4_0, q4_1,"),
+        ("gemv.py", ["--types", "q4_k,f64"], "--types q4_k,f64: weight types of q8_0, q4_0, q4_1,"),
         ("attention.py", ["--shapes", "gpt9"], "--shapes: unknown shape 'gpt9' (known: smollm2, llama8b, llama8b_kv)"),
         ("attention.py", ["--try", "b128u4"], "--try: `b128u4` is not an attention launch tag"),
         ("attention.py", ["--fill", "1024"], "--fill 1024, --context 1024: needs 0 <= fill < context"),
