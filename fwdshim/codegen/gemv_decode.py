@@ -188,6 +188,10 @@ def _min(mn: tuple, sc: str, reg) -> str:
 
 
 _REG = "abcdef"
+_WORDS = {("dd", 2): "f16x2_f32", ("dm", 2): "f16x2_f32", ("sm", 4): "s8x4_f32"}
+"""Scale arrays read a 4-byte word at a time where a chunk's registers are a whole aligned word of
+them: a super-block's f16 `d`, `dmin` (Q4_K, Q5_K, Q2_K) or a block's `d`, `m` (Q4_1, Q5_1), and
+Q2_K's four int8 sub-block scales and mins (exact conversions: `f16x2_f32`, `s8x4_f32`)."""
 
 
 @dataclass(frozen=True)
@@ -225,8 +229,18 @@ class AffineDecoder(Decoder):
         i = f"(d{r} + {c})"
         out = [f"{q}_0, {q}_1, {q}_2, {q}_3 = ld_i32x4(qs{suffix}, w{r} + {c} * 16)"]
         out += [f"{q}_h{p} = qh{suffix}[{i} * {self.planes} + {p}]" for p in range(self.planes)]
-        for reg, (array, mult, off, by_super) in zip(_REG, _SCALES[self.weights][0]):
+        specs = list(zip(_REG, _SCALES[self.weights][0]))
+        while specs:
+            reg, (array, mult, off, by_super) = specs[0]
+            run = [x for x in specs[:mult] if x[1][0] == array and x[1][1] == mult and x[1][3] == by_super]
+            word = _WORDS.get((array, mult))
+            if word and off == 0 and [x[1][2] for x in run] == list(range(mult)):  # one aligned 4-byte load
+                at = _element(array + suffix, i, mult, 0, by_super)[len(array + suffix) + 1 : -1]
+                out.append(f"{', '.join(s + x[0] for x in run)} = {word}(ld_i32({array}{suffix}, {at}))")
+                specs = specs[mult:]
+                continue
             out.append(f"{s}{reg} = float32({_element(array + suffix, i, mult, off, by_super)})")
+            specs = specs[1:]
         return out
 
     def _words(self, q: str, scaled: bool = False) -> list[str]:
