@@ -281,20 +281,21 @@ _U8X4 = """{
 }"""
 
 
-def _bytes_f32(template: str, name: str):
-    """The typer of an intrinsic giving an int32 word's four bytes as float32 by `template`."""
+def _word_f32(template: str, name: str, count: int):
+    """The typer of an intrinsic giving an int32 word as `count` float32 values by `template` (inline
+    PTX: outputs `$0..`, the word `$count`)."""
 
     def typer(typingctx, w):
         if not isinstance(w, types.Integer):
             return None
-        rtype = types.UniTuple(types.float32, 4)
+        rtype = types.UniTuple(types.float32, count)
 
         def codegen(context, builder, sig, args):
             v = context.cast(builder, args[0], sig.args[0], types.int32)
-            out = ir.LiteralStructType([_F32] * 4)
-            asm = ir.InlineAsm(ir.FunctionType(out, [_I32]), template, "=f,=f,=f,=f,r")
+            out = ir.LiteralStructType([_F32] * count)
+            asm = ir.InlineAsm(ir.FunctionType(out, [_I32]), template, ",".join(["=f"] * count + ["r"]))
             res = builder.call(asm, [v])
-            return _tuple(context, builder, rtype, [builder.extract_value(res, j) for j in range(4)])
+            return _tuple(context, builder, rtype, [builder.extract_value(res, j) for j in range(count)])
 
         return signature(rtype, w), codegen
 
@@ -302,8 +303,8 @@ def _bytes_f32(template: str, name: str):
     return typer
 
 
-s8x4_f32 = intrinsic(_bytes_f32(_S8X4, "s8x4_f32"))
-u8x4_f32 = intrinsic(_bytes_f32(_U8X4, "u8x4_f32"))
+s8x4_f32 = intrinsic(_word_f32(_S8X4, "s8x4_f32", 4))
+u8x4_f32 = intrinsic(_word_f32(_U8X4, "u8x4_f32", 4))
 
 
 @intrinsic
@@ -332,27 +333,8 @@ _BF16X2 = """{
 }"""
 
 
-def _pair(text: str, name: str):
-    def typer(typingctx, w):
-        if not isinstance(w, types.Integer):
-            return None
-        rtype = types.UniTuple(types.float32, 2)
-
-        def codegen(context, builder, sig, args):
-            v = context.cast(builder, args[0], sig.args[0], types.int32)
-            out = ir.LiteralStructType([_F32] * 2)
-            asm = ir.InlineAsm(ir.FunctionType(out, [_I32]), text, "=f,=f,r")
-            res = builder.call(asm, [v])
-            return _tuple(context, builder, rtype, [builder.extract_value(res, j) for j in range(2)])
-
-        return signature(rtype, w), codegen
-
-    typer.__name__ = name
-    return typer
-
-
-f16x2_f32 = intrinsic(_pair(_F16X2, "f16x2_f32"))
-bf16x2_f32 = intrinsic(_pair(_BF16X2, "bf16x2_f32"))
+f16x2_f32 = intrinsic(_word_f32(_F16X2, "f16x2_f32", 2))
+bf16x2_f32 = intrinsic(_word_f32(_BF16X2, "bf16x2_f32", 2))
 
 
 @intrinsic
