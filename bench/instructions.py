@@ -83,9 +83,10 @@ def sass_count(ptx: str, ptxas: str, cuobjdump: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--types", default="q4_0,q4_1,q5_0,q2_k,q3_k,q4_k,q5_k,q6_k")
-    ap.add_argument("--shape", default="4096x4096")
-    ap.add_argument("--results", type=Path)
+    ap.add_argument("--types", default="q4_0,q4_1,q5_0,q2_k,q3_k,q4_k,q5_k,q6_k",
+                    help="affine GGML types, comma-separated (default: all but Q5_1)")
+    ap.add_argument("--shape", default="4096x4096", help="N x K of the GEMV, K a positive multiple of 256 (default 4096x4096)")
+    ap.add_argument("--results", type=Path, help="append the table to this markdown file")
     ap.add_argument("--sass", action="store_true", help="count SASS (ptxas, cuobjdump) instead of PTX")
     ap.add_argument("--ptxas", default="ptxas", help="the ptxas binary (--sass; default: on PATH)")
     ap.add_argument("--cuobjdump", default="cuobjdump", help="the cuobjdump binary (--sass; default: on PATH)")
@@ -96,15 +97,16 @@ def main(argv: list[str] | None = None) -> int:
                 ap.error(f"--sass: no {tool} (a CUDA toolkit's, or PyPI's nvidia-cuda-nvcc-cu12 / nvidia-cuda-cuobjdump)")
     from fwdshim.codegen.gemv_decode import BLOCK_TYPES
 
-    bad = [t for t in args.types.split(",") if t not in BLOCK_TYPES or t == "q8_0"]
+    args.types = args.types.lower()
+    bad = [repr(t) for t in args.types.split(",") if t not in BLOCK_TYPES or t == "q8_0"]
     if bad:
         ap.error(f"--types: {', '.join(bad)}: affine GGML types of {', '.join(BLOCK_TYPES[1:])}")
     try:
         n, k = (int(v) for v in args.shape.split("x"))
-        if n <= 0 or k % 256:
+        if n <= 0 or k <= 0 or k % 256:
             raise ValueError
     except ValueError:
-        ap.error(f"--shape {args.shape}: N x K, K a multiple of 256 (e.g. 4096x4096)")
+        ap.error(f"--shape {args.shape}: N x K, K a positive multiple of 256 (e.g. 4096x4096)")
     from numba import config
 
     if config.ENABLE_CUDASIM:

@@ -38,11 +38,14 @@ from fwdshim.codegen.unary import silu_expr
 from fwdshim.limits import MOE_MAX_EXPERTS, MOE_MAX_TOP_K
 
 
-def _check(e: int, d: int, top_k: int, ff: int = 32) -> None:
-    if min(e, d, top_k, ff) <= 0 or top_k > e:
-        raise ValueError(f"a mixture of {e} experts, top {top_k}, d = {d}, ff = {ff}")
-    if d % 32 or ff % 32:
-        raise ValueError(f"a Q8_0 mixture over rows of {d} and {ff} values: not whole blocks of 32")
+def _check(e: int, d: int, top_k: int, ff: int | None = None) -> None:
+    """ValueError for a mixture the kernels cannot hold (`ff` None: the router's, which has none)."""
+    width = "" if ff is None else f", ff = {ff}"
+    if min(e, d, top_k, 32 if ff is None else ff) <= 0 or top_k > e:
+        raise ValueError(f"a mixture of {e} experts, top {top_k}, d = {d}{width}")
+    if d % 32 or (ff or 32) % 32:
+        rows = f"rows of {d}" if ff is None else f"rows of {d} and {ff} values"
+        raise ValueError(f"a Q8_0 mixture over {rows}: not whole blocks of 32")
     if e > MOE_MAX_EXPERTS:  # legality's B10
         raise ValueError(f"a router over {e} experts (at most {MOE_MAX_EXPERTS})")
     if top_k > MOE_MAX_TOP_K:  # legality's B09 (lane r of one warp keeps the r-th expert)

@@ -139,6 +139,8 @@ def rms_norm(
     if cols < 1 or (cols > 1 and (items > unroll or cols > items)):
         raise ValueError(f"{cols} blocks a row of {n} values at {block} threads (at most {min(items, unroll)})")
     if rope is not None:
+        if not (isinstance(rope, tuple) and len(rope) == 2 and all(isinstance(v, int) and v > 0 for v in rope)):
+            raise ValueError(f"rope={rope!r}: (hd, half), two positive whole numbers")
         why = _rope_refusal(n, block, items, rope, residual, weight, write_sum, quant, store_y, cols, tuning)
         if why:
             raise ValueError(f"an RMS norm of rows of {n} at {block} threads with a rope of heads of {rope[0]}: {why}")
@@ -166,8 +168,10 @@ def _rope_refusal(n, block, items, rope, residual, weight, write_sum, quant, sto
     values of its pairs (`half` a multiple of `block`, `n` of `block`, all of a thread's values in
     registers at once), and the norm a plain one storing `y` in one block a row."""
     hd, half = rope
-    if hd != n or 2 * half != hd:
-        return f"a row of {n} is not one head of {2 * half} turned values"
+    if 2 * half != hd:
+        return f"heads of {hd} with {half} pairs: the rope here turns every value (hd = 2 * half)"
+    if hd != n:
+        return f"a row of {n} is not one head of {hd}"
     if half % block or n % block:
         return f"pairs (i, i + {half}) are not in one thread of {block}"
     if residual or write_sum or quant or not store_y or cols != 1:

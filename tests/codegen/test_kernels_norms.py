@@ -128,4 +128,9 @@ def test_a_norm_takes_a_rope_only_over_its_own_heads():
     with pytest.raises(ValueError, match=r"pairs \(i, i \+ 16\) are not in one thread of 32"):
         norms.rms_norm(32, 2, weight=True, block=32, rope=(32, 16))
     with pytest.raises(ValueError, match="is not one head"):
+        norms.rms_norm(64, 2, weight=True, block=32, rope=(128, 64))
+    with pytest.raises(ValueError, match=r"heads of 64 with 16 pairs: the rope here turns every value"):
         norms.rms_norm(64, 2, weight=True, block=32, rope=(64, 16))
+    for bad in ((64,), (64, 32, 1), (64.0, 32.0)):
+        with pytest.raises(ValueError, match=r"\(hd, half\), two positive whole numbers"):
+            norms.rms_norm(64, 2, weight=True, block=32, rope=bad)
