@@ -131,7 +131,13 @@ def main(argv: list[str] | None = None) -> int:
             out = []
             kern = gemv.blocks(t, n, k, act=act)
             shape = kern.spec.shape
-            ptx = cuda.compile_ptx(kern.fn.py_func, kern.signature, cc=(9, 0))[0]
+            try:
+                ptx = cuda.compile_ptx(kern.fn.py_func, kern.signature, cc=(9, 0))[0]
+            except Exception as e:  # noqa: BLE001 - no NVRTC/NVVM library here: one line, not a traceback
+                if "nvrtc" not in str(e).lower() and "nvvm" not in str(e).lower():
+                    raise
+                ap.exit(1, f"{ap.prog}: compiling PTX needs CUDA's NVVM and NVRTC libraries (a CUDA toolkit, or PyPI's "
+                           f"nvidia-cuda-nvcc-cu12 and nvidia-cuda-nvrtc-cu12): {str(e).splitlines()[0]}\n")
             if args.sass:
                 total = sass_count(ptx, args.ptxas, args.cuobjdump)
             else:
