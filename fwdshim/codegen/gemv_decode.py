@@ -171,11 +171,11 @@ _SCALES["q5_1"] = _SCALES["q4_1"]
 _SCALES["q5_k"] = _SCALES["q4_k"]
 
 
-def _element(array: str, i: str, mult: int, off: int, by_super: bool) -> str:
-    """`array[mult * i + off]`, `i` the chunk index or (`by_super`) its super-block `i >> 3`."""
+def _index(i: str, mult: int, off: int, by_super: bool) -> str:
+    """`mult * i + off`, `i` the chunk index or (`by_super`) its super-block `i >> 3`."""
     at = f"({i} >> 3)" if by_super else i
     at = at if mult == 1 else f"{mult} * {at}"
-    return f"{array}[{at}{f' + {off}' if off else ''}]"
+    return f"{at}{f' + {off}' if off else ''}"
 
 
 def _min(mn: tuple, sc: str, reg) -> str:
@@ -232,14 +232,13 @@ class AffineDecoder(Decoder):
         specs = list(zip(_REG, _SCALES[self.weights][0]))
         while specs:
             reg, (array, mult, off, by_super) = specs[0]
-            run = [x for x in specs[:mult] if x[1][0] == array and x[1][1] == mult and x[1][3] == by_super]
             word = _WORDS.get((array, mult))
-            if word and off == 0 and [x[1][2] for x in run] == list(range(mult)):  # one aligned 4-byte load
-                at = _element(array + suffix, i, mult, 0, by_super)[len(array + suffix) + 1 : -1]
-                out.append(f"{', '.join(s + x[0] for x in run)} = {word}(ld_i32({array}{suffix}, {at}))")
+            if word and [x[1] for x in specs[:mult]] == [(array, mult, o, by_super) for o in range(mult)]:
+                regs = ", ".join(s + x[0] for x in specs[:mult])  # the whole aligned word: one 4-byte load
+                out.append(f"{regs} = {word}(ld_i32({array}{suffix}, {_index(i, mult, 0, by_super)}))")
                 specs = specs[mult:]
                 continue
-            out.append(f"{s}{reg} = float32({_element(array + suffix, i, mult, off, by_super)})")
+            out.append(f"{s}{reg} = float32({array}{suffix}[{_index(i, mult, off, by_super)}])")
             specs = specs[1:]
         return out
 
@@ -336,7 +335,7 @@ class DenseDecoder(Decoder):
         return [Param(f"wv{suffix}", _DENSE[self.weights][0], n * k, "in", f"{what} weights [{n}, {k}]")]
 
     def row_base(self, r, row, k):
-        return f"w{r} = {row} * {k}\nd{r} = 0"
+        return f"w{r} = {row} * {k}"
 
     def loads(self, r, q, s, c, suffix=""):
         if self.weights == "f32":

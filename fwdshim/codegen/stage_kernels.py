@@ -75,7 +75,7 @@ def _matmul(op: MatmulOp, tuning: Tuning) -> list[Binding]:
     dtype = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}.get(ggml)
     if dtype is None:
         raise Unlowerable(f"a matmul over {ggml.upper()} weights — its kernels dequantize {names(GEMV_TYPES)} rows only")
-    if k % 32 == 0:  # rows of whole blocks of 32: the one family (`gemv_decode.DenseDecoder`)
+    if k % decoder(ggml).block == 0:  # the one family (`gemv_decode.DenseDecoder`: rows of whole blocks of 32)
         return [Binding(gemv.blocks(ggml, n, k, m, tuning=tuning), {"wv": Ref(op.w), "x": Ref(op.x), "y": Ref(op.result)})]
     return [Binding(gemv.dense(n, k, m, dtype=dtype, tuning=tuning), {"w": Ref(op.w), "x": Ref(op.x), "y": Ref(op.result)})]
 
