@@ -21,9 +21,7 @@ its pair, fences and counts itself done; the last block reduces the blocks' pair
 
 from __future__ import annotations
 
-import functools
-
-from fwdshim.codegen.kernel import Kernel, Param, build
+from fwdshim.codegen.kernel import Kernel, Param, build, factory
 from fwdshim.codegen.source import SharedArray, check_block
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 
@@ -70,7 +68,7 @@ def warp_best(v, i):
 """
 
 
-@functools.cache
+@factory
 def argmax(n: int, positions: int, block: int = 256, per_thread: int = 16, *, tuning: Tuning = DEFAULT) -> Kernel:
     """The greedy-pick kernel over `n` logits (see the module docstring)."""
     if n <= 0 or positions <= 0 or per_thread <= 0:

@@ -54,12 +54,11 @@ Numba passes a 1-D array as 56 bytes of kernel parameters, so one launch takes a
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
 
 from fwdshim.codegen.device import simulating
-from fwdshim.codegen.kernel import Kernel, Param, build
+from fwdshim.codegen.kernel import Kernel, Param, build, factory
 from fwdshim.codegen.quantize import check_format, epilogue, qact_params
 from fwdshim.codegen.source import SharedArray, block_reduce, check_block, count_done, f32, indent, release_import
 from fwdshim.codegen.tuning import DEFAULT, Tuning
@@ -78,7 +77,7 @@ from fwdshim.limits import (  # noqa: F401 - the attention's launch shape, writt
 APPEND_LAYERS = 16
 """Attentions per `kv_append` launch: 4 arrays of 56 bytes each, plus `pos`, within 4 KiB."""
 
-@functools.cache
+@factory
 def attention(
     h: int, kv: int, hd: int, l: int, *, quant: str | None = None, store_y: bool | None = None,
     block: int | None = None, unroll: int | None = None, splits: int | None = None, min_blocks: int | None = None, tuning: Tuning = DEFAULT,
@@ -418,7 +417,7 @@ def attention_k({names}):
     return build(name, body, "attention_k", (grid,), (block,), params, notes, pdl=tuning.pdl, shared=shared)
 
 
-@functools.cache
+@factory
 def kv_append(caches: tuple[tuple[int, int], ...], block: int | None = None, *, tuning: Tuning = DEFAULT) -> Kernel:
     """The cache append kernel of `caches = ((width, rows), ...)`, one per attention (see the module
     docstring). ValueError for no caches, more than `APPEND_LAYERS`, or an empty row."""

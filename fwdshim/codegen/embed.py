@@ -24,16 +24,14 @@ copies the angle row.
 
 from __future__ import annotations
 
-import functools
-
-from fwdshim.codegen.kernel import Kernel, Param, build
+from fwdshim.codegen.kernel import Kernel, Param, build, factory
 from fwdshim.codegen.source import check_block
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 
 TABLES = ("q8_0", "f16", "f32")
 
 
-@functools.cache
+@factory
 def step_inputs(d: int, vocab: int, table: str, positions: int, n_angles: int, block: int = 256, *, tuning: Tuning = DEFAULT) -> Kernel:
     """The embedding-gather and angle-row kernel (see the module docstring)."""
     if table not in TABLES:

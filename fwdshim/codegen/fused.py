@@ -24,7 +24,6 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from xdsl.ir import SSAValue
 
 from fwdshim.codegen import attention, norms
 from fwdshim.codegen.gemv_rows import Pair
-from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build
+from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build, factory
 from fwdshim.codegen.launch import CACHE_LEN, Binding, Ref, Unlowerable
 from fwdshim.codegen.source import check_block, small_items
 from fwdshim.codegen.tuning import DEFAULT, Tuning
@@ -108,7 +107,7 @@ def pair_epilogue(spec: ElementwiseSpec, first: Sequence[bool]) -> Pair:
     return Pair(tuple(stmts), tuple(f"t{s}_e" for s in spec.outputs), what if len(what) <= 24 else "elementwise")
 
 
-@functools.cache
+@factory
 def elementwise_kernel(spec: ElementwiseSpec, *, block: int = 256, items: int | None = None, tuning: Tuning = DEFAULT) -> Kernel:
     """The register-carried elementwise kernel of `spec` (see the module docstring): `items` indices a
     thread (default `source.small_items`: a small row in one block, every load issued first), thread

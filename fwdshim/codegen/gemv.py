@@ -57,7 +57,6 @@ whole-block-lane kernel (`vec` 32) and `q8_dots` (its row dots, and the MoE kern
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -80,7 +79,7 @@ from fwdshim.codegen.gemv_rows import (  # noqa: F401 - GemvSpec, Pair, Shape: t
     binary_params,
     store,
 )
-from fwdshim.codegen.kernel import Kernel, Param, build
+from fwdshim.codegen.kernel import Kernel, Param, build, factory
 from fwdshim.codegen.source import SharedArray, check_block, indent, late_wait
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.limits import STATIC_SHARED_BYTES
@@ -460,21 +459,21 @@ def block_shape(weights: str, n: int, k: int, act: str, tuning: Tuning = DEFAULT
     return Shape(16, 2, 8, 2, 2) if k >= 8192 else Shape(16, 2, 4, 2, 1)
 
 
-@functools.cache
+@factory
 def blocks(weights: str, n: int, k: int, m: int = 1, *, act: str = "f32", shape: Shape | None = None,
            tuning: Tuning = DEFAULT) -> Kernel:  # fmt: skip
     """The coalesced GEMV over `weights` (`gemv_blocks`), `shape` defaulting to `block_shape`."""
     return gemv_blocks(n, k, m, act, shape or block_shape(weights, n, k, act, tuning), weights=weights, tuning=tuning)
 
 
-@functools.cache
+@factory
 def q8_0(n: int, k: int, m: int = 1, *, shape: Shape | None = None, tuning: Tuning = DEFAULT) -> Kernel:
     """The Q8_0 GEMV dequantizing in-kernel (see the module docstring); `shape` defaults to
     `launch_shape`."""
     return gemv_q8(n, k, m, "f32", shape or launch_shape(n, k, "f32", tuning), tuning=tuning)
 
 
-@functools.cache
+@factory
 def q8_0_int8(n: int, k: int, m: int = 1, *, shape: Shape | None = None, tuning: Tuning = DEFAULT) -> Kernel:
     """The int8-activation Q8_0 GEMV (see the module docstring); `shape` defaults to `launch_shape`."""
     return gemv_q8(n, k, m, "int8", shape or launch_shape(n, k, "int8", tuning), tuning=tuning)
@@ -488,7 +487,7 @@ _LOAD = {
 _STORE_DTYPE = {"float32": "float32", "float16": "float16", "bfloat16": "uint16"}
 
 
-@functools.cache
+@factory
 def dense(n: int, k: int, m: int = 1, *, dtype: str = "float32", warps: int = 4, binary: tuple[str, bool] | None = None,
           tuning: Tuning = DEFAULT) -> Kernel:  # fmt: skip
     """The dense GEMV over float32/float16/bfloat16 weights (see the module docstring); one warp a row;

@@ -16,13 +16,17 @@ what runs (`codegen.source`: the prelude every module starts with, and the state
   opens each kernel function with `pdl_wait()`).
 - `build(name, body, entry, grid, block, params, notes, pdl=, spec=) -> Kernel`: a family's body
   with the prelude before it.
+- `@factory`: a family's factory, cached by its arguments, its `int` parameters checked first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import inspect
+import operator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -30,6 +34,39 @@ from fwdshim.codegen.device import simulating
 from fwdshim.codegen.kernel_cache import KernelSource, LazyDispatcher
 from fwdshim.codegen.numba_launch import launch_pdl
 from fwdshim.codegen.source import Facts, KernelBody, SharedArray, facts, prelude, with_pdl
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def factory(fn: F) -> F:
+    """`fn`, a kernel family's factory, cached by its arguments (`functools.cache`), each parameter
+    annotated `int` (or `int | None`) taken as an index first: a Python or NumPy integer becomes an
+    `int`; a float, bool or string is a TypeError naming the factory and the parameter, raised before
+    anything is built or cached (else `blocks("f16", 8, 64.0)` would bake `64.0` into a source and be
+    returned for `blocks("f16", 8, 64)`, the two keys being equal)."""
+    cached = functools.cache(fn)
+    sig = inspect.signature(fn)
+    dims = [n for n, p in sig.parameters.items() if p.annotation in ("int", "int | None", int)]
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        bound = sig.bind(*args, **kwargs)
+        for name in dims:
+            if name not in bound.arguments or bound.arguments[name] is None:
+                continue
+            v = bound.arguments[name]
+            try:
+                if isinstance(v, bool):
+                    raise TypeError
+                bound.arguments[name] = operator.index(v)
+            except TypeError:
+                raise TypeError(f"{fn.__name__}: `{name}` must be an integer, got {v!r}") from None
+        return cached(*bound.args, **bound.kwargs)
+
+    call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+    call.cache_info = cached.cache_info  # type: ignore[attr-defined]
+    return call  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

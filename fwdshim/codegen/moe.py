@@ -28,10 +28,8 @@ up `gq`/`uq int8 [E*ff*d]`, `gd`/`ud f32 [E*ff*d/32]`; down `dq int8 [E*d*ff]`, 
 
 from __future__ import annotations
 
-import functools
-
 from fwdshim.codegen.gemv_lanes import DotRow, q8_dots
-from fwdshim.codegen.kernel import Kernel, Param, build
+from fwdshim.codegen.kernel import Kernel, Param, build, factory
 from fwdshim.codegen.source import SharedArray, check_block, indent
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.codegen.unary import silu_expr
@@ -63,7 +61,7 @@ def _x_params(d: int, act: str) -> tuple[list[Param], str]:
     raise ValueError(f"a mixture over `{act}` activations (f32, int8)")
 
 
-@functools.cache
+@factory
 def router(e: int, d: int, top_k: int, *, act: str = "f32", warps: int | None = None, tuning: Tuning = DEFAULT) -> Kernel:
     """The top-k router (see the module docstring)."""
     _check(e, d, top_k)
@@ -134,7 +132,7 @@ ${{shared_lg}}    tid = $tx
                  shared=[SharedArray("lg", e, "float32")])  # fmt: skip
 
 
-@functools.cache
+@factory
 def gate_up(e: int, d: int, ff: int, top_k: int, *, act: str = "f32", rows_per_warp: int = 1, warps: int = 4, tuning: Tuning = DEFAULT) -> Kernel:
     """The gate-up SwiGLU kernel over the chosen experts (see the module docstring)."""
     _check(e, d, top_k, ff)
@@ -180,7 +178,7 @@ def gate_up_k(gq, gd, uq, ud, {xs}, idx, h):
     return build(name, body, "gate_up_k", grid, (32 * warps,), params, f"MoE gate-up SwiGLU of the top {top_k} of {e} experts", pdl=tuning.pdl)
 
 
-@functools.cache
+@factory
 def down(e: int, d: int, ff: int, top_k: int, *, rows_per_warp: int = 1, warps: int = 4, tuning: Tuning = DEFAULT) -> Kernel:
     """The down-and-combine kernel (see the module docstring)."""
     _check(e, d, top_k, ff)

@@ -32,12 +32,11 @@ quantizing kernels agree bit for bit with their unfused composition: `rms_norm(w
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build
+from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build, factory
 from fwdshim.codegen.quantize import check_format, epilogue, qact_params
 from fwdshim.codegen.source import (
     SharedArray,
@@ -101,7 +100,7 @@ class NormSpec(KernelSpec):
     rope: tuple[int, int] | None = None
 
 
-@functools.cache
+@factory
 def rms_norm(
     n: int, rows: int = 1, eps: float = 1e-5, *, weight: bool = False, residual: bool = False,
     write_sum: bool = False, quant: str | None = None, store_y: bool | None = None, block: int | None = None,
@@ -352,7 +351,7 @@ def rms_norm_k({names}):
 {second}"""
 
 
-@functools.cache
+@factory
 def layer_norm(
     n: int, rows: int = 1, eps: float = 1e-5, *, weight: bool = False, bias: bool = False,
     residual: bool = False, block: int | None = None, tuning: Tuning = DEFAULT,
@@ -400,7 +399,7 @@ def layer_norm_k({names}):
                  shared=_reds(2))  # fmt: skip
 
 
-@functools.cache
+@factory
 def softmax(n: int, rows: int = 1, *, block: int | None = None, tuning: Tuning = DEFAULT) -> Kernel:
     """The softmax row kernel (see the module docstring)."""
     block = _check(n, rows, block)

@@ -17,10 +17,9 @@ of 32 (or `items` blocks of 32 a warp: a small row in one CUDA block), `block` t
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
-from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build
+from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build, factory
 from fwdshim.codegen.source import check_block, indent, small_items
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.weights import QK8_0
@@ -80,7 +79,7 @@ class QuantizeSpec(KernelSpec):
     fmt: str
 
 
-@functools.cache
+@factory
 def quantize(n: int, rows: int = 1, fmt: str = "one_word", block: int = 256, items: int | None = None, *, tuning: Tuning = DEFAULT) -> Kernel:
     """The quantize stage over `rows` rows of `n` float32 values (see the module docstring).
 

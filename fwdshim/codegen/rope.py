@@ -9,10 +9,9 @@ product and sum rounded on its own: no FMA), dims from `2*half` on copied (the f
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
-from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build
+from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build, factory
 from fwdshim.codegen.source import check_block, small_items
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 
@@ -28,7 +27,7 @@ class RopeSpec(KernelSpec):
     half: int
 
 
-@functools.cache
+@factory
 def rope(n: int, hd: int, half: int, *, block: int = 128, items: int | None = None, tuning: Tuning = DEFAULT) -> Kernel:
     """The rope kernel (see the module docstring): `items` pairs a thread (default
     `source.small_items`), thread `t` of block `b` taking pairs `b*block*items + t + j*block`, every

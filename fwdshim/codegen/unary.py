@@ -13,10 +13,9 @@ per-index op, shared with the generated elementwise chain/region kernels.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
-from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build
+from fwdshim.codegen.kernel import Kernel, KernelSpec, Param, build, factory
 from fwdshim.codegen.source import check_block
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 
@@ -52,7 +51,7 @@ class BinarySpec(KernelSpec):
     n: int
 
 
-@functools.cache
+@factory
 def elementwise(kind: str, n: int, *, block: int = 256, tuning: Tuning = DEFAULT) -> Kernel:
     """`y = a kind b` per index (see the module docstring)."""
     grid = _grid(n, block)
@@ -72,7 +71,7 @@ def elementwise_k(a, b, y):
                  spec=BinarySpec(kind, n))
 
 
-@functools.cache
+@factory
 def silu(n: int, *, block: int = 256, tuning: Tuning = DEFAULT) -> Kernel:
     """`y = silu(x)` per index (see the module docstring)."""
     grid = _grid(n, block)
@@ -88,7 +87,7 @@ def silu_k(x, y):
     return build(f"silu_{n}", body, "silu_k", grid, (block,), params, f"silu of {n}", pdl=tuning.pdl)
 
 
-@functools.cache
+@factory
 def transpose(rows: int, cols: int, *, block_rows: int = 8, tuning: Tuning = DEFAULT) -> Kernel:
     """`y [cols, rows] = x [rows, cols]ᵀ` (see the module docstring)."""
     if rows <= 0 or cols <= 0:

@@ -4,6 +4,8 @@ syntax tree (`Facts`), never from substrings of its text."""
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from support import seeds
@@ -183,3 +185,33 @@ def test_every_mergeable_kernel_writes_out_as_a_part(source):
             extra = ["_bx", "_by", "_tx"] if index.tx == "_tx" else ["_bx", "_by"]
             text = k.code.device_fn("part0", [*extra, *(a.name for a in k.code.shared if index.hoist)], index)
             assert "cuda.blockIdx" not in text and "$" not in text, k.name
+
+
+@pytest.mark.parametrize(
+    "family, name, args, kwargs",
+    [
+        ("gemv", "blocks", ("f16", 8, 64.0), {}),
+        ("gemv", "q8_0", (8, 64.0), {}),
+        ("norms", "rms_norm", (True,), {}),
+        ("moe", "down", (4, 64, 64, 2), {"warps": 2.0}),
+        ("attention", "attention", (2, 1, 32, "8"), {}),
+    ],
+    ids=["blocks-k-float", "q8_0-k-float", "rms_norm-n-bool", "moe-warps-float", "attention-l-str"],
+)
+def test_a_factory_refuses_a_dimension_that_is_no_integer(family, name, args, kwargs):
+    """`kernel.factory`: a float, bool or string for an `int` parameter is a TypeError naming it,
+    raised before anything is cached (a float K once built a kernel with `64.0` in its source, and
+    the int call with the same value got that kernel back from the cache)."""
+    fn = getattr(importlib.import_module(f"fwdshim.codegen.{family}"), name)
+    with pytest.raises(TypeError, match=f"^{name}: `.*` must be an integer, got"):
+        fn(*args, **kwargs)
+
+
+def test_a_factory_takes_numpy_integers_as_the_same_kernel():
+    """A NumPy integer is the int of its value: the same cached kernel, its source without a NumPy
+    repr; keyword and positional forms of one argument are one cache entry."""
+    from fwdshim.codegen import gemv
+
+    k = gemv.blocks("f16", 8, np.int64(64))
+    assert k is gemv.blocks("f16", 8, 64) is gemv.blocks("f16", n=8, k=64)
+    assert "int64(64)" not in k.source and "np." not in k.source
