@@ -198,7 +198,7 @@ def _plain(s: object) -> GemvSpec | None:
     """`s` when it is the spec of a coalesced GEMV of `gemv_blocks` (any weight type) carrying no epilogue, over one row of x,
     one block a row group, no prefetch and an even number of rows a group (what takes an epilogue);
     else None."""
-    if not isinstance(s, GemvSpec) or s.shape is None or s.rope or s.pair or s.binary:
+    if not isinstance(s, GemvSpec) or s.shape is None or s.rope or s.pair or s.binary or s.experts:
         return None
     if s.shape.blocks or s.shape.prefetch or s.shape.rows % 2 or s.m != 1:
         return None
@@ -236,8 +236,8 @@ def _paired(s: GemvSpec | None, pair: Pair, tuning: Tuning) -> Kernel | None:
 
 def takes_binary(s: object) -> bool:
     """Whether `s` is the spec of a GEMV that takes an elementwise epilogue (`binary_variant`): one
-    carrying no epilogue yet, its last parameter `y`."""
-    return isinstance(s, GemvSpec) and not (s.rope or s.pair or s.binary)
+    carrying no epilogue yet, its last parameter `y` (a mixture's down-and-combine: `out`)."""
+    return isinstance(s, GemvSpec) and not (s.rope or s.pair or s.binary) and (not s.experts or s.combine)
 
 
 def binary_variant(kern: Kernel, kind: str, y_first: bool, tuning: Tuning) -> Kernel | None:
@@ -251,7 +251,8 @@ def binary_variant(kern: Kernel, kind: str, y_first: bool, tuning: Tuning) -> Ke
     binary = (kind, y_first)
     if s.weights in _LOAD:
         return dense(s.n, s.k, s.m, dtype=s.weights, warps=s.warps, binary=binary, tuning=tuning)
-    return gemv_blocks(s.n, s.k, s.m, s.act, s.shape, binary=binary, weights=s.weights, tuning=tuning)
+    return gemv_blocks(s.n, s.k, s.m, s.act, s.shape, binary=binary, weights=s.weights, experts=s.experts,
+                       combine=s.combine, tuning=tuning)  # fmt: skip
 
 
 def quant_variant(kern: Kernel, fmt: str, tuning: Tuning) -> Kernel | None:
@@ -269,9 +270,32 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     return gemv_blocks(n, k, m, act, shape, rope, pair, binary, weights="q8_0", tuning=tuning)
 
 
+def _combine_lines(n: int, top_k: int, per_block: int, binary: tuple[str, bool] | None) -> list[str]:
+    """`gemv_blocks`' `combine`, after the block's stores: the block counts itself done in
+    `ccount[$bx]`, and the last of the row block's `top_k` sums the row block's `y` rows by `wts`,
+    in `idx`'s order, into `out` (then `binary`'s epilogue, `gemv_rows.store`; see `gemv_blocks`)."""
+    terms = [f"    cv = fadd_rn(cv, fmul_rn(wts[{i}], y[{i * n} + cj]))" for i in range(top_k)]
+    return [
+        "cuda.threadfence()",
+        "cuda.syncthreads()",
+        "if $tx == 0:",
+        "    _cf[0] = int32(cuda.atomic.add(ccount, $bx, 1))",
+        "cuda.syncthreads()",
+        f"if _cf[0] == {top_k - 1}:",
+        "    cuda.threadfence()",
+        f"    if $tx < {per_block}:",
+        f"        cj = $bx * {per_block} + $tx",
+        "        cv = float32(0.0)",
+        *("    " + t for t in terms),
+        *("        " + ln for ln in store("out", "cj", "cv", binary).splitlines()),
+        "    if $tx == 0:",
+        "        ccount[$bx] = 0",
+    ]
+
+
 def gemv_blocks(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int] | None = None,
                 pair: Pair | None = None, binary: tuple[str, bool] | None = None, *, weights: str = "q8_0",
-                tuning: Tuning = DEFAULT) -> Kernel:  # fmt: skip
+                experts: tuple[int, int] | None = None, combine: bool = False, tuning: Tuning = DEFAULT) -> Kernel:  # fmt: skip
     """The coalesced GEMV over block-quantized `weights` (`gemv_decode.BLOCK_TYPES`: Q8_0 and the
     affine GGML types, each through its `gemv_decode.Decoder`; `act` f32: dequantizing; int8: int8
     activations) with launch shape `shape` (see the module docstring). Q8_0 takes every shape; the
@@ -294,16 +318,42 @@ def gemv_blocks(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int,
     `binary` (`(kind, y_first)`): after each store of `y`, the elementwise epilogue `ep_out = y kind
     ep_in` (`gemv_rows.store`; parameters `ep_in`, `ep_out` after `y`), without `pair`
     (`binary_variant`); with `rope` too, the rope turns `ep_out` (a bias added to q or k, then its
-    rope: Qwen2's), its parameters after the epilogue's."""
+    rope: Qwen2's), its parameters after the epilogue's.
+
+    `experts` (`(e, top_k)`, a mixture's expert GEMVs): the weight arrays are a stack of `e` N x K
+    matrices (`[e, n, k]` in the type's layout; with `pair` two stacks), and the launch computes the
+    `top_k` chosen by the router (parameter `idx int32 [top_k]` after the activation's): grid row `m`
+    reads matrix `idx[m]` and stores `y[m, :]` (`y f32 [top_k, n]`; a pair's `y2`, `z0`, ... too),
+    over x row `m` (`m == top_k`: `x [top_k, k]`) or the one row of x (`m == 1`). Without `rope` or
+    `binary` (but for `binary` on `combine`'s `out`), and with one block a row group (no looping grid,
+    prefetch or async-copy pipeline).
+
+    `combine` (with `experts`, without `pair`): the mixture's output too, `out[j] = Σ_i wts[i] ·
+    y[i, j]` summed in the order of `idx` from 0 (each product and sum rounded on its own; parameters
+    `wts f32 [top_k]`, `ccount int32 [row blocks]`, `out f32 [n]` after `y`): the last of a row
+    block's `top_k` blocks to store its rows (counted in `ccount`, which it resets to 0) sums them,
+    one thread a row; with `binary`, its elementwise epilogue follows each store of `out`, not of
+    `y` (`ep_in`, `ep_out` after `out`). Needs N a multiple of a block's rows (no block returns early)."""
     vec, rows, warps, unroll, split = shape.vec, shape.rows, shape.warps, shape.unroll, shape.split
-    spec = GemvSpec(weights, n, k, m, act, shape, rope, pair, binary=binary)
+    spec = GemvSpec(weights, n, k, m, act, shape, rope, pair, binary=binary, experts=experts, combine=combine)
     if binary is not None and pair is not None:
         raise ValueError("an elementwise epilogue and a pair epilogue on one GEMV")
+    if experts is not None:
+        e, top_k = experts
+        if (min(e, top_k) < 1 or top_k > e or m not in (1, top_k) or rope or (binary and not combine) or (pair and pair.quant)
+                or shape.blocks or shape.prefetch or shape.stages):  # fmt: skip
+            raise ValueError(f"the GEMV of {top_k} of {e} experts over {m} rows of x, {shape.tag}"
+                             + (" with an epilogue" if rope or binary else ""))  # fmt: skip
+        if combine and (pair or n % ((warps // split) * rows)):
+            raise ValueError(f"the weighted sum of {top_k} experts' rows of {n} values over blocks of {(warps // split) * rows} rows"
+                             + (" with a pair epilogue" if pair else ""))  # fmt: skip
+    elif combine:
+        raise ValueError("a weighted sum of experts' rows (`combine`) without `experts`")
     if rope is not None:
         hd, half = rope
         if shape.blocks or shape.prefetch or rows % 2 or m != 1 or hd != 2 * half or n % hd or pair is not None:
             raise ValueError(f"a rope epilogue of heads of {hd} ({half} pairs) on the GEMV {m}x{n}x{k} {shape.tag}")
-    if pair is not None and (shape.blocks or shape.prefetch or rows % 2 or m != 1):
+    if pair is not None and (shape.blocks or shape.prefetch or rows % 2 or (m != 1 and experts is None)):
         raise ValueError(f"a pair epilogue ({pair.what}) on the GEMV {m}x{n}x{k} {shape.tag}")
     if vec == 32 and weights == "q8_0":
         if shape.blocks or shape.prefetch:
@@ -356,18 +406,23 @@ def gemv_blocks(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int,
     lines += [f"acc{r} = warp_sum(acc{r})" for r in range(rows)]
     whole = nv % per_block == 0 and not (shape.blocks and shape.blocks < -(-nv // per_block))
     block_quant = tuning.pair_quant_block and whole and not shape.blocks and pair is not None and 32 % (per_block // 2) == 0
-    shared, guard, stores = _row_stores(nv, rows, warps, split, rope, pair, block_quant, binary)
+    shared, guard, stores = _row_stores(nv, rows, warps, split, rope, pair, block_quant, None if combine else binary, experts is not None)
     if whole:
         guard = ""  # no group of the grid starts past the rows: the kernel never returns early
+    ex = f"ex * {n} + " if experts else ""  # the chosen expert's matrix of the stack
     if rope is not None:  # pair q of the group: rows (i, i + half) of head h, pair index row0 / 2 + q
         pick = _pair_rows(n, rows, *rope) + "\n" + "\n".join(dec.row_base(r, f"rr{r}", k) for r in range(rows))
     elif two:  # pair q of the group: row i of both matrices, i = row0 / 2 + q
-        pick = _pair_of_rows(n, rows) + "\n" + "\n".join(dec.row_base(r, f"rr{r}", k) for r in range(rows))
+        pick = _pair_of_rows(n, rows) + "\n" + "\n".join(dec.row_base(r, f"({ex}rr{r})" if ex else f"rr{r}", k) for r in range(rows))
     else:
-        pick = "\n".join(dec.row_base(r, f"min(row0 + {r}, {n - 1})", k) for r in range(rows))
+        pick = "\n".join(dec.row_base(r, f"({ex}min(row0 + {r}, {n - 1}))" if ex else f"min(row0 + {r}, {n - 1})", k) for r in range(rows))
     work = pick + "\n" + "\n".join(early + lines) + "\n" + _dedent1(stores)
+    if combine:
+        shared.append(SharedArray("_cf", 1, "int32"))
+        work += "\n" + "\n".join(_combine_lines(n, experts[1], per_block, binary))
     n_blocks = -(-nv // per_block)
-    xs = "x" if act == "f32" else "xq, xd"
+    xs = ("x" if act == "f32" else "xq, xd") + (", idx" if experts else "")
+    ys_out = ", wts, ccount, out" if combine else ""
     if shape.stages:
         slots = shape.stages * rows * 32 * warps
         shared += [SharedArray("sq", 4 * slots, "int32", not simulating()), SharedArray("sd", slots, "float32")]
@@ -377,7 +432,7 @@ def gemv_blocks(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int,
     elif two:
         sig = f"{ws}, {', '.join(a + '2' for a, _, _ in dec.arrays(1, 256))}, {xs}, y, y2, {pair.outputs()}"
     else:
-        sig = f"{ws}, {xs}, y" + (", ep_in, ep_out" if binary else "")
+        sig = f"{ws}, {xs}, y" + ys_out + (", ep_in, ep_out" if binary else "")
     head = f"""\
 @cuda.jit(cache=True)
 def gemv_k({sig}):
@@ -387,13 +442,13 @@ def gemv_k({sig}):
     j = warp % {split}
     kl = j * 32 + lane
     m = $by
-    xo = m * {k}
-    xdo = m * {nb}
+{"    ex = int64(idx[m])" + chr(10) if experts else ""}    xo = {"0" if experts and m == 1 else f"m * {k}"}
+    xdo = {"0" if experts and m == 1 else f"m * {nb}"}
 """
     if not shape.blocks or shape.blocks >= n_blocks:
         pf = _prefetch("$bx", n, k, rows, per_block) if shape.prefetch else ""
         body = head + indent(pf, 1) + f"\n    row0 = ($bx * {groups} + grp) * {rows}\n" + guard + indent(work, 1) + "\n"
-        grid = (n_blocks, m)
+        grid = (n_blocks, experts[1] if experts else m)
     else:
         pf = _prefetch("$bx", n, k, rows, per_block) if shape.prefetch else ""
         pf_next = _prefetch("rb + cuda.gridDim.x", n, k, rows, per_block) if shape.prefetch else ""
@@ -406,17 +461,27 @@ def gemv_k({sig}):
             + indent(pf_next, 2) + f"\n        row0 = (rb * {groups} + grp) * {rows}\n" + indent(work, 2) + "\n"
         )
         grid = (shape.blocks, m)
-    params = dec.params(n, k) + _act_params(k, m, act) + [Param("y", "float32", m * n, "out", f"[{m}, {n}]")]
+    ys = experts[1] if experts else m  # rows of y
+    stack = experts[0] if experts else 1  # matrices a weight array holds
+    chosen = [Param("idx", "int32", ys, "in", "chosen experts (router)")] if experts else []
+    params = dec.params(stack * n, k) + _act_params(k, m, act) + chosen + [Param("y", "float32", ys * n, "out", f"[{ys}, {n}]")]
     tag = weights if act == "f32" else f"{weights}_int8"
     what = "dequantizing in-kernel" if act == "f32" else "int8 activations"
-    name = f"gemv_{tag}_{m}x{n}x{k}_{shape.tag}"
+    name = f"gemv_{tag}_{m}x{n}x{k}_{shape.tag}" + (f"_x{experts[0]}k{experts[1]}" if experts else "")
     notes = f"{weights.upper()} GEMV {n}x{k} ({what}) over {m} row{'s' if m != 1 else ''}"
+    if experts:
+        notes += f", the top {experts[1]} of a stack of {experts[0]} experts"
+    if combine:
+        params += [Param("wts", "float32", experts[1], "in", "the chosen experts' weights (router)"),
+                   Param("ccount", "int32", n_blocks, "inout", "blocks stored a row block (0 between launches)"),
+                   Param("out", "float32", n, "out", f"Σ_i wts[i] y[i] [{n}]")]  # fmt: skip
+        name, notes = name + "_c", notes + ", summed by their weights"
     if binary:  # before a rope's: the rope turns the epilogue's result (a bias added to q or k)
         params, name, notes = binary_params(params, name, notes, binary)
     if rope is not None:
         params, name, notes = _with_rope_params(params, name, notes, n, *rope)
     elif two:
-        params, name, notes = _with_pair_params(params, name, notes, n, k, pair, dec.params(n, k, "2"))
+        params, name, notes = _with_pair_params(params, name, notes, n, k, pair, dec.params(stack * n, k, "2"), ys)
     return build(name, body, "gemv_k", grid, (32 * warps,), params, notes, pdl=tuning.pdl, spec=spec, shared=shared)
 
 

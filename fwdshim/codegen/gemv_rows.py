@@ -69,15 +69,17 @@ def _pair_of_rows(n: int, rows: int) -> str:
 
 
 def _with_pair_params(params: list[Param], name: str, notes: str, n: int, k: int, pair: Pair,
-                      second: list[Param] | None = None) -> tuple[list[Param], str, str]:  # fmt: skip
+                      second: list[Param] | None = None, ys: int = 1) -> tuple[list[Param], str, str]:  # fmt: skip
     """A GEMV's parameters, name and notes with a second matrix (`second`, default Q8_0's `qs2`,
-    `dw2`, after the first's), its product (`y2` after `y`) and a pair epilogue's results (`z0`, ...)."""
+    `dw2`, after the first's), its product (`y2` after `y`) and a pair epilogue's results (`z0`, ...),
+    each of those `ys` rows (a mixture's chosen experts, `gemv_blocks`' `experts`)."""
     nb = k // 32
     if second is None:
         second = [Param("qs2", "int8", n * k, "in", f"second Q8_0 quants [{n}, {k}]"),
                   Param("dw2", "float32", n * nb, "in", f"second Q8_0 scales [{n}, {nb}]")]  # fmt: skip
-    outs = [Param("y2", "float32", n, "out", f"second product [{n}]")]
-    outs += [Param(f"z{i}", "float32", n, "out", f"{pair.what} result {i} [{n}]") for i in range(len(pair.values))]
+    rows = f"{ys}, {n}" if ys != 1 else f"{n}"
+    outs = [Param("y2", "float32", ys * n, "out", f"second product [{rows}]")]
+    outs += [Param(f"z{i}", "float32", ys * n, "out", f"{pair.what} result {i} [{rows}]") for i in range(len(pair.values))]
     if pair.quant:
         outs += _quantize.qact_params(n, 1, pair.quant, "z")
         outs.append(Param("qcount", "int32", -(-n // 32), "inout", "pairs stored a block of 32 of z0 (0 between launches)"))
@@ -158,6 +160,10 @@ class GemvSpec(KernelSpec):
     pair: Pair | None = None
     warps: int = 0
     binary: tuple[str, bool] | None = None
+    experts: tuple[int, int] | None = None
+    """`(e, top_k)`: the GEMV of a mixture's chosen experts (`gemv_blocks`' `experts`)."""
+    combine: bool = False
+    """The chosen experts' rows summed by their weights (`gemv_blocks`' `combine`)."""
 
 
 def _rope_lines(n: int, rows: int, half: int, value) -> list[str]:
@@ -178,15 +184,16 @@ def _rope_lines(n: int, rows: int, half: int, value) -> list[str]:
     return out
 
 
-def _pair_lines(n: int, rows: int, pair: Pair, value) -> list[str]:
+def _pair_lines(n: int, rows: int, pair: Pair, value, base: str = "") -> list[str]:
     """The pair epilogue of each pair `(2q, 2q + 1)` of a group's rows (`gemv_q8`'s `pair`; `n` the
     rows of both matrices, `pq{q}` the pair's row of each): `pa`, `pb` the two rows' values (from
-    `value(r)`), then the epilogue's statements, then its results into `z0`, `z1`, ..."""
+    `value(r)`), then the epilogue's statements, then its results into `z0`, `z1`, ... at `base +
+    pq{q}` (`base`: the row of results a chosen expert's, `gemv_blocks`' `experts`)."""
     out = []
     for q in range(rows // 2):
         out += [f"if row0 + {2 * q} < {n}:", f"    pa = {value(2 * q)}", f"    pb = {value(2 * q + 1)}"]
         out += [f"    {st}" for st in pair.stmts]
-        out += [f"    z{i}[pq{q}] = {v}" for i, v in enumerate(pair.values)]
+        out += [f"    z{i}[{base}pq{q}] = {v}" for i, v in enumerate(pair.values)]
     return out
 
 
@@ -269,20 +276,22 @@ def binary_params(params: list[Param], name: str, notes: str, binary: tuple[str,
 
 def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int] | None = None,
                 pair: Pair | None = None, block_quant: bool = False,
-                binary: tuple[str, bool] | None = None) -> tuple[list[SharedArray], str, str]:  # fmt: skip
+                binary: tuple[str, bool] | None = None, experts: bool = False) -> tuple[list[SharedArray], str, str]:  # fmt: skip
     """(top-level shared arrays, early-exit guard, stores) of a row-group kernel: with `split` 1 each
     warp's lane 0 stores its rows; else the group's warps' parts are summed in warp order through
     shared memory. With `rope` (`(hd, half)`, `gemv_q8`) row r of the group is `rr{r}` and each
     pair's rope goes to `z` after the stores (with `binary`, the rope of the epilogue's result, read
     back as stored). With `pair` (`n` the rows of both matrices) the even rows go to `y`, the odd to `y2`, row `rr{r}` of each, and each pair's epilogue after them, then
     its quantize (`Pair.quant`: a block's pairs counted at once with `block_quant`, whose kernel
-    must not return early). With `binary` each store is followed by its elementwise epilogue (`store`)."""
+    must not return early). With `binary` each store is followed by its elementwise epilogue (`store`).
+    With `experts` (`gemv_blocks`' `experts`) a pair's results go to the row `m` of `z0`, ...."""
     groups = warps // split if block_quant and pair and pair.quant else 0
     qf = [SharedArray("_qf", 1, "int32")] if groups else []
     row = (lambda r: f"rr{r}") if rope or pair else (lambda r: f"row0 + {r}")
     out = (lambda r: "y2" if r % 2 else "y") if pair else (lambda r: "y")
     at = (lambda r: f"m * {n // 2} + {row(r)}") if pair else (lambda r: f"m * {n} + {row(r)}")
     stored = lambda r: f"ep_out[{at(r)}]"  # noqa: E731 - the epilogue's result a rope turns
+    zbase = f"m * {n // 2} + " if experts else ""
     if split == 1:
         guard = f"    if row0 >= {n}:\n        return\n"
         stores = "\n".join(
@@ -292,7 +301,7 @@ def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int]
             value = stored if binary else (lambda r: f"acc{r}")
             stores += "\n    if lane == 0:\n" + indent("\n".join(_rope_lines(n, rows, rope[1], value)), 2)
         if pair:
-            stores += "\n    if lane == 0:\n" + indent("\n".join(_pair_lines(n, rows, pair, lambda r: f"acc{r}")), 2)
+            stores += "\n    if lane == 0:\n" + indent("\n".join(_pair_lines(n, rows, pair, lambda r: f"acc{r}", zbase)), 2)
             if pair.quant:
                 stores += "\n" + indent("\n".join(_pair_quant_lines(n // 2, rows, pair.quant, groups)), 1)
         return qf, guard, stores
@@ -307,7 +316,7 @@ def _row_stores(n: int, rows: int, warps: int, split: int, rope: tuple[int, int]
     if rope:
         sums += "\n" + indent("\n".join(_rope_lines(n, rows, rope[1], stored if binary else t)), 2)
     if pair:
-        sums += "\n" + indent("\n".join(_pair_lines(n, rows, pair, t)), 2)
+        sums += "\n" + indent("\n".join(_pair_lines(n, rows, pair, t, zbase)), 2)
     stores = f"    if lane == 0:\n{keep}\n    cuda.syncthreads()\n    if lane == 0 and j == 0:\n{sums}"
     if pair and pair.quant and groups:
         stores += "\n" + indent("\n".join(_pair_quant_lines(n // 2, rows, pair.quant, groups)), 1)

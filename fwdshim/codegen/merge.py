@@ -310,6 +310,12 @@ def merge_launches(launches: Sequence[Launch], fresh: Callable[..., Arg], tuning
         if len(pro) + len(par) + len(epi) + len(tails) == 1:
             out.append(par[0])
             continue
+        if not pro and not tails and len(par) == 1 and len(epi) == 1 and getattr(par[0].kernel.spec, "combine", False):
+            found = _epilogue(epi[0], par, [], tuning)  # a down-and-combine storing its epilogue itself (`_lone_epilogue`)
+            assert found is not None
+            done = _with_epilogue(par[0], epi[0], found[1], None, tuning)
+            out.append(replace(done, holds=(par[0], epi[0]), epilogues=1))
+            continue
         held = list(pro) + list(par) + list(epi) + list(tails)
         n_set = len(par)
         par = list(par)

@@ -331,6 +331,18 @@ def _epilogue(t, par: Sequence, busy: Sequence, tuning: Tuning) -> tuple[int, tu
     return found[0], (t.kernel.spec.kind, found[1])
 
 
+def _lone_epilogue(launches: Sequence, i: int, tuning: Tuning) -> list:
+    """[the launch after `i`] when it runs as the epilogue of launch `i`, a mixture's down-and-combine
+    (`gemv_blocks`' `combine`: its own last-block sum, so never a merged launch's part): an
+    elementwise op of its output (the residual add after the MoE), which its kernel then stores
+    itself (`gemv.binary_variant`); else []."""
+    k = launches[i].kernel
+    if i + 1 >= len(launches) or not getattr(k.spec, "combine", False):
+        return []
+    found = _epilogue(launches[i + 1], [launches[i]], [launches[i]], tuning)
+    return [launches[i + 1]] if found is not None and found[1][0] not in ("rope", "pair") else []
+
+
 def groups(launches: Sequence, tuning: Tuning) -> list[tuple[list, list, list, list]]:
     """The plan's launches cut into (prologue, parallel set, epilogues, tails) groups, in order (module
     docstring); a prologue is a list of one launch or none; each
@@ -345,8 +357,9 @@ def groups(launches: Sequence, tuning: Tuning) -> list[tuple[list, list, list, l
         else:
             par, j = _parallel(launches, i)
             if not par:
-                out.append(([], [launches[i]], [], []))
-                i += 1
+                epi = _lone_epilogue(launches, i, tuning)
+                out.append(([], [launches[i]], epi, []))
+                i += 1 + len(epi)
                 continue
         block = par[0].kernel.block[0]
         epi: list = []

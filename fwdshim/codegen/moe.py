@@ -28,7 +28,9 @@ up `gq`/`uq int8 [E*ff*d]`, `gd`/`ud f32 [E*ff*d/32]`; down `dq int8 [E*d*ff]`, 
 
 from __future__ import annotations
 
+from fwdshim.codegen.gemv import gemv_blocks
 from fwdshim.codegen.gemv_lanes import DotRow, q8_dots
+from fwdshim.codegen.gemv_rows import Pair, Shape
 from fwdshim.codegen.kernel import Kernel, Param, build, factory
 from fwdshim.codegen.source import SharedArray, check_block, indent
 from fwdshim.codegen.tuning import DEFAULT, Tuning
@@ -132,90 +134,40 @@ ${{shared_lg}}    tid = $tx
                  shared=[SharedArray("lg", e, "float32")])  # fmt: skip
 
 
-@factory
-def gate_up(e: int, d: int, ff: int, top_k: int, *, act: str = "f32", rows_per_warp: int = 1, warps: int = 4, tuning: Tuning = DEFAULT) -> Kernel:
-    """The gate-up SwiGLU kernel over the chosen experts (see the module docstring)."""
-    _check(e, d, top_k, ff)
-    check_block(32 * warps)
-    xparams, xs = _x_params(d, act)
-    nb = d // 32
-    rows = []
-    for r in range(rows_per_warp):
-        rows.append(DotRow(w=f"(ex * {ff} + f{r}) * {nb}", x="0", qs="gq", dw="gd"))
-        rows.append(DotRow(w=f"(ex * {ff} + f{r}) * {nb}", x="0", qs="uq", dw="ud"))
-    names = {"x": "x" if act == "f32" else "xq"}
-    pick = "\n".join(f"    f{r} = min(f0_ + {r}, {ff - 1})" for r in range(rows_per_warp))
-    stores = "\n".join(
-        f"    if lane == 0 and f0_ + {r} < {ff}:\n        g = acc{2 * r}\n"
-        f"        h[k * {ff} + f0_ + {r}] = fmul_rn({silu_expr('g')}, acc{2 * r + 1})"
-        for r in range(rows_per_warp)
-    )
-    body = f"""\
-@cuda.jit(cache=True)
-def gate_up_k(gq, gd, uq, ud, {xs}, idx, h):
-    lane = $tx % 32
-    f0_ = ($bx * {warps} + $tx // 32) * {rows_per_warp}
-    k = $by
-    if f0_ >= {ff}:
-        return
-    ex = int64(idx[k])
-{pick}
-{indent(q8_dots(rows, nb, act, unroll=2, names=names), 1)}
-{stores}
-"""
-    params = [
-        Param("gq", "int8", e * ff * d, "in", f"gate quants [{e}, {ff}, {d}]"),
-        Param("gd", "float32", e * ff * nb, "in", f"gate scales [{e}, {ff}, {nb}]"),
-        Param("uq", "int8", e * ff * d, "in", f"up quants [{e}, {ff}, {d}]"),
-        Param("ud", "float32", e * ff * nb, "in", f"up scales [{e}, {ff}, {nb}]"),
-        *xparams,
-        Param("idx", "int32", top_k, "in", "chosen experts (router)"),
-        Param("h", "float32", top_k * ff, "out", f"SwiGLU rows [{top_k}, {ff}]"),
-    ]
-    per_block = warps * rows_per_warp
-    grid = (-(-ff // per_block), top_k)
-    name = f"moe_gate_up_{act}_e{e}d{d}f{ff}k{top_k}"
-    return build(name, body, "gate_up_k", grid, (32 * warps,), params, f"MoE gate-up SwiGLU of the top {top_k} of {e} experts", pdl=tuning.pdl)
+SWIGLU = Pair(("pz = " + silu_expr("pa"),), ("fmul_rn(pz, pb)",), "silu_mul")
+"""The gate-up launch's pair epilogue: `silu(gate) * up`, each operation rounded on its own."""
+
+
+def expert_shape(n: int, k: int, pair: bool) -> Shape:
+    """The launch shape of an expert GEMV of N x K (`gate_up`, `down`): 16-byte pieces, eight warps,
+    two rows a warp (a pair: gate's and up's row) or four, two steps' loads at once. Untimed: a first
+    choice, to be measured (`bench/decode_step.py --shapes qwen3_30b_a3b`)."""
+    del n, k
+    return Shape(16, 2 if pair else 4, 8, 2, 1)
 
 
 @factory
-def down(e: int, d: int, ff: int, top_k: int, *, rows_per_warp: int = 1, warps: int = 4, tuning: Tuning = DEFAULT) -> Kernel:
-    """The down-and-combine kernel (see the module docstring)."""
+def gate_up(e: int, d: int, ff: int, top_k: int, *, act: str = "f32", weights: str = "q8_0",
+            shape: Shape | None = None, tuning: Tuning = DEFAULT) -> Kernel:  # fmt: skip
+    """The gate-up SwiGLU launch of the chosen experts: the family's GEMV (`gemv.gemv_blocks`) of the
+    gate and up stacks as a pair over the one row of x, `experts=(e, top_k)`, with `SWIGLU` as the
+    pair epilogue: `h[i, f] = silu(gate_e · x) * (up_e · x)` for `e = idx[i]` into `z0` (`y`, `y2`:
+    the two products). Params: the weight type's arrays of each stack (`qs`, `dw`, then `qs2`, `dw2`
+    for Q8_0), `x` or `xq, xd`, `idx`, then `y`, `y2`, `z0` (each `f32 [top_k, ff]`)."""
     _check(e, d, top_k, ff)
-    check_block(32 * warps)
-    nb = ff // 32
-    rpw = rows_per_warp
-    # row r of expert k is dot `k * rpw + r`: every expert's loads issued at once, summed in idx's order
-    rows = [DotRow(w=f"(ex{k} * {d} + j{r}) * {nb}", x=f"{k * ff}") for k in range(top_k) for r in range(rpw)]
-    dots = q8_dots(rows, nb, "f32", unroll=1, names={"qs": "dq", "dw": "dd", "x": "h"})
-    pick = "\n".join(f"    j{r} = min(j0 + {r}, {d - 1})" for r in range(rpw))
-    pick += "\n" + "\n".join(f"    ex{k} = int64(idx[{k}])" for k in range(top_k))
-    init = "\n".join(f"    out{r} = float32(0.0)" for r in range(rpw))
-    comb = "\n".join(f"    out{r} = fadd_rn(out{r}, fmul_rn(wts[{k}], acc{k * rpw + r}))" for k in range(top_k) for r in range(rpw))
-    stores = "\n".join(
-        f"    if lane == 0 and j0 + {r} < {d}:\n        y[j0 + {r}] = out{r}" for r in range(rpw)
-    )
-    body = f"""\
-@cuda.jit(cache=True)
-def down_k(dq, dd, h, idx, wts, y):
-    lane = $tx % 32
-    j0 = ($bx * {warps} + $tx // 32) * {rpw}
-    if j0 >= {d}:
-        return
-{pick}
-{init}
-{indent(dots, 1)}
-{comb}
-{stores}
-"""
-    params = [
-        Param("dq", "int8", e * d * ff, "in", f"down quants [{e}, {d}, {ff}]"),
-        Param("dd", "float32", e * d * nb, "in", f"down scales [{e}, {d}, {nb}]"),
-        Param("h", "float32", top_k * ff, "in", f"SwiGLU rows [{top_k}, {ff}] (gate-up)"),
-        Param("idx", "int32", top_k, "in", "chosen experts (router)"),
-        Param("wts", "float32", top_k, "in", "their weights (router)"),
-        Param("y", "float32", d, "out", f"[{d}]"),
-    ]
-    grid = (-(-d // (warps * rows_per_warp)),)
-    name = f"moe_down_e{e}d{d}f{ff}k{top_k}"
-    return build(name, body, "down_k", grid, (32 * warps,), params, f"MoE down-and-combine of the top {top_k} of {e} experts", pdl=tuning.pdl)
+    _x_params(d, act)
+    return gemv_blocks(ff, d, 1, act, shape or expert_shape(ff, d, True), pair=SWIGLU, weights=weights,
+                       experts=(e, top_k), tuning=tuning)  # fmt: skip
+
+
+@factory
+def down(e: int, d: int, ff: int, top_k: int, *, weights: str = "q8_0", shape: Shape | None = None,
+         tuning: Tuning = DEFAULT) -> Kernel:  # fmt: skip
+    """The down-and-combine launch: the family's GEMV (`gemv.gemv_blocks`) of the down stack over the
+    SwiGLU rows, row `i` by chosen expert `idx[i]` (`y f32 [top_k, d]`), with `combine`: `out[j] =
+    Σ_i wts[i] · y[i, j]`, the experts summed in the order of `idx` (no atomics on the sums). Params:
+    the weight type's arrays (`qs`, `dw` for Q8_0), `x f32 [top_k, ff]` (the SwiGLU rows), `idx`, `y`,
+    `wts`, `ccount int32` (zeros between launches), `out f32 [d]`."""
+    _check(e, d, top_k, ff)
+    return gemv_blocks(d, ff, top_k, "f32", shape or expert_shape(d, ff, False), weights=weights,
+                       experts=(e, top_k), combine=True, tuning=tuning)  # fmt: skip

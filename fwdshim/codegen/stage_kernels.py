@@ -150,8 +150,10 @@ def _quantize(op: QuantizeOp, tuning: Tuning) -> list[Binding]:
 
 
 def _moe(op: MoeOp, tuning: Tuning) -> list[Binding]:
-    """Three kernels: the top-k router, gate-up (SwiGLU) and down-and-combine, sharing the stage's
-    scratch buffers `idx` (the chosen experts), `wts` (their weights) and `h` (the SwiGLU rows)."""
+    """Three kernels: the top-k router, gate-up (SwiGLU) and down-and-combine (the last two the GEMV
+    family's, `moe.gate_up`, `moe.down`), sharing the stage's scratch buffers `idx` (the chosen
+    experts), `wts` (their weights) and `h` (the SwiGLU rows); `g`, `u` (the gate and up products),
+    `yk` (each expert's down product) and `ccount` (down's row-block counts) are the launches' own."""
     assert op.router_bias is None and all(b is None for b in op.biases), "kernel_refusal K19: legality runs first"
     assert op.renormalize is not None and op.act.data.value == "swiglu", "kernel_refusal K20, K21: legality runs first"
     assert op.weighs_outputs_by_softmax(), "kernel_refusal K22: legality runs first (_Builder.stage)"
@@ -170,12 +172,14 @@ def _moe(op: MoeOp, tuning: Tuning) -> list[Binding]:
         Binding(moe.router(e, d, top_k, act=act, tuning=tuning), {**q(op.router, "rq", "rd"), **xs, "idx": idx, "wts": wts}),
         Binding(
             moe.gate_up(e, d, ff, top_k, act=act, tuning=tuning),
-            {**q(op.gate_exps, "gq", "gd"), **q(op.up_exps, "uq", "ud"), **xs, "idx": idx, "h": h},
-        ),
+            {**q(op.gate_exps, "qs", "dw"), **q(op.up_exps, "qs2", "dw2"), **xs, "idx": idx,
+             "y": Ref(None, scratch="g"), "y2": Ref(None, scratch="u"), "z0": h},
+        ),  # fmt: skip
         Binding(
             moe.down(e, d, ff, top_k, tuning=tuning),
-            {**q(op.down_exps, "dq", "dd"), "h": h, "idx": idx, "wts": wts, "y": Ref(op.result)},
-        ),
+            {**q(op.down_exps, "qs", "dw"), "x": h, "idx": idx, "y": Ref(None, scratch="yk"), "wts": wts,
+             "ccount": Ref(None, scratch="ccount"), "out": Ref(op.result)},
+        ),  # fmt: skip
     ]
 
 

@@ -193,7 +193,7 @@ def test_every_mergeable_kernel_writes_out_as_a_part(source):
         ("gemv", "blocks", ("f16", 8, 64.0), {}),
         ("gemv", "q8_0", (8, 64.0), {}),
         ("norms", "rms_norm", (True,), {}),
-        ("moe", "down", (4, 64, 64, 2), {"warps": 2.0}),
+        ("moe", "router", (4, 64, 2), {"warps": 2.0}),
         ("attention", "attention", (2, 1, 32, "8"), {}),
     ],
     ids=["blocks-k-float", "q8_0-k-float", "rms_norm-n-bool", "moe-warps-float", "attention-l-str"],

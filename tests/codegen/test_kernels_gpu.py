@@ -115,7 +115,7 @@ def test_rope():
 
 @pytest.mark.parametrize("act", ["f32", "int8"])
 def test_moe(act):
-    check_moe(8, 1024, 2816, 2, act, gate_rows=1, down_rows=1)
+    check_moe(8, 1024, 2816, 2, act)
 
 
 def test_router_qwen_sized():

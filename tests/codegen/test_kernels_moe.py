@@ -34,11 +34,12 @@ def test_moe_kernel_interfaces():
     r = moe.router(8, 4096, 2, act="int8")
     assert r.param_names == ("rq", "rd", "xq", "xd", "idx", "wts") and r.grid == (1,) and r.block == (256,)  # a warp an expert
     assert moe.router(128, 2048, 8).block == (1024,) and "ex3 = min(warp + 96, 127)" in moe.router(128, 2048, 8).source
-    gu = moe.gate_up(8, 4096, 14336, 2)
-    assert gu.param_names == ("gq", "gd", "uq", "ud", "x", "idx", "h") and gu.grid == (3584, 2)
+    gu = moe.gate_up(8, 4096, 14336, 2)  # the family's pair GEMV: gate's and up's rows a group, 8 warps a block
+    assert gu.param_names == ("qs", "dw", "qs2", "dw2", "x", "idx", "y", "y2", "z0") and gu.grid == (14336 * 2 // 16, 2)
+    assert gu.spec.experts == (8, 2) and gu.spec.pair is moe.SWIGLU
     dn = moe.down(8, 4096, 14336, 2)
-    assert dn.param_names == ("dq", "dd", "h", "idx", "wts", "y")
-    assert "int64(idx[1])" in dn.source and "for k in" not in dn.source  # every chosen expert's loads at once
+    assert dn.param_names == ("qs", "dw", "x", "idx", "y", "wts", "ccount", "out") and dn.grid == (4096 // 32, 2)
+    assert "ex = int64(idx[m])" in dn.source and "xo = m * 14336" in dn.source and "xo = 0" in gu.source
 
 
 def test_router_nan_logits_stay_inside_the_expert_stacks():

@@ -54,10 +54,10 @@ def check_moe(e: int, d: int, ff: int, top_k: int, act: str, **kw) -> None:
     (rr, rq, rd), (gr, gq, gd), (ur, uq, ud), (dr, dq, dd) = (q8_0(a) for a in (router, gate, up, down))
     xin, xa = _x(x, act)
     routed = moe.router(e, d, top_k, act=act, warps=2).run(rq=rq, rd=rd, **xa)
-    gk = moe.gate_up(e, d, ff, top_k, act=act, warps=2, rows_per_warp=kw.get("gate_rows", 8))
-    h = gk.run(gq=gq, gd=gd, uq=uq, ud=ud, idx=routed["idx"], **xa)["h"]
-    dk = moe.down(e, d, ff, top_k, warps=2, rows_per_warp=kw.get("down_rows", 16))
-    y = dk.run(dq=dq, dd=dd, h=h, idx=routed["idx"], wts=routed["wts"])["y"]
+    gk = moe.gate_up(e, d, ff, top_k, act=act, shape=kw.get("gate_shape"))
+    h = gk.run(qs=gq, dw=gd, qs2=uq, dw2=ud, idx=routed["idx"], **xa)["z0"]
+    dk = moe.down(e, d, ff, top_k, shape=kw.get("down_shape"))
+    y = dk.run(qs=dq, dw=dd, x=h, idx=routed["idx"], wts=routed["wts"])["out"]
     want = R.moe(xin, _wd(rr, (e, d)), _wd(gr, (e, ff, d)), _wd(ur, (e, ff, d)), _wd(dr, (e, d, ff)), top_k)
     # float32 dots over d and ff: an error budget relative to the output's scale (sums cancel)
     close(y, want, 1e-5 * (1 + np.abs(want)) + 4e-6 * np.abs(want).max(), f"moe ({act})")
