@@ -1,12 +1,13 @@
-"""The sparse mixture of experts as three kernels for one `fwd.moe` stage: the top-k router, the
-gate-up kernel (SwiGLU) and the down-and-combine kernel. Routing, top-k and renormalization run on
+"""The sparse mixture of experts as three launches for one `fwd.moe` stage: the top-k router, the
+gate-up launch (SwiGLU) and the down-and-combine launch. Routing, top-k and renormalization run on
 the GPU; the chosen experts' indices stay on the device, and gate-up and down read only those
-experts' Q8_0 rows (dequantized in-kernel, `codegen.gemv.q8_dots`).
+experts' rows: they are the one GEMV family's kernels (`codegen.gemv.gemv_blocks` with `experts`),
+so the launch shapes, wide loads and block decoders of the dense GEMVs are theirs too.
 
-Weights in the `repack_q8_0` layout, flattened: router `rq int8 [E*d]`, `rd f32 [E*d/32]`; gate and
-up `gq`/`uq int8 [E*ff*d]`, `gd`/`ud f32 [E*ff*d/32]`; down `dq int8 [E*d*ff]`, `dd f32 [E*d*ff/32]`
-(d and ff multiples of 32). `act`: `f32` reads `x f32 [d]`; `int8` reads a quantized activation
-`xq int8 [d]`, `xd f32 [d/32]` (int8-act numerics: the router and gate/up dots are int8 GEMVs).
+Weights in the `repack_q8_0` layout, flattened: router `rq int8 [E*d]`, `rd f32 [E*d/32]`; the gate,
+up and down stacks as the Q8_0 decoder reads them (`qs int8 [E*ff*d]`, `dw f32 [E*ff*d/32]`; down
+`[E*d*ff]`; d and ff multiples of 32). `act`: `f32` reads `x f32 [d]`; `int8` reads a quantized
+activation `xq int8 [d]`, `xd f32 [d/32]` (int8-act numerics: the router and gate/up dots are int8).
 
 - `router(e, d, top_k, act=, warps=)`: one block (`warps` default `min(32, e)`), each warp the logits of
   experts `warp + warps*i`, the loads of all of them (two blocks a lane a step) issued at once. Logits `rq · x` into shared memory, top-k over
@@ -16,14 +17,15 @@ up `gq`/`uq int8 [E*ff*d]`, `gd`/`ud f32 [E*ff*d/32]`; down `dq int8 [E*d*ff]`, 
   (the softmax over all experts renormalized over the kept ones, exactly): every weight NaN where a
   kept logit is NaN. `reference.moe_route` follows the same rule. Params `rq, rd, x|xq,xd`, outputs
   `idx int32 [top_k]` (best first), `wts f32 [top_k]`.
-- `gate_up(e, d, ff, top_k, act=, rows_per_warp=, warps=)`: `h[k, f] = silu(gate_e·x) * (up_e·x)` for
-  `e = idx[k]` (two blocks a lane a step); grid `(ceil(ff / (warps*rows_per_warp)), top_k)`. Params `gq, gd, uq, ud, x|xq,xd,
-  idx`, output `h f32 [top_k*ff]`.
-- `down(e, d, ff, top_k, rows_per_warp=, warps=)`: `y[j] = Σ_k wts[k] · (down_{idx[k]} · h[k])[j]`,
-  the experts summed in the order of `idx` (no atomics); each warp computes `rows_per_warp` rows of
-  every chosen expert, their loads issued at once;
-  grid `(ceil(d / (warps*rows_per_warp)),)`. Params `dq, dd, h, idx, wts`, output
-  `y f32 [d]`.
+- `gate_up(e, d, ff, top_k, act=, shape=)`: the gate and up stacks as a pair GEMV over the one row of
+  x, `z0[i, f] = silu(gate_e · x) * (up_e · x)` for `e = idx[i]` (`SWIGLU`); grid `(2 ff / rows a
+  block, top_k)`. Params `qs, dw, qs2, dw2, x|xq,xd, idx`, outputs `y, y2` (the products) and `z0`,
+  each `f32 [top_k, ff]`.
+- `down(e, d, ff, top_k, shape=)`: `y[i] = down_{idx[i]} · z0[i]` (x `f32 [top_k, ff]`), then
+  `out[j] = Σ_i wts[i] · y[i, j]`, the experts summed in the order of `idx` by the last block of a
+  row block to finish (`gemv_blocks`' `combine`; no atomics on the sums); grid `(d / rows a block,
+  top_k)`. Params `qs, dw, x, idx`, `y`, `wts`, `ccount` (zeros between launches), `out f32 [d]`. The
+  residual add after the MoE becomes its epilogue (`codegen.merge`).
 """
 
 from __future__ import annotations
