@@ -80,7 +80,7 @@ from fwdshim.codegen.gemv_rows import (  # noqa: F401 - GemvSpec, Pair, Shape: t
     store,
 )
 from fwdshim.codegen.kernel import Kernel, Param, build, factory
-from fwdshim.codegen.source import SharedArray, check_block, indent, late_wait
+from fwdshim.codegen.source import SharedArray, check_block, count_done, indent, late_wait, release_import
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.limits import STATIC_SHARED_BYTES
 
@@ -272,17 +272,16 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
 
 def _combine_lines(n: int, top_k: int, per_block: int, binary: tuple[str, bool] | None) -> list[str]:
     """`gemv_blocks`' `combine`, after the block's stores: the block counts itself done in
-    `ccount[$bx]`, and the last of the row block's `top_k` sums the row block's `y` rows by `wts`,
-    in `idx`'s order, into `out` (then `binary`'s epilogue, `gemv_rows.store`; see `gemv_blocks`)."""
+    `ccount[$bx]` (`source.count_done`: one acquire-release atomic, the merged launches' tails'
+    pattern), and the last of the row block's `top_k` sums the row block's `y` rows by `wts`, in
+    `idx`'s order, into `out` (then `binary`'s epilogue, `gemv_rows.store`; see `gemv_blocks`)."""
+    counted, acquired = count_done("_cf", "ccount", "$bx", "$tx")
     terms = [f"    cv = fadd_rn(cv, fmul_rn(wts[{i}], y[{i * n} + cj]))" for i in range(top_k)]
     return [
-        "cuda.threadfence()",
-        "cuda.syncthreads()",
-        "if $tx == 0:",
-        "    _cf[0] = int32(cuda.atomic.add(ccount, $bx, 1))",
+        *counted.splitlines(),
         "cuda.syncthreads()",
         f"if _cf[0] == {top_k - 1}:",
-        "    cuda.threadfence()",
+        *("    " + ln for ln in acquired.splitlines()),
         f"    if $tx < {per_block}:",
         f"        cj = $bx * {per_block} + $tx",
         "        cv = float32(0.0)",
@@ -326,7 +325,8 @@ def gemv_blocks(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int,
     reads matrix `idx[m]` and stores `y[m, :]` (`y f32 [top_k, n]`; a pair's `y2`, `z0`, ... too),
     over x row `m` (`m == top_k`: `x [top_k, k]`) or the one row of x (`m == 1`). Without `rope` or
     `binary` (but for `binary` on `combine`'s `out`), and with one block a row group (no looping grid,
-    prefetch or async-copy pipeline).
+    prefetch or async-copy pipeline). Its weight loads wait with the rest (`pdl_wait()` first): which
+    rows it reads comes from the router's launch before it (`Tuning.pre_wait_loads` hoists none).
 
     `combine` (with `experts`, without `pair`): the mixture's output too, `out[j] = Σ_i wts[i] ·
     y[i, j]` summed in the order of `idx` from 0 (each product and sum rounded on its own; parameters
@@ -379,7 +379,7 @@ def gemv_blocks(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int,
     main = steps - steps % unroll
     lines = [f"acc{r} = float32(0.0)" for r in range(rows)]
     early: list[str] = []  # the weight loads before the wait (`Tuning.pre_wait_loads`)
-    if _hoists(shape, steps, tuning):
+    if _hoists(shape, steps, tuning) and experts is None:  # an expert's rows come from `idx`: read after the wait
         early, rest = _written_out(lambda us, tag: _step_parts(dec, rows, us, two, act, tag), steps, tail, width, "kl", "c")
         lines += rest
         early += late_wait(tuning.pdl)
@@ -482,6 +482,8 @@ def gemv_k({sig}):
         params, name, notes = _with_rope_params(params, name, notes, n, *rope)
     elif two:
         params, name, notes = _with_pair_params(params, name, notes, n, k, pair, dec.params(stack * n, k, "2"), ys)
+    if combine:
+        body = release_import() + body
     return build(name, body, "gemv_k", grid, (32 * warps,), params, notes, pdl=tuning.pdl, spec=spec, shared=shared)
 
 

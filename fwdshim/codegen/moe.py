@@ -30,6 +30,7 @@ activation `xq int8 [d]`, `xd f32 [d/32]` (int8-act numerics: the router and gat
 
 from __future__ import annotations
 
+from fwdshim.codegen.device import simulating
 from fwdshim.codegen.gemv import gemv_blocks
 from fwdshim.codegen.gemv_lanes import DotRow, q8_dots
 from fwdshim.codegen.gemv_rows import Pair, Shape
@@ -78,8 +79,9 @@ def router(e: int, d: int, top_k: int, *, act: str = "f32", warps: int | None = 
     pick = "\n".join(f"ex{i} = min(warp + {warps * i}, {e - 1})" for i in range(per_warp))
     dots = q8_dots([DotRow(w=f"ex{i} * {d // 32}", x="0") for i in range(per_warp)], d // 32, act, unroll=2, names=names)
     stores = "\n".join(f"if lane == 0 and warp + {warps * i} < {e}:\n    lg[ex{i}] = acc{i}" for i in range(per_warp))
+    bounds = "" if simulating() else f", launch_bounds={32 * warps}"  # ptxas keeps a thread's registers within a block of 32 warps
     body = f"""\
-@cuda.jit(cache=True)
+@cuda.jit(cache=True{bounds})
 def router_k(rq, rd, {xs}, idx, wts):
 ${{shared_lg}}    tid = $tx
     lane = tid % 32

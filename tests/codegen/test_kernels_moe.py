@@ -51,3 +51,20 @@ def test_router_nan_logits_stay_inside_the_expert_stacks():
     x = np.full(d, np.nan, dtype=F32)
     out = moe.router(e, d, 2, act="f32", warps=2).run(rq=rq, rd=rd, x=x)
     assert all(0 <= int(i) < e for i in out["idx"]), list(out["idx"])
+
+
+@pytest.mark.parametrize("pdl", ["ahead", "early"])
+def test_expert_gemvs_read_the_routers_choice_after_their_wait(pdl):
+    """The chosen experts come from the router's launch just before: under programmatic dependent
+    launch a GEMV that read `idx` (or loaded an expert's rows) before its `pdl_wait()` would read the
+    previous token's choice. The dense GEMVs hoist weight loads above the wait
+    (`Tuning.pre_wait_loads`); the expert GEMVs must not (the GPU suite caught it: four MoE graph
+    tests failed, every simulated one passed, the simulator having no PDL)."""
+    from fwdshim.codegen.tuning import Tuning
+
+    t = Tuning(pdl=pdl)
+    for k in (moe.gate_up(8, 256, 64, 2, tuning=t), moe.down(8, 256, 64, 2, tuning=t),
+              moe.gate_up(8, 256, 64, 2, act="int8", tuning=t)):  # fmt: skip
+        body = k.source[k.source.index("def gemv_k"):]
+        assert body.index("pdl_wait()") < body.index("idx[") and "ld_i32x4(qs" in body, k.name
+        assert body.count("pdl_wait()") == 1

@@ -25,7 +25,7 @@ def _x(x, act):
     return qx, {"xq": qx.q, "xd": qx.d}
 
 
-def check_router(e: int, d: int, top_k: int, act: str, scales, warps: int = 2) -> tuple[np.ndarray, np.ndarray]:
+def check_router(e: int, d: int, top_k: int, act: str, scales, warps: int | None = 2) -> tuple[np.ndarray, np.ndarray]:
     """Router rows that are multiples of one row: their logits order as `scales`, equal scales tie
     bit for bit."""
     g = rng()
