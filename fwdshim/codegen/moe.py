@@ -1,22 +1,21 @@
-"""The sparse mixture of experts as three launches for one `fwd.moe` stage: the top-k router, the
-gate-up launch (SwiGLU) and the down-and-combine launch. Routing, top-k and renormalization run on
-the GPU; the chosen experts' indices stay on the device, and gate-up and down read only those
-experts' rows: they are the one GEMV family's kernels (`codegen.gemv.gemv_blocks` with `experts`),
-so the launch shapes, wide loads and block decoders of the dense GEMVs are theirs too.
+"""The sparse mixture of experts as four launches for one `fwd.moe` stage: the router's logits, its
+top-k, the gate-up launch (SwiGLU) and the down-and-combine launch. Routing, top-k and
+renormalization run on the GPU; the chosen experts' indices stay on the device, and gate-up and down
+read only those experts' rows. All but the top-k are the one GEMV family's kernels
+(`codegen.gemv.gemv_blocks`; gate-up and down with `experts`), so the launch shapes, wide loads, block
+decoders and merging of the dense GEMVs are theirs too: the norm before the router runs as its
+launch's prologue, the top-k as its tail, the residual add after the MoE as down's epilogue.
 
-Weights in the `repack_q8_0` layout, flattened: router `rq int8 [E*d]`, `rd f32 [E*d/32]`; the gate,
+Weights in the `repack_q8_0` layout, flattened: router `qs int8 [E*d]`, `dw f32 [E*d/32]`; the gate,
 up and down stacks as the Q8_0 decoder reads them (`qs int8 [E*ff*d]`, `dw f32 [E*ff*d/32]`; down
 `[E*d*ff]`; d and ff multiples of 32). `act`: `f32` reads `x f32 [d]`; `int8` reads a quantized
 activation `xq int8 [d]`, `xd f32 [d/32]` (int8-act numerics: the router and gate/up dots are int8).
 
-- `router(e, d, top_k, act=, warps=)`: one block (`warps` default `min(32, e)`), each warp the logits of
-  experts `warp + warps*i`, the loads of all of them (two blocks a lane a step) issued at once. Logits `rq · x` into shared memory, top-k over
-  the logits by one warp (`top_k` rounds of a warp argmax; ties: the lower expert index; a NaN logit
-  ranks below every number, so the kept experts are `top_k` distinct ones even from a row of NaNs),
-  then the renormalized softmax of the kept logits, `w_i = exp(l_i - l_max) / Σ_kept exp(l_j - l_max)`
-  (the softmax over all experts renormalized over the kept ones, exactly): every weight NaN where a
-  kept logit is NaN. `reference.moe_route` follows the same rule. Params `rq, rd, x|xq,xd`, outputs
-  `idx int32 [top_k]` (best first), `wts f32 [top_k]`.
+- `logits(e, d, act=)`: `y[i] = router_i · x`, `f32 [e]` (`gemv.blocks`).
+- `topk(e, top_k)`: one warp over the logits `lg`: top-k, ties to the lower expert index, a NaN logit
+  below every number, then the renormalized softmax of the kept logits (see its docstring;
+  `reference.moe_route` follows the same rule); outputs `idx int32 [top_k]` (best first), `wts f32
+  [top_k]`.
 - `gate_up(e, d, ff, top_k, act=, shape=)`: the gate and up stacks as a pair GEMV over the one row of
   x, `z0[i, f] = silu(gate_e · x) * (up_e · x)` for `e = idx[i]` (`SWIGLU`); grid `(2 ff / rows a
   block, top_k)`. Params `qs, dw, qs2, dw2, x|xq,xd, idx`, outputs `y, y2` (the products) and `z0`,
@@ -24,14 +23,13 @@ activation `xq int8 [d]`, `xd f32 [d/32]` (int8-act numerics: the router and gat
 - `down(e, d, ff, top_k, shape=)`: `y[i] = down_{idx[i]} · z0[i]` (x `f32 [top_k, ff]`), then
   `out[j] = Σ_i wts[i] · y[i, j]`, the experts summed in the order of `idx` by the last block of a
   row block to finish (`gemv_blocks`' `combine`; no atomics on the sums); grid `(d / rows a block,
-  top_k)`. Params `qs, dw, x, idx`, `y`, `wts`, `ccount` (zeros between launches), `out f32 [d]`. The
-  residual add after the MoE becomes its epilogue (`codegen.merge`).
+  top_k)`. Params `qs, dw, x, idx`, `y`, `wts`, `ccount` (zeros between launches), `out f32 [d]`.
 """
 
 from __future__ import annotations
 
 from fwdshim.codegen.device import simulating
-from fwdshim.codegen.gemv import gemv_blocks
+from fwdshim.codegen.gemv import blocks, gemv_blocks
 from fwdshim.codegen.gemv_lanes import DotRow, q8_dots
 from fwdshim.codegen.gemv_rows import Pair, Shape
 from fwdshim.codegen.kernel import Kernel, Param, build, factory
@@ -67,75 +65,77 @@ def _x_params(d: int, act: str) -> tuple[list[Param], str]:
 
 
 @factory
-def router(e: int, d: int, top_k: int, *, act: str = "f32", warps: int | None = None, tuning: Tuning = DEFAULT) -> Kernel:
-    """The top-k router (see the module docstring)."""
-    _check(e, d, top_k)
-    warps = min(32, e) if warps is None else warps
-    check_block(32 * warps)
-    xparams, xs = _x_params(d, act)
-    names = {"qs": "rq", "dw": "rd", "x": "x" if act == "f32" else "xq"}
+def logits(e: int, d: int, *, act: str = "f32", tuning: Tuning = DEFAULT) -> Kernel:
+    """The router's logits `lg[i] = router_i · x`, `f32 [e]`: the GEMV family's Q8_0 GEMV of the
+    router (`gemv.blocks`; params `qs`, `dw`, `x` or `xq, xd`, `y`), so it merges as any GEMV does
+    (the norm before it its prologue, `topk` its tail)."""
+    _check(e, d, 1)
+    _x_params(d, act)
+    return blocks("q8_0", e, d, act=act, tuning=tuning)
+
+
+@factory
+def topk(e: int, top_k: int, *, tuning: Tuning = DEFAULT) -> Kernel:
+    """The router's choice from its logits `lg f32 [e]` (`logits`), by one warp: top-k over the
+    logits (`top_k` rounds of a warp argmax; ties: the lower expert index; a NaN logit ranks below
+    every number, so the kept experts are `top_k` distinct ones even from a row of NaNs), then the
+    renormalized softmax of the kept logits, `w_i = exp(l_i - l_max) / Σ_kept exp(l_j - l_max)` (the
+    softmax over all experts renormalized over the kept ones, exactly): every weight NaN where a
+    kept logit is NaN. `reference.moe_route` follows the same rule. Outputs `idx int32 [top_k]`
+    (best first), `wts f32 [top_k]`. One warp, no barrier and no shared memory: it runs as a tail of
+    the logits' launch (`codegen.merge`)."""
+    if min(e, top_k) <= 0 or top_k > e or e > MOE_MAX_EXPERTS or top_k > MOE_MAX_TOP_K:  # legality's B09, B10
+        raise ValueError(f"the top {top_k} of {e} experts (at most {MOE_MAX_TOP_K} of at most {MOE_MAX_EXPERTS})")
     per_lane = -(-e // 32)
-    per_warp = -(-e // warps)  # a warp's experts, every load of theirs issued before the first sum
-    pick = "\n".join(f"ex{i} = min(warp + {warps * i}, {e - 1})" for i in range(per_warp))
-    dots = q8_dots([DotRow(w=f"ex{i} * {d // 32}", x="0") for i in range(per_warp)], d // 32, act, unroll=2, names=names)
-    stores = "\n".join(f"if lane == 0 and warp + {warps * i} < {e}:\n    lg[ex{i}] = acc{i}" for i in range(per_warp))
-    bounds = "" if simulating() else f", launch_bounds={32 * warps}"  # ptxas keeps a thread's registers within a block of 32 warps
     body = f"""\
-@cuda.jit(cache=True{bounds})
-def router_k(rq, rd, {xs}, idx, wts):
-${{shared_lg}}    tid = $tx
-    lane = tid % 32
-    warp = tid // 32
-{indent(pick, 1)}
-{indent(dots, 1)}
-{indent(stores, 1)}
-    cuda.syncthreads()
-    if warp == 0:
-        taken = int64(0)
-        top = float32(0.0)
-        myv = float32(-math.inf)
-        mye = int64(0)
-        for r in range({top_k}):
-            # the best untaken candidate: a NaN logit ranks below every number, ties (NaN with NaN
-            # too) go to the lower index (reference.moe_route ranks the same); `{e}`: none yet
-            v = float32(math.nan)
-            ei = int64({e})
-            for j in range({per_lane}):
-                c = lane + 32 * j
-                if c < {e} and (taken >> j) & 1 == 0:
-                    lc = lg[c]
-                    if ei == {e} or lc > v or (math.isnan(v) and not math.isnan(lc)):
-                        v = lc
-                        ei = c
-            for m in (16, 8, 4, 2, 1):
-                ov = shfl_xor(v, m)
-                oe = shfl_xor(ei, m)
-                nv, no = math.isnan(v), math.isnan(ov)
-                if oe < {e} and (ei >= {e} or (nv and not no) or (nv == no and (ov > v or (not (ov < v) and oe < ei)))):
-                    v = ov
-                    ei = oe
-            if ei % 32 == lane:
-                taken |= int64(1) << (ei // 32)
-            if r == 0:
-                top = v
-            if lane == r:
-                myv = v
-                mye = ei
-        ex_w = float32(math.exp(fsub_rn(myv, top))) if lane < {top_k} else float32(0.0)
-        tot = warp_sum(ex_w)
-        if lane < {top_k}:
-            idx[lane] = int32(mye)
-            wts[lane] = fdiv_rn(ex_w, tot)
+@cuda.jit(cache=True)
+def topk_k(lg, idx, wts):
+    lane = $tx % 32
+    lv = cuda.local.array({per_lane}, float32)  # the lane's logits, read once
+    for j in range({per_lane}):
+        lv[j] = lg[min(lane + 32 * j, {e - 1})]
+    taken = int64(0)
+    top = float32(0.0)
+    myv = float32(-math.inf)
+    mye = int64(0)
+    for r in range({top_k}):
+        # the best untaken candidate: a NaN logit ranks below every number, ties (NaN with NaN
+        # too) go to the lower index (reference.moe_route ranks the same); `{e}`: none yet
+        v = float32(math.nan)
+        ei = int64({e})
+        for j in range({per_lane}):
+            c = lane + 32 * j
+            if c < {e} and (taken >> j) & 1 == 0:
+                lc = lv[j]
+                if ei == {e} or lc > v or (math.isnan(v) and not math.isnan(lc)):
+                    v = lc
+                    ei = c
+        for m in (16, 8, 4, 2, 1):
+            ov = shfl_xor(v, m)
+            oe = shfl_xor(ei, m)
+            nv, no = math.isnan(v), math.isnan(ov)
+            if oe < {e} and (ei >= {e} or (nv and not no) or (nv == no and (ov > v or (not (ov < v) and oe < ei)))):
+                v = ov
+                ei = oe
+        if ei % 32 == lane:
+            taken |= int64(1) << (ei // 32)
+        if r == 0:
+            top = v
+        if lane == r:
+            myv = v
+            mye = ei
+    ex_w = float32(math.exp(fsub_rn(myv, top))) if lane < {top_k} else float32(0.0)
+    tot = warp_sum(ex_w)
+    if lane < {top_k}:
+        idx[lane] = int32(mye)
+        wts[lane] = fdiv_rn(ex_w, tot)
 """
     params = [
-        Param("rq", "int8", e * d, "in", f"router quants [{e}, {d}]"),
-        Param("rd", "float32", e * d // 32, "in", f"router scales [{e}, {d // 32}]"),
-        *xparams,
+        Param("lg", "float32", e, "in", f"router logits [{e}]"),
         Param("idx", "int32", top_k, "out", "chosen experts, best first"),
         Param("wts", "float32", top_k, "out", "their renormalized weights"),
     ]
-    return build(f"moe_router_{act}_e{e}d{d}k{top_k}", body, "router_k", (1,), (32 * warps,), params, f"MoE top-{top_k} router over {e} experts", pdl=tuning.pdl,
-                 shared=[SharedArray("lg", e, "float32")])  # fmt: skip
+    return build(f"moe_topk_e{e}k{top_k}", body, "topk_k", (1,), (32,), params, f"MoE top-{top_k} of {e} experts' logits", pdl=tuning.pdl)
 
 
 SWIGLU = Pair(("pz = " + silu_expr("pa"),), ("fmul_rn(pz, pb)",), "silu_mul")

@@ -3,8 +3,9 @@
 `stage_plan(func, module, tuning) -> LaunchPlan` walks the top-level stages of a `func.func` in
 program order and gives each its kernel launches (DESIGN.md §6): every stage is exactly one kernel —
 a primitive its family's kernel (`codegen.norms`, `unary`, `gemv`, `quantize`, `rope`, `attention`),
-a `fwd.fused` op its one generated kernel (`codegen.fused`) — except a `fwd.moe`, which is three
-(`router_topk`, `moe_gate_up_act`, `moe_down_combine`, `codegen.moe`). Which kernels a stage takes is
+a `fwd.fused` op its one generated kernel (`codegen.fused`) — except a `fwd.moe`, which is four
+(the seed's `router_topk` as the router's logits and its top-k, `moe_gate_up_act`, `moe_down_combine`;
+`codegen.moe`). Which kernels a stage takes is
 `codegen.stage_kernels.lower_stage`; how each value is named and held, `codegen.buffers`; the plan's
 types, `codegen.launch`.
 

@@ -2,7 +2,7 @@
 family (`norms`, `unary`, `gemv`, `quantize`, `rope`, `attention`, `moe`; a `fwd.fused`
 op through `codegen.fused`) and the buffer parts its parameters read and write.
 
-Every stage is one kernel, a `fwd.moe` three. Legality runs first (`shim.legality.check`, or the
+Every stage is one kernel, a `fwd.moe` four. Legality runs first (`shim.legality.check`, or the
 `fwd.refused` marks): the `kernel_refusal` conditions are asserts here; what no kernel computes
 raises `Unlowerable` with the reason.
 """
@@ -150,10 +150,11 @@ def _quantize(op: QuantizeOp, tuning: Tuning) -> list[Binding]:
 
 
 def _moe(op: MoeOp, tuning: Tuning) -> list[Binding]:
-    """Three kernels: the top-k router, gate-up (SwiGLU) and down-and-combine (the last two the GEMV
-    family's, `moe.gate_up`, `moe.down`), sharing the stage's scratch buffers `idx` (the chosen
-    experts), `wts` (their weights) and `h` (the SwiGLU rows); `g`, `u` (the gate and up products),
-    `yk` (each expert's down product) and `ccount` (down's row-block counts) are the launches' own."""
+    """Four kernels: the router's logits (`moe.logits`) and its top-k (`moe.topk`), gate-up (SwiGLU)
+    and down-and-combine (all but the top-k the GEMV family's), sharing the stage's scratch buffers
+    `lg` (the logits), `idx` (the chosen experts), `wts` (their weights) and `h` (the SwiGLU rows);
+    `g`, `u` (the gate and up products), `yk` (each expert's down product) and `ccount` (down's
+    row-block counts) are the launches' own."""
     assert op.router_bias is None and all(b is None for b in op.biases), "kernel_refusal K19: legality runs first"
     assert op.renormalize is not None and op.act.data.value == "swiglu", "kernel_refusal K20, K21: legality runs first"
     assert op.weighs_outputs_by_softmax(), "kernel_refusal K22: legality runs first (_Builder.stage)"
@@ -169,7 +170,8 @@ def _moe(op: MoeOp, tuning: Tuning) -> list[Binding]:
     q = lambda w, qn, dn: {qn: Ref(w, "qs"), dn: Ref(w, "dw")}  # noqa: E731
     idx, wts, h = Ref(None, scratch="idx"), Ref(None, scratch="wts"), Ref(None, scratch="h")
     return [
-        Binding(moe.router(e, d, top_k, act=act, tuning=tuning), {**q(op.router, "rq", "rd"), **xs, "idx": idx, "wts": wts}),
+        Binding(moe.logits(e, d, act=act, tuning=tuning), {**q(op.router, "qs", "dw"), **xs, "y": Ref(None, scratch="lg")}),
+        Binding(moe.topk(e, top_k, tuning=tuning), {"lg": Ref(None, scratch="lg"), "idx": idx, "wts": wts}),
         Binding(
             moe.gate_up(e, d, ff, top_k, act=act, tuning=tuning),
             {**q(op.gate_exps, "qs", "dw"), **q(op.up_exps, "qs2", "dw2"), **xs, "idx": idx,

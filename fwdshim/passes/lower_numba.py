@@ -64,7 +64,7 @@ def drop_stale_plans(root: Operation) -> None:
 
 @dataclass(frozen=True)
 class LowerNumbaPass(TuningOptions, ModulePass):
-    """Plan the Numba CUDA kernel launches of each decode step (a kernel a stage, three a MoE, grouped into merged launches)."""
+    """Plan the Numba CUDA kernel launches of each decode step (a kernel a stage, four a MoE, grouped into merged launches)."""
 
     name = "fwd-lower-numba"
 

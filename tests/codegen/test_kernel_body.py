@@ -193,10 +193,10 @@ def test_every_mergeable_kernel_writes_out_as_a_part(source):
         ("gemv", "blocks", ("f16", 8, 64.0), {}),
         ("gemv", "q8_0", (8, 64.0), {}),
         ("norms", "rms_norm", (True,), {}),
-        ("moe", "router", (4, 64, 2), {"warps": 2.0}),
+        ("moe", "topk", (4.0, 2), {}),
         ("attention", "attention", (2, 1, 32, "8"), {}),
     ],
-    ids=["blocks-k-float", "q8_0-k-float", "rms_norm-n-bool", "moe-warps-float", "attention-l-str"],
+    ids=["blocks-k-float", "q8_0-k-float", "rms_norm-n-bool", "moe-e-float", "attention-l-str"],
 )
 def test_a_factory_refuses_a_dimension_that_is_no_integer(family, name, args, kwargs):
     """`kernel.factory`: a float, bool or string for an `int` parameter is a TypeError naming it,

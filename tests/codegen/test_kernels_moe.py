@@ -22,7 +22,7 @@ def test_router_ties_lower_index_wins(act):
 
 def test_router_many_experts():
     scales = rng().permutation(np.linspace(0.1, 1.0, 40))
-    check_router(40, 32, 4, "f32", scales, warps=4)
+    check_router(40, 32, 4, "f32", scales)
 
 
 @pytest.mark.parametrize("act", ["f32", "int8"])
@@ -31,9 +31,11 @@ def test_moe_matches_reference(act):
 
 
 def test_moe_kernel_interfaces():
-    r = moe.router(8, 4096, 2, act="int8")
-    assert r.param_names == ("rq", "rd", "xq", "xd", "idx", "wts") and r.grid == (1,) and r.block == (256,)  # a warp an expert
-    assert moe.router(128, 2048, 8).block == (1024,) and "ex3 = min(warp + 96, 127)" in moe.router(128, 2048, 8).source
+    lg = moe.logits(8, 4096, act="int8")  # the family's GEMV: merges as one (the norm its prologue, the top-k its tail)
+    assert lg.param_names == ("qs", "dw", "xq", "xd", "y") and lg.spec.family == "gemv" and lg.spec.n == 8
+    tk = moe.topk(128, 8)
+    assert tk.param_names == ("lg", "idx", "wts") and tk.grid == (1,) and tk.block == (32,)
+    assert not tk.facts.barriers and not tk.facts.shared_bytes  # warp-free: a tail of any block size
     gu = moe.gate_up(8, 4096, 14336, 2)  # the family's pair GEMV: gate's and up's rows a group, 8 warps a block
     assert gu.param_names == ("qs", "dw", "qs2", "dw2", "x", "idx", "y", "y2", "z0") and gu.grid == (14336 * 2 // 16, 2)
     assert gu.spec.experts == (8, 2) and gu.spec.pair is moe.SWIGLU
@@ -49,7 +51,9 @@ def test_router_nan_logits_stay_inside_the_expert_stacks():
     router = rng().standard_normal((e, d)).astype(F32)
     _, rq, rd = q8_0(router)
     x = np.full(d, np.nan, dtype=F32)
-    out = moe.router(e, d, 2, act="f32", warps=2).run(rq=rq, rd=rd, x=x)
+    from support.checks_moe import route
+
+    out = route(e, d, 2, "f32", rq, rd, {"x": x})
     assert all(0 <= int(i) < e for i in out["idx"]), list(out["idx"])
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.checks_moe import route as gpu_route
 from support.kernels_common import fast_simulator, q8_0, rng  # noqa: F401
 
 from fwdshim import reference as R
-from fwdshim.codegen import moe
 from fwdshim.dialects.attributes import GgmlType
 from fwdshim.weights import WeightData
 
@@ -33,7 +33,7 @@ def route(nan_rows: list[int], top_k: int):
     for r in nan_rows:
         rd[r] = np.nan
         raw[r].reshape(-1, 34)[:, :2] = np.frombuffer(np.float16(np.nan).tobytes(), np.uint8)  # each block's f16 d
-    out = moe.router(E, D, top_k, act="f32", warps=2).run(rq=rq, rd=rd.ravel(), x=x)
+    out = gpu_route(E, D, top_k, "f32", rq, rd.ravel(), {"x": x})
     idx, wts = R.moe_route(x, WeightData("r", GgmlType.Q8_0, (E, D), raw), top_k)
     return (np.asarray(out["idx"]), np.asarray(out["wts"])), (idx, wts)
 

@@ -25,7 +25,13 @@ def _x(x, act):
     return qx, {"xq": qx.q, "xd": qx.d}
 
 
-def check_router(e: int, d: int, top_k: int, act: str, scales, warps: int | None = 2) -> tuple[np.ndarray, np.ndarray]:
+def route(e: int, d: int, top_k: int, act: str, rq, rd, xa) -> dict:
+    """The router's two launches, its logits (`moe.logits`) then its top-k (`moe.topk`)."""
+    lg = moe.logits(e, d, act=act).run(qs=rq, dw=rd, **xa)["y"]
+    return moe.topk(e, top_k).run(lg=lg)
+
+
+def check_router(e: int, d: int, top_k: int, act: str, scales) -> tuple[np.ndarray, np.ndarray]:
     """Router rows that are multiples of one row: their logits order as `scales`, equal scales tie
     bit for bit."""
     g = rng()
@@ -36,7 +42,7 @@ def check_router(e: int, d: int, top_k: int, act: str, scales, warps: int | None
     router = np.stack([base * F32(s) for s in scales]).astype(F32)
     raw, rq, rd = q8_0(router)
     xin, xa = _x(x, act)
-    out = moe.router(e, d, top_k, act=act, warps=warps).run(rq=rq, rd=rd, **xa)
+    out = route(e, d, top_k, act, rq, rd, xa)
     idx, wts = R.moe_route(xin, _wd(raw, (e, d)), top_k)
     assert list(out["idx"]) == list(idx), f"router chose {list(out['idx'])}, reference {list(idx)}"
     close(out["wts"], wts, 2e-6, "router weights")
@@ -53,7 +59,7 @@ def check_moe(e: int, d: int, ff: int, top_k: int, act: str, **kw) -> None:
     down = (g.standard_normal((e, d, ff)) * 0.2).astype(F32)
     (rr, rq, rd), (gr, gq, gd), (ur, uq, ud), (dr, dq, dd) = (q8_0(a) for a in (router, gate, up, down))
     xin, xa = _x(x, act)
-    routed = moe.router(e, d, top_k, act=act, warps=2).run(rq=rq, rd=rd, **xa)
+    routed = route(e, d, top_k, act, rq, rd, xa)
     gk = moe.gate_up(e, d, ff, top_k, act=act, shape=kw.get("gate_shape"))
     h = gk.run(qs=gq, dw=gd, qs2=uq, dw2=ud, idx=routed["idx"], **xa)["z0"]
     dk = moe.down(e, d, ff, top_k, shape=kw.get("down_shape"))
