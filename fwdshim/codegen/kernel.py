@@ -183,7 +183,11 @@ class Kernel:
 
     def host_arrays(self, **given: np.ndarray) -> list[np.ndarray]:
         """The launch arguments as host arrays: `given[name]` flattened (and checked), zeros for
-        outputs not given. A convenience for tests and the simulator."""
+        outputs not given. A convenience for tests and the simulator. TypeError for a name that is no
+        parameter of the kernel (a misspelt input would otherwise leave that input unset)."""
+        unknown = sorted(set(given) - set(self.param_names))
+        if unknown:
+            raise TypeError(f"kernel {self.name} has no parameter {', '.join(f'`{u}`' for u in unknown)} (its parameters: {', '.join(self.param_names)})")
         out = []
         for p in self.params:
             a = given.get(p.name)

@@ -215,3 +215,14 @@ def test_a_factory_takes_numpy_integers_as_the_same_kernel():
     k = gemv.blocks("f16", 8, np.int64(64))
     assert k is gemv.blocks("f16", 8, 64) is gemv.blocks("f16", n=8, k=64)
     assert "int64(64)" not in k.source and "np." not in k.source
+
+
+def test_a_kernel_run_refuses_a_name_that_is_no_parameter():
+    """`Kernel.run(**arrays)`: a misspelt input is a TypeError naming it and the kernel's parameters
+    (it was ignored, and the kernel ran with that input missing or zero)."""
+    from fwdshim.codegen import unary
+
+    k = unary.silu(64)
+    x = np.ones(64, np.float32)
+    with pytest.raises(TypeError, match=r"no parameter `xx` \(its parameters: x, y\)"):
+        k.run(xx=x)
