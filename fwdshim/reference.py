@@ -319,7 +319,7 @@ def moe_route(x, router, top_k: int, renormalize: bool = True) -> tuple[np.ndarr
     NaN logit ranks below every number, so `top_k` distinct experts are kept even from a row of NaNs),
     weighted by their softmax renormalized over the kept ones, `exp(l_i - l_top) / Σ_kept exp(l_j -
     l_top)` (every weight NaN where a kept logit is NaN), or by the softmax over all experts if not
-    renormalized. The GPU router (`codegen.moe.router`) follows the same rule. Returns (experts int64
+    renormalized. The GPU router (`codegen.moe.topk`, over `codegen.moe.logits`) follows the same rule. Returns (experts int64
     `[top_k]` best first, weights float32 `[top_k]`)."""
     # row by row in one summation order (not BLAS, whose row blocking can tell equal rows apart): equal
     # router rows give equal logits, so a tie is a tie

@@ -57,6 +57,7 @@ whole-block-lane kernel (`vec` 32) and `q8_dots` (its row dots, and the MoE kern
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -270,6 +271,16 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     return gemv_blocks(n, k, m, act, shape, rope, pair, binary, weights="q8_0", tuning=tuning)
 
 
+def _dim(v: object, name: str) -> int:
+    """`v` as a size (`operator.index`: an int or NumPy integer), else TypeError naming `name`."""
+    try:
+        if isinstance(v, bool):
+            raise TypeError
+        return operator.index(v)
+    except TypeError:
+        raise TypeError(f"the GEMV's {name} must be an integer, got {v!r}") from None
+
+
 def _combine_lines(n: int, top_k: int, per_block: int, binary: tuple[str, bool] | None) -> list[str]:
     """`gemv_blocks`' `combine`, after the block's stores: the block counts itself done in
     `ccount[$bx]` (`source.count_done`: one acquire-release atomic, the merged launches' tails'
@@ -312,7 +323,7 @@ def gemv_blocks(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int,
     first matrix and row i of the second (its `rows / 2` consecutive pairs; the grid covers 2N rows),
     `y` and `y2` each the same bits as that matrix's GEMV alone, and after storing them the group's
     lane 0 runs the epilogue on the pair (gate and up with silu·mul: the gate/up launch keeps no
-    tail). Needs an even `rows`, M 1, one block a row group (`pair_variant`).
+    tail). Needs an even `rows`, M 1 (with `experts`, 1 or top_k), one block a row group (`pair_variant`).
 
     `binary` (`(kind, y_first)`): after each store of `y`, the elementwise epilogue `ep_out = y kind
     ep_in` (`gemv_rows.store`; parameters `ep_in`, `ep_out` after `y`), without `pair`
@@ -323,9 +334,11 @@ def gemv_blocks(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int,
     matrices (`[e, n, k]` in the type's layout; with `pair` two stacks), and the launch computes the
     `top_k` chosen by the router (parameter `idx int32 [top_k]` after the activation's): grid row `m`
     reads matrix `idx[m]` and stores `y[m, :]` (`y f32 [top_k, n]`; a pair's `y2`, `z0`, ... too),
-    over x row `m` (`m == top_k`: `x [top_k, k]`) or the one row of x (`m == 1`). Without `rope` or
-    `binary` (but for `binary` on `combine`'s `out`), and with one block a row group (no looping grid,
-    prefetch or async-copy pipeline). Its weight loads wait with the rest (`pdl_wait()` first): which
+    over x row `m` (`m == top_k`: `x [top_k, k]`) or the one row of x (`m == 1`); an index outside
+    `0 .. e - 1` reads the nearest matrix (clamped: no read outside the stack). Without `rope` or
+    `binary` (but for `binary` on `combine`'s `out`), with 4- or 16-byte pieces and one block a row
+    group (no whole-block lanes, looping grid, prefetch or async-copy pipeline); ValueError otherwise,
+    TypeError for a size that is no integer. Its weight loads wait with the rest (`pdl_wait()` first): which
     rows it reads comes from the router's launch before it (`Tuning.pre_wait_loads` hoists none).
 
     `combine` (with `experts`, without `pair`): the mixture's output too, `out[j] = Σ_i wts[i] ·
@@ -338,17 +351,27 @@ def gemv_blocks(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int,
     spec = GemvSpec(weights, n, k, m, act, shape, rope, pair, binary=binary, experts=experts, combine=combine)
     if binary is not None and pair is not None:
         raise ValueError("an elementwise epilogue and a pair epilogue on one GEMV")
+    n, k, m = (_dim(v, name) for v, name in ((n, "n"), (k, "k"), (m, "m")))
     if experts is not None:
-        e, top_k = experts
-        if (min(e, top_k) < 1 or top_k > e or m not in (1, top_k) or rope or (binary and not combine) or (pair and pair.quant)
-                or shape.blocks or shape.prefetch or shape.stages):  # fmt: skip
-            raise ValueError(f"the GEMV of {top_k} of {e} experts over {m} rows of x, {shape.tag}"
-                             + (" with an epilogue" if rope or binary else ""))  # fmt: skip
+        if not isinstance(experts, tuple) or len(experts) != 2:
+            raise TypeError(f"`experts` is (e, top_k), got {experts!r}")
+        e, top_k = experts = (_dim(experts[0], "experts' e"), _dim(experts[1], "experts' top_k"))
+        why = ("no expert" if min(e, top_k) < 1 else "top_k > e" if top_k > e
+               else f"x of {m} rows, not 1 or top_k" if m not in (1, top_k)
+               else "a rope epilogue" if rope else "an elementwise epilogue without `combine`" if binary and not combine
+               else "a quantized pair epilogue" if pair and pair.quant
+               else "whole-block lanes (vec 32)" if vec == 32
+               else "a looping grid, a prefetch or an async-copy pipeline" if shape.blocks or shape.prefetch or shape.stages
+               else "")  # fmt: skip
+        if why:
+            raise ValueError(f"the GEMV of the top {top_k} of {e} experts at {shape.tag}: {why}")
         if combine and (pair or n % ((warps // split) * rows)):
             raise ValueError(f"the weighted sum of {top_k} experts' rows of {n} values over blocks of {(warps // split) * rows} rows"
                              + (" with a pair epilogue" if pair else ""))  # fmt: skip
     elif combine:
         raise ValueError("a weighted sum of experts' rows (`combine`) without `experts`")
+    if not isinstance(combine, bool):
+        raise TypeError(f"`combine` is True or False, got {combine!r}")
     if rope is not None:
         hd, half = rope
         if shape.blocks or shape.prefetch or rows % 2 or m != 1 or hd != 2 * half or n % hd or pair is not None:
@@ -442,7 +465,7 @@ def gemv_k({sig}):
     j = warp % {split}
     kl = j * 32 + lane
     m = $by
-{"    ex = int64(idx[m])" + chr(10) if experts else ""}    xo = {"0" if experts and m == 1 else f"m * {k}"}
+{f"    ex = min(max(int64(idx[m]), 0), {experts[0] - 1})" + chr(10) if experts else ""}    xo = {"0" if experts and m == 1 else f"m * {k}"}
     xdo = {"0" if experts and m == 1 else f"m * {nb}"}
 """
     if not shape.blocks or shape.blocks >= n_blocks:

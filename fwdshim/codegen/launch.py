@@ -274,7 +274,7 @@ class LaunchPlan:
                 tails = ", ".join(f"stage {h.stage} {h.name}" for h in launch.holds[n:])
                 lines.append(f"//   launch {i}: {launch.name} grid {grid} block {block} "
                              + (f"every block first: {first}; then " if first else "") + f"holds {held}"
-                             + (f"; each block on its rows: {epi}" if epi else "")
+                             + (f"; {_epilogue_runner(launch)}: {epi}" if epi else "")
                              + (f"; each 32 values once stored: {quant}" if quant else "")
                              + (f"; last block: {tails}" if tails else "") + hint)  # fmt: skip
         if self.maintenance:
@@ -298,6 +298,15 @@ class LaunchPlan:
 
 def _unique(items) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
+
+
+def _epilogue_runner(launch: Launch) -> str:
+    """Who runs a launch's epilogues, in the plan's text: each block on the rows it computed, or for a
+    mixture's down-and-combine (`gemv_blocks`' `combine`) the last block of each row block, on the
+    experts' weighted sum."""
+    if getattr(launch.kernel.spec, "combine", False):
+        return "the last block of each row block on its sum"
+    return "each block on its rows"
 
 
 def _launch_lines(launches: Sequence[Launch]) -> list[str]:

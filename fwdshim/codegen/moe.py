@@ -8,7 +8,9 @@ launch's prologue, the top-k as its tail, the residual add after the MoE as down
 
 Weights in the `repack_q8_0` layout, flattened: router `qs int8 [E*d]`, `dw f32 [E*d/32]`; the gate,
 up and down stacks as the Q8_0 decoder reads them (`qs int8 [E*ff*d]`, `dw f32 [E*ff*d/32]`; down
-`[E*d*ff]`; d and ff multiples of 32). `act`: `f32` reads `x f32 [d]`; `int8` reads a quantized
+`[E*d*ff]`; d and ff multiples of 32). The plan reads Q8_0 mixtures only (the seed's manifest, `fits`
+F02); `gate_up` and `down` take another block type's stacks through `weights=` (that type's decoder,
+its arrays and its block of values, `gemv_decode`), untested in a plan. `act`: `f32` reads `x f32 [d]`; `int8` reads a quantized
 activation `xq int8 [d]`, `xd f32 [d/32]` (int8-act numerics: the router and gate/up dots are int8).
 
 - `logits(e, d, act=)`: `y[i] = router_i · x`, `f32 [e]` (`gemv.blocks`).
@@ -40,17 +42,20 @@ from fwdshim.limits import MOE_MAX_EXPERTS, MOE_MAX_TOP_K
 
 
 def _check(e: int, d: int, top_k: int, ff: int | None = None) -> None:
-    """ValueError for a mixture the kernels cannot hold (`ff` None: the router's, which has none)."""
+    """ValueError, naming what is wrong, for a mixture the kernels cannot hold (`ff` None: the
+    router's, which has none)."""
     width = "" if ff is None else f", ff = {ff}"
-    if min(e, d, top_k, 32 if ff is None else ff) <= 0 or top_k > e:
-        raise ValueError(f"a mixture of {e} experts, top {top_k}, d = {d}{width}")
+    if min(e, d, top_k, 32 if ff is None else ff) <= 0:
+        raise ValueError(f"a mixture of {e} experts, top {top_k}, d = {d}{width}: a size that is not positive")
+    if top_k > e:
+        raise ValueError(f"a mixture keeping the top {top_k} of {e} experts: top_k > e")
     if d % 32 or (ff or 32) % 32:
         rows = f"rows of {d}" if ff is None else f"rows of {d} and {ff} values"
-        raise ValueError(f"a Q8_0 mixture over {rows}: not whole blocks of 32")
+        raise ValueError(f"a mixture over {rows}: not whole blocks of 32")
     if e > MOE_MAX_EXPERTS:  # legality's B10
-        raise ValueError(f"a router over {e} experts (at most {MOE_MAX_EXPERTS})")
+        raise ValueError(f"a mixture of {e} experts (at most {MOE_MAX_EXPERTS})")
     if top_k > MOE_MAX_TOP_K:  # legality's B09 (lane r of one warp keeps the r-th expert)
-        raise ValueError(f"a router keeping {top_k} experts (at most {MOE_MAX_TOP_K})")
+        raise ValueError(f"a mixture keeping {top_k} experts (at most {MOE_MAX_TOP_K})")
 
 
 def _x_params(d: int, act: str) -> tuple[list[Param], str]:
@@ -66,9 +71,9 @@ def _x_params(d: int, act: str) -> tuple[list[Param], str]:
 
 @factory
 def logits(e: int, d: int, *, act: str = "f32", tuning: Tuning = DEFAULT) -> Kernel:
-    """The router's logits `lg[i] = router_i · x`, `f32 [e]`: the GEMV family's Q8_0 GEMV of the
-    router (`gemv.blocks`; params `qs`, `dw`, `x` or `xq, xd`, `y`), so it merges as any GEMV does
-    (the norm before it its prologue, `topk` its tail)."""
+    """The router's logits `y[i] = router_i · x`, `f32 [e]` (what `topk` reads as `lg`): the GEMV
+    family's Q8_0 GEMV of the router (`gemv.blocks`; params `qs`, `dw`, `x` or `xq, xd`, `y`), so it
+    merges as any GEMV does (the norm before it its prologue, `topk` its tail)."""
     _check(e, d, 1)
     _x_params(d, act)
     return blocks("q8_0", e, d, act=act, tuning=tuning)
@@ -81,7 +86,8 @@ def topk(e: int, top_k: int, *, tuning: Tuning = DEFAULT) -> Kernel:
     every number, so the kept experts are `top_k` distinct ones even from a row of NaNs), then the
     renormalized softmax of the kept logits, `w_i = exp(l_i - l_max) / Σ_kept exp(l_j - l_max)` (the
     softmax over all experts renormalized over the kept ones, exactly): every weight NaN where a
-    kept logit is NaN. `reference.moe_route` follows the same rule. Outputs `idx int32 [top_k]`
+    kept logit is NaN, and every weight NaN where the kept logits hold an infinity (`inf - inf`; the
+    executor's too). `reference.moe_route` follows the same rule. Outputs `idx int32 [top_k]`
     (best first), `wts f32 [top_k]`. One warp, no barrier and no shared memory: it runs as a tail of
     the logits' launch (`codegen.merge`)."""
     if min(e, top_k) <= 0 or top_k > e or e > MOE_MAX_EXPERTS or top_k > MOE_MAX_TOP_K:  # legality's B09, B10

@@ -41,7 +41,7 @@ def test_moe_kernel_interfaces():
     assert gu.spec.experts == (8, 2) and gu.spec.pair is moe.SWIGLU
     dn = moe.down(8, 4096, 14336, 2)
     assert dn.param_names == ("qs", "dw", "x", "idx", "y", "wts", "ccount", "out") and dn.grid == (4096 // 32, 2)
-    assert "ex = int64(idx[m])" in dn.source and "xo = m * 14336" in dn.source and "xo = 0" in gu.source
+    assert "ex = min(max(int64(idx[m]), 0), 7)" in dn.source and "xo = m * 14336" in dn.source and "xo = 0" in gu.source
 
 
 def test_router_nan_logits_stay_inside_the_expert_stacks():
@@ -72,3 +72,42 @@ def test_expert_gemvs_read_the_routers_choice_after_their_wait(pdl):
         body = k.source[k.source.index("def gemv_k"):]
         assert body.index("pdl_wait()") < body.index("idx[") and "ld_i32x4(qs" in body, k.name
         assert body.count("pdl_wait()") == 1
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"shape": "v32"}, ValueError, r"whole-block lanes \(vec 32\)"),  # built a GEMV without idx, wts, out
+        ({"experts": (6, 2.5)}, TypeError, "experts' top_k must be an integer, got 2.5"),
+        ({"experts": (True, True)}, TypeError, "experts' e must be an integer, got True"),
+        ({"experts": 6}, TypeError, r"`experts` is \(e, top_k\), got 6"),
+        ({"n": 64.0}, TypeError, "n must be an integer, got 64.0"),
+        ({"combine": "no"}, TypeError, "`combine` is True or False"),
+        ({"experts": (6, 7)}, ValueError, "top_k > e"),
+        ({"shape": "stages"}, ValueError, "async-copy pipeline"),
+    ],
+)
+def test_an_expert_gemv_it_cannot_write_is_an_error(kwargs, error, match):
+    """`gemv_blocks(experts=...)` says what it cannot write (a new user's inputs: a vec-32 shape
+    silently dropped the experts, floats and bools became sizes in the kernel's source)."""
+    from fwdshim.codegen.gemv import Shape, gemv_blocks
+
+    shapes = {"v32": Shape(32, 2, 8, 1, 1), "stages": Shape(16, 2, 4, 1, 1, stages=2)}
+    args = {"n": 64, "k": 32, "m": 2, "experts": (6, 2), "combine": True, "shape": Shape(16, 4, 8, 2, 1)}
+    args.update({k: shapes.get(v, v) if k == "shape" else v for k, v in kwargs.items()})
+    with pytest.raises(error, match=match):
+        gemv_blocks(args["n"], args["k"], args["m"], "f32", args["shape"], experts=args["experts"], combine=args["combine"])
+
+
+def test_an_expert_index_outside_the_stack_reads_no_byte_outside_it():
+    """An `idx` outside 0 .. e - 1 (never the router's: it keeps distinct experts of the stack) reads
+    the nearest matrix, clamped, not memory past the stack (a new user's -1 and e read outside it)."""
+    e, d, ff = 6, 64, 32
+    g = rng()
+    gate, up = ((g.standard_normal((e, ff, d)) * 0.2).astype(np.float32) for _ in range(2))
+    (_, gq, gd), (_, uq, ud) = q8_0(gate), q8_0(up)
+    x = g.standard_normal(d).astype(np.float32)
+    k = moe.gate_up(e, d, ff, 2)
+    out = k.run(qs=gq, dw=gd, qs2=uq, dw2=ud, x=x, idx=np.array([-1, e], np.int32))
+    want = k.run(qs=gq, dw=gd, qs2=uq, dw2=ud, x=x, idx=np.array([0, e - 1], np.int32))
+    assert np.array_equal(out["z0"], want["z0"]) and np.abs(out["z0"]).max() > 0
