@@ -304,7 +304,7 @@ def _epilogue_runner(launch: Launch) -> str:
     """Who runs a launch's epilogues, in the plan's text: each block on the rows it computed, or for a
     mixture's down-and-combine (`gemv_blocks`' `combine`) the last block of each row block, on the
     experts' weighted sum."""
-    if getattr(launch.kernel.spec, "combine", False):
+    if any(getattr(k.spec, "combine", False) for k in (launch.kernel, *(h.kernel for h in launch.holds))):
         return "the last block of each row block on its sum"
     return "each block on its rows"
 

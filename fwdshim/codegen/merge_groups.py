@@ -120,6 +120,8 @@ def prologue_modes(pro, par: Sequence, tuning: Tuning) -> dict[tuple[str, str], 
             return None
     if not all(x.kernel.family == "gemv" for x in par):
         return None
+    if any(x.kernel.facts.returns for x in par):  # its warps past the last row would leave before the prologue's work
+        return None
     modes: dict[tuple[str, str], str] = {}
     for i, c in enumerate(chain):
         fed = False

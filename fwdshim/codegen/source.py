@@ -190,13 +190,17 @@ class Facts:
     dotted attributes it reads (`cuda.blockIdx.x`, `cuda.gridDim.x`, ...); `calls`, the dotted names
     it calls (`cuda.syncthreads`, `ld_i32x4`, `cuda.atomic.add`, `cuda.grid`, ...); `grids`, the
     arguments of its `cuda.grid(...)` calls; `shared_bytes`, every static shared array's bytes;
-    `top_shared`, the names of the shared arrays the kernel function declares at its top level."""
+    `top_shared`, the names of the shared arrays the kernel function declares at its top level;
+    `returns`, whether that function returns anywhere."""
 
     names: frozenset[str]
     calls: frozenset[str]
     grids: frozenset[str]
     shared_bytes: int
     top_shared: tuple[str, ...] = ()
+    returns: bool = False
+    """The function `entry` has a `return` statement: some of its threads may leave before others
+    reach a later statement (a GEMV's warps past the last row)."""
 
     @property
     def atomics(self) -> bool:
@@ -266,12 +270,14 @@ def facts(text: str, entry: str = "") -> Facts:
             except (ValueError, TypeError, IndexError) as e:
                 raise ValueError(f"a shared array of no constant size and dtype: {ast.unparse(call)}") from e
     top: list[str] = []
+    returns = False
     for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == entry):
+        returns = any(isinstance(n, ast.Return) for n in ast.walk(fn))
         for st in fn.body:
             if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call) and _dotted(st.value.func) == "cuda.shared.array":
                 top += [t.id for t in st.targets if isinstance(t, ast.Name)]
     grids = frozenset(ast.unparse(c.args[0]) if c.args else "" for c, fn in calls if fn == "cuda.grid")
-    return Facts(names, frozenset(fn for _, fn in calls), grids, shared, tuple(top))
+    return Facts(names, frozenset(fn for _, fn in calls), grids, shared, tuple(top), returns)
 
 
 @dataclass(frozen=True)

@@ -711,3 +711,36 @@ def test_bias_epilogues_are_bit_for_bit_their_stages(numerics):
     assert sum(h.name.startswith("elementwise_add") for h in qkv.holds) == 3 and qkv.epilogues == 5
     assert "fmul_rn(ep_out[" in qkv.kernel.source  # the rope turns the stored sum
     assert p1.kernel_count < p0.kernel_count
+
+
+@pytest.mark.parametrize("numerics", ["dequant", "int8-act"])
+def test_no_prologue_for_a_set_whose_warps_may_leave_early(numerics):
+    """A GEMV whose grid holds more rows than its matrix (a router over 2 experts: one block of 8
+    warps for 2 rows) returns early from the warps past its last row; run at their wait, the
+    prologue's work on those warps was skipped (the second half of a quantized activation stayed
+    zero: `test_every_legal_stage_lowers_and_matches_the_executor[61-int8-act]`). Such a set takes no
+    prologue (`Facts.returns`), and the step is the executor's."""
+    from support import random_stages
+
+    from fwdshim import reference
+    from fwdshim.dialects.fwd import dims_of
+    from passes.test_legal_lowers import shimmed, weights_of
+
+    _, _, text = random_stages.draw(61)  # x -> (quantize) -> fwd.moe over 2 experts, top 1
+    module = shimmed(text, numerics)
+    plan = build_plan(functions(module)[0], module, Tuning())
+    logits = next(x for x in plan.launches if any(h.kernel.name.startswith("gemv_q8_0") and "x2k1" not in h.kernel.name
+                                                  for h in (x.holds or (x,))))  # fmt: skip
+    part = next(h for h in (logits.holds or (logits,)) if h.kernel.name.startswith("gemv_q8_0"))
+    assert not (part.kernel.facts.returns and logits.prologue), logits.name
+    if numerics == "int8-act":  # the case: the quantize before a GEMV of one warp-group a row (split 1), 2 rows
+        assert part.kernel.facts.returns and logits.prologue == 0, logits.name
+    rng = seeds.rng()
+    weights = weights_of(module, rng)
+    func = next(op for op in module.walk() if op.name == "func.func")
+    inputs = {a.name_hint: rng.standard_normal(dims_of(a.type) or ()).astype(np.float32) for a in func.body.block.args}
+    got = CompiledForward(module, weights).run_stagewise(inputs)
+    want = reference.execute(module, inputs, weights)
+    tol = 2e-5 if numerics == "dequant" else 2e-2
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g.copy_to_host()), w, rtol=0, atol=tol * max(1.0, float(np.abs(w).max())))
