@@ -57,7 +57,6 @@ whole-block-lane kernel (`vec` 32) and `q8_dots` (its row dots, and the MoE kern
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -80,7 +79,7 @@ from fwdshim.codegen.gemv_rows import (  # noqa: F401 - GemvSpec, Pair, Shape: t
     binary_params,
     store,
 )
-from fwdshim.codegen.kernel import Kernel, Param, build, factory
+from fwdshim.codegen.kernel import Kernel, Param, as_index, build, factory
 from fwdshim.codegen.source import SharedArray, check_block, count_done, indent, late_wait, release_import
 from fwdshim.codegen.tuning import DEFAULT, Tuning
 from fwdshim.limits import STATIC_SHARED_BYTES
@@ -271,16 +270,6 @@ def gemv_q8(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int, int
     return gemv_blocks(n, k, m, act, shape, rope, pair, binary, weights="q8_0", tuning=tuning)
 
 
-def _dim(v: object, name: str) -> int:
-    """`v` as a size (`operator.index`: an int or NumPy integer), else TypeError naming `name`."""
-    try:
-        if isinstance(v, bool):
-            raise TypeError
-        return operator.index(v)
-    except TypeError:
-        raise TypeError(f"the GEMV's {name} must be an integer, got {v!r}") from None
-
-
 def _combine_lines(n: int, top_k: int, per_block: int, binary: tuple[str, bool] | None) -> list[str]:
     """`gemv_blocks`' `combine`, after the block's stores: the block counts itself done in
     `ccount[$bx]` (`source.count_done`: one acquire-release atomic, the merged launches' tails'
@@ -348,14 +337,13 @@ def gemv_blocks(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int,
     one thread a row; with `binary`, its elementwise epilogue follows each store of `out`, not of
     `y` (`ep_in`, `ep_out` after `out`). Needs N a multiple of a block's rows (no block returns early)."""
     vec, rows, warps, unroll, split = shape.vec, shape.rows, shape.warps, shape.unroll, shape.split
-    spec = GemvSpec(weights, n, k, m, act, shape, rope, pair, binary=binary, experts=experts, combine=combine)
     if binary is not None and pair is not None:
         raise ValueError("an elementwise epilogue and a pair epilogue on one GEMV")
-    n, k, m = (_dim(v, name) for v, name in ((n, "n"), (k, "k"), (m, "m")))
+    n, k, m = (as_index(v, f"the GEMV's {name}") for v, name in ((n, "n"), (k, "k"), (m, "m")))
     if experts is not None:
         if not isinstance(experts, tuple) or len(experts) != 2:
             raise TypeError(f"`experts` is (e, top_k), got {experts!r}")
-        e, top_k = experts = (_dim(experts[0], "experts' e"), _dim(experts[1], "experts' top_k"))
+        e, top_k = experts = (as_index(experts[0], "the GEMV's experts' e"), as_index(experts[1], "the GEMV's experts' top_k"))
         why = ("no expert" if min(e, top_k) < 1 else "top_k > e" if top_k > e
                else f"x of {m} rows, not 1 or top_k" if m not in (1, top_k)
                else "a rope epilogue" if rope else "an elementwise epilogue without `combine`" if binary and not combine
@@ -372,6 +360,7 @@ def gemv_blocks(n: int, k: int, m: int, act: str, shape: Shape, rope: tuple[int,
         raise ValueError("a weighted sum of experts' rows (`combine`) without `experts`")
     if not isinstance(combine, bool):
         raise TypeError(f"`combine` is True or False, got {combine!r}")
+    spec = GemvSpec(weights, n, k, m, act, shape, rope, pair, binary=binary, experts=experts, combine=combine)
     if rope is not None:
         hd, half = rope
         if shape.blocks or shape.prefetch or rows % 2 or m != 1 or hd != 2 * half or n % hd or pair is not None:

@@ -39,6 +39,17 @@ from fwdshim.codegen.source import Facts, KernelBody, SharedArray, facts, prelud
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def as_index(v: object, what: str) -> int:
+    """`v` as a size (`operator.index`: a Python or NumPy integer), else a TypeError "`what` must be an
+    integer" (a bool too: `True` is no size)."""
+    try:
+        if isinstance(v, bool):
+            raise TypeError
+        return operator.index(v)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, got {v!r}") from None
+
+
 def factory(fn: F) -> F:
     """`fn`, a kernel family's factory, cached by its arguments (`functools.cache`), each parameter
     annotated `int` (or `int | None`) taken as an index first: a Python or NumPy integer becomes an
@@ -55,13 +66,7 @@ def factory(fn: F) -> F:
         for name in dims:
             if name not in bound.arguments or bound.arguments[name] is None:
                 continue
-            v = bound.arguments[name]
-            try:
-                if isinstance(v, bool):
-                    raise TypeError
-                bound.arguments[name] = operator.index(v)
-            except TypeError:
-                raise TypeError(f"{fn.__name__}: `{name}` must be an integer, got {v!r}") from None
+            bound.arguments[name] = as_index(bound.arguments[name], f"{fn.__name__}: `{name}`")
         return cached(*bound.args, **bound.kwargs)
 
     call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
